@@ -1,0 +1,51 @@
+# The front door. CMake is the build; these targets install what is missing, then build and run.
+#   make run    the demo          make test   every test: normal, ASan+UBSan, TSan builds
+#   make bench  the benchmarks    make clean  remove build/
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build run test test-normal test-asan test-tsan bench clean
+
+all: build
+
+deps:
+	@bash scripts/deps.sh
+
+build: deps
+	@cmake -S . -B build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build/release -j $(JOBS)
+
+run: build
+	./build/release/examples/eddy-demo
+
+# The normal build runs every test; the ASan+UBSan build every test but the install check;
+# the TSan build the tests labelled concurrency.
+test: deps
+	@$(MAKE) --no-print-directory test-normal test-asan test-tsan
+
+test-normal:
+	@cmake -S . -B build/debug -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build/debug -j $(JOBS)
+	cd build/debug && ctest --output-on-failure -j $(JOBS)
+
+test-asan:
+	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DEDDY_SANITIZE=address,undefined \
+		-DEDDY_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build/asan -j $(JOBS)
+	cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+		UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -LE install
+
+test-tsan:
+	@cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEDDY_SANITIZE=thread \
+		-DEDDY_BUILD_BENCH=OFF -DEDDY_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build/tsan -j $(JOBS)
+	cd build/tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+		ctest --output-on-failure -j $(JOBS) -L concurrency
+
+# Benchmarks print a table and JSON lines ({"bench":...}); the JSON goes to bench/results.json.
+bench: build
+	@bash scripts/deps.sh --bench
+	@bash bench/run.sh build/release
+
+clean:
+	rm -rf build

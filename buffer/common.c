@@ -1,0 +1,90 @@
+/*
+ * What include/eddy/common.h declares: error texts, the version, and the message header's
+ * reference count.
+ */
+#include <eddy/common.h>
+#include <eddy/buffer.h>
+
+#include <stdatomic.h>
+
+const char *eddy_strerror(int err)
+{
+    switch (err) {
+#define EDDY_ERR_TEXT_(name, value, text)                                                      \
+    case EDDY_##name:                                                                          \
+        return text;
+        EDDY_ERRNO_MAP(EDDY_ERR_TEXT_)
+#undef EDDY_ERR_TEXT_
+    default:
+        return "unknown error";
+    }
+}
+
+const char *eddy_err_name(int err)
+{
+    switch (err) {
+#define EDDY_ERR_NAME_(name, value, text)                                                      \
+    case EDDY_##name:                                                                          \
+        return #name;
+        EDDY_ERRNO_MAP(EDDY_ERR_NAME_)
+#undef EDDY_ERR_NAME_
+    default:
+        return "UNKNOWN";
+    }
+}
+
+const char *eddy_version(void)
+{
+    return EDDY_VERSION_STRING;
+}
+
+void eddy_msg_init(eddy_msg_t *msg, uint32_t type, eddy_msg_free_cb free_cb)
+{
+    atomic_init(&msg->_refcnt, 1);
+    msg->type = type;
+    msg->_free = free_cb;
+}
+
+eddy_msg_t *eddy_msg_retain(eddy_msg_t *msg)
+{
+    if (msg->type == EDDY_MSG_BUF) {
+        eddy_buf_retain(eddy_buf_of(msg));
+        return msg;
+    }
+    /* Relaxed: taking a reference needs no ordering, only the final release does. */
+    atomic_fetch_add_explicit(&msg->_refcnt, 1, memory_order_relaxed);
+    return msg;
+}
+
+int eddy_msg_release(eddy_msg_t *msg)
+{
+    /* Buffers have views that share a parent's count: their own release knows the rules. */
+    if (msg->type == EDDY_MSG_BUF) {
+        return eddy_buf_release(eddy_buf_of(msg));
+    }
+    uint32_t old = atomic_load_explicit(&msg->_refcnt, memory_order_relaxed);
+    do {
+        if (old == 0) {
+            return EDDY_EREFCNT;
+        }
+        /* acq_rel: the release publishes this thread's writes to the freeing thread, the
+         * acquire (when we free) pairs with every other holder's release here. */
+    } while (!atomic_compare_exchange_weak_explicit(&msg->_refcnt, &old, old - 1,
+                                                    memory_order_acq_rel, memory_order_relaxed));
+    if (old == 1) {
+        if (msg->_free) {
+            msg->_free(msg);
+        }
+        return 1;
+    }
+    return 0;
+}
+
+uint32_t eddy_msg_refcnt(const eddy_msg_t *msg)
+{
+    if (msg->type == EDDY_MSG_BUF) {
+        const char *p = (const char *)msg - offsetof(eddy_buf_t, _msg);
+        return eddy_buf_refcnt((const eddy_buf_t *)(const void *)p);
+    }
+    return atomic_load_explicit(&msg->_refcnt, memory_order_acquire);
+}

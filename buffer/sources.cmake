@@ -1,0 +1,7 @@
+list(APPEND EDDY_SOURCES
+    buffer/buf.c
+    buffer/composite.c
+    buffer/leak.c
+    buffer/pool.c
+    buffer/alloc.c
+    buffer/common.c)

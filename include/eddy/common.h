@@ -1,0 +1,140 @@
+/*
+ * eddy: what every module shares: the export macro, error codes, the version, and the
+ * refcounted message header that every pipeline message starts with.
+ */
+#ifndef EDDY_COMMON_H
+#define EDDY_COMMON_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define EDDY_EXTERN
+#elif defined(__GNUC__) || defined(__clang__)
+#define EDDY_EXTERN __attribute__((visibility("default")))
+#else
+#define EDDY_EXTERN
+#endif
+
+#define EDDY_VERSION_MAJOR 0
+#define EDDY_VERSION_MINOR 1
+#define EDDY_VERSION_PATCH 0
+#define EDDY_VERSION_STRING "0.1.0"
+
+/* Branch hints; use only where a benchmark shows a gain (STYLE.md). */
+#if defined(__GNUC__) || defined(__clang__)
+#define EDDY_LIKELY(x) __builtin_expect(!!(x), 1)
+#define EDDY_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define EDDY_LIKELY(x) (x)
+#define EDDY_UNLIKELY(x) (x)
+#endif
+
+/* The structure holding member ptr, from a pointer to that member. */
+#define EDDY_CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/*
+ * Error codes. System errors keep their errno value, negated (EDDY_EAGAIN == -EAGAIN on
+ * Linux); eddy's own codes sit far from errno, from -4095 up.
+ */
+#define EDDY_ERRNO_MAP(XX)                                                                     \
+    XX(EPERM, -EPERM, "operation not permitted")                                               \
+    XX(ENOENT, -ENOENT, "no such entry")                                                       \
+    XX(EINTR, -EINTR, "interrupted system call")                                               \
+    XX(EIO, -EIO, "i/o error")                                                                 \
+    XX(EBADF, -EBADF, "bad file descriptor")                                                   \
+    XX(EAGAIN, -EAGAIN, "resource temporarily unavailable")                                    \
+    XX(ENOMEM, -ENOMEM, "out of memory")                                                       \
+    XX(EACCES, -EACCES, "permission denied")                                                   \
+    XX(EBUSY, -EBUSY, "resource busy")                                                         \
+    XX(EEXIST, -EEXIST, "already exists")                                                      \
+    XX(EINVAL, -EINVAL, "invalid argument")                                                    \
+    XX(ENFILE, -ENFILE, "file table overflow")                                                 \
+    XX(EMFILE, -EMFILE, "too many open files")                                                 \
+    XX(EPIPE, -EPIPE, "broken pipe")                                                           \
+    XX(ERANGE, -ERANGE, "result out of range")                                                 \
+    XX(ENOSYS, -ENOSYS, "function not implemented")                                            \
+    XX(ENOTSUP, -ENOTSUP, "operation not supported")                                           \
+    XX(EADDRINUSE, -EADDRINUSE, "address already in use")                                      \
+    XX(EADDRNOTAVAIL, -EADDRNOTAVAIL, "address not available")                                 \
+    XX(ENETUNREACH, -ENETUNREACH, "network is unreachable")                                    \
+    XX(ECONNABORTED, -ECONNABORTED, "connection aborted")                                      \
+    XX(ECONNRESET, -ECONNRESET, "connection reset by peer")                                    \
+    XX(ENOBUFS, -ENOBUFS, "no buffer space available")                                         \
+    XX(ENOTCONN, -ENOTCONN, "socket is not connected")                                         \
+    XX(ETIMEDOUT, -ETIMEDOUT, "operation timed out")                                           \
+    XX(ECONNREFUSED, -ECONNREFUSED, "connection refused")                                      \
+    XX(EHOSTUNREACH, -EHOSTUNREACH, "host is unreachable")                                     \
+    XX(EALREADY, -EALREADY, "operation already in progress")                                   \
+    XX(EINPROGRESS, -EINPROGRESS, "operation in progress")                                     \
+    XX(ECANCELED, -ECANCELED, "operation canceled")                                            \
+    XX(EOF, -4095, "end of file")                                                              \
+    XX(ECLOSED, -4094, "channel closed")                                                       \
+    XX(EBOUNDS, -4093, "index out of bounds")                                                  \
+    XX(ECAPACITY, -4092, "would exceed the buffer's max capacity")                             \
+    XX(EREFCNT, -4091, "reference count is already zero")
+
+typedef enum {
+#define EDDY_ERR_ENUM_(name, value, text) EDDY_##name = (value),
+    EDDY_ERRNO_MAP(EDDY_ERR_ENUM_)
+#undef EDDY_ERR_ENUM_
+} eddy_errno_t;
+
+/** A human-readable text for an EDDY_E* code (or "unknown error"). Never NULL. Any thread. */
+EDDY_EXTERN const char *eddy_strerror(int err);
+
+/** The code's name ("EAGAIN"), or "UNKNOWN". Never NULL. Any thread. */
+EDDY_EXTERN const char *eddy_err_name(int err);
+
+/** The library's version as "major.minor.patch". */
+EDDY_EXTERN const char *eddy_version(void);
+
+/*
+ * Messages. Everything that travels through a pipeline starts with this header: a type tag,
+ * an atomic reference count that starts at 1, and the function that frees the message when
+ * the count reaches zero. eddy_buf_t is one; decoders define their own.
+ */
+typedef struct eddy_msg_s eddy_msg_t;
+typedef void (*eddy_msg_free_cb)(eddy_msg_t *msg);
+
+enum {
+    EDDY_MSG_BUF = 1,       /* eddy_buf_t */
+    EDDY_MSG_COMPOSITE = 2, /* eddy_composite_t */
+    EDDY_MSG_USER = 256     /* first type number free for users and codecs */
+};
+
+struct eddy_msg_s {
+#ifdef __cplusplus
+    uint32_t _refcnt;
+#else
+    _Atomic uint32_t _refcnt;
+#endif
+    uint32_t type;
+    eddy_msg_free_cb _free;
+};
+
+/** Initialise a message header with count 1. free_cb is called once, when the count hits 0. */
+EDDY_EXTERN void eddy_msg_init(eddy_msg_t *msg, uint32_t type, eddy_msg_free_cb free_cb);
+
+/** Take one more reference to msg; returns msg. Any thread. */
+EDDY_EXTERN eddy_msg_t *eddy_msg_retain(eddy_msg_t *msg);
+
+/**
+ * Drop one reference. Returns 1 when this call freed msg, 0 when references remain, and
+ * EDDY_EREFCNT (nothing changed) when the count was already zero. Any thread.
+ */
+EDDY_EXTERN int eddy_msg_release(eddy_msg_t *msg);
+
+/** The current reference count (a snapshot; for tests and diagnostics). */
+EDDY_EXTERN uint32_t eddy_msg_refcnt(const eddy_msg_t *msg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EDDY_COMMON_H */

@@ -1,0 +1,10 @@
+/*
+ * eddy: one include for the whole public API.
+ */
+#ifndef EDDY_EDDY_H
+#define EDDY_EDDY_H
+
+#include <eddy/common.h>
+#include <eddy/buffer.h>
+
+#endif /* EDDY_EDDY_H */

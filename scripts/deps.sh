@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs the Debian packages eddy builds, tests and benchmarks with, when they are absent.
+# Does nothing (and needs no network) when everything is present. Later issues add packages
+# to the lists; keep them sorted.
+#   scripts/deps.sh          what `make run` and `make test` need
+#   scripts/deps.sh --bench  that, plus the baselines `make bench` runs against
+set -euo pipefail
+
+PACKAGES=(
+    cmake
+    gcc                 # with its ASan, UBSan and TSan runtimes (libgcc-12-dev)
+    libck-dev           # bench/ring's ck_ring baseline (the benchmarks build in make test)
+    libcmocka-dev
+    libjemalloc-dev     # bench/buffer's jemalloc baseline
+    libssl-dev
+    make
+    pkg-config
+)
+
+BENCH_PACKAGES=(
+    default-jdk-headless  # the Java baselines (Disruptor, Netty) compile and run with it
+    libdisruptor-java     # bench/ring's Java Disruptor baseline
+)
+
+if [ "${1:-}" = "--bench" ]; then
+    PACKAGES+=("${BENCH_PACKAGES[@]}")
+fi
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+        missing+=("$pkg")
+    fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+
+echo "deps: installing ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "deps: done"

@@ -1,0 +1,5 @@
+eddy_add_test(buffer buf)
+eddy_add_test(buffer composite)
+eddy_add_test(buffer pool)
+eddy_add_test(buffer leak)
+eddy_add_test(buffer pool_stress NAME stress_pool LABELS concurrency TIMEOUT 120)
