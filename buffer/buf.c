@@ -211,6 +211,15 @@ int eddy_buf_release(eddy_buf_t *b)
         buf_free(o);
         return 1;
     }
+    if (c == 0) {
+        eddy__leak_misuse(o, "release");
+        return EDDY_EREFCNT;
+    }
+    /* Record the touch while our reference still keeps o alive: once the count drops,
+     * another thread may free o at any moment. */
+    if (o->_leak != NULL) {
+        eddy__leak_record(o, "release");
+    }
     for (;;) {
         if (c == 0) {
             eddy__leak_misuse(o, "release");
@@ -225,9 +234,6 @@ int eddy_buf_release(eddy_buf_t *b)
     if (c == 1) {
         buf_free(o);
         return 1;
-    }
-    if (o->_leak != NULL) {
-        eddy__leak_record(o, "release");
     }
     return 0;
 }

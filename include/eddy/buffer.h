@@ -152,7 +152,8 @@ EDDY_EXTERN int eddy_buf_read_u32_le(eddy_buf_t *b, uint32_t *out);
 EDDY_EXTERN int eddy_buf_read_u64_le(eddy_buf_t *b, uint64_t *out);
 /** Copy n readable bytes to dst. */
 EDDY_EXTERN int eddy_buf_read_bytes(eddy_buf_t *b, void *dst, size_t n);
-/** Move n readable bytes into dst (appended at dst's writer index; dst grows as needed). */
+/** Move n readable bytes into dst (appended at dst's writer index; dst grows as needed, and
+ * EDDY_ECAPACITY or EDDY_ENOMEM when it cannot, nothing moved). */
 EDDY_EXTERN int eddy_buf_read_buf(eddy_buf_t *b, eddy_buf_t *dst, size_t n);
 
 /* ---------------------------------------------------------------------------------------
@@ -189,6 +190,7 @@ EDDY_EXTERN int eddy_buf_set_buf(eddy_buf_t *b, size_t i, const eddy_buf_t *src,
  */
 
 EDDY_EXTERN int64_t eddy_buf_find(const eddy_buf_t *b, size_t from, size_t to, uint8_t byte);
+/** An empty needle (n == 0) is found at from. */
 EDDY_EXTERN int64_t eddy_buf_find_bytes(const eddy_buf_t *b, size_t from, size_t to,
                                         const void *needle, size_t n);
 
@@ -211,7 +213,7 @@ EDDY_EXTERN eddy_buf_t *eddy_buf_retained_duplicate(eddy_buf_t *b);
 /** A slice of the next n readable bytes, advancing the reader index: zero-copy framing. */
 EDDY_EXTERN eddy_buf_t *eddy_buf_read_slice(eddy_buf_t *b, size_t n);
 EDDY_EXTERN eddy_buf_t *eddy_buf_read_retained_slice(eddy_buf_t *b, size_t n);
-/** A new buffer (same allocator) holding a copy of len bytes at i. */
+/** A new buffer (same allocator, default max capacity) holding a copy of len bytes at i. */
 EDDY_EXTERN eddy_buf_t *eddy_buf_copy(const eddy_buf_t *b, size_t i, size_t len);
 
 /* ---------------------------------------------------------------------------------------
@@ -233,7 +235,7 @@ EDDY_EXTERN eddy_msg_t *eddy_composite_msg(eddy_composite_t *c);
 /**
  * Append b's readable bytes as the last component. Takes ownership of b, also on failure
  * (then b is released): EDDY_ENOBUFS when max_components are held, EDDY_ENOMEM.
- * An empty b is released and not added.
+ * An empty b is released and not added; b NULL is EDDY_EINVAL.
  */
 EDDY_EXTERN int eddy_composite_add(eddy_composite_t *c, eddy_buf_t *b);
 
