@@ -42,12 +42,7 @@ static void tls_destroy(void *arg)
         t->next->prev = t->prev;
     }
     eddy__registry_unlock();
-    eddy_buf_t *b = t->hdr_free;
-    while (b != NULL) {
-        eddy_buf_t *next = b->_next_view;
-        free(b);
-        b = next;
-    }
+    eddy__hdr_thread_exit(t);
     eddy__tls_current = NULL;
     free(t);
 }
@@ -158,28 +153,33 @@ static unpooled_t unpooled = {.super = {.ops = &eddy__unpooled_ops, .global = tr
  * The front functions
  */
 
-static eddy_allocator_t *default_allocator;
+_Atomic(eddy_allocator_t *) eddy__default_allocator;
 static pthread_once_t default_once = PTHREAD_ONCE_INIT;
 
 static void default_init(void)
 {
+    eddy_allocator_t *a = &unpooled.super;
     const char *kind = getenv("EDDY_ALLOCATOR");
-    if (kind != NULL && strcmp(kind, "unpooled") == 0) {
-        default_allocator = &unpooled.super;
-        return;
+    if (kind == NULL || strcmp(kind, "unpooled") != 0) {
+        eddy_allocator_t *pooled = eddy_pooled_allocator_new(NULL);
+        if (pooled != NULL) { /* out of memory at start: unpooled, still usable */
+            pooled->global = true;
+            a = pooled;
+        }
     }
-    default_allocator = eddy_pooled_allocator_new(NULL);
-    if (default_allocator == NULL) {
-        default_allocator = &unpooled.super; /* out of memory at start: still usable */
-    } else {
-        default_allocator->global = true;
-    }
+    /* Pairs with the acquire load in eddy__allocator_default(): a is initialised. */
+    atomic_store_explicit(&eddy__default_allocator, a, memory_order_release);
 }
 
 eddy_allocator_t *eddy_allocator_default(void)
 {
-    pthread_once(&default_once, default_init);
-    return default_allocator;
+    /* Pairs with the release store in default_init(). */
+    eddy_allocator_t *a = atomic_load_explicit(&eddy__default_allocator, memory_order_acquire);
+    if (a == NULL) {
+        pthread_once(&default_once, default_init);
+        a = atomic_load_explicit(&eddy__default_allocator, memory_order_acquire);
+    }
+    return a;
 }
 
 eddy_allocator_t *eddy_allocator_unpooled(void)

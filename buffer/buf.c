@@ -15,36 +15,112 @@
 /* Index 0 of an empty buffer: never written (capacity 0), never NULL (NULL + 0 is UB). */
 static uint8_t empty_mem[8];
 
-/* Recycled headers a thread keeps; past this they go back to malloc. Headers are fungible, so
- * a header freed on another thread simply joins that thread's list. */
-#define HDR_CACHE_MAX 512
+/*
+ * Recycled headers move in batches (Bonwick's magazines and depot, Solaris kmem): a thread
+ * keeps a list of up to HDR_BATCH and one full spare batch; when the list is full and a spare
+ * is held, the spare goes to a shared depot, and an empty list takes the spare or a depot
+ * batch before calling malloc. So when one thread allocates buffers and another releases
+ * them, the headers flow back one lock per HDR_BATCH buffers instead of each costing a glibc
+ * malloc and a cross-thread free. A thread holds at most 2 * HDR_BATCH headers, the depot
+ * HDR_DEPOT_MAX batches (480 KiB); past that, free().
+ */
+#define HDR_BATCH 256
+#define HDR_DEPOT_MAX 16
+
+static pthread_mutex_t hdr_depot_lock = PTHREAD_MUTEX_INITIALIZER;
+static eddy_buf_t *hdr_depot; /* full batches, linked through their first header's _parent */
+static size_t hdr_depot_n;
+
+/* Free a list of headers linked through _next_view. */
+static void hdr_list_free(eddy_buf_t *b)
+{
+    while (b != NULL) {
+        eddy_buf_t *next = b->_next_view;
+        free(b);
+        b = next;
+    }
+}
+
+static EDDY__NOINLINE eddy_buf_t *hdr_get_slow(eddy__tls_t *t)
+{
+    eddy_buf_t *batch = t->hdr_spare;
+    t->hdr_spare = NULL;
+    if (batch == NULL) {
+        pthread_mutex_lock(&hdr_depot_lock);
+        batch = hdr_depot;
+        if (batch != NULL) {
+            hdr_depot = batch->_parent;
+            hdr_depot_n--;
+        }
+        pthread_mutex_unlock(&hdr_depot_lock);
+        if (batch == NULL) {
+            return malloc(sizeof(eddy_buf_t));
+        }
+    }
+    t->hdr_free = batch->_next_view;
+    t->hdr_count = HDR_BATCH - 1;
+    return batch;
+}
+
+static inline eddy_buf_t *hdr_get(eddy__tls_t *t)
+{
+    eddy_buf_t *b = t->hdr_free;
+    if (EDDY_LIKELY(b != NULL)) {
+        t->hdr_free = b->_next_view;
+        t->hdr_count--;
+        return b;
+    }
+    return hdr_get_slow(t);
+}
+
+/* The list is full: it becomes the spare, and the old spare goes to the depot. */
+static EDDY__NOINLINE void hdr_put_slow(eddy__tls_t *t)
+{
+    eddy_buf_t *batch = t->hdr_spare;
+    t->hdr_spare = t->hdr_free;
+    t->hdr_free = NULL;
+    t->hdr_count = 0;
+    if (batch == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&hdr_depot_lock);
+    if (hdr_depot_n < HDR_DEPOT_MAX) {
+        batch->_parent = hdr_depot;
+        hdr_depot = batch;
+        hdr_depot_n++;
+        batch = NULL;
+    }
+    pthread_mutex_unlock(&hdr_depot_lock);
+    hdr_list_free(batch);
+}
+
+static inline void hdr_put(eddy__tls_t *t, eddy_buf_t *b)
+{
+    if (EDDY_UNLIKELY(t == NULL)) {
+        free(b);
+        return;
+    }
+    if (EDDY_UNLIKELY(t->hdr_count == HDR_BATCH)) {
+        hdr_put_slow(t);
+    }
+    b->_next_view = t->hdr_free;
+    t->hdr_free = b;
+    t->hdr_count++;
+}
+
+void eddy__hdr_thread_exit(eddy__tls_t *t)
+{
+    hdr_list_free(t->hdr_free);
+    hdr_list_free(t->hdr_spare);
+    t->hdr_free = NULL;
+    t->hdr_spare = NULL;
+    t->hdr_count = 0;
+}
 
 /* Growth steps: double from 64 bytes up to 4 MiB, then grow by 4 MiB (Netty's
  * AbstractByteBufAllocator.calculateNewCapacity uses the same threshold). */
 #define GROW_MIN 64
 #define GROW_THRESHOLD ((size_t)4 << 20)
-
-static eddy_buf_t *hdr_get(eddy__tls_t *t)
-{
-    eddy_buf_t *b = t->hdr_free;
-    if (b != NULL) {
-        t->hdr_free = b->_next_view;
-        t->hdr_count--;
-        return b;
-    }
-    return malloc(sizeof(*b));
-}
-
-static void hdr_put(eddy__tls_t *t, eddy_buf_t *b)
-{
-    if (t != NULL && t->hdr_count < HDR_CACHE_MAX) {
-        b->_next_view = t->hdr_free;
-        t->hdr_free = b;
-        t->hdr_count++;
-        return;
-    }
-    free(b);
-}
 
 /* This thread's share of the live count: only the owner writes, others sum (relaxed). */
 static inline void live_add(eddy__tls_t *t, int64_t d)
@@ -79,13 +155,21 @@ static inline eddy_buf_t *mem_root(const eddy_buf_t *b)
  * Allocation and the reference count
  */
 
+/* eddy_msg_init() for a buffer header, inlined: the one in common.c is an exported call. */
+static inline void msg_init(eddy_buf_t *b, uint32_t refcnt)
+{
+    atomic_init(&b->_msg._refcnt, refcnt);
+    b->_msg.type = EDDY_MSG_BUF;
+    b->_msg._free = NULL;
+}
+
 eddy_buf_t *eddy_buf_alloc(eddy_allocator_t *a, size_t initial, size_t max_capacity)
 {
     if (initial > max_capacity) {
         return NULL;
     }
     if (a == NULL) {
-        a = eddy_allocator_default();
+        a = eddy__allocator_default();
     }
     eddy__tls_t *t = eddy__tls();
     if (t == NULL) {
@@ -109,7 +193,7 @@ eddy_buf_t *eddy_buf_alloc(eddy_allocator_t *a, size_t initial, size_t max_capac
         b->_mem = mem;
         b->_base = mem;
     }
-    eddy_msg_init(&b->_msg, EDDY_MSG_BUF, NULL);
+    msg_init(b, 1);
     b->_rd = 0;
     b->_wr = 0;
     b->_cap = initial;
@@ -161,7 +245,7 @@ eddy_buf_t *eddy_buf_retain(eddy_buf_t *b)
 }
 
 /* Free the plain views and retired blocks that o keeps for the lifetime of its count. */
-static void free_attached(eddy__tls_t *t, eddy_buf_t *o)
+static EDDY__NOINLINE void free_attached(eddy__tls_t *t, eddy_buf_t *o)
 {
     eddy_buf_t *v = o->_views;
     while (v != NULL) {
@@ -175,11 +259,12 @@ static void free_attached(eddy__tls_t *t, eddy_buf_t *o)
     o->_views = NULL;
 }
 
-/* o's count reached zero: give everything back. */
-static void buf_free(eddy_buf_t *o)
+/* buf_free() in full: views or retired blocks to free, a retained view, leak tracking. */
+static EDDY__NOINLINE void buf_free_slow(eddy__tls_t *t, eddy_buf_t *o)
 {
-    eddy__tls_t *t = eddy__tls();
-    free_attached(t, o);
+    if (o->_views != NULL) {
+        free_attached(t, o);
+    }
     eddy_buf_t *root = NULL;
     if (o->_flags & EDDY__BUF_RETAINED) {
         root = o->_parent;
@@ -191,13 +276,39 @@ static void buf_free(eddy_buf_t *o)
             live_add(t, -1);
         }
     }
-    o->_mem = NULL;
-    if (o->_leak == NULL || !eddy__leak_untrack(o)) {
+    if (o->_leak == NULL) {
         hdr_put(t, o);
+    } else {
+        o->_mem = NULL; /* the quarantine must not point at memory the pool reuses */
+        if (!eddy__leak_untrack(o)) {
+            hdr_put(t, o);
+        }
     }
     if (root != NULL) {
         eddy_buf_release(root);
     }
+}
+
+/* o's count reached zero: give everything back. Returns 1, for eddy_buf_release(). */
+static int buf_free(eddy_buf_t *o)
+{
+    eddy__tls_t *t = eddy__tls();
+    if (EDDY_UNLIKELY(t == NULL || o->_views != NULL || o->_leak != NULL ||
+                      (o->_flags & EDDY__BUF_RETAINED))) {
+        buf_free_slow(t, o);
+        return 1;
+    }
+    /* A plain root: the header goes back first, so that nothing is live across the call. */
+    eddy_allocator_t *a = o->_alloc;
+    void *mem = o->_mem;
+    size_t size = o->_mem_size;
+    uint32_t cls = o->_class;
+    live_add(t, -1);
+    hdr_put(t, o);
+    if (mem != NULL) {
+        a->ops->free(a, t, mem, size, cls);
+    }
+    return 1;
 }
 
 int eddy_buf_release(eddy_buf_t *b)
@@ -208,8 +319,7 @@ int eddy_buf_release(eddy_buf_t *b)
         /* The last reference is ours: nobody else may retain, so no read-modify-write is
          * needed. The acquire load pairs with the release decrements of earlier holders. */
         atomic_store_explicit(&o->_msg._refcnt, 0, memory_order_relaxed);
-        buf_free(o);
-        return 1;
+        return buf_free(o);
     }
     if (c == 0) {
         eddy__leak_misuse(o, "release");
@@ -231,11 +341,7 @@ int eddy_buf_release(eddy_buf_t *b)
             break;
         }
     }
-    if (c == 1) {
-        buf_free(o);
-        return 1;
-    }
-    return 0;
+    return c == 1 ? buf_free(o) : 0;
 }
 
 uint32_t eddy_buf_refcnt(const eddy_buf_t *b)
@@ -332,9 +438,9 @@ static int retire_block(eddy__tls_t *t, eddy_buf_t *root)
     return 0;
 }
 
-int eddy_buf_ensure_writable(eddy_buf_t *b, size_t n)
+int eddy__buf_grow(eddy_buf_t *b, size_t n)
 {
-    if (EDDY_LIKELY(n <= b->_cap - b->_wr)) {
+    if (n <= b->_cap - b->_wr) {
         return 0;
     }
     if (n > b->_max_cap - b->_wr || (b->_flags & (EDDY__BUF_VIEW | EDDY__BUF_RETAINED))) {
@@ -380,24 +486,6 @@ int eddy_buf_ensure_writable(eddy_buf_t *b, size_t n)
     return 0;
 }
 
-int eddy_buf_produce(eddy_buf_t *b, size_t n)
-{
-    if (n > b->_cap - b->_wr) {
-        return EDDY_EBOUNDS;
-    }
-    b->_wr += n;
-    return 0;
-}
-
-int eddy_buf_skip(eddy_buf_t *b, size_t n)
-{
-    if (n > b->_wr - b->_rd) {
-        return EDDY_EBOUNDS;
-    }
-    b->_rd += n;
-    return 0;
-}
-
 void eddy_buf_discard_read_bytes(eddy_buf_t *b)
 {
     if (b->_rd == 0) {
@@ -412,62 +500,74 @@ void eddy_buf_discard_read_bytes(eddy_buf_t *b)
 }
 
 /* ---------------------------------------------------------------------------------------
- * Integers. Stored byte by byte: compilers turn these into one load or store and a bswap,
- * and they need no alignment.
+ * The exported definitions of the accessors buffer.h defines inline (C11 6.7.4: an extern
+ * declaration makes this translation unit's definition the external one).
  */
 
-static inline void put_be(uint8_t *p, uint64_t v, int width)
+extern inline int eddy_buf_ensure_writable(eddy_buf_t *b, size_t n);
+extern inline int eddy_buf_produce(eddy_buf_t *b, size_t n);
+extern inline int eddy_buf_skip(eddy_buf_t *b, size_t n);
+extern inline int eddy_buf_write_bytes(eddy_buf_t *b, const void *src, size_t n);
+
+#define EDDY_BUF_INT_EXTERN(suffix, type)                                                      \
+    extern inline int eddy_buf_write_##suffix(eddy_buf_t *b, type v);                         \
+    extern inline int eddy_buf_set_##suffix(eddy_buf_t *b, size_t i, type v);
+
+EDDY_BUF_INT_EXTERN(u8, uint8_t)
+EDDY_BUF_INT_EXTERN(u16, uint16_t)
+EDDY_BUF_INT_EXTERN(u32, uint32_t)
+EDDY_BUF_INT_EXTERN(u64, uint64_t)
+EDDY_BUF_INT_EXTERN(u16_le, uint16_t)
+EDDY_BUF_INT_EXTERN(u32_le, uint32_t)
+EDDY_BUF_INT_EXTERN(u64_le, uint64_t)
+
+/* ---------------------------------------------------------------------------------------
+ * Integer reads and gets. Loaded byte by byte, written out: GCC and Clang turn each into one
+ * load and a bswap, and they need no alignment (a loop over the bytes they leave a loop).
+ */
+
+static inline uint8_t ld_8(const uint8_t *p)
 {
-    for (int i = width - 1; i >= 0; i--) {
-        p[i] = (uint8_t)v;
-        v >>= 8;
-    }
+    return p[0];
 }
 
-static inline void put_le(uint8_t *p, uint64_t v, int width)
+static inline uint16_t ld_be16(const uint8_t *p)
 {
-    for (int i = 0; i < width; i++) {
-        p[i] = (uint8_t)v;
-        v >>= 8;
-    }
+    return (uint16_t)((uint16_t)p[0] << 8 | p[1]);
 }
 
-static inline uint64_t get_be(const uint8_t *p, int width)
+static inline uint32_t ld_be32(const uint8_t *p)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < width; i++) {
-        v = (v << 8) | p[i];
-    }
-    return v;
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static inline uint64_t get_le(const uint8_t *p, int width)
+static inline uint64_t ld_be64(const uint8_t *p)
 {
-    uint64_t v = 0;
-    for (int i = width - 1; i >= 0; i--) {
-        v = (v << 8) | p[i];
-    }
-    return v;
+    return (uint64_t)ld_be32(p) << 32 | ld_be32(p + 4);
 }
 
-/* One family per width and byte order: write, read, get, set. */
-#define EDDY_BUF_INT_OPS(suffix, type, width, put, get)                                        \
-    int eddy_buf_write_##suffix(eddy_buf_t *b, type v)                                         \
-    {                                                                                          \
-        int err = eddy_buf_ensure_writable(b, width);                                          \
-        if (err != 0) {                                                                        \
-            return err;                                                                        \
-        }                                                                                      \
-        put(b->_base + b->_wr, v, width);                                                      \
-        b->_wr += width;                                                                       \
-        return 0;                                                                              \
-    }                                                                                          \
+static inline uint16_t ld_le16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (uint16_t)p[1] << 8);
+}
+
+static inline uint32_t ld_le32(const uint8_t *p)
+{
+    return (uint32_t)ld_le16(p) | (uint32_t)ld_le16(p + 2) << 16;
+}
+
+static inline uint64_t ld_le64(const uint8_t *p)
+{
+    return (uint64_t)ld_le32(p) | (uint64_t)ld_le32(p + 4) << 32;
+}
+
+#define EDDY_BUF_INT_READS(suffix, type, width, ld)                                            \
     int eddy_buf_read_##suffix(eddy_buf_t *b, type *out)                                       \
     {                                                                                          \
         if (b->_wr - b->_rd < width) {                                                         \
             return EDDY_EBOUNDS;                                                               \
         }                                                                                      \
-        *out = (type)get(b->_base + b->_rd, width);                                            \
+        *out = ld(b->_base + b->_rd);                                                          \
         b->_rd += width;                                                                       \
         return 0;                                                                              \
     }                                                                                          \
@@ -476,42 +576,21 @@ static inline uint64_t get_le(const uint8_t *p, int width)
         if (!range_ok(i, width, b->_cap)) {                                                    \
             return EDDY_EBOUNDS;                                                               \
         }                                                                                      \
-        *out = (type)get(b->_base + i, width);                                                 \
-        return 0;                                                                              \
-    }                                                                                          \
-    int eddy_buf_set_##suffix(eddy_buf_t *b, size_t i, type v)                                 \
-    {                                                                                          \
-        if (!range_ok(i, width, b->_cap)) {                                                    \
-            return EDDY_EBOUNDS;                                                               \
-        }                                                                                      \
-        put(b->_base + i, v, width);                                                           \
+        *out = ld(b->_base + i);                                                               \
         return 0;                                                                              \
     }
 
-EDDY_BUF_INT_OPS(u8, uint8_t, 1, put_be, get_be)
-EDDY_BUF_INT_OPS(u16, uint16_t, 2, put_be, get_be)
-EDDY_BUF_INT_OPS(u32, uint32_t, 4, put_be, get_be)
-EDDY_BUF_INT_OPS(u64, uint64_t, 8, put_be, get_be)
-EDDY_BUF_INT_OPS(u16_le, uint16_t, 2, put_le, get_le)
-EDDY_BUF_INT_OPS(u32_le, uint32_t, 4, put_le, get_le)
-EDDY_BUF_INT_OPS(u64_le, uint64_t, 8, put_le, get_le)
+EDDY_BUF_INT_READS(u8, uint8_t, 1, ld_8)
+EDDY_BUF_INT_READS(u16, uint16_t, 2, ld_be16)
+EDDY_BUF_INT_READS(u32, uint32_t, 4, ld_be32)
+EDDY_BUF_INT_READS(u64, uint64_t, 8, ld_be64)
+EDDY_BUF_INT_READS(u16_le, uint16_t, 2, ld_le16)
+EDDY_BUF_INT_READS(u32_le, uint32_t, 4, ld_le32)
+EDDY_BUF_INT_READS(u64_le, uint64_t, 8, ld_le64)
 
 /* ---------------------------------------------------------------------------------------
  * Byte ranges and buffer-to-buffer copies
  */
-
-int eddy_buf_write_bytes(eddy_buf_t *b, const void *src, size_t n)
-{
-    int err = eddy_buf_ensure_writable(b, n);
-    if (err != 0) {
-        return err;
-    }
-    if (n > 0) {
-        memcpy(b->_base + b->_wr, src, n);
-        b->_wr += n;
-    }
-    return 0;
-}
 
 int eddy_buf_write_zero(eddy_buf_t *b, size_t n)
 {
@@ -671,7 +750,7 @@ static eddy_buf_t *make_view(eddy_buf_t *b, size_t i, size_t len, size_t rd, siz
     v->_views = NULL;
     v->_leak = NULL;
     if (retained) {
-        eddy_msg_init(&v->_msg, EDDY_MSG_BUF, NULL);
+        msg_init(v, 1);
         v->_flags = EDDY__BUF_RETAINED;
         v->_parent = root;
         v->_next_view = NULL;
@@ -680,8 +759,7 @@ static eddy_buf_t *make_view(eddy_buf_t *b, size_t i, size_t len, size_t rd, siz
             eddy__leak_track(v);
         }
     } else {
-        eddy_msg_init(&v->_msg, EDDY_MSG_BUF, NULL);
-        atomic_store_explicit(&v->_msg._refcnt, 0, memory_order_relaxed); /* unused */
+        msg_init(v, 0); /* the count is unused: the owner's counts */
         v->_flags = EDDY__BUF_VIEW;
         v->_parent = owner;
         /* Views of one owner may be made on different threads (each holding its own view),

@@ -19,6 +19,13 @@ enum {
     EDDY__BUF_FREED = 1u << 4      /* paranoid quarantine: released, kept to catch misuse */
 };
 
+/* Keeps a slow path out of its caller, so the fast path saves and restores fewer registers. */
+#if defined(__GNUC__) || defined(__clang__)
+#define EDDY__NOINLINE __attribute__((noinline))
+#else
+#define EDDY__NOINLINE
+#endif
+
 /* The size class of a block that is not from a pool (unpooled, or too large to pool). */
 #define EDDY__CLASS_NONE UINT32_MAX
 
@@ -54,7 +61,8 @@ struct eddy_allocator_s {
  */
 struct eddy__tls_s {
     eddy_buf_t *hdr_free;   /* recycled headers, linked through _next_view */
-    uint32_t hdr_count;
+    uint32_t hdr_count;     /* on hdr_free */
+    eddy_buf_t *hdr_spare;  /* NULL or a full batch of recycled headers (buf.c) */
     _Atomic int64_t live;   /* buffers allocated minus freed by this thread; owner writes */
     eddy__tcache_t *caches; /* this thread's caches, one per pool it used */
     eddy__tcache_t *last;   /* the cache used last: the fast path */
@@ -78,8 +86,22 @@ static inline eddy__tls_t *eddy__tls(void)
 void eddy__registry_lock(void);
 void eddy__registry_unlock(void);
 
-/* Called from the thread-exit destructor (pool.c): flush and free the thread's caches. */
+/* Called from the thread-exit destructor: flush and free the thread's caches (pool.c), free
+ * its recycled headers (buf.c). */
 void eddy__pool_thread_exit(eddy__tls_t *t);
+void eddy__hdr_thread_exit(eddy__tls_t *t);
+
+/*
+ * eddy_allocator_default() without its pthread_once once it has run. The acquire load pairs
+ * with the release store that publishes the allocator in alloc.c's default_init().
+ */
+extern _Atomic(eddy_allocator_t *) eddy__default_allocator;
+
+static inline eddy_allocator_t *eddy__allocator_default(void)
+{
+    eddy_allocator_t *a = atomic_load_explicit(&eddy__default_allocator, memory_order_acquire);
+    return a != NULL ? a : eddy_allocator_default();
+}
 
 /* Allocators (unpooled.c, pool.c). */
 extern const eddy__alloc_ops_t eddy__unpooled_ops;
