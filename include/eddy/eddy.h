@@ -6,5 +6,6 @@
 
 #include <eddy/common.h>
 #include <eddy/buffer.h>
+#include <eddy/ring.h>
 
 #endif /* EDDY_EDDY_H */

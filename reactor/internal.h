@@ -1,0 +1,138 @@
+/*
+ * reactor internals shared across files: the sequencer and barrier layouts that the wait
+ * strategies and processors read on their hot paths, and small helpers. Private.
+ */
+#ifndef EDDY_REACTOR_INTERNAL_H
+#define EDDY_REACTOR_INTERNAL_H
+
+#include <eddy/ring.h>
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+
+/* Shared atomics and the fields around them are kept 128 bytes apart (DESIGN.md). */
+#define EDDY__LINE 128
+
+/* A hint to the CPU that this is a spin-wait loop (x86 PAUSE, Arm YIELD). */
+static inline void eddy__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield" ::: "memory");
+#else
+    atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+#if defined(__SANITIZE_THREAD__)
+#define EDDY__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define EDDY__TSAN 1
+#endif
+#endif
+
+/*
+ * A StoreLoad fence. TSan does not model fences (gcc rejects them under -fsanitize=thread),
+ * so there it is a seq_cst read-modify-write of a private word: a full barrier on the
+ * hardware just the same; TSan checks no plain accesses across it, as every access it
+ * orders is atomic.
+ */
+static inline void eddy__fence_seq_cst(void)
+{
+#ifdef EDDY__TSAN
+    static _Atomic int word;
+    atomic_fetch_add_explicit(&word, 0, memory_order_seq_cst);
+#else
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
+/* Zeroed memory of at least size bytes, aligned to EDDY__LINE; free() it. NULL when out. */
+void *eddy__aligned_zalloc(size_t size);
+
+/* Nanoseconds on the monotonic clock. */
+int64_t eddy__now_ns(void);
+
+/*
+ * The gating sequences: an immutable snapshot that producers read through an atomic pointer.
+ * A change installs a new snapshot; the old one cannot be freed at once because a producer may
+ * still be reading it (there is no garbage collector to wait for, as Java's
+ * AtomicReferenceFieldUpdater has), so it is kept on a list freed with the sequencer. Changes
+ * are rare (consumers added or removed), so that costs a few bytes per change.
+ */
+typedef struct eddy__gating_s eddy__gating_t;
+struct eddy__gating_s {
+    eddy__gating_t *retired_next;
+    size_t n;
+    eddy_sequence_t *seqs[];
+};
+
+enum { EDDY__PRODUCER_SINGLE = 1, EDDY__PRODUCER_MULTI = 2 };
+
+struct eddy_sequencer_s {
+    /* Written by producers, read by consumers. */
+    eddy_sequence_t cursor;
+    /* Multi-producer: the gating minimum last computed, shared by the producers. */
+    eddy_sequence_t gating_cache;
+    /*
+     * Single producer only: the last claimed sequence and the gating minimum last computed.
+     * Plain fields of the one producer thread, on lines nobody else touches.
+     */
+    alignas(EDDY__LINE) int64_t next_value;
+    int64_t cached_value;
+    /* Read mostly, from here on. */
+    alignas(EDDY__LINE) int kind;
+    int shift; /* log2(size): a slot's lap number is seq >> shift */
+    int64_t size;
+    int64_t mask;
+    eddy_wait_strategy_t *ws;
+    /* Multi-producer: per slot, the lap number of the sequence last published there. */
+    _Atomic int32_t *available;
+    _Atomic(eddy__gating_t *) gating;
+    /* Serialises gating changes (producers never take it). */
+    pthread_mutex_t gating_lock;
+    eddy__gating_t *retired;
+};
+
+struct eddy_barrier_s {
+    eddy_sequencer_t *seqr;
+    eddy_wait_strategy_t *ws;
+    const eddy_sequence_t *cursor;
+    size_t ndeps;
+    eddy_sequence_t **deps;
+    /* The highest available sequence the last wait found; the consumer's thread only. */
+    int64_t cached;
+    /* Set by eddy_barrier_alert() on any thread. */
+    _Atomic bool alerted;
+};
+
+static inline bool eddy__barrier_alerted(const eddy_barrier_t *b)
+{
+    /* Pairs with the release store in eddy_barrier_alert(): whatever the alerting thread saw
+     * published before it alerted is visible after this load. */
+    return atomic_load_explicit(&b->alerted, memory_order_acquire);
+}
+
+static inline int64_t eddy__barrier_dependent(const eddy_barrier_t *b)
+{
+    if (b->ndeps == 0)
+        return eddy_sequence_get(b->cursor);
+    int64_t min = eddy_sequence_get(b->deps[0]);
+    for (size_t i = 1; i < b->ndeps; i++) {
+        int64_t v = eddy_sequence_get(b->deps[i]);
+        if (v < min)
+            min = v;
+    }
+    return min;
+}
+
+/* The highest sequence in [lo, avail] up to which every slot is published (avail: claimed). */
+int64_t eddy__sequencer_highest_published(const eddy_sequencer_t *s, int64_t lo, int64_t avail);
+
+/* Wake every waiter of s's wait strategy (after an alert). */
+void eddy__sequencer_signal(eddy_sequencer_t *s);
+
+#endif /* EDDY_REACTOR_INTERNAL_H */

@@ -1,0 +1,480 @@
+/*
+ * The seven wait strategies of the Disruptor: how a consumer waits in its barrier for the
+ * sequence it needs, and what a producer does after publishing so that sleeping consumers
+ * wake. Each is a const ops table plus a little state; the trade-offs are in ring.h.
+ *
+ * Every strategy waits until the barrier's dependent sequence (the cursor, or the slowest
+ * upstream consumer) reaches seq, and checks the barrier's alert on each round, so a halt
+ * never waits for an event that does not come.
+ */
+#include "reactor/internal.h"
+
+#include <limits.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#if defined(__linux__) && !defined(EDDY_RING_NO_FUTEX)
+#define USE_FUTEX 1
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+/* Spins before the yielding strategy starts yielding (Java YieldingWaitStrategy.SPIN_TRIES). */
+#define YIELD_SPINS 100
+/* Sleeping defaults (Java SleepingWaitStrategy: DEFAULT_RETRIES, DEFAULT_SLEEP). */
+#define SLEEP_RETRIES 200
+#define SLEEP_NS 100
+/* Spins between clock reads in phased backoff (Java PhasedBackoffWaitStrategy.SPIN_TRIES). */
+#define PHASED_SPINS 10000
+/*
+ * The blocking strategies wait on the cursor by sleeping, but on upstream consumers by
+ * spinning (as Java's BlockingWaitStrategy does); after this many spins they yield instead,
+ * so a pipeline stage on a shared core lets its upstream run.
+ */
+#define DEP_SPINS 100
+
+static void ws_free_plain(eddy_wait_strategy_t *ws)
+{
+    free(ws);
+}
+
+static eddy_wait_strategy_t *ws_new(const eddy_wait_strategy_ops_t *ops, size_t size)
+{
+    eddy_wait_strategy_t *ws = eddy__aligned_zalloc(size);
+    if (ws != NULL)
+        ws->ops = ops;
+    return ws;
+}
+
+const char *eddy_wait_strategy_name(const eddy_wait_strategy_t *ws)
+{
+    return ws->ops->name;
+}
+
+void eddy_wait_strategy_free(eddy_wait_strategy_t *ws)
+{
+    if (ws != NULL && ws->ops->free != NULL)
+        ws->ops->free(ws);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Busy spin
+ */
+
+static int64_t busy_spin_wait(eddy_wait_strategy_t *ws, int64_t seq, eddy_barrier_t *b)
+{
+    int64_t avail;
+    while ((avail = eddy__barrier_dependent(b)) < seq) {
+        if (eddy__barrier_alerted(b))
+            return EDDY_ECANCELED;
+        eddy__cpu_relax();
+    }
+    return avail;
+}
+
+static const eddy_wait_strategy_ops_t busy_spin_ops = {
+    .name = "busy_spin",
+    .wait_for = busy_spin_wait,
+    .signal_all = NULL,
+    .free = ws_free_plain,
+};
+
+eddy_wait_strategy_t *eddy_wait_strategy_busy_spin(void)
+{
+    return ws_new(&busy_spin_ops, sizeof(eddy_wait_strategy_t));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Yielding
+ */
+
+static int64_t yielding_wait(eddy_wait_strategy_t *ws, int64_t seq, eddy_barrier_t *b)
+{
+    int counter = YIELD_SPINS;
+    int64_t avail;
+    while ((avail = eddy__barrier_dependent(b)) < seq) {
+        if (eddy__barrier_alerted(b))
+            return EDDY_ECANCELED;
+        if (counter == 0) {
+            sched_yield();
+        } else {
+            counter--;
+            eddy__cpu_relax();
+        }
+    }
+    return avail;
+}
+
+static const eddy_wait_strategy_ops_t yielding_ops = {
+    .name = "yielding",
+    .wait_for = yielding_wait,
+    .signal_all = NULL,
+    .free = ws_free_plain,
+};
+
+eddy_wait_strategy_t *eddy_wait_strategy_yielding(void)
+{
+    return ws_new(&yielding_ops, sizeof(eddy_wait_strategy_t));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Sleeping
+ */
+
+typedef struct {
+    eddy_wait_strategy_t super;
+    int retries;
+    int64_t sleep_ns;
+} sleeping_t;
+
+static int64_t sleeping_wait(eddy_wait_strategy_t *ws, int64_t seq, eddy_barrier_t *b)
+{
+    sleeping_t *sl = (sleeping_t *)ws;
+    int counter = sl->retries;
+    int64_t avail;
+    while ((avail = eddy__barrier_dependent(b)) < seq) {
+        if (eddy__barrier_alerted(b))
+            return EDDY_ECANCELED;
+        if (counter > 100) {
+            counter--;
+            eddy__cpu_relax();
+        } else if (counter > 0) {
+            counter--;
+            sched_yield();
+        } else {
+            struct timespec ts = {.tv_sec = (time_t)(sl->sleep_ns / 1000000000),
+                                  .tv_nsec = (long)(sl->sleep_ns % 1000000000)};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return avail;
+}
+
+static const eddy_wait_strategy_ops_t sleeping_ops = {
+    .name = "sleeping",
+    .wait_for = sleeping_wait,
+    .signal_all = NULL,
+    .free = ws_free_plain,
+};
+
+eddy_wait_strategy_t *eddy_wait_strategy_sleeping(int retries, int64_t sleep_ns)
+{
+    if (retries < 0 || sleep_ns < 0)
+        return NULL;
+    sleeping_t *sl = (sleeping_t *)ws_new(&sleeping_ops, sizeof *sl);
+    if (sl == NULL)
+        return NULL;
+    sl->retries = retries ? retries : SLEEP_RETRIES;
+    sl->sleep_ns = sleep_ns ? sleep_ns : SLEEP_NS;
+    return &sl->super;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Blocking, lite blocking, timeout blocking
+ *
+ * A waiter sleeps until the cursor reaches seq. On Linux it sleeps on the futex word gen,
+ * which a wake bumps first: the waiter reads gen before it checks the cursor, so a publish
+ * between the check and the sleep changes gen and the futex wait returns at once. Elsewhere
+ * a mutex and condition variable do the same.
+ *
+ * Before each check a waiter reads gen, then raises need_signal; a publisher that finds it
+ * raised clears it (exchange), bumps gen and wakes everyone, so only the first publish after
+ * a waiter went to sleep makes the wake system call, not every publish until the waiter has
+ * run. The lost wake-up is avoided as in Dekker's algorithm: the waiter stores need_signal,
+ * a seq_cst fence, then reads the cursor; the publisher stores the cursor, a seq_cst fence,
+ * then reads need_signal. One fence comes first, so either the waiter sees the new cursor or
+ * the publisher sees the flag. And whoever clears a flag the waiter raised bumps gen after
+ * the waiter read it (the exchange acquires the waiter's release store of the flag, which
+ * follows its read of gen), so the waiter's futex wait returns at once or is woken.
+ */
+
+typedef struct {
+    eddy_wait_strategy_t super;
+    /* The futex word and the flag: waiters and publishers both write them, so they sit apart
+     * from the read-only fields. */
+    alignas(EDDY__LINE) _Atomic uint32_t gen;
+    _Atomic uint32_t need_signal;
+    alignas(EDDY__LINE) bool lite;
+    int64_t timeout_ns; /* 0: none */
+#ifndef USE_FUTEX
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+#endif
+} blocking_t;
+
+#ifdef USE_FUTEX
+/* The kernel reads the word as a plain u32: a lock-free _Atomic uint32_t has that layout. */
+static void *futex_addr(_Atomic uint32_t *word)
+{
+    return (void *)(uintptr_t)word;
+}
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t val, int64_t timeout_ns)
+{
+    struct timespec ts;
+    struct timespec *tp = NULL;
+    if (timeout_ns > 0) {
+        ts.tv_sec = (time_t)(timeout_ns / 1000000000);
+        ts.tv_nsec = (long)(timeout_ns % 1000000000);
+        tp = &ts;
+    }
+    /* Returns at once (EAGAIN) if *word is no longer val; EINTR and timeouts just return:
+     * the caller re-checks everything. */
+    syscall(SYS_futex, futex_addr(word), FUTEX_WAIT_PRIVATE, val, tp, NULL, 0);
+}
+
+static void futex_wake_all(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, futex_addr(word), FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+#endif
+
+static int64_t blocking_wait(eddy_wait_strategy_t *ws, int64_t seq, eddy_barrier_t *b)
+{
+    blocking_t *bl = (blocking_t *)ws;
+    if (eddy_sequence_get(b->cursor) < seq) {
+        int64_t deadline = bl->timeout_ns ? eddy__now_ns() + bl->timeout_ns : 0;
+        int64_t rc = 0;
+#ifndef USE_FUTEX
+        pthread_mutex_lock(&bl->lock);
+#endif
+        for (;;) {
+#ifdef USE_FUTEX
+            /* Pairs with the release increments in blocking_signal(): seeing a new gen means
+             * seeing the cursor stored before it. Read before the flag is raised (see above). */
+            uint32_t gen = atomic_load_explicit(&bl->gen, memory_order_acquire);
+#endif
+            /* Pairs with the acquire exchange in blocking_signal(). */
+            atomic_store_explicit(&bl->need_signal, 1, memory_order_release);
+            /* Dekker with the fence in blocking_signal() (see above). */
+            eddy__fence_seq_cst();
+            if (eddy_sequence_get(b->cursor) >= seq)
+                break;
+            if (eddy__barrier_alerted(b)) {
+                rc = EDDY_ECANCELED;
+                break;
+            }
+            int64_t left = 0;
+            if (deadline) {
+                left = deadline - eddy__now_ns();
+                if (left <= 0) {
+                    rc = EDDY_ETIMEDOUT;
+                    break;
+                }
+            }
+#ifdef USE_FUTEX
+            futex_wait(&bl->gen, gen, left);
+#else
+            if (deadline) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                int64_t t = ts.tv_nsec + left;
+                ts.tv_sec += (time_t)(t / 1000000000);
+                ts.tv_nsec = (long)(t % 1000000000);
+                pthread_cond_timedwait(&bl->cond, &bl->lock, &ts);
+            } else {
+                pthread_cond_wait(&bl->cond, &bl->lock);
+            }
+#endif
+        }
+#ifndef USE_FUTEX
+        pthread_mutex_unlock(&bl->lock);
+#endif
+        if (rc != 0)
+            return rc;
+    }
+    int spins = 0;
+    int64_t avail;
+    while ((avail = eddy__barrier_dependent(b)) < seq) {
+        if (eddy__barrier_alerted(b))
+            return EDDY_ECANCELED;
+        if (spins < DEP_SPINS) {
+            spins++;
+            eddy__cpu_relax();
+        } else {
+            sched_yield();
+        }
+    }
+    return avail;
+}
+
+static void blocking_signal(eddy_wait_strategy_t *ws)
+{
+    blocking_t *bl = (blocking_t *)ws;
+    /* The full blocking strategy bumps the word on every publish, as Java's takes its lock on
+     * every publish (a read-modify-write of a line the waiters read); the lite one writes
+     * shared state only when a waiter raised the flag. Pairs with the acquire load of gen in
+     * blocking_wait(). */
+    if (!bl->lite)
+        atomic_fetch_add_explicit(&bl->gen, 1, memory_order_release);
+    /* Dekker with the fence in blocking_wait(): our cursor store (or alert) before the load
+     * of need_signal. */
+    eddy__fence_seq_cst();
+    if (atomic_load_explicit(&bl->need_signal, memory_order_relaxed) == 0 ||
+        atomic_exchange_explicit(&bl->need_signal, 0, memory_order_acquire) == 0)
+        return;
+#ifdef USE_FUTEX
+    /* After the exchange, so the bump follows the waiter's read of gen (see above); pairs
+     * with the acquire load of gen in blocking_wait(). */
+    atomic_fetch_add_explicit(&bl->gen, 1, memory_order_release);
+    futex_wake_all(&bl->gen);
+#else
+    pthread_mutex_lock(&bl->lock);
+    pthread_cond_broadcast(&bl->cond);
+    pthread_mutex_unlock(&bl->lock);
+#endif
+}
+
+static void blocking_free(eddy_wait_strategy_t *ws)
+{
+#ifndef USE_FUTEX
+    blocking_t *bl = (blocking_t *)ws;
+    pthread_mutex_destroy(&bl->lock);
+    pthread_cond_destroy(&bl->cond);
+#endif
+    free(ws);
+}
+
+static const eddy_wait_strategy_ops_t blocking_ops = {
+    .name = "blocking",
+    .wait_for = blocking_wait,
+    .signal_all = blocking_signal,
+    .free = blocking_free,
+};
+
+static const eddy_wait_strategy_ops_t lite_blocking_ops = {
+    .name = "lite_blocking",
+    .wait_for = blocking_wait,
+    .signal_all = blocking_signal,
+    .free = blocking_free,
+};
+
+static const eddy_wait_strategy_ops_t timeout_blocking_ops = {
+    .name = "timeout_blocking",
+    .wait_for = blocking_wait,
+    .signal_all = blocking_signal,
+    .free = blocking_free,
+};
+
+static eddy_wait_strategy_t *blocking_new(const eddy_wait_strategy_ops_t *ops, bool lite,
+                                          int64_t timeout_ns)
+{
+    blocking_t *bl = (blocking_t *)ws_new(ops, sizeof *bl);
+    if (bl == NULL)
+        return NULL;
+    atomic_init(&bl->gen, 0);
+    atomic_init(&bl->need_signal, 0);
+    bl->lite = lite;
+    bl->timeout_ns = timeout_ns;
+#ifndef USE_FUTEX
+    if (pthread_mutex_init(&bl->lock, NULL) != 0) {
+        free(bl);
+        return NULL;
+    }
+    if (pthread_cond_init(&bl->cond, NULL) != 0) {
+        pthread_mutex_destroy(&bl->lock);
+        free(bl);
+        return NULL;
+    }
+#endif
+    return &bl->super;
+}
+
+eddy_wait_strategy_t *eddy_wait_strategy_blocking(void)
+{
+    return blocking_new(&blocking_ops, false, 0);
+}
+
+eddy_wait_strategy_t *eddy_wait_strategy_lite_blocking(void)
+{
+    return blocking_new(&lite_blocking_ops, true, 0);
+}
+
+eddy_wait_strategy_t *eddy_wait_strategy_timeout_blocking(int64_t timeout_ns)
+{
+    if (timeout_ns <= 0)
+        return NULL;
+    return blocking_new(&timeout_blocking_ops, true, timeout_ns);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Phased backoff
+ */
+
+typedef struct {
+    eddy_wait_strategy_t super;
+    int64_t spin_ns;
+    int64_t yield_ns;
+    eddy_wait_strategy_t *fallback;
+} phased_t;
+
+static int64_t phased_wait(eddy_wait_strategy_t *ws, int64_t seq, eddy_barrier_t *b)
+{
+    phased_t *ph = (phased_t *)ws;
+    int64_t start = 0;
+    int counter = PHASED_SPINS;
+    for (;;) {
+        int64_t avail = eddy__barrier_dependent(b);
+        if (avail >= seq)
+            return avail;
+        if (eddy__barrier_alerted(b))
+            return EDDY_ECANCELED;
+        if (--counter == 0) {
+            if (start == 0) {
+                start = eddy__now_ns();
+            } else {
+                int64_t delta = eddy__now_ns() - start;
+                if (delta > ph->yield_ns)
+                    return ph->fallback->ops->wait_for(ph->fallback, seq, b);
+                if (delta > ph->spin_ns)
+                    sched_yield();
+            }
+            counter = PHASED_SPINS;
+        } else {
+            eddy__cpu_relax();
+        }
+    }
+}
+
+static void phased_signal(eddy_wait_strategy_t *ws)
+{
+    phased_t *ph = (phased_t *)ws;
+    if (ph->fallback->ops->signal_all != NULL)
+        ph->fallback->ops->signal_all(ph->fallback);
+}
+
+static void phased_free(eddy_wait_strategy_t *ws)
+{
+    phased_t *ph = (phased_t *)ws;
+    eddy_wait_strategy_free(ph->fallback);
+    free(ph);
+}
+
+static const eddy_wait_strategy_ops_t phased_ops = {
+    .name = "phased_backoff",
+    .wait_for = phased_wait,
+    .signal_all = phased_signal,
+    .free = phased_free,
+};
+
+eddy_wait_strategy_t *eddy_wait_strategy_phased_backoff(int64_t spin_ns, int64_t yield_ns,
+                                                        eddy_wait_strategy_t *fallback)
+{
+    if (fallback == NULL)
+        return NULL;
+    if (spin_ns < 0 || spin_ns > yield_ns) {
+        eddy_wait_strategy_free(fallback);
+        return NULL;
+    }
+    phased_t *ph = (phased_t *)ws_new(&phased_ops, sizeof *ph);
+    if (ph == NULL) {
+        eddy_wait_strategy_free(fallback);
+        return NULL;
+    }
+    ph->spin_ns = spin_ns;
+    ph->yield_ns = yield_ns;
+    ph->fallback = fallback;
+    return &ph->super;
+}

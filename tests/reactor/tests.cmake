@@ -1,0 +1,5 @@
+eddy_add_test(reactor sequence)
+eddy_add_test(reactor ring)
+eddy_add_test(reactor wait)
+eddy_add_test(reactor processor)
+eddy_add_test(reactor stress_ring NAME stress_ring LABELS concurrency TIMEOUT 180)
