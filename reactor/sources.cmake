@@ -4,3 +4,11 @@ list(APPEND EDDY_SOURCES
     reactor/wait.c
     reactor/processor.c
     reactor/ring_builder.c)
+list(APPEND EDDY_SOURCES
+    reactor/future.c
+    reactor/group.c
+    reactor/loop.c
+    reactor/poller_epoll.c
+    reactor/poller_kqueue.c
+    reactor/poller_poll.c
+    reactor/timer.c)

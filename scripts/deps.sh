@@ -13,6 +13,7 @@ PACKAGES=(
     libcmocka-dev
     libjemalloc-dev     # bench/buffer's jemalloc baseline
     libssl-dev
+    libuv1-dev          # bench/reactor's libuv baselines
     make
     pkg-config
 )

@@ -74,11 +74,13 @@ extern "C" {
     XX(EALREADY, -EALREADY, "operation already in progress")                                   \
     XX(EINPROGRESS, -EINPROGRESS, "operation in progress")                                     \
     XX(ECANCELED, -ECANCELED, "operation canceled")                                            \
+    XX(EDEADLK, -EDEADLK, "would deadlock")                                                    \
     XX(EOF, -4095, "end of file")                                                              \
     XX(ECLOSED, -4094, "channel closed")                                                       \
     XX(EBOUNDS, -4093, "index out of bounds")                                                  \
     XX(ECAPACITY, -4092, "would exceed the buffer's max capacity")                             \
-    XX(EREFCNT, -4091, "reference count is already zero")
+    XX(EREFCNT, -4091, "reference count is already zero")                                      \
+    XX(ESHUTDOWN, -4090, "event loop is shutting down")
 
 typedef enum {
 #define EDDY_ERR_ENUM_(name, value, text) EDDY_##name = (value),

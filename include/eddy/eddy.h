@@ -7,5 +7,6 @@
 #include <eddy/common.h>
 #include <eddy/buffer.h>
 #include <eddy/ring.h>
+#include <eddy/loop.h>
 
 #endif /* EDDY_EDDY_H */

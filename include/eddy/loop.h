@@ -1,0 +1,307 @@
+/*
+ * eddy loops: event loops (Netty's NioEventLoop), loop groups, cross-thread tasks, timers and
+ * futures.
+ *
+ * A loop is one thread that waits in its poller (epoll, kqueue or poll), handles the I/O that
+ * became ready, then runs queued tasks and due timers within a time budget (io_ratio). Other
+ * threads hand it work through its task queue, an MPSC queue on the sequence ring buffer
+ * (ring.h): a task costs one claim and one publish, and the loop is woken (an eventfd write)
+ * only when it is blocked or about to block.
+ */
+#ifndef EDDY_LOOP_H
+#define EDDY_LOOP_H
+
+#include <eddy/common.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct eddy_loop_s eddy_loop_t;
+typedef struct eddy_loop_group_s eddy_loop_group_t;
+typedef struct eddy_timer_s eddy_timer_t;
+typedef struct eddy_future_s eddy_future_t;
+/* The writable side of a future: the same object, named for the one who completes it. */
+typedef struct eddy_future_s eddy_promise_t;
+typedef struct eddy_io_s eddy_io_t;
+
+typedef void (*eddy_task_cb)(void *arg);
+/* A task with a result for eddy_loop_submit(): 0 and *result, or a negative EDDY_E*. */
+typedef int (*eddy_callable_cb)(void *arg, void **result);
+typedef void (*eddy_timer_cb)(eddy_timer_t *t, void *arg);
+typedef void (*eddy_future_cb)(eddy_future_t *f, void *arg);
+typedef void (*eddy_io_cb)(eddy_io_t *io, unsigned events, void *arg);
+
+/** Monotonic time in nanoseconds (CLOCK_MONOTONIC): the clock of deadlines. Any thread. */
+EDDY_EXTERN int64_t eddy_now_ns(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Loops
+ */
+
+typedef struct eddy_loop_options_s {
+    const char *name;            /* thread name (15 chars shown); NULL: "eddy-loop" */
+    const char *poller;          /* "epoll", "kqueue" or "poll"; NULL: $EDDY_POLLER, else
+                                    the best one built */
+    unsigned io_ratio;           /* percent of a turn for I/O, 1..100 (100: run every task
+                                    after the I/O); 0: 50 */
+    int64_t max_task_quantum_ns; /* stop running tasks after this long in one turn, whatever
+                                    io_ratio allows (Netty 4.2); 0: no such limit */
+    size_t task_queue_size;      /* ring slots, a power of two; 0: 16384 */
+    int64_t stall_threshold_ns;  /* report a task or callback that holds the loop longer;
+                                    0: 100 ms; negative: off */
+    int cpu;                     /* pin the thread to this CPU; -1 (or 0 fields): no pinning;
+                                    set cpu_set to use it */
+    bool cpu_set;
+} eddy_loop_options_t;
+
+/**
+ * A loop, not yet running: run it on a thread of yours with eddy_loop_run(), or on a thread
+ * of its own with eddy_loop_start(). opts may be NULL (defaults). NULL on bad options (an
+ * unknown poller, a queue size that is not a power of two, io_ratio > 100) or when the
+ * poller or memory cannot be had. Free with eddy_loop_free() after it terminated.
+ */
+EDDY_EXTERN eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts);
+
+/**
+ * Run the loop on the calling thread until it has shut down (eddy_loop_shutdown_gracefully).
+ * 0, or EDDY_EBUSY when it already runs or ran.
+ */
+EDDY_EXTERN int eddy_loop_run(eddy_loop_t *loop);
+
+/** Run the loop on a new thread of its own. 0, EDDY_EBUSY, or the thread creation error. */
+EDDY_EXTERN int eddy_loop_start(eddy_loop_t *loop);
+
+/**
+ * Begin shutting down: from now on tasks from other threads are refused with EDDY_ESHUTDOWN
+ * (tasks the loop gives itself are still taken), pending timers are cancelled, and every task
+ * already accepted runs. The loop then goes on until no task ran for quiet_ms, or timeout_ms
+ * passed, and terminates. Returns the termination future (borrowed: valid until
+ * eddy_loop_free). Any thread; later calls return the same future.
+ */
+EDDY_EXTERN eddy_future_t *eddy_loop_shutdown_gracefully(eddy_loop_t *loop, int64_t quiet_ms,
+                                                         int64_t timeout_ms);
+
+/** The future completed when the loop has terminated. Borrowed. Any thread. */
+EDDY_EXTERN eddy_future_t *eddy_loop_termination_future(eddy_loop_t *loop);
+
+EDDY_EXTERN bool eddy_loop_is_shutting_down(const eddy_loop_t *loop);
+EDDY_EXTERN bool eddy_loop_is_terminated(const eddy_loop_t *loop);
+
+/**
+ * Free a loop: EDDY_EBUSY while it runs or has not terminated (a loop never run may be freed
+ * at once); joins its own thread. The loop's futures and timers handed out stay valid until
+ * released. Not from the loop itself.
+ */
+EDDY_EXTERN int eddy_loop_free(eddy_loop_t *loop);
+
+/** True when the calling thread is loop's thread. */
+EDDY_EXTERN bool eddy_loop_in_event_loop(const eddy_loop_t *loop);
+
+/** The loop running on the calling thread, or NULL. */
+EDDY_EXTERN eddy_loop_t *eddy_loop_current(void);
+
+/** The name of the poller backend the loop uses ("epoll", "kqueue", "poll"). */
+EDDY_EXTERN const char *eddy_loop_poller(const eddy_loop_t *loop);
+
+/* ---------------------------------------------------------------------------------------
+ * Tasks. Tasks given from one thread run in the order given. fn runs on the loop's thread.
+ */
+
+/**
+ * Run fn(arg) on the loop soon, waking it if it sleeps. 0: accepted (it will run, also if the
+ * loop shuts down meanwhile); EDDY_ESHUTDOWN: refused, the loop is shutting down. From other
+ * threads, waits while the queue is full; on the loop itself it never waits (the task goes to
+ * an overflow list). Any thread.
+ */
+EDDY_EXTERN int eddy_loop_execute(eddy_loop_t *loop, eddy_task_cb fn, void *arg);
+
+/** eddy_loop_execute() that returns EDDY_EAGAIN instead of waiting when the queue is full. */
+EDDY_EXTERN int eddy_loop_try_execute(eddy_loop_t *loop, eddy_task_cb fn, void *arg);
+
+/**
+ * eddy_loop_execute() without the wake-up: fn runs at the loop's next turn, whenever
+ * something else wakes it (I/O, a timer, another task). For work that can wait.
+ */
+EDDY_EXTERN int eddy_loop_lazy_execute(eddy_loop_t *loop, eddy_task_cb fn, void *arg);
+
+/**
+ * Run fn(arg, &result) on the loop; the returned future completes with result, or fails with
+ * fn's error, or with EDDY_ESHUTDOWN when refused. The caller owns one reference to the
+ * future (eddy_future_release). NULL only when out of memory. Any thread.
+ */
+EDDY_EXTERN eddy_future_t *eddy_loop_submit(eddy_loop_t *loop, eddy_callable_cb fn, void *arg);
+
+/* ---------------------------------------------------------------------------------------
+ * Timers. A timer runs its callback on the loop, as a task, once its deadline passed. Every
+ * schedule call returns a handle holding one reference for the caller: cancel with it, and
+ * release it when done (releasing does not cancel). NULL when out of memory or the loop shuts
+ * down. Any thread; from other threads the timer reaches the loop through the task queue.
+ */
+
+EDDY_EXTERN eddy_timer_t *eddy_loop_schedule(eddy_loop_t *loop, int64_t delay_ms,
+                                             eddy_timer_cb cb, void *arg);
+/** At a deadline of eddy_now_ns()'s clock. */
+EDDY_EXTERN eddy_timer_t *eddy_loop_schedule_at(eddy_loop_t *loop, int64_t deadline_ns,
+                                                eddy_timer_cb cb, void *arg);
+/** First after initial_ms, then every period_ms from the first deadline (late runs catch up
+ * without piling: a run that is more than a period late is not repeated). */
+EDDY_EXTERN eddy_timer_t *eddy_loop_schedule_at_fixed_rate(eddy_loop_t *loop, int64_t initial_ms,
+                                                           int64_t period_ms, eddy_timer_cb cb,
+                                                           void *arg);
+/** First after initial_ms, then delay_ms after each run ends. */
+EDDY_EXTERN eddy_timer_t *eddy_loop_schedule_with_fixed_delay(eddy_loop_t *loop,
+                                                              int64_t initial_ms,
+                                                              int64_t delay_ms, eddy_timer_cb cb,
+                                                              void *arg);
+/** The ns variant of eddy_loop_schedule(), for sub-millisecond delays. */
+EDDY_EXTERN eddy_timer_t *eddy_loop_schedule_ns(eddy_loop_t *loop, int64_t delay_ns,
+                                                eddy_timer_cb cb, void *arg);
+
+/**
+ * Cancel t: its callback will not run (again). 0 when this call cancelled it; EDDY_EALREADY
+ * when it had already fired (one-shot) or been cancelled. Any thread; cheap on the loop
+ * (a heap removal), a task from other threads.
+ */
+EDDY_EXTERN int eddy_timer_cancel(eddy_timer_t *t);
+
+EDDY_EXTERN eddy_timer_t *eddy_timer_retain(eddy_timer_t *t);
+/** Drop a reference; the timer stays scheduled. NULL is ignored. */
+EDDY_EXTERN void eddy_timer_release(eddy_timer_t *t);
+/** True once a one-shot timer ran or any timer was cancelled. */
+EDDY_EXTERN bool eddy_timer_is_done(const eddy_timer_t *t);
+
+/* ---------------------------------------------------------------------------------------
+ * Futures and promises. A future completes once: with a result (a pointer, possibly NULL) or
+ * an error code. Listeners run on the owner loop (at once when added to a completed future on
+ * that loop); a future without an owner runs them on the completing thread.
+ */
+
+/** A new incomplete future owned by loop (may be NULL). The caller holds one reference. */
+EDDY_EXTERN eddy_promise_t *eddy_promise_new(eddy_loop_t *loop);
+
+EDDY_EXTERN eddy_future_t *eddy_future_retain(eddy_future_t *f);
+/** Drop a reference. NULL is ignored. */
+EDDY_EXTERN void eddy_future_release(eddy_future_t *f);
+
+/** Complete with result: 0, or EDDY_EALREADY when already complete. Any thread. */
+EDDY_EXTERN int eddy_promise_succeed(eddy_promise_t *p, void *result);
+/** Fail with err (negative): 0, EDDY_EALREADY, EDDY_EINVAL for err >= 0. Any thread. */
+EDDY_EXTERN int eddy_promise_fail(eddy_promise_t *p, int err);
+/** Fail with EDDY_ECANCELED unless already complete: 0 or EDDY_EALREADY. Any thread. */
+EDDY_EXTERN int eddy_future_cancel(eddy_future_t *f);
+
+EDDY_EXTERN bool eddy_future_is_done(const eddy_future_t *f);
+/** 0 after success, the error after failure, EDDY_EAGAIN while incomplete. */
+EDDY_EXTERN int eddy_future_error(const eddy_future_t *f);
+/** The result after success, else NULL. */
+EDDY_EXTERN void *eddy_future_result(const eddy_future_t *f);
+EDDY_EXTERN eddy_loop_t *eddy_future_loop(const eddy_future_t *f);
+
+/**
+ * Call cb(f, arg) once f completes, on the owner loop. 0 or EDDY_ENOMEM. Any thread. A
+ * listener added after completion runs at once on the owner loop's thread, else as a task.
+ */
+EDDY_EXTERN int eddy_future_add_listener(eddy_future_t *f, eddy_future_cb cb, void *arg);
+
+/**
+ * Block until f completes or timeout_ms passes (negative: no limit): 0 when it completed
+ * (look at eddy_future_error), EDDY_ETIMEDOUT, or EDDY_EDEADLK when called on the owner
+ * loop's thread (it would wait for itself; nothing is waited).
+ */
+EDDY_EXTERN int eddy_future_await(eddy_future_t *f, int64_t timeout_ms);
+
+/* ---------------------------------------------------------------------------------------
+ * I/O readiness, for the channel layer: a file descriptor watched by one loop. The struct is
+ * the caller's storage; fields are private.
+ */
+
+enum {
+    EDDY_IO_READ = 1u << 0,
+    EDDY_IO_WRITE = 1u << 1,
+    EDDY_IO_ERROR = 1u << 2, /* delivered, never requested */
+    EDDY_IO_HUP = 1u << 3    /* delivered, never requested */
+};
+
+struct eddy_io_s {
+    int fd;
+    unsigned _interest;
+    uint32_t _gen;
+    int _index; /* the poll backend's slot */
+    eddy_loop_t *_loop;
+    eddy_io_cb _cb;
+    void *_arg;
+};
+
+/** Prepare io to watch fd on loop; nothing is watched until eddy_io_start(). */
+EDDY_EXTERN void eddy_io_init(eddy_io_t *io, eddy_loop_t *loop, int fd, eddy_io_cb cb, void *arg);
+
+/**
+ * Watch for events (EDDY_IO_READ | EDDY_IO_WRITE), replacing the previous interest; 0 stops
+ * watching. Level-triggered: cb(io, ready, arg) is called every turn while the condition
+ * holds. 0 or a negative EDDY_E* from the poller. The loop's thread only.
+ */
+EDDY_EXTERN int eddy_io_start(eddy_io_t *io, unsigned events);
+
+/** Stop watching and forget fd (call before closing it). The loop's thread only. */
+EDDY_EXTERN void eddy_io_stop(eddy_io_t *io);
+
+/* ---------------------------------------------------------------------------------------
+ * Metrics: per loop, updated by the loop with plain stores and read by any thread without
+ * locks; a group sums its loops (maxima are the maximum).
+ */
+
+typedef struct eddy_loop_metrics_s {
+    int64_t task_queue_depth;   /* tasks queued and not yet run (ring plus overflow) */
+    uint64_t tasks_run;
+    uint64_t timers_fired;
+    uint64_t io_events;         /* ready descriptors handled */
+    uint64_t wakeups;           /* eventfd writes by other threads (elided ones not counted) */
+    uint64_t turns;             /* loop iterations */
+    uint64_t poll_ns;           /* time blocked in the poller */
+    uint64_t io_ns;             /* time in I/O callbacks */
+    uint64_t task_ns;           /* time in tasks and timers */
+    uint64_t lag_max_ns;        /* latest start of a due timer or queued task */
+    uint64_t lag_total_ns;      /* sum of timer lags, for the mean with timers_fired */
+    uint64_t stalls;            /* tasks or callbacks longer than the stall threshold */
+    uint64_t last_stall_ns;
+    void (*last_stall_fn)(void); /* the function that stalled (cast), for a symbol lookup */
+} eddy_loop_metrics_t;
+
+/** Fill m with loop's counters. Any thread. */
+EDDY_EXTERN void eddy_loop_metrics(const eddy_loop_t *loop, eddy_loop_metrics_t *m);
+
+/* ---------------------------------------------------------------------------------------
+ * Loop groups
+ */
+
+/**
+ * n loops (0: one per online CPU), each on its own thread named "<name>-<i>", pinned to CPU i
+ * when opts->cpu_set. Options as for eddy_loop_new (opts->cpu is ignored). NULL on failure.
+ */
+EDDY_EXTERN eddy_loop_group_t *eddy_loop_group_new(size_t n, const eddy_loop_options_t *opts);
+
+/** The next loop by the group's chooser (round robin; a mask when n is a power of two). */
+EDDY_EXTERN eddy_loop_t *eddy_loop_group_next(eddy_loop_group_t *g);
+EDDY_EXTERN size_t eddy_loop_group_size(const eddy_loop_group_t *g);
+EDDY_EXTERN eddy_loop_t *eddy_loop_group_loop(const eddy_loop_group_t *g, size_t i);
+
+/**
+ * Shut every loop down gracefully (see eddy_loop_shutdown_gracefully). Returns the group's
+ * termination future, complete when all loops terminated. Borrowed. Any thread.
+ */
+EDDY_EXTERN eddy_future_t *eddy_loop_group_shutdown_gracefully(eddy_loop_group_t *g,
+                                                               int64_t quiet_ms,
+                                                               int64_t timeout_ms);
+EDDY_EXTERN eddy_future_t *eddy_loop_group_termination_future(eddy_loop_group_t *g);
+
+/** Free the group and its loops: EDDY_EBUSY until it terminated. Not from one of its loops. */
+EDDY_EXTERN int eddy_loop_group_free(eddy_loop_group_t *g);
+
+/** The sum of the loops' metrics. */
+EDDY_EXTERN void eddy_loop_group_metrics(const eddy_loop_group_t *g, eddy_loop_metrics_t *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EDDY_LOOP_H */

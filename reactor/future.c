@@ -1,0 +1,241 @@
+/*
+ * Futures and promises (Netty's DefaultPromise): complete once, listeners on the owner loop,
+ * await with a timeout from other threads.
+ */
+#include "reactor/loop_internal.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+typedef struct listener_s {
+    struct listener_s *next;
+    eddy_future_cb cb;
+    void *arg;
+    eddy_future_t *f; /* set when the listener travels as a task: holds a reference */
+} listener_t;
+
+struct eddy_future_s {
+    _Atomic uint32_t refcnt;
+    _Atomic bool done; /* release-stored after err and result: pairs with acquire readers */
+    int err;
+    void *result;
+    eddy_loop_t *loop;
+    pthread_mutex_t lock; /* listeners, waiters */
+    pthread_cond_t cond;
+    listener_t *listeners; /* newest first */
+    int waiters;
+    _Atomic int in_flight; /* listeners travelling to the owner loop as tasks */
+};
+
+static eddy_future_t *future_new(eddy_loop_t *loop)
+{
+    eddy_future_t *f = malloc(sizeof(*f));
+    if (f == NULL) {
+        return NULL;
+    }
+    atomic_init(&f->refcnt, 1);
+    atomic_init(&f->done, false);
+    f->err = EDDY_EAGAIN;
+    f->result = NULL;
+    f->loop = loop;
+    f->listeners = NULL;
+    f->waiters = 0;
+    atomic_init(&f->in_flight, 0);
+    pthread_mutex_init(&f->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&f->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    return f;
+}
+
+eddy_promise_t *eddy_promise_new(eddy_loop_t *loop)
+{
+    return future_new(loop);
+}
+
+eddy_future_t *eddy__future_new_unowned(void)
+{
+    return future_new(NULL);
+}
+
+eddy_future_t *eddy_future_retain(eddy_future_t *f)
+{
+    atomic_fetch_add_explicit(&f->refcnt, 1, memory_order_relaxed);
+    return f;
+}
+
+void eddy_future_release(eddy_future_t *f)
+{
+    if (f == NULL || atomic_fetch_sub_explicit(&f->refcnt, 1, memory_order_acq_rel) != 1) {
+        return;
+    }
+    listener_t *l = f->listeners; /* never completed: listeners that will not run */
+    while (l != NULL) {
+        listener_t *next = l->next;
+        free(l);
+        l = next;
+    }
+    pthread_cond_destroy(&f->cond);
+    pthread_mutex_destroy(&f->lock);
+    free(f);
+}
+
+static void run_listener_task(void *arg)
+{
+    listener_t *l = arg;
+    eddy_future_t *f = l->f;
+    l->cb(f, l->arg);
+    atomic_fetch_sub_explicit(&f->in_flight, 1, memory_order_release);
+    free(l);
+    eddy_future_release(f);
+}
+
+/*
+ * Run l now when on the owner loop (or there is none), else as a task on the owner loop.
+ * While earlier listeners are still on their way to the loop as tasks, a later one queues
+ * behind them even on the loop, so listeners run in the order they were added.
+ */
+static void notify(eddy_future_t *f, listener_t *l)
+{
+    eddy_loop_t *loop = f->loop;
+    if (loop != NULL && (!eddy_loop_in_event_loop(loop) ||
+                         atomic_load_explicit(&f->in_flight, memory_order_acquire) > 0)) {
+        l->f = eddy_future_retain(f);
+        atomic_fetch_add_explicit(&f->in_flight, 1, memory_order_relaxed);
+        if (eddy_loop_execute(loop, run_listener_task, l) == 0) {
+            return;
+        }
+        /* The owner loop is gone or going: run here rather than never. */
+        atomic_fetch_sub_explicit(&f->in_flight, 1, memory_order_relaxed);
+        eddy_future_release(f);
+    }
+    l->cb(f, l->arg);
+    free(l);
+}
+
+static int complete(eddy_future_t *f, int err, void *result)
+{
+    pthread_mutex_lock(&f->lock);
+    if (atomic_load_explicit(&f->done, memory_order_relaxed)) {
+        pthread_mutex_unlock(&f->lock);
+        return EDDY_EALREADY;
+    }
+    f->err = err;
+    f->result = result;
+    atomic_store_explicit(&f->done, true, memory_order_release);
+    listener_t *l = f->listeners;
+    f->listeners = NULL;
+    if (f->waiters > 0) {
+        pthread_cond_broadcast(&f->cond);
+    }
+    pthread_mutex_unlock(&f->lock);
+    /* Listeners run in the order they were added: reverse the newest-first list. The
+     * future stays alive while they run even if one of them drops the last other ref. */
+    listener_t *ordered = NULL;
+    while (l != NULL) {
+        listener_t *next = l->next;
+        l->next = ordered;
+        ordered = l;
+        l = next;
+    }
+    eddy_future_retain(f);
+    while (ordered != NULL) {
+        listener_t *next = ordered->next;
+        notify(f, ordered);
+        ordered = next;
+    }
+    eddy_future_release(f);
+    return 0;
+}
+
+int eddy_promise_succeed(eddy_promise_t *p, void *result)
+{
+    return complete(p, 0, result);
+}
+
+int eddy_promise_fail(eddy_promise_t *p, int err)
+{
+    if (err >= 0) {
+        return EDDY_EINVAL;
+    }
+    return complete(p, err, NULL);
+}
+
+int eddy_future_cancel(eddy_future_t *f)
+{
+    return complete(f, EDDY_ECANCELED, NULL);
+}
+
+bool eddy_future_is_done(const eddy_future_t *f)
+{
+    return atomic_load_explicit(&f->done, memory_order_acquire);
+}
+
+int eddy_future_error(const eddy_future_t *f)
+{
+    return atomic_load_explicit(&f->done, memory_order_acquire) ? f->err : EDDY_EAGAIN;
+}
+
+void *eddy_future_result(const eddy_future_t *f)
+{
+    return atomic_load_explicit(&f->done, memory_order_acquire) ? f->result : NULL;
+}
+
+eddy_loop_t *eddy_future_loop(const eddy_future_t *f)
+{
+    return f->loop;
+}
+
+int eddy_future_add_listener(eddy_future_t *f, eddy_future_cb cb, void *arg)
+{
+    listener_t *l = malloc(sizeof(*l));
+    if (l == NULL) {
+        return EDDY_ENOMEM;
+    }
+    l->cb = cb;
+    l->arg = arg;
+    l->f = NULL;
+    pthread_mutex_lock(&f->lock);
+    if (!atomic_load_explicit(&f->done, memory_order_relaxed)) {
+        l->next = f->listeners;
+        f->listeners = l;
+        pthread_mutex_unlock(&f->lock);
+        return 0;
+    }
+    pthread_mutex_unlock(&f->lock);
+    notify(f, l);
+    return 0;
+}
+
+int eddy_future_await(eddy_future_t *f, int64_t timeout_ms)
+{
+    if (atomic_load_explicit(&f->done, memory_order_acquire)) {
+        return 0;
+    }
+    if (f->loop != NULL && eddy_loop_in_event_loop(f->loop)) {
+        return EDDY_EDEADLK;
+    }
+    struct timespec until;
+    if (timeout_ms >= 0) {
+        int64_t t = eddy_now_ns() + timeout_ms * 1000000;
+        until.tv_sec = t / 1000000000;
+        until.tv_nsec = t % 1000000000;
+    }
+    int rc = 0;
+    pthread_mutex_lock(&f->lock);
+    f->waiters++;
+    while (!atomic_load_explicit(&f->done, memory_order_relaxed)) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&f->cond, &f->lock);
+        } else if (pthread_cond_timedwait(&f->cond, &f->lock, &until) != 0 &&
+                   !atomic_load_explicit(&f->done, memory_order_relaxed)) {
+            rc = EDDY_ETIMEDOUT;
+            break;
+        }
+    }
+    f->waiters--;
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}

@@ -1,0 +1,184 @@
+/*
+ * reactor/loop_internal.h: the loop's insides, shared by loop.c, the pollers, timers, futures
+ * and groups. Not installed.
+ */
+#ifndef EDDY_REACTOR_LOOP_INTERNAL_H
+#define EDDY_REACTOR_LOOP_INTERNAL_H
+
+#include <eddy/loop.h>
+#include <eddy/ring.h>
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+
+/* Any function, for the stall report (function pointers do not convert to void *). */
+typedef void (*eddy__fnptr_t)(void);
+
+/* The poller interface (STYLE.md, "The poller"): one const table per backend. */
+typedef struct eddy__poller_ops_s {
+    const char *name;
+    int (*init)(eddy_loop_t *loop);
+    void (*destroy)(eddy_loop_t *loop);
+    /* Set io's interest to events; 0 removes it. The loop's thread. */
+    int (*update)(eddy_loop_t *loop, eddy_io_t *io, unsigned events);
+    /* Wait up to timeout_ns (negative: forever), then hand every ready descriptor to
+     * eddy__io_dispatch(). Returns how many were ready, or a negative EDDY_E*. */
+    int (*wait)(eddy_loop_t *loop, int64_t timeout_ns);
+    /* Make a blocked wait return. The one operation allowed off the loop's thread. */
+    int (*wakeup)(eddy_loop_t *loop);
+} eddy__poller_ops_t;
+
+extern const eddy__poller_ops_t eddy__poller_epoll;
+extern const eddy__poller_ops_t eddy__poller_poll;
+extern const eddy__poller_ops_t eddy__poller_kqueue;
+
+/* The backends built here, best first; NULL-terminated. */
+extern const eddy__poller_ops_t *const eddy__pollers[];
+
+/* Loop states, in order. */
+enum {
+    EDDY__LOOP_NEW = 0,
+    EDDY__LOOP_RUNNING,
+    EDDY__LOOP_SHUTTING_DOWN, /* refuses outside tasks, drains, waits for quiet */
+    EDDY__LOOP_SHUTDOWN,      /* quiet or timed out: refuses every task, runs what it took */
+    EDDY__LOOP_TERMINATED
+};
+
+typedef struct eddy__task_slot_s {
+    eddy_task_cb fn;
+    void *arg;
+    int64_t stamp_ns; /* when queued, on sampled slots (lag); 0 elsewhere */
+} eddy__task_slot_t;
+
+typedef struct eddy__overflow_s {
+    struct eddy__overflow_s *next;
+    eddy_task_cb fn;
+    void *arg;
+} eddy__overflow_t;
+
+typedef struct eddy__timer_heap_s {
+    eddy_timer_t **items;
+    size_t n;
+    size_t cap;
+    uint64_t next_id;
+} eddy__timer_heap_t;
+
+/* Counters the loop writes with plain (relaxed) stores and anyone reads. */
+typedef struct eddy__metrics_s {
+    _Atomic uint64_t tasks_run, timers_fired, io_events, wakeups, turns;
+    /* tasks_run counts queued tasks; activity (in the loop) counts every callback */
+    _Atomic uint64_t poll_ns, io_ns, task_ns, lag_max_ns, lag_total_ns;
+    _Atomic uint64_t stalls, last_stall_ns;
+    _Atomic(eddy__fnptr_t) last_stall_fn;
+    _Atomic int64_t overflow;
+} eddy__metrics_t;
+
+struct eddy_loop_s {
+    /* Written by producers and the loop: each alone on its lines. */
+    alignas(128) _Atomic int wake_needed; /* the loop is (about to be) blocked in its poller */
+    alignas(128) _Atomic int state;
+    /* What the stall watchdog reads: bumped per callback, with the callback running. */
+    alignas(128) _Atomic uint64_t activity;
+    _Atomic(eddy__fnptr_t) running_fn;
+    _Atomic bool in_callback;
+
+    alignas(128) eddy_ring_t *ring;
+    eddy_sequencer_t *sequencer;
+    eddy_barrier_t *barrier;
+    eddy_wait_strategy_t *ws;
+    eddy_sequence_t *consumed; /* the loop's sequence: gates the producers */
+    int64_t next_seq;          /* the first sequence not yet run */
+    eddy__overflow_t *overflow_head, *overflow_tail;
+    int64_t last_self_seq;     /* the last ring slot the loop filled for itself */
+    int64_t overflow_after;    /* overflow tasks run once the ring is read past this */
+
+    const eddy__poller_ops_t *poller;
+    void *poller_data;
+    eddy_io_t **watchers; /* by fd: the io watching it */
+    size_t nwatchers;
+    eddy_io_t wake_io;
+
+    eddy__timer_heap_t timers;
+    int64_t now_ns; /* read once per turn, and after long work */
+    int64_t poll_return_ns; /* when the poller's system call returned, set by the backend */
+
+    char name[16];
+    unsigned io_ratio;
+    int64_t max_task_quantum_ns;
+    int64_t stall_threshold_ns;
+    int cpu;
+    bool cpu_set;
+
+    pthread_t thread;
+    bool own_thread;
+    bool started;
+    _Atomic bool thread_known;
+    pthread_t loop_thread;
+
+    int64_t quiet_ns, timeout_ns, shutdown_start_ns, last_activity_ns;
+    eddy_future_t *termination;
+    pthread_mutex_t shutdown_lock;
+
+    eddy__metrics_t m;
+    struct eddy_loop_s *watch_next; /* the stall watchdog's list */
+    uint64_t watch_seen;            /* watchdog: activity seen last time */
+    int64_t watch_since_ns;         /* watchdog: when it was first seen */
+    uint64_t watch_reported;        /* watchdog: activity already reported */
+};
+
+/* Hand a ready descriptor to its io, unless the io left (or fd was reused) meanwhile. */
+void eddy__io_dispatch(eddy_loop_t *loop, int fd, uint32_t gen, unsigned events);
+/* The io watching fd now, or NULL. */
+static inline eddy_io_t *eddy__io_of(eddy_loop_t *loop, int fd)
+{
+    return (fd >= 0 && (size_t)fd < loop->nwatchers) ? loop->watchers[fd] : NULL;
+}
+
+/* Relaxed read-modify-write by the single writer: a plain add, visible to readers. */
+static inline void eddy__stat_add(_Atomic uint64_t *v, uint64_t d)
+{
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + d,
+                          memory_order_relaxed);
+}
+
+static inline void eddy__stat_max(_Atomic uint64_t *v, uint64_t x)
+{
+    if (x > atomic_load_explicit(v, memory_order_relaxed)) {
+        atomic_store_explicit(v, x, memory_order_relaxed);
+    }
+}
+
+/* Mark user code running on the loop (the stall watchdog looks). */
+static inline void eddy__callback_begin(eddy_loop_t *loop, eddy__fnptr_t fn)
+{
+    atomic_store_explicit(&loop->running_fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&loop->activity,
+                          atomic_load_explicit(&loop->activity, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    atomic_store_explicit(&loop->in_callback, true, memory_order_relaxed);
+}
+
+static inline void eddy__callback_end(eddy_loop_t *loop)
+{
+    atomic_store_explicit(&loop->in_callback, false, memory_order_relaxed);
+}
+
+/* Timers (timer.c). */
+int eddy__timers_init(eddy__timer_heap_t *h);
+/* Cancel and release every pending timer (shutdown, free). */
+void eddy__timers_cancel_all(eddy_loop_t *loop);
+void eddy__timers_destroy(eddy__timer_heap_t *h);
+/* The earliest deadline, or INT64_MAX. */
+int64_t eddy__timers_next_deadline(const eddy__timer_heap_t *h);
+/* Run timers due at loop->now_ns until deadline_ns passes; returns how many ran. */
+size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns);
+
+/* Futures (future.c). */
+eddy_future_t *eddy__future_new_unowned(void);
+
+/* The stall watchdog (loop.c). */
+void eddy__watchdog_add(eddy_loop_t *loop);
+void eddy__watchdog_remove(eddy_loop_t *loop);
+
+#endif /* EDDY_REACTOR_LOOP_INTERNAL_H */

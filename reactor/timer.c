@@ -1,0 +1,352 @@
+/*
+ * Timers: a 4-ary min-heap of deadlines per loop, each timer knowing its slot, so cancel is a
+ * removal in O(log n) and memory goes back at once. Idle timeouts on many connections are the
+ * common case: scheduled, pushed back or cancelled many times, rarely fired. A 4-ary heap has
+ * half the depth of a binary one and keeps a node's children on one cache line (libuv's heap
+ * is binary and pointer-linked; Netty's is a binary array). Ties break by a start counter,
+ * so timers with one deadline fire in the order they were scheduled.
+ */
+#include "reactor/loop_internal.h"
+
+#include <stdlib.h>
+
+enum { T_SCHEDULED = 0, T_DONE, T_CANCELLED };
+
+#define NOT_IN_HEAP SIZE_MAX
+
+struct eddy_timer_s {
+    _Atomic uint32_t refcnt;
+    _Atomic int state;
+    eddy_loop_t *loop;
+    int64_t deadline;
+    int64_t period; /* 0: once; > 0: fixed rate; < 0: fixed delay of -period */
+    uint64_t id;
+    size_t index; /* slot in the heap, NOT_IN_HEAP when out */
+    eddy_timer_cb cb;
+    void *arg;
+};
+
+/* ---------------------------------------------------------------------------------------
+ * The heap (loop thread only)
+ */
+
+static inline bool before(const eddy_timer_t *a, const eddy_timer_t *b)
+{
+    return a->deadline < b->deadline || (a->deadline == b->deadline && a->id < b->id);
+}
+
+static inline void place(eddy__timer_heap_t *h, size_t i, eddy_timer_t *t)
+{
+    h->items[i] = t;
+    t->index = i;
+}
+
+static void sift_up(eddy__timer_heap_t *h, size_t i, eddy_timer_t *t)
+{
+    while (i > 0) {
+        size_t parent = (i - 1) / 4;
+        if (!before(t, h->items[parent])) {
+            break;
+        }
+        place(h, i, h->items[parent]);
+        i = parent;
+    }
+    place(h, i, t);
+}
+
+static void sift_down(eddy__timer_heap_t *h, size_t i, eddy_timer_t *t)
+{
+    for (;;) {
+        size_t first = 4 * i + 1;
+        if (first >= h->n) {
+            break;
+        }
+        size_t best = first;
+        size_t last = first + 4 < h->n ? first + 4 : h->n;
+        for (size_t c = first + 1; c < last; c++) {
+            if (before(h->items[c], h->items[best])) {
+                best = c;
+            }
+        }
+        if (!before(h->items[best], t)) {
+            break;
+        }
+        place(h, i, h->items[best]);
+        i = best;
+    }
+    place(h, i, t);
+}
+
+static int heap_push(eddy__timer_heap_t *h, eddy_timer_t *t)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 64;
+        eddy_timer_t **items = realloc(h->items, cap * sizeof(*items));
+        if (items == NULL) {
+            return EDDY_ENOMEM;
+        }
+        h->items = items;
+        h->cap = cap;
+    }
+    t->id = h->next_id++;
+    sift_up(h, h->n++, t);
+    return 0;
+}
+
+static void heap_remove(eddy__timer_heap_t *h, eddy_timer_t *t)
+{
+    size_t i = t->index;
+    t->index = NOT_IN_HEAP;
+    eddy_timer_t *last = h->items[--h->n];
+    if (i == h->n) {
+        return;
+    }
+    /* The last item fills the hole and moves whichever way it belongs. */
+    if (i > 0 && before(last, h->items[(i - 1) / 4])) {
+        sift_up(h, i, last);
+    } else {
+        sift_down(h, i, last);
+    }
+}
+
+int eddy__timers_init(eddy__timer_heap_t *h)
+{
+    h->items = NULL;
+    h->n = 0;
+    h->cap = 0;
+    h->next_id = 0;
+    return 0;
+}
+
+void eddy__timers_destroy(eddy__timer_heap_t *h)
+{
+    free(h->items);
+    h->items = NULL;
+    h->n = h->cap = 0;
+}
+
+int64_t eddy__timers_next_deadline(const eddy__timer_heap_t *h)
+{
+    return h->n > 0 ? h->items[0]->deadline : INT64_MAX;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Handles
+ */
+
+eddy_timer_t *eddy_timer_retain(eddy_timer_t *t)
+{
+    atomic_fetch_add_explicit(&t->refcnt, 1, memory_order_relaxed);
+    return t;
+}
+
+void eddy_timer_release(eddy_timer_t *t)
+{
+    /* acq_rel: the last release frees, after every other holder's writes. */
+    if (t != NULL && atomic_fetch_sub_explicit(&t->refcnt, 1, memory_order_acq_rel) == 1) {
+        free(t);
+    }
+}
+
+bool eddy_timer_is_done(const eddy_timer_t *t)
+{
+    return atomic_load_explicit(&t->state, memory_order_acquire) != T_SCHEDULED;
+}
+
+/* On the loop: put t in the heap, which then holds the reference given with it. */
+static void insert_on_loop(void *arg)
+{
+    eddy_timer_t *t = arg;
+    if (atomic_load_explicit(&t->state, memory_order_acquire) != T_SCHEDULED ||
+        eddy_loop_is_shutting_down(t->loop) || heap_push(&t->loop->timers, t) != 0) {
+        /* Cancelled before it arrived, too late, or out of memory: it will never fire. */
+        int expected = T_SCHEDULED;
+        atomic_compare_exchange_strong(&t->state, &expected, T_CANCELLED);
+        eddy_timer_release(t);
+    }
+}
+
+static eddy_timer_t *schedule(eddy_loop_t *loop, int64_t deadline, int64_t period,
+                              eddy_timer_cb cb, void *arg)
+{
+    if (eddy_loop_is_shutting_down(loop)) {
+        return NULL;
+    }
+    eddy_timer_t *t = malloc(sizeof(*t));
+    if (t == NULL) {
+        return NULL;
+    }
+    atomic_init(&t->refcnt, 2); /* the caller's and the heap's */
+    atomic_init(&t->state, T_SCHEDULED);
+    t->loop = loop;
+    t->deadline = deadline;
+    t->period = period;
+    t->index = NOT_IN_HEAP;
+    t->cb = cb;
+    t->arg = arg;
+    if (eddy_loop_in_event_loop(loop)) {
+        if (heap_push(&loop->timers, t) != 0) {
+            free(t);
+            return NULL;
+        }
+        return t;
+    }
+    if (eddy_loop_execute(loop, insert_on_loop, t) != 0) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+static int64_t ms_to_ns(int64_t ms)
+{
+    if (ms <= 0) {
+        return 0;
+    }
+    return ms > INT64_MAX / 1000000 ? INT64_MAX / 2 : ms * 1000000;
+}
+
+static int64_t after(int64_t delay_ns)
+{
+    int64_t now = eddy_now_ns();
+    return delay_ns > INT64_MAX / 2 - now ? INT64_MAX / 2 : now + delay_ns;
+}
+
+eddy_timer_t *eddy_loop_schedule(eddy_loop_t *loop, int64_t delay_ms, eddy_timer_cb cb,
+                                 void *arg)
+{
+    return schedule(loop, after(ms_to_ns(delay_ms)), 0, cb, arg);
+}
+
+eddy_timer_t *eddy_loop_schedule_ns(eddy_loop_t *loop, int64_t delay_ns, eddy_timer_cb cb,
+                                    void *arg)
+{
+    return schedule(loop, after(delay_ns > 0 ? delay_ns : 0), 0, cb, arg);
+}
+
+eddy_timer_t *eddy_loop_schedule_at(eddy_loop_t *loop, int64_t deadline_ns, eddy_timer_cb cb,
+                                    void *arg)
+{
+    return schedule(loop, deadline_ns, 0, cb, arg);
+}
+
+eddy_timer_t *eddy_loop_schedule_at_fixed_rate(eddy_loop_t *loop, int64_t initial_ms,
+                                               int64_t period_ms, eddy_timer_cb cb, void *arg)
+{
+    if (period_ms <= 0) {
+        return NULL;
+    }
+    return schedule(loop, after(ms_to_ns(initial_ms)), ms_to_ns(period_ms), cb, arg);
+}
+
+eddy_timer_t *eddy_loop_schedule_with_fixed_delay(eddy_loop_t *loop, int64_t initial_ms,
+                                                  int64_t delay_ms, eddy_timer_cb cb, void *arg)
+{
+    if (delay_ms <= 0) {
+        return NULL;
+    }
+    return schedule(loop, after(ms_to_ns(initial_ms)), -ms_to_ns(delay_ms), cb, arg);
+}
+
+static void remove_on_loop(void *arg)
+{
+    eddy_timer_t *t = arg;
+    if (t->index != NOT_IN_HEAP) {
+        heap_remove(&t->loop->timers, t);
+        eddy_timer_release(t); /* the heap's reference */
+    }
+    eddy_timer_release(t); /* the task's */
+}
+
+int eddy_timer_cancel(eddy_timer_t *t)
+{
+    int expected = T_SCHEDULED;
+    if (!atomic_compare_exchange_strong(&t->state, &expected, T_CANCELLED)) {
+        return EDDY_EALREADY;
+    }
+    eddy_loop_t *loop = t->loop;
+    if (eddy_loop_in_event_loop(loop)) {
+        if (t->index != NOT_IN_HEAP) {
+            heap_remove(&loop->timers, t);
+            eddy_timer_release(t);
+        }
+        return 0;
+    }
+    /* Off the loop: the heap is the loop's. The timer is already marked, so it cannot fire;
+     * the removal task gives its memory back now rather than at its deadline. If the loop
+     * refuses tasks it is shutting down and drops every timer itself. */
+    eddy_timer_retain(t);
+    if (eddy_loop_execute(loop, remove_on_loop, t) != 0) {
+        eddy_timer_release(t);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Firing
+ */
+
+size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns)
+{
+    eddy__timer_heap_t *h = &loop->timers;
+    size_t ran = 0;
+    int64_t now = loop->now_ns;
+    while (h->n > 0 && h->items[0]->deadline <= now) {
+        eddy_timer_t *t = h->items[0];
+        heap_remove(h, t);
+        if (atomic_load_explicit(&t->state, memory_order_acquire) != T_SCHEDULED) {
+            eddy_timer_release(t);
+            continue;
+        }
+        int64_t lag = now - t->deadline;
+        eddy__stat_add(&loop->m.lag_total_ns, (uint64_t)lag);
+        eddy__stat_max(&loop->m.lag_max_ns, (uint64_t)lag);
+        eddy__stat_add(&loop->m.timers_fired, 1);
+        if (t->period == 0) {
+            /* Mark it done first: a cancel from inside the callback then reports EALREADY. */
+            int expected = T_SCHEDULED;
+            atomic_compare_exchange_strong(&t->state, &expected, T_DONE);
+        }
+        eddy__callback_begin(loop, (eddy__fnptr_t)t->cb);
+        t->cb(t, t->arg);
+        eddy__callback_end(loop);
+        ran++;
+        if (t->period != 0 && atomic_load(&t->state) == T_SCHEDULED &&
+            !eddy_loop_is_shutting_down(loop)) {
+            if (t->period > 0) {
+                /* Fixed rate: the next slot after now, skipping those missed entirely. */
+                int64_t next = t->deadline + t->period;
+                if (next <= now) {
+                    next += ((now - next) / t->period + 1) * t->period;
+                }
+                t->deadline = next;
+            } else {
+                t->deadline = eddy_now_ns() - t->period;
+            }
+            if (heap_push(h, t) == 0) {
+                continue;
+            }
+            atomic_store(&t->state, T_CANCELLED);
+        }
+        eddy_timer_release(t);
+        if ((ran % 64) == 0) {
+            now = loop->now_ns = eddy_now_ns();
+            if (now >= deadline_ns) {
+                break;
+            }
+        }
+    }
+    return ran;
+}
+
+void eddy__timers_cancel_all(eddy_loop_t *loop)
+{
+    eddy__timer_heap_t *h = &loop->timers;
+    while (h->n > 0) {
+        eddy_timer_t *t = h->items[--h->n];
+        t->index = NOT_IN_HEAP;
+        int expected = T_SCHEDULED;
+        atomic_compare_exchange_strong(&t->state, &expected, T_CANCELLED);
+        eddy_timer_release(t);
+    }
+}

@@ -1,0 +1,227 @@
+/*
+ * reactor.group: loop groups choose their loops round robin, run them on threads of their
+ * own, shut down together and are freed only after they terminated. Runs once per poller.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <eddy/loop.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DEADLINE_MS 10000
+#define MS ((int64_t)1000000)
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static bool wait_for(atomic_long *v, long want, int64_t ms)
+{
+    int64_t end = eddy_now_ns() + ms * MS;
+    while (atomic_load(v) < want) {
+        if (eddy_now_ns() > end) {
+            return false;
+        }
+        sleep_ms(1);
+    }
+    return true;
+}
+
+static void finish_group(eddy_loop_group_t *g)
+{
+    eddy_future_t *term = eddy_loop_group_shutdown_gracefully(g, 0, 5000);
+    assert_non_null(term);
+    assert_int_equal(eddy_future_await(term, DEADLINE_MS), 0);
+    assert_int_equal(eddy_loop_group_free(g), 0);
+}
+
+typedef struct where_s {
+    eddy_loop_t *expected;
+    pthread_t thread;
+    eddy_loop_t *current;
+    char name[16];
+    atomic_long done;
+} where_t;
+
+static void note_where(void *arg)
+{
+    where_t *w = arg;
+    w->thread = pthread_self();
+    w->current = eddy_loop_current();
+    pthread_getname_np(pthread_self(), w->name, sizeof(w->name));
+    atomic_store(&w->done, 1);
+}
+
+static void test_group_next_alternates_between_its_two_loops(void **state)
+{
+    (void)state;
+    eddy_loop_group_t *g = eddy_loop_group_new(2, NULL);
+    assert_non_null(g);
+    assert_int_equal(eddy_loop_group_size(g), 2);
+    eddy_loop_t *a = eddy_loop_group_loop(g, 0);
+    eddy_loop_t *b = eddy_loop_group_loop(g, 1);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_ptr_not_equal(a, b);
+    assert_null(eddy_loop_group_loop(g, 2));
+    eddy_loop_t *first = eddy_loop_group_next(g);
+    eddy_loop_t *second = eddy_loop_group_next(g);
+    assert_true((first == a && second == b) || (first == b && second == a));
+    for (int i = 0; i < 10; i++) {
+        assert_ptr_equal(eddy_loop_group_next(g), i % 2 == 0 ? first : second);
+    }
+    finish_group(g);
+}
+
+static void test_group_of_three_goes_round_robin(void **state)
+{
+    (void)state;
+    eddy_loop_group_t *g = eddy_loop_group_new(3, NULL);
+    assert_non_null(g);
+    eddy_loop_t *seq[6];
+    for (int i = 0; i < 6; i++) {
+        seq[i] = eddy_loop_group_next(g);
+    }
+    assert_ptr_not_equal(seq[0], seq[1]);
+    assert_ptr_not_equal(seq[1], seq[2]);
+    assert_ptr_not_equal(seq[0], seq[2]);
+    for (int i = 0; i < 3; i++) {
+        assert_ptr_equal(seq[i], seq[i + 3]);
+    }
+    finish_group(g);
+}
+
+static void test_group_runs_tasks_on_different_threads(void **state)
+{
+    (void)state;
+    eddy_loop_options_t opts = {.name = "grp"};
+    eddy_loop_group_t *g = eddy_loop_group_new(2, &opts);
+    assert_non_null(g);
+    where_t w[2];
+    memset(w, 0, sizeof(w));
+    for (int i = 0; i < 2; i++) {
+        w[i].expected = eddy_loop_group_loop(g, (size_t)i);
+        assert_int_equal(eddy_loop_execute(w[i].expected, note_where, &w[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        assert_true(wait_for(&w[i].done, 1, DEADLINE_MS));
+        assert_ptr_equal(w[i].current, w[i].expected);
+        assert_false(pthread_equal(w[i].thread, pthread_self()));
+    }
+    assert_false(pthread_equal(w[0].thread, w[1].thread));
+    assert_string_equal(w[0].name, "grp-0");
+    assert_string_equal(w[1].name, "grp-1");
+    finish_group(g);
+}
+
+static void test_group_free_is_busy_until_shutdown_completes(void **state)
+{
+    (void)state;
+    eddy_loop_group_t *g = eddy_loop_group_new(2, NULL);
+    assert_non_null(g);
+    eddy_future_t *term = eddy_loop_group_termination_future(g);
+    assert_non_null(term);
+    assert_false(eddy_future_is_done(term));
+    assert_int_equal(eddy_loop_group_free(g), EDDY_EBUSY);
+    assert_ptr_equal(eddy_loop_group_shutdown_gracefully(g, 0, 5000), term);
+    assert_int_equal(eddy_future_await(term, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(term), 0);
+    for (size_t i = 0; i < 2; i++) {
+        eddy_loop_t *loop = eddy_loop_group_loop(g, i);
+        assert_true(eddy_loop_is_terminated(loop));
+        assert_true(eddy_future_is_done(eddy_loop_termination_future(loop)));
+        assert_int_equal(eddy_loop_execute(loop, note_where, NULL), EDDY_ESHUTDOWN);
+    }
+    assert_int_equal(eddy_loop_group_free(g), 0);
+}
+
+static void test_group_terminates_only_when_every_loop_has(void **state)
+{
+    (void)state;
+    eddy_loop_group_t *g = eddy_loop_group_new(2, NULL);
+    assert_non_null(g);
+    eddy_loop_t *a = eddy_loop_group_loop(g, 0);
+    eddy_future_t *ta = eddy_loop_shutdown_gracefully(a, 0, 5000);
+    assert_int_equal(eddy_future_await(ta, DEADLINE_MS), 0);
+    sleep_ms(20);
+    assert_false(eddy_future_is_done(eddy_loop_group_termination_future(g)));
+    assert_int_equal(eddy_loop_group_free(g), EDDY_EBUSY);
+    finish_group(g);
+}
+
+static atomic_long counted;
+
+static void count_task(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&counted, 1);
+}
+
+static void test_group_metrics_sum_their_loops(void **state)
+{
+    (void)state;
+    atomic_store(&counted, 0);
+    eddy_loop_group_t *g = eddy_loop_group_new(2, NULL);
+    assert_non_null(g);
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(eddy_loop_execute(eddy_loop_group_next(g), count_task, NULL), 0);
+    }
+    assert_true(wait_for(&counted, 100, DEADLINE_MS));
+    eddy_future_t *term = eddy_loop_group_shutdown_gracefully(g, 0, 5000);
+    assert_int_equal(eddy_future_await(term, DEADLINE_MS), 0);
+    eddy_loop_metrics_t m, a, b;
+    eddy_loop_group_metrics(g, &m);
+    eddy_loop_metrics(eddy_loop_group_loop(g, 0), &a);
+    eddy_loop_metrics(eddy_loop_group_loop(g, 1), &b);
+    assert_int_equal(a.tasks_run, 50);
+    assert_int_equal(b.tasks_run, 50);
+    assert_int_equal(m.tasks_run, 100);
+    assert_int_equal(m.turns, a.turns + b.turns);
+    assert_int_equal(m.task_queue_depth, 0);
+    assert_int_equal(eddy_loop_group_free(g), 0);
+}
+
+static void test_group_new_with_bad_options_returns_null(void **state)
+{
+    (void)state;
+    eddy_loop_options_t opts = {.io_ratio = 101};
+    assert_null(eddy_loop_group_new(2, &opts));
+    opts = (eddy_loop_options_t){.poller = "nope"};
+    assert_null(eddy_loop_group_new(2, &opts));
+}
+
+static void test_group_of_zero_has_a_loop_per_cpu(void **state)
+{
+    (void)state;
+    eddy_loop_group_t *g = eddy_loop_group_new(0, NULL);
+    assert_non_null(g);
+    assert_true(eddy_loop_group_size(g) >= 1);
+    finish_group(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_group_next_alternates_between_its_two_loops),
+        cmocka_unit_test(test_group_of_three_goes_round_robin),
+        cmocka_unit_test(test_group_runs_tasks_on_different_threads),
+        cmocka_unit_test(test_group_free_is_busy_until_shutdown_completes),
+        cmocka_unit_test(test_group_terminates_only_when_every_loop_has),
+        cmocka_unit_test(test_group_metrics_sum_their_loops),
+        cmocka_unit_test(test_group_new_with_bad_options_returns_null),
+        cmocka_unit_test(test_group_of_zero_has_a_loop_per_cpu),
+    };
+    return cmocka_run_group_tests_name("reactor.group", tests, NULL, NULL);
+}
