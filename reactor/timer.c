@@ -10,7 +10,8 @@
 
 #include <stdlib.h>
 
-enum { T_SCHEDULED = 0, T_DONE, T_CANCELLED };
+/* RUNNING: a periodic timer inside its callback. A cancel then stops the runs after it. */
+enum { T_SCHEDULED = 0, T_RUNNING, T_DONE, T_CANCELLED };
 
 #define NOT_IN_HEAP SIZE_MAX
 
@@ -150,7 +151,8 @@ void eddy_timer_release(eddy_timer_t *t)
 
 bool eddy_timer_is_done(const eddy_timer_t *t)
 {
-    return atomic_load_explicit(&t->state, memory_order_acquire) != T_SCHEDULED;
+    int st = atomic_load_explicit(&t->state, memory_order_acquire);
+    return st == T_DONE || st == T_CANCELLED;
 }
 
 /* On the loop: put t in the heap, which then holds the reference given with it. */
@@ -260,10 +262,14 @@ static void remove_on_loop(void *arg)
 
 int eddy_timer_cancel(eddy_timer_t *t)
 {
-    int expected = T_SCHEDULED;
-    if (!atomic_compare_exchange_strong(&t->state, &expected, T_CANCELLED)) {
-        return EDDY_EALREADY;
-    }
+    /* The state decides who wins against the loop's firing: one-shot timers move to DONE
+     * before their callback, periodic ones to RUNNING for its length. */
+    int expected = atomic_load(&t->state);
+    do {
+        if (expected != T_SCHEDULED && expected != T_RUNNING) {
+            return EDDY_EALREADY;
+        }
+    } while (!atomic_compare_exchange_weak(&t->state, &expected, T_CANCELLED));
     eddy_loop_t *loop = t->loop;
     if (eddy_loop_in_event_loop(loop)) {
         if (t->index != NOT_IN_HEAP) {
@@ -302,17 +308,21 @@ size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns)
         eddy__stat_add(&loop->m.lag_total_ns, (uint64_t)lag);
         eddy__stat_max(&loop->m.lag_max_ns, (uint64_t)lag);
         eddy__stat_add(&loop->m.timers_fired, 1);
-        if (t->period == 0) {
-            /* Mark it done first: a cancel from inside the callback then reports EALREADY. */
-            int expected = T_SCHEDULED;
-            atomic_compare_exchange_strong(&t->state, &expected, T_DONE);
+        /* Claim the run: a cancel from another thread that got in first wins, and one that
+         * comes later sees DONE (EALREADY) or stops only the runs after this one. */
+        int expected = T_SCHEDULED;
+        if (!atomic_compare_exchange_strong(&t->state, &expected,
+                                            t->period == 0 ? T_DONE : T_RUNNING)) {
+            eddy_timer_release(t);
+            continue;
         }
         eddy__callback_begin(loop, (eddy__fnptr_t)t->cb);
         t->cb(t, t->arg);
         eddy__callback_end(loop);
         ran++;
-        if (t->period != 0 && atomic_load(&t->state) == T_SCHEDULED &&
-            !eddy_loop_is_shutting_down(loop)) {
+        expected = T_RUNNING;
+        if (t->period != 0 && !eddy_loop_is_shutting_down(loop) &&
+            atomic_compare_exchange_strong(&t->state, &expected, T_SCHEDULED)) {
             if (t->period > 0) {
                 /* Fixed rate: the next slot after now, skipping those missed entirely. */
                 int64_t next = t->deadline + t->period;
@@ -327,6 +337,10 @@ size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns)
                 continue;
             }
             atomic_store(&t->state, T_CANCELLED);
+        } else if (t->period != 0) {
+            /* Shutting down (or cancelled meanwhile): no more runs. */
+            expected = T_RUNNING;
+            atomic_compare_exchange_strong(&t->state, &expected, T_CANCELLED);
         }
         eddy_timer_release(t);
         if ((ran % 64) == 0) {
