@@ -27,8 +27,14 @@ ran=0
 for exe in "$build_dir"/bench/*/bench_*; do
     [[ -f $exe && -x $exe ]] || continue
     b=${exe#"$build_dir"/bench/}
+    name=${b%%/*}
     echo "== $b $*"
-    "$exe" "$@" | tee "$tmp/out.txt"
+    if [[ -f $root/bench/$name/run.sh ]]; then
+        # A benchmark with baselines outside C (the Java Disruptor) has a driver of its own.
+        bash "$root/bench/$name/run.sh" "$build_dir" "$@" | tee "$tmp/out.txt"
+    else
+        "$exe" "$@" | tee "$tmp/out.txt"
+    fi
     grep '^{"bench":' "$tmp/out.txt" >>"$tmp/results.json" || true
     ran=$((ran + 1))
 done
