@@ -681,7 +681,6 @@ static void loop_body(eddy_loop_t *loop)
             eddy__stat_add(&loop->m.wakeups, 1); /* a producer took the flag: it woke us */
         }
         int64_t t1 = eddy_now_ns();
-        (void)n;
         loop->now_ns = t1;
         eddy__stat_add(&loop->m.turns, 1);
         /* The backends dispatch inside wait() and stamp the moment their system call
@@ -880,15 +879,23 @@ static void *wd_main(void *arg)
     uint64_t gen = (uint64_t)(uintptr_t)arg;
     pthread_setname_np(pthread_self(), "eddy-watchdog");
     pthread_mutex_lock(&wd_lock);
+    unsigned idle = 0;
     while (wd_count > 0 && wd_gen == gen) {
         int64_t period = INT64_MAX;
         int64_t now = eddy_now_ns();
+        bool busy = false;
         for (eddy_loop_t *l = wd_loops; l != NULL; l = l->watch_next) {
             wd_check(l, now);
+            busy |= atomic_load_explicit(&l->in_callback, memory_order_relaxed);
             if (l->stall_threshold_ns / 2 < period) {
                 period = l->stall_threshold_ns / 2;
             }
         }
+        /* While every loop sleeps in its poller, look less often, up to 8 times less: an
+         * idle process then wakes a few times a second, and a stall that starts meanwhile
+         * is still reported, at most 4 thresholds late. */
+        idle = busy ? 0 : (idle < 3 ? idle + 1 : 3);
+        period <<= idle;
         int64_t until = now + period;
         struct timespec ts = {.tv_sec = until / 1000000000, .tv_nsec = until % 1000000000};
         pthread_cond_timedwait(&wd_cond, &wd_lock, &ts);

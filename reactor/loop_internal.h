@@ -83,9 +83,14 @@ struct eddy_loop_s {
     _Atomic(eddy__fnptr_t) running_fn;
     _Atomic bool in_callback;
 
+    /* Read by producers on every task, written only at creation: a line of their own, so
+     * the loop's per-task writes below do not pull it away from them. */
     alignas(128) eddy_ring_t *ring;
     eddy_sequencer_t *sequencer;
-    eddy_barrier_t *barrier;
+    const eddy__poller_ops_t *poller;
+    void *poller_data;
+
+    alignas(128) eddy_barrier_t *barrier;
     eddy_wait_strategy_t *ws;
     eddy_sequence_t *consumed; /* the loop's sequence: gates the producers */
     int64_t next_seq;          /* the first sequence not yet run */
@@ -93,8 +98,6 @@ struct eddy_loop_s {
     int64_t last_self_seq;     /* the last ring slot the loop filled for itself */
     int64_t overflow_after;    /* overflow tasks run once the ring is read past this */
 
-    const eddy__poller_ops_t *poller;
-    void *poller_data;
     eddy_io_t **watchers; /* by fd: the io watching it */
     size_t nwatchers;
     eddy_io_t wake_io;
