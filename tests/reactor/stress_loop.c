@@ -20,42 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Stress runs wait longer than loop_util.h's default of 10 s (they run under TSan). */
 #define DEADLINE_MS 20000
-#define MS ((int64_t)1000000)
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-static bool wait_for(atomic_long *v, long want, int64_t ms)
-{
-    int64_t end = eddy_now_ns() + ms * MS;
-    while (atomic_load(v) < want) {
-        if (eddy_now_ns() > end) {
-            return false;
-        }
-        sleep_ms(1);
-    }
-    return true;
-}
-
-static eddy_loop_t *start_loop(const eddy_loop_options_t *opts)
-{
-    eddy_loop_t *loop = eddy_loop_new(opts);
-    assert_non_null(loop);
-    assert_int_equal(eddy_loop_start(loop), 0);
-    return loop;
-}
-
-static void finish_loop(eddy_loop_t *loop)
-{
-    eddy_future_t *term = eddy_loop_shutdown_gracefully(loop, 0, 5000);
-    assert_int_equal(eddy_future_await(term, DEADLINE_MS), 0);
-    assert_int_equal(eddy_loop_free(loop), 0);
-}
+#include "support/loop_util.h"
 
 /* ---------------------------------------------------------------------------------------
  * Producers

@@ -18,94 +18,11 @@
 #include <string.h>
 #include <time.h>
 
-#define DEADLINE_MS 10000
-#define MS ((int64_t)1000000)
+#include "support/loop_util.h"
 
 /* ---------------------------------------------------------------------------------------
  * Helpers
  */
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-static bool wait_for(atomic_long *v, long want, int64_t ms)
-{
-    int64_t end = eddy_now_ns() + ms * MS;
-    while (atomic_load(v) < want) {
-        if (eddy_now_ns() > end) {
-            return false;
-        }
-        sleep_ms(1);
-    }
-    return true;
-}
-
-static bool wait_flag(atomic_bool *b, int64_t ms)
-{
-    int64_t end = eddy_now_ns() + ms * MS;
-    while (!atomic_load(b)) {
-        if (eddy_now_ns() > end) {
-            return false;
-        }
-        sleep_ms(1);
-    }
-    return true;
-}
-
-static eddy_loop_t *start_loop(void)
-{
-    eddy_loop_t *loop = eddy_loop_new(NULL);
-    assert_non_null(loop);
-    assert_int_equal(eddy_loop_start(loop), 0);
-    return loop;
-}
-
-static void finish_loop(eddy_loop_t *loop)
-{
-    eddy_future_t *term = eddy_loop_shutdown_gracefully(loop, 0, 5000);
-    assert_int_equal(eddy_future_await(term, DEADLINE_MS), 0);
-    assert_int_equal(eddy_loop_free(loop), 0);
-}
-
-typedef struct sync_call_s {
-    eddy_task_cb fn;
-    void *arg;
-    atomic_bool done;
-} sync_call_t;
-
-static void sync_trampoline(void *arg)
-{
-    sync_call_t *c = arg;
-    c->fn(c->arg);
-    atomic_store(&c->done, true);
-}
-
-static void run_sync(eddy_loop_t *loop, eddy_task_cb fn, void *arg)
-{
-    sync_call_t c = {.fn = fn, .arg = arg};
-    atomic_init(&c.done, false);
-    assert_int_equal(eddy_loop_execute(loop, sync_trampoline, &c), 0);
-    assert_true(wait_flag(&c.done, DEADLINE_MS));
-}
-
-typedef struct gate_s {
-    atomic_bool entered;
-    atomic_bool open;
-} gate_t;
-
-static void gate_task(void *arg)
-{
-    gate_t *g = arg;
-    atomic_store(&g->entered, true);
-    int64_t end = eddy_now_ns() + DEADLINE_MS * MS;
-    while (!atomic_load(&g->open) && eddy_now_ns() < end) {
-        sleep_ms(1);
-    }
-}
 
 /* Listener observations: the order they ran in, and where. */
 typedef struct seen_s {
@@ -280,7 +197,7 @@ static void await_on_own_loop(void *arg)
 static void test_await_on_the_owner_loop_returns_edeadlk(void **state)
 {
     (void)state;
-    eddy_loop_t *loop = start_loop();
+    eddy_loop_t *loop = start_loop(NULL);
     deadlk_t d = {.p = eddy_promise_new(loop)};
     assert_ptr_equal(eddy_future_loop(d.p), loop);
     run_sync(loop, await_on_own_loop, &d);
@@ -298,7 +215,7 @@ static void test_await_on_the_owner_loop_returns_edeadlk(void **state)
 static void test_listeners_run_on_the_owner_loop_in_the_order_added(void **state)
 {
     (void)state;
-    eddy_loop_t *loop = start_loop();
+    eddy_loop_t *loop = start_loop(NULL);
     seen_t s = {.loop = loop};
     tag_t tags[5];
     eddy_promise_t *p = eddy_promise_new(loop);
@@ -344,7 +261,7 @@ static void complete_then_listen_on_loop(void *arg)
 static void test_listener_added_after_completion_on_the_loop_runs_at_once(void **state)
 {
     (void)state;
-    eddy_loop_t *loop = start_loop();
+    eddy_loop_t *loop = start_loop(NULL);
     seen_t s = {.loop = loop};
     on_loop_t o = {.p = eddy_promise_new(loop), .s = &s};
     for (int i = 0; i < 3; i++) {
@@ -383,7 +300,7 @@ static void gate_then_listen(void *arg)
 static void test_listener_added_on_the_loop_after_completion_keeps_the_order(void **state)
 {
     (void)state;
-    eddy_loop_t *loop = start_loop();
+    eddy_loop_t *loop = start_loop(NULL);
     seen_t s = {.loop = loop};
     overtake_t o = {.p = eddy_promise_new(loop)};
     atomic_init(&o.gate.entered, false);
@@ -455,7 +372,7 @@ static void test_listener_may_drop_the_last_reference(void **state)
     assert_int_equal(eddy_promise_succeed(p, NULL), 0);
     assert_int_equal(atomic_load(&n), 2);
 
-    eddy_loop_t *loop = start_loop();
+    eddy_loop_t *loop = start_loop(NULL);
     p = eddy_promise_new(loop);
     assert_int_equal(eddy_future_add_listener(p, release_in_listener, &n), 0);
     assert_int_equal(eddy_promise_succeed(p, NULL), 0);
@@ -466,7 +383,7 @@ static void test_listener_may_drop_the_last_reference(void **state)
 static void test_listener_of_a_terminated_loop_still_runs_once(void **state)
 {
     (void)state;
-    eddy_loop_t *loop = start_loop();
+    eddy_loop_t *loop = start_loop(NULL);
     eddy_promise_t *p = eddy_promise_new(loop);
     seen_t s = {0};
     tag_t tag = {&s, 0};
@@ -485,7 +402,7 @@ static void test_listener_of_a_terminated_loop_still_runs_once(void **state)
 static void test_termination_future_has_no_owner_and_fires_its_listeners(void **state)
 {
     (void)state;
-    eddy_loop_t *loop = start_loop();
+    eddy_loop_t *loop = start_loop(NULL);
     eddy_future_t *term = eddy_loop_termination_future(loop);
     assert_null(eddy_future_loop(term));
     seen_t s = {0};

@@ -17,27 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#define DEADLINE_MS 10000
-#define MS ((int64_t)1000000)
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-static bool wait_for(atomic_long *v, long want, int64_t ms)
-{
-    int64_t end = eddy_now_ns() + ms * MS;
-    while (atomic_load(v) < want) {
-        if (eddy_now_ns() > end) {
-            return false;
-        }
-        sleep_ms(1);
-    }
-    return true;
-}
+#include "support/loop_util.h"
 
 static void finish_group(eddy_loop_group_t *g)
 {

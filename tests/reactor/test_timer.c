@@ -19,104 +19,13 @@
 #include <string.h>
 #include <time.h>
 
-#define DEADLINE_MS 10000
-#define MS ((int64_t)1000000)
+#include "support/loop_util.h"
+
 #define LATE_MS 500 /* how late a timer may fire before a test calls it broken */
 
 /* ---------------------------------------------------------------------------------------
  * Helpers
  */
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-static bool wait_for(atomic_long *v, long want, int64_t ms)
-{
-    int64_t end = eddy_now_ns() + ms * MS;
-    while (atomic_load(v) < want) {
-        if (eddy_now_ns() > end) {
-            return false;
-        }
-        sleep_ms(1);
-    }
-    return true;
-}
-
-static bool wait_flag(atomic_bool *b, int64_t ms)
-{
-    int64_t end = eddy_now_ns() + ms * MS;
-    while (!atomic_load(b)) {
-        if (eddy_now_ns() > end) {
-            return false;
-        }
-        sleep_ms(1);
-    }
-    return true;
-}
-
-static eddy_loop_t *start_loop(const eddy_loop_options_t *opts)
-{
-    eddy_loop_t *loop = eddy_loop_new(opts);
-    assert_non_null(loop);
-    assert_int_equal(eddy_loop_start(loop), 0);
-    return loop;
-}
-
-static void finish_loop(eddy_loop_t *loop)
-{
-    eddy_future_t *term = eddy_loop_shutdown_gracefully(loop, 0, 5000);
-    assert_int_equal(eddy_future_await(term, DEADLINE_MS), 0);
-    assert_true(eddy_loop_is_terminated(loop));
-    assert_int_equal(eddy_loop_free(loop), 0);
-}
-
-typedef struct sync_call_s {
-    eddy_task_cb fn;
-    void *arg;
-    atomic_bool done;
-} sync_call_t;
-
-static void sync_trampoline(void *arg)
-{
-    sync_call_t *c = arg;
-    c->fn(c->arg);
-    atomic_store(&c->done, true);
-}
-
-static void run_sync(eddy_loop_t *loop, eddy_task_cb fn, void *arg)
-{
-    sync_call_t c = {.fn = fn, .arg = arg};
-    atomic_init(&c.done, false);
-    assert_int_equal(eddy_loop_execute(loop, sync_trampoline, &c), 0);
-    assert_true(wait_flag(&c.done, DEADLINE_MS));
-}
-
-typedef struct gate_s {
-    atomic_bool entered;
-    atomic_bool open;
-} gate_t;
-
-static void gate_task(void *arg)
-{
-    gate_t *g = arg;
-    atomic_store(&g->entered, true);
-    int64_t end = eddy_now_ns() + DEADLINE_MS * MS;
-    while (!atomic_load(&g->open) && eddy_now_ns() < end) {
-        sleep_ms(1);
-    }
-}
-
-static void gate_close(eddy_loop_t *loop, gate_t *g)
-{
-    atomic_init(&g->entered, false);
-    atomic_init(&g->open, false);
-    assert_int_equal(eddy_loop_execute(loop, gate_task, g), 0);
-    assert_true(wait_flag(&g->entered, DEADLINE_MS));
-}
 
 /* One timer's observations. */
 typedef struct shot_s {
