@@ -227,6 +227,7 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
     loop->poller = poller;
     loop->next_seq = 0;
     loop->last_self_seq = EDDY_SEQUENCE_INITIAL;
+    atomic_init(&loop->drain_limit, EDDY__NO_LIMIT);
     loop->overflow_after = EDDY_SEQUENCE_INITIAL;
     atomic_init(&loop->state, EDDY__LOOP_NEW);
     atomic_init(&loop->wake_needed, 0);
@@ -286,17 +287,19 @@ int eddy_loop_free(eddy_loop_t *loop)
  * The task queue
  */
 
-/* Wake the loop if it is blocked or about to block (Netty's nextWakeupNanos check). The
- * fence orders our publish before the read of wake_needed; it pairs with the loop's fence
- * between setting wake_needed and its last look at the queue. One of the two sides sees the
- * other: either the loop sees our task, or we see that it needs waking. */
-static void wake_if_blocked(eddy_loop_t *loop)
+/* Our task was claimed when the loop had already stopped taking tasks: it runs if the loop's
+ * final look at the cursor included it. That limit is stored right after the loop stops
+ * taking tasks (no quiet period in between), so the wait is short and happens only in this
+ * race. */
+static int claimed_after_shutdown(eddy_loop_t *loop, int64_t seq)
 {
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&loop->wake_needed, memory_order_relaxed) &&
-        atomic_exchange_explicit(&loop->wake_needed, 0, memory_order_relaxed)) {
-        loop->poller->wakeup(loop);
+    int64_t limit;
+    /* Acquire: pairs with the loop's release store of drain_limit in stop_taking_tasks(). */
+    while ((limit = atomic_load_explicit(&loop->drain_limit, memory_order_acquire)) ==
+           EDDY__NO_LIMIT) {
+        sched_yield();
     }
+    return seq <= limit ? 0 : EDDY_ESHUTDOWN;
 }
 
 static int overflow_push(eddy_loop_t *loop, eddy_task_cb fn, void *arg)
@@ -374,21 +377,26 @@ static int enqueue(eddy_loop_t *loop, eddy_task_cb fn, void *arg, int mode)
         }
     }
     eddy__task_slot_t *slot = eddy_ring_get(loop->ring, seq);
+    slot->fn = fn;
     slot->arg = arg;
     slot->stamp_ns = (seq & LAG_SAMPLE_MASK) == 0 ? eddy_now_ns() : 0;
-    /* A claim that raced with shutdown: the loop drains every slot claimed before it looked
-     * (it waits for their publication), but one claimed after it stopped taking tasks must
-     * not count as accepted. The fence pairs with the loop's fence in begin_terminate(). */
-    atomic_thread_fence(memory_order_seq_cst);
-    int now = atomic_load_explicit(&loop->state, memory_order_relaxed);
-    bool refused = now != EDDY__LOOP_RUNNING && now != EDDY__LOOP_NEW;
-    slot->fn = refused ? NULL : fn;
     eddy_sequencer_publish(loop->sequencer, seq);
-    if (refused) {
-        return EDDY_ESHUTDOWN;
+    /*
+     * One fence serves two handshakes with the loop, both Dekker-style (we wrote the queue and
+     * read a loop word; the loop writes that word, fences, and reads the queue):
+     * - state: while we still see the loop before EDDY__LOOP_SHUTDOWN, its final look at the
+     *   cursor (stop_taking_tasks) is bound to see our claim, so the task will run;
+     * - wake_needed: either the loop sees our task before it blocks, or we see it blocking
+     *   (Netty's nextWakeupNanos check). The exchange lets one producer write the eventfd.
+     */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (EDDY_UNLIKELY(atomic_load_explicit(&loop->state, memory_order_relaxed) >=
+                      EDDY__LOOP_SHUTDOWN)) {
+        return claimed_after_shutdown(loop, seq);
     }
-    if (mode != MODE_LAZY) {
-        wake_if_blocked(loop);
+    if (mode != MODE_LAZY && atomic_load_explicit(&loop->wake_needed, memory_order_relaxed) &&
+        atomic_exchange_explicit(&loop->wake_needed, 0, memory_order_relaxed)) {
+        loop->poller->wakeup(loop);
     }
     return 0;
 }
@@ -510,9 +518,6 @@ static bool run_ring(eddy_loop_t *loop, int64_t limit, int64_t deadline, size_t 
         if (stamp != 0 && loop->now_ns > stamp) {
             eddy__stat_max(&loop->m.lag_max_ns, (uint64_t)(loop->now_ns - stamp));
         }
-        if (fn == NULL) {
-            continue; /* a claim refused at shutdown */
-        }
         run_one(loop, fn, arg);
         if ((++*ran % DEADLINE_CHECK_EVERY) == 0 && eddy_now_ns() >= deadline) {
             stopped = true;
@@ -524,12 +529,13 @@ static bool run_ring(eddy_loop_t *loop, int64_t limit, int64_t deadline, size_t 
 }
 
 /*
- * Run queued tasks until the deadline (checked every 64 tasks; INT64_MAX: no deadline). Only
- * tasks queued before this call run, so a task that queues another cannot starve I/O. The
- * loop's own tasks keep their order: those that went to the overflow list (the ring was full)
- * run after the ring slots the loop filled before them. Returns how many ran.
+ * Run queued tasks until the deadline (checked every 64 tasks; INT64_MAX: no deadline), ring
+ * slots up to limit. Only tasks queued before this call run, so a task that queues another
+ * cannot starve I/O. The loop's own tasks keep their order: those that went to the overflow
+ * list (the ring was full) run after the ring slots the loop filled before them. Returns how
+ * many ran.
  */
-static size_t run_tasks(eddy_loop_t *loop, int64_t deadline)
+static size_t run_tasks(eddy_loop_t *loop, int64_t deadline, int64_t limit)
 {
     size_t ran = 0;
     if (loop->overflow_head != NULL) {
@@ -539,7 +545,7 @@ static size_t run_tasks(eddy_loop_t *loop, int64_t deadline)
             return ran;
         }
     }
-    run_ring(loop, INT64_MAX, deadline, &ran);
+    run_ring(loop, limit, deadline, &ran);
     return ran;
 }
 
@@ -547,7 +553,7 @@ static size_t run_tasks(eddy_loop_t *loop, int64_t deadline)
  * Shutdown
  */
 
-static void drain_claimed(eddy_loop_t *loop);
+static void stop_taking_tasks(eddy_loop_t *loop);
 
 eddy_future_t *eddy_loop_shutdown_gracefully(eddy_loop_t *loop, int64_t quiet_ms,
                                              int64_t timeout_ms)
@@ -567,12 +573,11 @@ eddy_future_t *eddy_loop_shutdown_gracefully(eddy_loop_t *loop, int64_t quiet_ms
             /* Never ran, but tasks may have been accepted: run them here, as the loop (the
              * calling thread stands in for it), so nothing accepted is lost. */
             loop->started = true;
-            atomic_store(&loop->state, EDDY__LOOP_SHUTDOWN);
             pthread_mutex_unlock(&loop->shutdown_lock);
             eddy_loop_t *prev = current_loop;
             current_loop = loop;
             eddy__timers_cancel_all(loop);
-            drain_claimed(loop);
+            stop_taking_tasks(loop);
             current_loop = prev;
             atomic_store(&loop->state, EDDY__LOOP_TERMINATED);
             eddy_promise_succeed(loop->termination, NULL);
@@ -599,20 +604,22 @@ bool eddy_loop_is_terminated(const eddy_loop_t *loop)
     return atomic_load(&loop->state) == EDDY__LOOP_TERMINATED;
 }
 
-/* Every slot claimed so far will be published (producers publish refused claims too):
- * wait for them, so that nothing accepted is left behind. */
-static void drain_claimed(eddy_loop_t *loop)
+/*
+ * Stop taking tasks (EDDY__LOOP_SHUTDOWN) and run every task accepted before: the loop's own
+ * (ring and overflow list) and every slot claimed before the final look at the cursor, waiting
+ * for producers between their claim and their publish. Claims after that look are refused:
+ * their producers read drain_limit (claimed_after_shutdown).
+ */
+static void stop_taking_tasks(eddy_loop_t *loop)
 {
-    for (;;) {
-        /* Pairs with the producers' fence after their claim (see enqueue). The cursor is
-         * read again each time: tasks run here may queue more on the loop. */
-        atomic_thread_fence(memory_order_seq_cst);
-        int64_t claimed = eddy_sequence_get(eddy_sequencer_cursor(loop->sequencer));
-        if (loop->next_seq > claimed && loop->overflow_head == NULL) {
-            return;
-        }
+    atomic_store(&loop->state, EDDY__LOOP_SHUTDOWN);
+    /* Pairs with the producers' fence after their publish (see enqueue). */
+    atomic_thread_fence(memory_order_seq_cst);
+    int64_t limit = eddy_sequence_get(eddy_sequencer_cursor(loop->sequencer));
+    atomic_store_explicit(&loop->drain_limit, limit, memory_order_release);
+    while (loop->next_seq <= limit || loop->overflow_head != NULL) {
         loop->now_ns = eddy_now_ns();
-        if (run_tasks(loop, INT64_MAX) == 0 && loop->next_seq <= claimed) {
+        if (run_tasks(loop, INT64_MAX, limit) == 0 && loop->next_seq <= limit) {
             sched_yield(); /* a producer between its claim and its publish */
         }
     }
@@ -667,7 +674,7 @@ static void loop_body(eddy_loop_t *loop)
         int64_t timeout = wait_timeout(loop);
         if (timeout != 0) {
             atomic_store_explicit(&loop->wake_needed, 1, memory_order_relaxed);
-            /* Pairs with the producers' fence in wake_if_blocked(). */
+            /* Pairs with the producers' fence after their publish (see enqueue). */
             atomic_thread_fence(memory_order_seq_cst);
             if (tasks_pending(loop)) {
                 timeout = 0;
@@ -709,7 +716,7 @@ static void loop_body(eddy_loop_t *loop)
             deadline = t1 + loop->max_task_quantum_ns;
         }
         size_t ran = eddy__timers_run_due(loop, deadline);
-        ran += run_tasks(loop, deadline);
+        ran += run_tasks(loop, deadline, INT64_MAX);
         int64_t t2 = eddy_now_ns();
         loop->now_ns = t2;
         if (ran > 0) {
@@ -723,14 +730,13 @@ static void loop_body(eddy_loop_t *loop)
                 eddy__timers_cancel_all(loop);
             }
             if (confirm_shutdown(loop, ran)) {
-                /* From here every new task is refused, the loop's own too, so the drain
-                 * below ends even if a task keeps queueing itself (Netty's ST_SHUTDOWN). */
-                atomic_store(&loop->state, EDDY__LOOP_SHUTDOWN);
                 break;
             }
         }
     }
-    drain_claimed(loop);
+    /* From here every new task is refused, the loop's own too, so the drain ends even if a
+     * task keeps queueing itself (Netty's ST_SHUTDOWN). */
+    stop_taking_tasks(loop);
 }
 
 static int loop_run(eddy_loop_t *loop)

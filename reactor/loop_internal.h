@@ -45,6 +45,8 @@ enum {
     EDDY__LOOP_TERMINATED
 };
 
+#define EDDY__NO_LIMIT INT64_MIN
+
 typedef struct eddy__task_slot_s {
     eddy_task_cb fn;
     void *arg;
@@ -78,6 +80,7 @@ struct eddy_loop_s {
     /* Written by producers and the loop: each alone on its lines. */
     alignas(128) _Atomic int wake_needed; /* the loop is (about to be) blocked in its poller */
     alignas(128) _Atomic int state;
+    _Atomic int64_t drain_limit; /* the last slot run after shutdown; EDDY__NO_LIMIT before */
     /* What the stall watchdog reads: bumped per callback, with the callback running. */
     alignas(128) _Atomic uint64_t activity;
     _Atomic(eddy__fnptr_t) running_fn;
