@@ -85,6 +85,10 @@ struct eddy_sequencer_s {
     int64_t cached_value;
     /* Read mostly, from here on. */
     alignas(EDDY__LINE) int kind;
+    /* The wait strategy wants signal_all after each publish (it has one that can wake
+     * someone); false for busy spin, yielding and sleeping, whose publishes then cost one
+     * store and no call. */
+    bool signal;
     int shift; /* log2(size): a slot's lap number is seq >> shift */
     int64_t size;
     int64_t mask;
@@ -129,10 +133,69 @@ static inline int64_t eddy__barrier_dependent(const eddy_barrier_t *b)
     return min;
 }
 
+/*
+ * Multi-producer: the highest sequence in [lo, avail] up to which every slot is published
+ * (avail: claimed), scanning the availability words in a tight loop. The lap number is the
+ * same for every slot up to the end of the ring, so it is computed once per lap, not per slot.
+ */
+static inline int64_t eddy__sequencer_mp_published(const eddy_sequencer_t *s, int64_t lo,
+                                                   int64_t avail)
+{
+    const _Atomic int32_t *av = s->available;
+    int64_t seq = lo;
+    while (seq <= avail) {
+        int64_t idx = seq & s->mask;
+        int32_t lap = (int32_t)(seq >> s->shift);
+        int64_t end = seq + (s->size - 1 - idx); /* the last sequence of this lap */
+        if (end > avail)
+            end = avail;
+        for (; seq <= end; seq++, idx++) {
+            /* Pairs with the release store of the lap in mp_set_available() (ring.c): the slot's
+             * contents, written before it, are visible once we see the lap. */
+            if (atomic_load_explicit(&av[idx], memory_order_acquire) != lap)
+                return seq - 1;
+        }
+    }
+    return avail;
+}
+
 /* The highest sequence in [lo, avail] up to which every slot is published (avail: claimed). */
-int64_t eddy__sequencer_highest_published(const eddy_sequencer_t *s, int64_t lo, int64_t avail);
+static inline int64_t eddy__sequencer_highest_published(const eddy_sequencer_t *s, int64_t lo,
+                                                        int64_t avail)
+{
+    if (s->kind == EDDY__PRODUCER_SINGLE)
+        return avail;
+    return eddy__sequencer_mp_published(s, lo, avail);
+}
 
 /* Wake every waiter of s's wait strategy (after an alert). */
 void eddy__sequencer_signal(eddy_sequencer_t *s);
+
+/*
+ * eddy_barrier_wait_for(), inline for the processors: a consumer asking for what its last wait
+ * found reads nothing shared but the alert flag, and one that finds seq already passed by the
+ * cursor (or its dependencies) never calls into the wait strategy (Java's BatchEventProcessor
+ * reaches the same by waiting once per batch).
+ */
+static inline int64_t eddy__barrier_wait_for(eddy_barrier_t *b, int64_t seq)
+{
+    if (eddy__barrier_alerted(b))
+        return EDDY_ECANCELED;
+    if (seq <= b->cached)
+        return b->cached;
+    int64_t avail = eddy__barrier_dependent(b);
+    if (avail < seq) {
+        avail = b->ws->ops->wait_for(b->ws, seq, b);
+        if (avail < seq)
+            return avail;
+    }
+    /* With several producers the cursor runs ahead of what is published: keep only the
+     * contiguously published prefix. (Dependencies only pass published slots, but Java scans
+     * regardless, and so do we: a dependency may be any sequence.) */
+    avail = eddy__sequencer_highest_published(b->seqr, seq, avail);
+    if (avail >= seq)
+        b->cached = avail;
+    return avail;
+}
 
 #endif /* EDDY_REACTOR_INTERNAL_H */

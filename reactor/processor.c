@@ -68,8 +68,13 @@ static int64_t handle_batch(eddy_batch_processor_t *p, int64_t next, int64_t ava
     void *arg = p->h.arg;
     if (ops->on_batch_start != NULL)
         ops->on_batch_start(avail - next + 1, arg);
+    /* The ring's geometry in locals: on_event is an opaque call, after which the compiler
+     * would otherwise reload it through p->ring on every event. */
+    char *slots = p->ring->_slots;
+    size_t stride = p->ring->_stride;
+    int64_t mask = p->ring->_mask;
     for (; next <= avail; next++) {
-        void *slot = eddy_ring_get(p->ring, next);
+        void *slot = slots + (size_t)(next & mask) * stride;
         int rc = on_event(slot, next, next == avail, arg);
         if (EDDY_UNLIKELY(rc < 0) && ops->on_error != NULL)
             ops->on_error(slot, next, rc, arg);
@@ -87,7 +92,7 @@ static void batch_loop(eddy_batch_processor_t *p)
         ops->on_start(p->h.arg);
     int64_t next = eddy_sequence_get(&p->sequence) + 1;
     for (;;) {
-        int64_t avail = eddy_barrier_wait_for(p->barrier, next);
+        int64_t avail = eddy__barrier_wait_for(p->barrier, next);
         if (EDDY_LIKELY(avail >= next)) {
             next = handle_batch(p, next, avail);
         } else if (avail == EDDY_ECANCELED) {
@@ -272,7 +277,7 @@ static void *worker_thread(void *arg)
             next = worker_claim(w);
             continue;
         }
-        int64_t avail = eddy_barrier_wait_for(w->barrier, next);
+        int64_t avail = eddy__barrier_wait_for(w->barrier, next);
         if (avail == EDDY_ECANCELED) {
             /* Halted: keep handling and claiming while what we hold is visible now. Claims are
              * exclusive, so every drained event still goes to exactly one worker. */

@@ -101,6 +101,7 @@ static eddy_sequencer_t *sequencer_new(int kind, size_t size, eddy_wait_strategy
     s->next_value = EDDY_SEQUENCE_INITIAL;
     s->cached_value = EDDY_SEQUENCE_INITIAL;
     s->kind = kind;
+    s->signal = ws->ops->signal_all != NULL;
     s->shift = __builtin_ctzll((unsigned long long)size);
     s->size = (int64_t)size;
     s->mask = (int64_t)size - 1;
@@ -181,21 +182,31 @@ static bool sp_has_capacity(eddy_sequencer_t *s, int64_t n)
     return true;
 }
 
-static int64_t sp_next(eddy_sequencer_t *s, int64_t n)
+/*
+ * The claim may wrap onto the slowest consumer as far as the cached minimum tells: read the
+ * gating sequences, waiting while they are a full ring behind. Out of line, so that the common
+ * claim (inlined into eddy_sequencer_next) needs no stack frame or saved registers.
+ */
+static __attribute__((noinline, cold)) void sp_wait_gating(eddy_sequencer_t *s, int64_t next_value,
+                                                           int64_t wrap)
+{
+    /* StoreLoad, as in sp_has_capacity(). */
+    eddy__fence_seq_cst();
+    unsigned spins = 0;
+    int64_t min;
+    while (wrap > (min = gating_min(s, next_value)))
+        full_backoff(&spins);
+    s->cached_value = min;
+}
+
+static inline int64_t sp_next(eddy_sequencer_t *s, int64_t n)
 {
     int64_t next_value = s->next_value;
     int64_t next_seq = next_value + n;
     int64_t wrap = next_seq - s->size;
     int64_t cached = s->cached_value;
-    if (wrap > cached || cached > next_value) {
-        /* StoreLoad, as in sp_has_capacity(). */
-        eddy__fence_seq_cst();
-        unsigned spins = 0;
-        int64_t min;
-        while (wrap > (min = gating_min(s, next_value)))
-            full_backoff(&spins);
-        s->cached_value = min;
-    }
+    if (EDDY_UNLIKELY(wrap > cached || cached > next_value))
+        sp_wait_gating(s, next_value, wrap);
     s->next_value = next_seq;
     return next_seq;
 }
@@ -221,19 +232,27 @@ static bool mp_has_capacity(eddy_sequencer_t *s, int64_t n, int64_t cursor)
     return true;
 }
 
-static int64_t mp_next(eddy_sequencer_t *s, int64_t n)
+/* As sp_wait_gating(), for a multi-producer claim of (current, current + n]. */
+static __attribute__((noinline, cold)) void mp_wait_gating(eddy_sequencer_t *s, int64_t current,
+                                                           int64_t wrap)
+{
+    unsigned spins = 0;
+    int64_t min;
+    while (wrap > (min = gating_min(s, current)))
+        full_backoff(&spins);
+    eddy_sequence_set(&s->gating_cache, min);
+}
+
+static inline int64_t mp_next(eddy_sequencer_t *s, int64_t n)
 {
     int64_t next = eddy_sequence_add_and_get(&s->cursor, n);
     int64_t current = next - n;
     int64_t wrap = next - s->size;
+    /* Pairs with the release store in mp_wait_gating() and mp_has_capacity(): another
+     * producer's view of the consumers. Only a hint; gating_min() decides. */
     int64_t cached = eddy_sequence_get(&s->gating_cache);
-    if (wrap > cached || cached > current) {
-        unsigned spins = 0;
-        int64_t min;
-        while (wrap > (min = gating_min(s, current)))
-            full_backoff(&spins);
-        eddy_sequence_set(&s->gating_cache, min);
-    }
+    if (EDDY_UNLIKELY(wrap > cached || cached > current))
+        mp_wait_gating(s, current, wrap);
     return next;
 }
 
@@ -252,8 +271,9 @@ static int64_t mp_try_next(eddy_sequencer_t *s, int64_t n)
 
 static inline void mp_set_available(eddy_sequencer_t *s, int64_t seq)
 {
-    /* Pairs with the acquire load in mp_is_available(): the slot's contents, written before
-     * this store, are visible to the consumer that sees the lap number. */
+    /* Pairs with the acquire loads in mp_is_available() and eddy__sequencer_mp_published():
+     * the slot's contents, written before this store, are visible to the consumer that sees
+     * the lap number. */
     atomic_store_explicit(&s->available[seq & s->mask], (int32_t)(seq >> s->shift),
                           memory_order_release);
 }
@@ -267,7 +287,7 @@ static inline bool mp_is_available(const eddy_sequencer_t *s, int64_t seq)
 
 int64_t eddy_sequencer_next(eddy_sequencer_t *s, int64_t n)
 {
-    if (n < 1 || n > s->size)
+    if (EDDY_UNLIKELY(n < 1 || n > s->size))
         return EDDY_EINVAL;
     return s->kind == EDDY__PRODUCER_SINGLE ? sp_next(s, n) : mp_next(s, n);
 }
@@ -290,7 +310,9 @@ void eddy_sequencer_publish(eddy_sequencer_t *s, int64_t seq)
         eddy_sequence_set(&s->cursor, seq); /* pairs with the consumers' eddy_sequence_get() */
     else
         mp_set_available(s, seq);
-    eddy__sequencer_signal(s);
+    /* Strategies where nobody sleeps have no signal_all: no call, not even an indirect load. */
+    if (s->signal)
+        s->ws->ops->signal_all(s->ws);
 }
 
 void eddy_sequencer_publish_range(eddy_sequencer_t *s, int64_t lo, int64_t hi)
@@ -301,7 +323,8 @@ void eddy_sequencer_publish_range(eddy_sequencer_t *s, int64_t lo, int64_t hi)
         for (int64_t seq = lo; seq <= hi; seq++)
             mp_set_available(s, seq);
     }
-    eddy__sequencer_signal(s);
+    if (s->signal)
+        s->ws->ops->signal_all(s->ws);
 }
 
 bool eddy_sequencer_has_capacity(eddy_sequencer_t *s, int64_t n)
@@ -340,17 +363,6 @@ bool eddy_sequencer_is_available(const eddy_sequencer_t *s, int64_t seq)
         return mp_is_available(s, seq);
     int64_t cursor = eddy_sequence_get(&s->cursor);
     return seq <= cursor && seq > cursor - s->size;
-}
-
-int64_t eddy__sequencer_highest_published(const eddy_sequencer_t *s, int64_t lo, int64_t avail)
-{
-    if (s->kind == EDDY__PRODUCER_SINGLE)
-        return avail;
-    for (int64_t seq = lo; seq <= avail; seq++) {
-        if (!mp_is_available(s, seq))
-            return seq - 1;
-    }
-    return avail;
 }
 
 /* Install g as the gating snapshot and retire the old one. Under gating_lock. */
@@ -468,21 +480,7 @@ void eddy_barrier_free(eddy_barrier_t *b)
 
 int64_t eddy_barrier_wait_for(eddy_barrier_t *b, int64_t seq)
 {
-    if (eddy__barrier_alerted(b))
-        return EDDY_ECANCELED;
-    /* A consumer asking again for what an earlier wait found needs no atomic read at all. */
-    if (seq <= b->cached)
-        return b->cached;
-    int64_t avail = b->ws->ops->wait_for(b->ws, seq, b);
-    if (avail < seq)
-        return avail;
-    /* With several producers the cursor runs ahead of what is published: keep only the
-     * contiguously published prefix. (Dependencies only pass published slots, but Java scans
-     * regardless, and so do we: a dependency may be any sequence.) */
-    avail = eddy__sequencer_highest_published(b->seqr, seq, avail);
-    if (avail >= seq)
-        b->cached = avail;
-    return avail;
+    return eddy__barrier_wait_for(b, seq);
 }
 
 int64_t eddy_barrier_peek(eddy_barrier_t *b, int64_t seq)

@@ -459,6 +459,15 @@ static const eddy_wait_strategy_ops_t phased_ops = {
     .free = phased_free,
 };
 
+/* Over a fallback that never sleeps (busy spin, yielding, sleeping) there is nobody to wake,
+ * and publishers skip the call altogether when signal_all is NULL. */
+static const eddy_wait_strategy_ops_t phased_quiet_ops = {
+    .name = "phased_backoff",
+    .wait_for = phased_wait,
+    .signal_all = NULL,
+    .free = phased_free,
+};
+
 eddy_wait_strategy_t *eddy_wait_strategy_phased_backoff(int64_t spin_ns, int64_t yield_ns,
                                                         eddy_wait_strategy_t *fallback)
 {
@@ -468,7 +477,9 @@ eddy_wait_strategy_t *eddy_wait_strategy_phased_backoff(int64_t spin_ns, int64_t
         eddy_wait_strategy_free(fallback);
         return NULL;
     }
-    phased_t *ph = (phased_t *)ws_new(&phased_ops, sizeof *ph);
+    const eddy_wait_strategy_ops_t *ops =
+        fallback->ops->signal_all != NULL ? &phased_ops : &phased_quiet_ops;
+    phased_t *ph = (phased_t *)ws_new(ops, sizeof *ph);
     if (ph == NULL) {
         eddy_wait_strategy_free(fallback);
         return NULL;
