@@ -12,3 +12,4 @@ list(APPEND EDDY_SOURCES
     reactor/poller_kqueue.c
     reactor/poller_poll.c
     reactor/timer.c)
+list(APPEND EDDY_SOURCES reactor/carrier.c)

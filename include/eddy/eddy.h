@@ -8,5 +8,6 @@
 #include <eddy/buffer.h>
 #include <eddy/ring.h>
 #include <eddy/loop.h>
+#include <eddy/carrier.h>
 
 #endif /* EDDY_EDDY_H */
