@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---------------------------------------------------------------------------------------
  * The ring
@@ -63,10 +64,12 @@ void eddy_ring_free(eddy_ring_t *ring)
  */
 
 /*
- * A producer that finds the ring full spins briefly with a pause hint, then yields the CPU
- * each time round. Java parks for 1 ns, which Linux stretches to its 50 us timer slack; a
- * yield lets a consumer on the same core run at once, which matters when threads outnumber
- * cores (2 cores here), and costs little when it does not.
+ * A producer that finds the ring full spins briefly with a pause hint, then sleeps 1 ns each
+ * time round, as Java's MultiProducerSequencer parks for 1 ns: Linux stretches it to its
+ * timer slack (about 50 us), long enough for the consumers to drain a large batch while the
+ * producer is off the CPU. A sched_yield() here let producers take the cores back at once
+ * when threads outnumber cores: 2p1c went from 9.3-12.6 to 13.1-15.5 Mops/s (busy-spin,
+ * alternating builds, bench/RESULTS.md machine).
  */
 #define FULL_SPINS 100
 
@@ -76,7 +79,7 @@ static void full_backoff(unsigned *spins)
         (*spins)++;
         eddy__cpu_relax();
     } else {
-        sched_yield();
+        nanosleep(&(struct timespec){0, 1}, NULL);
     }
 }
 
