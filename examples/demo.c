@@ -1,12 +1,18 @@
 /*
- * eddy-demo: what `make run` shows. Until the event loops and channels land (#4, #6, #7),
- * it walks through eddy's buffers: a framed message written and parsed with zero-copy
- * slices, a composite gathering pieces for writev, and the pooled allocator's metrics.
+ * eddy-demo: what `make run` shows. Until channels and bootstraps land (#6, #7), it walks
+ * through what exists: buffers (a framed message parsed with zero-copy slices, a composite for
+ * writev, the pooled allocator's metrics), then a loop group running cross-thread tasks, a
+ * timer and a future, then an offload carrier keeping per-key order.
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+
 #include <eddy/eddy.h>
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* Append one frame: a 4-byte big-endian length, then the payload. */
 static int write_frame(eddy_buf_t *out, const char *payload)
@@ -28,10 +34,134 @@ static eddy_buf_t *read_frame(eddy_buf_t *in)
     return eddy_buf_read_retained_slice(in, len);
 }
 
+/* ---- loops ---- */
+
+static atomic_long tasks_run;
+
+static void count_task(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&tasks_run, 1);
+}
+
+static void tick(eddy_timer_t *t, void *arg)
+{
+    (void)t;
+    atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+static int square(void *arg, void **result)
+{
+    long v = (long)(intptr_t)arg;
+    *result = (void *)(intptr_t)(v * v);
+    return 0;
+}
+
+static int loops_demo(void)
+{
+    printf("\nloops: a group of 2, tasks from this thread, a timer and a future\n");
+    eddy_loop_group_t *g = eddy_loop_group_new(2, NULL);
+    if (g == NULL) {
+        fprintf(stderr, "demo: no loop group\n");
+        return 1;
+    }
+    eddy_loop_t *loop = eddy_loop_group_next(g);
+    int64_t t0 = eddy_now_ns();
+    for (int i = 0; i < 100000; i++) {
+        eddy_loop_execute(eddy_loop_group_next(g), count_task, NULL);
+    }
+    atomic_int ticks = 0;
+    eddy_timer_t *t = eddy_loop_schedule_at_fixed_rate(loop, 0, 20, tick, &ticks);
+    eddy_future_t *f = eddy_loop_submit(loop, square, (void *)(intptr_t)12);
+    if (eddy_future_await(f, 2000) == 0 && eddy_future_error(f) == 0) {
+        printf("  submit: 12 squared on the loop = %ld\n",
+               (long)(intptr_t)eddy_future_result(f));
+    }
+    eddy_future_release(f);
+    struct timespec pause = {0, 110 * 1000000};
+    nanosleep(&pause, NULL);
+    eddy_timer_cancel(t);
+    eddy_timer_release(t);
+    eddy_future_await(eddy_loop_group_shutdown_gracefully(g, 0, 2000), -1);
+    eddy_loop_metrics_t m;
+    eddy_loop_group_metrics(g, &m);
+    printf("  100000 tasks ran: %ld (%.1f ms), timer ticks in 110 ms every 20 ms: %d\n",
+           atomic_load(&tasks_run), (double)(eddy_now_ns() - t0) / 1e6, atomic_load(&ticks));
+    printf("  metrics: %llu tasks, %llu timers fired, %llu turns, %llu wake-ups, %llu stalls\n",
+           (unsigned long long)m.tasks_run, (unsigned long long)m.timers_fired,
+           (unsigned long long)m.turns, (unsigned long long)m.wakeups,
+           (unsigned long long)m.stalls);
+    return eddy_loop_group_free(g) == 0 ? 0 : 1;
+}
+
+/* ---- carrier ---- */
+
+#define KEYS 8
+#define PER_KEY 10000
+
+static long last_seen[KEYS];
+static atomic_long out_of_order;
+
+static int consume(eddy_carrier_t *c, unsigned thread, const eddy_carrier_item_t *items,
+                   size_t n, void *arg)
+{
+    (void)c, (void)thread, (void)arg;
+    for (size_t i = 0; i < n; i++) {
+        long v = (long)(intptr_t)items[i].data;
+        if (v != last_seen[items[i].key] + 1) {
+            atomic_fetch_add(&out_of_order, 1);
+        }
+        last_seen[items[i].key] = v; /* one thread at a time per key (ordered mode) */
+    }
+    return 0;
+}
+
+static const eddy_carrier_ops_t demo_ops = {.consume = consume};
+
+static int carrier_demo(void)
+{
+    printf("\ncarrier: 8 partitions, 2 consumer threads, %d items on %d keys, ordered\n",
+           KEYS * PER_KEY, KEYS);
+    eddy_carrier_options_t o;
+    eddy_carrier_options_init(&o);
+    o.partitions = 8;
+    o.consumers = 2;
+    o.partitioner = EDDY_CARRIER_BY_KEY;
+    o.mode = EDDY_CARRIER_ORDERED;
+    eddy_carrier_t *c;
+    if (eddy_carrier_new(&c, &o, &demo_ops, NULL) != 0) {
+        fprintf(stderr, "demo: no carrier\n");
+        return 1;
+    }
+    for (long i = 1; i <= PER_KEY; i++) {
+        for (uint64_t k = 0; k < KEYS; k++) {
+            eddy_carrier_offer(c, k, (void *)(intptr_t)i, 0);
+        }
+        if (i == PER_KEY / 2) {
+            eddy_carrier_set_consumers(c, 3); /* rebalance under load */
+        }
+    }
+    eddy_carrier_shutdown(c, EDDY_CARRIER_DRAIN);
+    uint64_t hist[10];
+    eddy_carrier_batch_histogram(c, hist, 10);
+    printf("  consumed, rebalanced to 3 threads half way: %ld items out of order\n",
+           atomic_load(&out_of_order));
+    uint64_t larger = 0;
+    for (int k = 4; k < 10; k++) {
+        larger += hist[k];
+    }
+    printf("  batches by size: 1: %llu, 2-3: %llu, 4-7: %llu, 8-15: %llu, 16 and more: %llu\n",
+           (unsigned long long)hist[0], (unsigned long long)hist[1],
+           (unsigned long long)hist[2], (unsigned long long)hist[3],
+           (unsigned long long)larger);
+    eddy_carrier_free(c);
+    return atomic_load(&out_of_order) == 0 ? 0 : 1;
+}
+
 int main(void)
 {
     eddy_allocator_t *alloc = eddy_allocator_default();
-    printf("eddy %s: buffers demo (allocator: %s)\n\n", eddy_version(),
+    printf("eddy %s demo\n\nbuffers (allocator: %s)\n", eddy_version(),
            eddy_allocator_name(alloc));
 
     eddy_buf_t *wire = eddy_buf_new(0); /* grows as frames are written */
@@ -82,6 +212,8 @@ int main(void)
     eddy_allocator_metrics(alloc, &m);
     printf("all released, trim returned %zu KiB: %zu KiB in use, %zu KiB held\n",
            returned >> 10, m.used >> 10, m.held >> 10);
-    printf("live buffers at exit: %lld\n", (long long)eddy_buf_live_count());
-    return eddy_buf_live_count() == 0 ? 0 : 1;
+    int rc = loops_demo();
+    rc |= carrier_demo();
+    printf("\nlive buffers at exit: %lld\n", (long long)eddy_buf_live_count());
+    return rc == 0 && eddy_buf_live_count() == 0 ? 0 : 1;
 }
