@@ -57,6 +57,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "support/bench_util.h"
+
 /* glibc's own allocator entry points, exported by libc.so.6 beside malloc and free. */
 extern void *__libc_malloc(size_t size);
 extern void __libc_free(void *ptr);
@@ -69,6 +71,7 @@ extern void __libc_free(void *ptr);
 #define HEAD_BYTES 256u /* bytes written at the front in the header-and-pointer write */
 #define HDR_BYTES 12u   /* u32 length + u64 id */
 #define MAX_ROUNDS 101
+_Static_assert(MAX_ROUNDS <= BENCH_MAX_ROUNDS, "bench_stats sorts at most BENCH_MAX_ROUNDS");
 #define DEFAULT_ROUNDS 5
 #define FILL_BYTE 0xa5
 
@@ -123,16 +126,6 @@ static int cpu_consumer = -1;
  * Setup: the size table, jemalloc, CPUs
  */
 
-static uint64_t xorshift64s(uint64_t *state)
-{
-    uint64_t x = *state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    return x * 0x2545f4914f6cdd1dull;
-}
-
 static void sizes_init(void)
 {
     /* Bands: lower bound, upper bound (inclusive), cumulative percent. */
@@ -146,12 +139,12 @@ static void sizes_init(void)
     };
     uint64_t st = SIZES_SEED;
     for (size_t i = 0; i < SIZES_N; i++) {
-        uint32_t pct = (uint32_t)(xorshift64s(&st) % 100);
+        uint32_t pct = (uint32_t)(bench_xorshift64s(&st) % 100);
         size_t band = 0;
         while (pct >= bands[band].cum)
             band++;
         uint32_t span = bands[band].hi - bands[band].lo + 1;
-        sizes[i] = bands[band].lo + (uint32_t)(xorshift64s(&st) % span);
+        sizes[i] = bands[band].lo + (uint32_t)(bench_xorshift64s(&st) % span);
     }
     for (size_t i = 0; i < HEAD_BYTES; i++)
         payload[i] = (uint8_t)(i * 31u + 7u);
@@ -255,44 +248,10 @@ static void glibc_settle(void)
     __libc_free(p);
 }
 
-static void cpus_init(bool pin)
-{
-    if (!pin)
-        return;
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0)
-        return;
-    for (int c = 0; c < CPU_SETSIZE; c++) {
-        if (!CPU_ISSET(c, &set))
-            continue;
-        if (cpu_main < 0)
-            cpu_main = c;
-        else if (cpu_consumer < 0)
-            cpu_consumer = c;
-    }
-}
-
-static void thread_pin(int cpu)
-{
-    if (cpu < 0)
-        return;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
 /* ---------------------------------------------------------------------------------------
  * One operation, per subject. kind and fill are constants at every call site, so each loop
  * below is compiled once per subject with no dispatch inside.
  */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static _Noreturn void die_alloc(const subject_t *sub, uint32_t s)
 {
@@ -394,7 +353,7 @@ static ALWAYS_INLINE double run_1t_impl(int kind, const subject_t *sub, uint64_t
 {
     int rc = 0;
     memset(live, 0, sizeof live);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (uint64_t i = 0; i < ops; i++) {
         size_t slot = i & (LIVE_N - 1);
         uint32_t s = sizes[i & (SIZES_N - 1)];
@@ -403,7 +362,7 @@ static ALWAYS_INLINE double run_1t_impl(int kind, const subject_t *sub, uint64_t
         live[slot] = obj_make(kind, sub, s, i, fill, &rc);
         live_size[slot] = s;
     }
-    double t = now_s() - t0;
+    double t = bench_now_s() - t0;
     if (rc != 0) {
         fprintf(stderr, "bench_buffer: %s: a write or release failed\n", sub->name);
         exit(1);
@@ -469,20 +428,11 @@ typedef struct xjob_s {
     int rc;
 } xjob_t;
 
-static void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Spin politely: pause first, then give the CPU away if the wait is long. */
 static void spin_wait(unsigned *spins)
 {
     if (++*spins < 1024) {
-        cpu_relax();
+        bench_cpu_relax();
     } else {
         sched_yield();
     }
@@ -522,7 +472,7 @@ static ALWAYS_INLINE void consume_impl(int kind, xjob_t *job)
 static void *consumer_main(void *arg)
 {
     xjob_t *job = arg;
-    thread_pin(cpu_consumer);
+    bench_thread_pin(cpu_consumer);
     uint64_t seen = 0;
     for (;;) {
         unsigned spins = 0;
@@ -601,7 +551,7 @@ static ALWAYS_INLINE void produce_impl(int kind, xjob_t *job, const subject_t *s
 
 static double run_xthread(xjob_t *job, const subject_t *sub, uint64_t ops)
 {
-    double t0 = now_s();
+    double t0 = bench_now_s();
     uint64_t n = xjob_post(job, sub, ops, false);
     switch (sub->kind) {
     case SUBJ_EDDY:
@@ -615,7 +565,7 @@ static double run_xthread(xjob_t *job, const subject_t *sub, uint64_t ops)
         break;
     }
     xjob_wait(job, n);
-    double t = now_s() - t0;
+    double t = bench_now_s() - t0;
     if (job->rc != 0) {
         fprintf(stderr, "bench_buffer: %s: a release failed\n", sub->name);
         exit(1);
@@ -626,26 +576,6 @@ static double run_xthread(xjob_t *job, const subject_t *sub, uint64_t ops)
 /* ---------------------------------------------------------------------------------------
  * Rounds, statistics, reporting
  */
-
-typedef struct stats_s {
-    double median, min, max;
-} stats_t;
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static stats_t stats_of(const double *v, int n)
-{
-    double s[MAX_ROUNDS];
-    memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    stats_t st = {.min = s[0], .max = s[n - 1]};
-    st.median = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-    return st;
-}
 
 static void memory_sample(memory_stats_t *m, bool live_now)
 {
@@ -685,11 +615,6 @@ static void memory_probe(memory_stats_t *m, uint64_t start)
         fprintf(stderr, "bench_buffer: eddy: a write or release failed\n");
         exit(1);
     }
-}
-
-static void fmt_rate(char *out, size_t n, double v)
-{
-    snprintf(out, n, "%.2f M", v / 1e6);
 }
 
 static void run_case(int c, uint64_t ops, int rounds)
@@ -748,7 +673,7 @@ static void run_case(int c, uint64_t ops, int rounds)
             memory_sample(&mem, false);
     }
 
-    stats_t st[SUBJ_N];
+    bench_stats_t st[SUBJ_N];
     printf("  %-14s %12s %22s %10s %14s\n", "subject", "median ops/s", "min - max", "ns/op",
            "eddy ratio");
     for (int k = 0; k < SUBJ_N; k++) {
@@ -757,11 +682,11 @@ static void run_case(int c, uint64_t ops, int rounds)
             printf("  %-14s skipped: %s\n", sub->name, sub->skip_reason);
             continue;
         }
-        st[k] = stats_of(samples[k], rounds);
+        st[k] = bench_stats(samples[k], rounds);
         char med[32], lo[32], hi[32], range[80], ratio[32] = "";
-        fmt_rate(med, sizeof med, st[k].median);
-        fmt_rate(lo, sizeof lo, st[k].min);
-        fmt_rate(hi, sizeof hi, st[k].max);
+        bench_fmt_rate(med, sizeof med, st[k].median);
+        bench_fmt_rate(lo, sizeof lo, st[k].min);
+        bench_fmt_rate(hi, sizeof hi, st[k].max);
         snprintf(range, sizeof range, "%s - %s", lo, hi);
         if (k != SUBJ_EDDY && subjects[SUBJ_EDDY].available)
             snprintf(ratio, sizeof ratio, "%.2fx", st[SUBJ_EDDY].median / st[k].median);
@@ -844,48 +769,6 @@ static void usage(FILE *out)
             (unsigned long long)default_ops[CASE_XTHREAD], DEFAULT_ROUNDS, MAX_ROUNDS);
 }
 
-static bool parse_count(const char *s, uint64_t *out)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s)
-        return false;
-    if (*end == 'k' || *end == 'K') {
-        v *= 1000;
-        end++;
-    } else if (*end == 'm' || *end == 'M') {
-        v *= 1000000;
-        end++;
-    }
-    if (*end != '\0' || v == 0)
-        return false;
-    *out = v;
-    return true;
-}
-
-static void cpu_model(char *out, size_t n)
-{
-    snprintf(out, n, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f == NULL)
-        return;
-    char line[256];
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (strncmp(line, "model name", 10) == 0) {
-            const char *v = strchr(line, ':');
-            if (v != NULL) {
-                v++;
-                while (*v == ' ')
-                    v++;
-                snprintf(out, n, "%s", v);
-                out[strcspn(out, "\n")] = '\0';
-            }
-            break;
-        }
-    }
-    fclose(f);
-}
-
 int main(int argc, char **argv)
 {
     uint64_t ops = 0; /* 0: default_ops[case] */
@@ -898,13 +781,13 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--ops") == 0 && v != NULL) {
-            if (!parse_count(v, &ops)) {
+            if (!bench_parse_count(v, &ops)) {
                 fprintf(stderr, "bench_buffer: bad --ops %s\n", v);
                 return 2;
             }
             i++;
         } else if (strcmp(a, "--rounds") == 0 && v != NULL) {
-            if (!parse_count(v, &rounds) || rounds > MAX_ROUNDS) {
+            if (!bench_parse_count(v, &rounds) || rounds > MAX_ROUNDS) {
                 fprintf(stderr, "bench_buffer: bad --rounds %s\n", v);
                 return 2;
             }
@@ -965,8 +848,8 @@ int main(int argc, char **argv)
         }
     }
     sizes_init();
-    cpus_init(pin);
-    thread_pin(cpu_main);
+    bench_cpus_init(pin, &cpu_main, &cpu_consumer);
+    bench_thread_pin(cpu_main);
 
     bool own_alloc = false;
     if (strcmp(eddy_alloc_kind, "pooled") == 0) {
@@ -985,7 +868,7 @@ int main(int argc, char **argv)
     writes_check();
 
     char model[128];
-    cpu_model(model, sizeof model);
+    bench_cpu_model(model, sizeof model);
     printf("bench buffer: allocate, write, release; eddy %s vs glibc malloc vs jemalloc\n",
            eddy_version());
     printf("cpu: %s, %ld online; main/producer on CPU %d, consumer on CPU %d%s\n", model,

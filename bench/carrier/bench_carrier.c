@@ -35,7 +35,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "support/bench_util.h"
+
 #define MAX_ROUNDS 101
+_Static_assert(MAX_ROUNDS <= BENCH_MAX_ROUNDS, "bench_stats sorts at most BENCH_MAX_ROUNDS");
 #define DEFAULT_ROUNDS 5
 #define DEFAULT_OPS 2000000
 #define DEFAULT_KEYS 1024
@@ -56,39 +59,13 @@ static unsigned n_cons = 2;
  * Helpers
  */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static _Noreturn void die(const char *what, int err)
 {
     fprintf(stderr, "bench_carrier: %s: %s\n", what, err != 0 ? eddy_strerror(err) : "failed");
     exit(1);
 }
 
-typedef struct stats_s {
-    double median, min, max;
-} stats_t;
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static stats_t stats_of(const double *v, int n)
-{
-    double s[MAX_ROUNDS];
-    memcpy(s, v, sizeof(double) * (size_t)n);
-    qsort(s, (size_t)n, sizeof(double), cmp_double);
-    stats_t st = {.min = s[0], .max = s[n - 1]};
-    st.median = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-    return st;
-}
-
+/* Like bench_parse_count, but only the lowercase k and m suffixes. */
 static bool parse_count(const char *s, uint64_t *out)
 {
     char *end;
@@ -316,7 +293,7 @@ static void *producer_main(void *arg)
 static double run_round(int subject, bool measured)
 {
     memset(keys, 0, sizeof(key_state_t) * n_keys);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     void *pool;
     eddy_carrier_t *c = NULL;
     if (subject == SUBJ_EDDY) {
@@ -346,7 +323,7 @@ static double run_round(int subject, bool measured)
     } else {
         mpool_shutdown(pool);
     }
-    double t1 = now_s();
+    double t1 = bench_now_s();
     if (subject == SUBJ_EDDY) {
         if (measured) {
             uint64_t h[HIST_N];
@@ -419,13 +396,13 @@ int main(int argc, char **argv)
             if (only < 0 || only == k)
                 samples[k][r] = run_round(k, true);
 
-    stats_t st[SUBJ_N];
+    bench_stats_t st[SUBJ_N];
     printf("  %-12s %14s %24s %10s %10s\n", "subject", "median items/s", "min - max", "ns/item",
            "eddy ratio");
     for (int k = 0; k < SUBJ_N; k++) {
         if (only >= 0 && only != k)
             continue;
-        st[k] = stats_of(samples[k], (int)rounds);
+        st[k] = bench_stats(samples[k], (int)rounds);
         char ratio[32] = "";
         if (k != SUBJ_EDDY && only < 0)
             snprintf(ratio, sizeof ratio, "%.2fx", st[SUBJ_EDDY].median / st[k].median);

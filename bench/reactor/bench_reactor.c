@@ -72,7 +72,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "support/bench_util.h"
+
 #define MAX_ROUNDS 101
+_Static_assert(MAX_ROUNDS <= BENCH_MAX_ROUNDS, "bench_stats sorts at most BENCH_MAX_ROUNDS");
 #define DEFAULT_ROUNDS 5
 #define MAX_PRODUCERS 2
 #define SEED 0x9e3779b97f4a7c15ull
@@ -118,15 +121,8 @@ static long gap_us = DEFAULT_GAP_US;
 static bool keep_awake;
 
 /* ---------------------------------------------------------------------------------------
- * Small helpers: time, CPUs, errors, statistics
+ * Small helpers: thread CPU time, errors, sorting (the shared ones: support/bench_util.h)
  */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static double thread_cpu_s(void)
 {
@@ -142,76 +138,10 @@ static _Noreturn void die(const char *what, int err)
     exit(1);
 }
 
-static uint64_t xorshift64s(uint64_t *state)
-{
-    uint64_t x = *state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    return x * 0x2545f4914f6cdd1dull;
-}
-
-static void cpus_init(bool pin)
-{
-    if (!pin)
-        return;
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0)
-        return;
-    for (int c = 0; c < CPU_SETSIZE; c++) {
-        if (!CPU_ISSET(c, &set))
-            continue;
-        if (cpu_a < 0)
-            cpu_a = c;
-        else if (cpu_b < 0)
-            cpu_b = c;
-    }
-}
-
-static void thread_pin(int cpu)
-{
-    if (cpu < 0)
-        return;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
-static void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-typedef struct stats_s {
-    double median, min, max;
-} stats_t;
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
-}
-
-static stats_t stats_of(const double *v, int n)
-{
-    double s[MAX_ROUNDS];
-    memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    stats_t st = {.min = s[0], .max = s[n - 1]};
-    st.median = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-    return st;
 }
 
 static bool subject_selected(const char *name)
@@ -234,7 +164,7 @@ static done_t done = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false
 
 static void done_signal(void)
 {
-    double t = now_s();
+    double t = bench_now_s();
     pthread_mutex_lock(&done.lock);
     done.t_end = t;
     done.done = true;
@@ -326,7 +256,7 @@ static void exec_drain(exec_t *ex)
 static void *mutex_consumer(void *arg)
 {
     exec_t *ex = arg;
-    thread_pin(ex->cpu);
+    bench_thread_pin(ex->cpu);
     pthread_setname_np(pthread_self(), "mx-consumer");
     while (!ex->quit) {
         struct epoll_event ev;
@@ -355,7 +285,7 @@ static void uv_drain_cb(uv_async_t *a)
 static void *uv_consumer(void *arg)
 {
     exec_t *ex = arg;
-    thread_pin(ex->cpu);
+    bench_thread_pin(ex->cpu);
     pthread_setname_np(pthread_self(), "uv-loop");
     uv_run(&ex->uvloop, UV_RUN_DEFAULT);
     return NULL;
@@ -558,7 +488,7 @@ static ALWAYS_INLINE void produce_impl(int kind, producer_t *p)
 static void *producer_main(void *arg)
 {
     producer_t *p = arg;
-    thread_pin(p->cpu);
+    bench_thread_pin(p->cpu);
     char name[16];
     snprintf(name, sizeof name, "producer-%u", p->index);
     pthread_setname_np(pthread_self(), name);
@@ -603,7 +533,7 @@ static double tasks_round(exec_t *ex, unsigned np, uint64_t ops, double *prod_cp
             die("pthread_create", err);
     }
     pthread_barrier_wait(&go);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     double t1 = done_wait();
     *prod_cpu = 0;
     for (unsigned i = 0; i < np; i++) {
@@ -632,28 +562,23 @@ static double tasks_round(exec_t *ex, unsigned np, uint64_t ops, double *prod_cp
  * Reporting helpers
  */
 
-static void fmt_rate(char *out, size_t n, double v)
-{
-    snprintf(out, n, "%.2f M", v / 1e6);
-}
-
 /* The table for a throughput case, and its JSON lines. samples are ops/s. */
 static void report_rates(int c, const char *const names[SUBJ_N], const bool avail[SUBJ_N],
                          double samples[SUBJ_N][MAX_ROUNDS], int rounds, uint64_t ops,
                          double target, const double cpu_ns[SUBJ_N], const char *extra_json,
                          const double prod_cpu[SUBJ_N], const double cons_cpu[SUBJ_N])
 {
-    stats_t st[SUBJ_N];
+    bench_stats_t st[SUBJ_N];
     printf("  %-20s %12s %22s %10s %12s\n", "subject", "median ops/s", "min - max", "ns/op",
            "eddy ratio");
     for (int k = 0; k < SUBJ_N; k++) {
         if (!avail[k])
             continue;
-        st[k] = stats_of(samples[k], rounds);
+        st[k] = bench_stats(samples[k], rounds);
         char med[32], lo[32], hi[32], range[80], ratio[32] = "";
-        fmt_rate(med, sizeof med, st[k].median);
-        fmt_rate(lo, sizeof lo, st[k].min);
-        fmt_rate(hi, sizeof hi, st[k].max);
+        bench_fmt_rate(med, sizeof med, st[k].median);
+        bench_fmt_rate(lo, sizeof lo, st[k].min);
+        bench_fmt_rate(hi, sizeof hi, st[k].max);
         snprintf(range, sizeof range, "%s - %s", lo, hi);
         if (k != SUBJ_EDDY && avail[SUBJ_EDDY])
             snprintf(ratio, sizeof ratio, "%.2fx", st[SUBJ_EDDY].median / st[k].median);
@@ -757,7 +682,7 @@ static void run_tasks_case(int c, uint64_t ops, int rounds)
     for (int k = SUBJ_EDDY; k <= SUBJ_UV; k++) {
         if (!avail[k])
             continue;
-        stats_t ps = stats_of(pcpu[k], rounds), cs = stats_of(ccpu[k], rounds);
+        bench_stats_t ps = bench_stats(pcpu[k], rounds), cs = bench_stats(ccpu[k], rounds);
         pmed[k] = ps.median;
         cmed[k] = cs.median;
         printf("  %-20s CPU per task: producer%s %.1f ns (%.1f - %.1f), consumer %.1f ns "
@@ -808,7 +733,7 @@ static void latency_round(exec_t *ex, uint64_t n)
         unsigned spins = 0;
         while (atomic_load_explicit(&lat.seen, memory_order_acquire) != i + 1) {
             if (++spins < 100000)
-                cpu_relax();
+                bench_cpu_relax();
             else
                 sched_yield();
         }
@@ -825,13 +750,13 @@ static atomic_bool spinner_stop;
 
 static void *spinner_main(void *arg)
 {
-    thread_pin(cpu_b);
+    bench_thread_pin(cpu_b);
     pthread_setname_np(pthread_self(), "idle-spinner");
     struct sched_param sp = {0};
     if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) != 0)
         return NULL;
     while (!atomic_load_explicit(&spinner_stop, memory_order_relaxed))
-        cpu_relax();
+        bench_cpu_relax();
     return NULL;
 }
 
@@ -887,15 +812,15 @@ static void run_wakeup_case(uint64_t n, int rounds)
             exec_free(ex[k]);
     free(lat.samples);
 
-    stats_t s50[SUBJ_N], s99[SUBJ_N], s999[SUBJ_N];
+    bench_stats_t s50[SUBJ_N], s99[SUBJ_N], s999[SUBJ_N];
     printf("  %-16s %8s %17s %8s %17s %8s %14s\n", "subject", "p50 ns", "min - max", "p99 ns",
            "min - max", "p99.9", "ratio p50/p99");
     for (int k = SUBJ_EDDY; k <= SUBJ_UV; k++) {
         if (!avail[k])
             continue;
-        s50[k] = stats_of(p50[k], rounds);
-        s99[k] = stats_of(p99[k], rounds);
-        s999[k] = stats_of(p999[k], rounds);
+        s50[k] = bench_stats(p50[k], rounds);
+        s99[k] = bench_stats(p99[k], rounds);
+        s999[k] = bench_stats(p999[k], rounds);
         char r50[40], r99[40], ratio[40] = "";
         snprintf(r50, sizeof r50, "%.0f - %.0f", s50[k].min, s50[k].max);
         snprintf(r99, sizeof r99, "%.0f - %.0f", s99[k].min, s99[k].max);
@@ -956,7 +881,7 @@ static uv_timer_t **uvptrs;    /* libuv_timer_malloc */
 
 static void timer_job_end(void)
 {
-    tj.t1 = now_s();
+    tj.t1 = bench_now_s();
     tj.cpu1 = thread_cpu_s();
     done_signal();
 }
@@ -973,7 +898,7 @@ static void eddy_timer_job(void *arg)
     eddy_loop_t *loop = arg;
     uint64_t n = tj.n;
     tj.cpu0 = thread_cpu_s();
-    tj.t0 = now_s();
+    tj.t0 = bench_now_s();
     if (tj.fire) {
         for (uint64_t i = 0; i < n; i++) {
             eddy_timer_t *t =
@@ -981,14 +906,14 @@ static void eddy_timer_job(void *arg)
             tj.errors += t == NULL;
             eddy_timer_release(t); /* the timer stays scheduled */
         }
-        tj.t_sched = now_s();
+        tj.t_sched = bench_now_s();
         return; /* eddy_fire_cb() ends the job */
     }
     for (uint64_t i = 0; i < n; i++) {
         handles[i] = eddy_loop_schedule(loop, delay_ms[i], eddy_fire_cb, (void *)(uintptr_t)i);
         tj.errors += handles[i] == NULL;
     }
-    tj.t_sched = now_s();
+    tj.t_sched = bench_now_s();
     for (uint64_t i = 0; i < n; i++) {
         tj.errors += eddy_timer_cancel(handles[i]) != 0;
         eddy_timer_release(handles[i]);
@@ -1022,7 +947,7 @@ static void uv_timer_job(void *arg)
     uint64_t n = tj.n;
     uv_update_time(l);
     tj.cpu0 = thread_cpu_s();
-    tj.t0 = now_s();
+    tj.t0 = bench_now_s();
     if (tj.subj == SUBJ_UV_MALLOC) {
         for (uint64_t i = 0; i < n; i++) {
             uv_timer_t *h = malloc(sizeof *h);
@@ -1033,7 +958,7 @@ static void uv_timer_job(void *arg)
             tj.errors += uv_timer_start(h, uv_fire_cb, (uint64_t)delay_ms[i], 0) != 0;
             uvptrs[i] = h;
         }
-        tj.t_sched = now_s();
+        tj.t_sched = bench_now_s();
         for (uint64_t i = 0; i < n; i++) {
             tj.errors += uv_timer_stop(uvptrs[i]) != 0;
             uv_close((uv_handle_t *)uvptrs[i], uv_closed_cb);
@@ -1045,7 +970,7 @@ static void uv_timer_job(void *arg)
         uvtimers[i].data = (void *)(uintptr_t)i;
         tj.errors += uv_timer_start(&uvtimers[i], uv_fire_cb, (uint64_t)delay_ms[i], 0) != 0;
     }
-    tj.t_sched = now_s();
+    tj.t_sched = bench_now_s();
     if (tj.fire)
         return; /* uv_fire_cb() ends the job */
     for (uint64_t i = 0; i < n; i++)
@@ -1187,10 +1112,10 @@ static void run_timers_case(int c, uint64_t n, int rounds)
     uint64_t st = SEED;
     for (uint64_t i = 0; i < n; i++) {
         if (fire) {
-            delay_ns[i] = (int64_t)(xorshift64s(&st) % 100000000u);
+            delay_ns[i] = (int64_t)(bench_xorshift64s(&st) % 100000000u);
             delay_ms[i] = delay_ns[i] / 1000000;
         } else {
-            delay_ms[i] = 1000 + (int64_t)(xorshift64s(&st) % 59001u);
+            delay_ms[i] = 1000 + (int64_t)(bench_xorshift64s(&st) % 59001u);
         }
     }
     /* Touch the arrays once so the first round does not pay their page faults. */
@@ -1255,8 +1180,8 @@ static void run_timers_case(int c, uint64_t n, int rounds)
     for (int k = 0; k < SUBJ_N; k++) {
         if (!avail[k])
             continue;
-        stats_t ss = stats_of(sched[k], rounds);
-        cpu_med[k] = stats_of(cpu[k], rounds).median;
+        bench_stats_t ss = bench_stats(sched[k], rounds);
+        cpu_med[k] = bench_stats(cpu[k], rounds).median;
         printf("  %-20s schedule part %.1f ns/timer (median; min %.1f, max %.1f)\n", timer_names[k],
                ss.median, ss.min, ss.max);
         if (k == SUBJ_EDDY || k == SUBJ_UV)
@@ -1346,11 +1271,11 @@ static void run_idle_case(void)
     if (avail[SUBJ_EDDY])
         eddy_loop_metrics(ex[SUBJ_EDDY]->loop, &m0);
     int64_t wd0 = threads_cpu_ns("eddy-watchdog");
-    double t0 = now_s();
+    double t0 = bench_now_s();
     struct timespec idle = {(time_t)idle_seconds,
                             (long)((idle_seconds - (double)(time_t)idle_seconds) * 1e9)};
     nanosleep(&idle, NULL);
-    double t = now_s() - t0;
+    double t = bench_now_s() - t0;
     int64_t wd1 = threads_cpu_ns("eddy-watchdog");
     if (avail[SUBJ_EDDY])
         eddy_loop_metrics(ex[SUBJ_EDDY]->loop, &m1);
@@ -1419,48 +1344,6 @@ static void usage(FILE *out)
             (unsigned long long)default_ops[CASE_WAKEUP], DEFAULT_IDLE_S, DEFAULT_GAP_US);
 }
 
-static bool parse_count(const char *s, uint64_t *out)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s)
-        return false;
-    if (*end == 'k' || *end == 'K') {
-        v *= 1000;
-        end++;
-    } else if (*end == 'm' || *end == 'M') {
-        v *= 1000000;
-        end++;
-    }
-    if (*end != '\0' || v == 0)
-        return false;
-    *out = v;
-    return true;
-}
-
-static void cpu_model(char *out, size_t n)
-{
-    snprintf(out, n, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f == NULL)
-        return;
-    char line[256];
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (strncmp(line, "model name", 10) == 0) {
-            const char *v = strchr(line, ':');
-            if (v != NULL) {
-                v++;
-                while (*v == ' ')
-                    v++;
-                snprintf(out, n, "%s", v);
-                out[strcspn(out, "\n")] = '\0';
-            }
-            break;
-        }
-    }
-    fclose(f);
-}
-
 int main(int argc, char **argv)
 {
     uint64_t ops = 0; /* 0: default_ops[case] */
@@ -1472,13 +1355,13 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--ops") == 0 && v != NULL) {
-            if (!parse_count(v, &ops)) {
+            if (!bench_parse_count(v, &ops)) {
                 fprintf(stderr, "bench_reactor: bad --ops %s\n", v);
                 return 2;
             }
             i++;
         } else if (strcmp(a, "--rounds") == 0 && v != NULL) {
-            if (!parse_count(v, &rounds) || rounds > MAX_ROUNDS) {
+            if (!bench_parse_count(v, &rounds) || rounds > MAX_ROUNDS) {
                 fprintf(stderr, "bench_reactor: bad --rounds %s\n", v);
                 return 2;
             }
@@ -1537,11 +1420,11 @@ int main(int argc, char **argv)
         }
     }
 
-    cpus_init(pin);
-    thread_pin(cpu_a);
+    bench_cpus_init(pin, &cpu_a, &cpu_b);
+    bench_thread_pin(cpu_a);
 
     char model[128];
-    cpu_model(model, sizeof model);
+    bench_cpu_model(model, sizeof model);
     double load[3] = {0};
     getloadavg(load, 3);
     printf("bench reactor: eddy %s loop vs a mutex + eventfd queue vs libuv %s\n", eddy_version(),

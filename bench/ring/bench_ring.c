@@ -33,12 +33,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "support/bench_util.h"
+
 #ifdef EDDY_BENCH_HAVE_CK
 #include <ck_ring.h>
 #endif
 
 #define RING_SIZE 65536
 #define MAX_ROUNDS 51
+_Static_assert(MAX_ROUNDS <= BENCH_MAX_ROUNDS, "bench_stats sorts at most BENCH_MAX_ROUNDS");
 
 enum { C_1P1C, C_2P1C, C_PIPE, C_DIAMOND, C_N };
 static const char *const case_names[C_N] = {"1p1c", "2p1c", "pipeline3", "diamond"};
@@ -437,28 +440,8 @@ typedef struct {
 } samples_t;
 
 typedef struct {
-    double median, min, max;
-} stats_t;
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static stats_t stats_of(const samples_t *s)
-{
-    double v[MAX_ROUNDS];
-    memcpy(v, s->v, sizeof(double) * (size_t)s->n);
-    qsort(v, (size_t)s->n, sizeof v[0], cmp_double);
-    stats_t st = {.min = v[0], .max = v[s->n - 1]};
-    st.median = s->n % 2 ? v[s->n / 2] : (v[s->n / 2 - 1] + v[s->n / 2]) / 2;
-    return st;
-}
-
-typedef struct {
     char name[64];
-    stats_t st;
+    bench_stats_t st;
     int rounds;
 } java_t;
 
@@ -523,8 +506,8 @@ static int64_t parse_count(const char *s)
     return (int64_t)v;
 }
 
-static void json_line(const char *cname, const char *baseline, stats_t e, stats_t b, int rounds,
-                      int64_t n, int64_t bn)
+static void json_line(const char *cname, const char *baseline, bench_stats_t e, bench_stats_t b,
+                      int rounds, int64_t n, int64_t bn)
 {
     printf("{\"bench\":\"ring\",\"case\":\"%s\",\"subject\":\"eddy\",\"baseline\":\"%s\","
            "\"ops_per_s\":%.4g,\"min\":%.4g,\"max\":%.4g,\"baseline_ops_per_s\":%.4g,"
@@ -624,9 +607,9 @@ int main(int argc, char **argv)
         printf("\n%s: %lld events per eddy/ck_ring run, %lld per mutex_queue run\n",
                case_names[c], (long long)n, (long long)mn);
         printf("  %-26s %14s %26s\n", "subject", "median Mops/s", "min - max");
-        stats_t es[W_N], bs[B_N];
+        bench_stats_t es[W_N], bs[B_N];
         for (int w = 0; w < W_N; w++) {
-            es[w] = stats_of(&e[w]);
+            es[w] = bench_stats(e[w].v, e[w].n);
             char name[64];
             snprintf(name, sizeof name, "eddy %s", ws_names[w]);
             printf("  %-26s %14.2f %12.2f - %-12.2f\n", name, es[w].median / 1e6, es[w].min / 1e6,
@@ -635,7 +618,7 @@ int main(int argc, char **argv)
         for (int k = 0; k < B_N; k++) {
             if (k == B_CK && !have_ck)
                 continue;
-            bs[k] = stats_of(&b[k]);
+            bs[k] = bench_stats(b[k].v, b[k].n);
             printf("  %-26s %14.2f %12.2f - %-12.2f\n", base_names[k], bs[k].median / 1e6,
                    bs[k].min / 1e6, bs[k].max / 1e6);
         }
