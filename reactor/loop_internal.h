@@ -59,8 +59,14 @@ typedef struct eddy__overflow_s {
     void *arg;
 } eddy__overflow_t;
 
+typedef struct eddy__timer_entry_s {
+    int64_t deadline;
+    uint64_t id; /* the start counter: ties fire in scheduling order */
+    eddy_timer_t *timer;
+} eddy__timer_entry_t;
+
 typedef struct eddy__timer_heap_s {
-    eddy_timer_t **items;
+    eddy__timer_entry_t *items;
     size_t n;
     size_t cap;
     uint64_t next_id;

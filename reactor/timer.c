@@ -31,31 +31,34 @@ struct eddy_timer_s {
  * The heap (loop thread only)
  */
 
-static inline bool before(const eddy_timer_t *a, const eddy_timer_t *b)
+/* Entries keep the deadline and the tie-break beside the pointer, so sifting compares without
+ * touching the timers themselves: popping the minimum of a 1M-timer heap spent about half its
+ * time chasing those pointers (bench/RESULTS.md, timers_schedule_fire). */
+static inline bool before(const eddy__timer_entry_t *a, const eddy__timer_entry_t *b)
 {
     return a->deadline < b->deadline || (a->deadline == b->deadline && a->id < b->id);
 }
 
-static inline void place(eddy__timer_heap_t *h, size_t i, eddy_timer_t *t)
+static inline void place(eddy__timer_heap_t *h, size_t i, eddy__timer_entry_t e)
 {
-    h->items[i] = t;
-    t->index = i;
+    h->items[i] = e;
+    e.timer->index = i;
 }
 
-static void sift_up(eddy__timer_heap_t *h, size_t i, eddy_timer_t *t)
+static void sift_up(eddy__timer_heap_t *h, size_t i, eddy__timer_entry_t e)
 {
     while (i > 0) {
         size_t parent = (i - 1) / 4;
-        if (!before(t, h->items[parent])) {
+        if (!before(&e, &h->items[parent])) {
             break;
         }
         place(h, i, h->items[parent]);
         i = parent;
     }
-    place(h, i, t);
+    place(h, i, e);
 }
 
-static void sift_down(eddy__timer_heap_t *h, size_t i, eddy_timer_t *t)
+static void sift_down(eddy__timer_heap_t *h, size_t i, eddy__timer_entry_t e)
 {
     for (;;) {
         size_t first = 4 * i + 1;
@@ -65,24 +68,24 @@ static void sift_down(eddy__timer_heap_t *h, size_t i, eddy_timer_t *t)
         size_t best = first;
         size_t last = first + 4 < h->n ? first + 4 : h->n;
         for (size_t c = first + 1; c < last; c++) {
-            if (before(h->items[c], h->items[best])) {
+            if (before(&h->items[c], &h->items[best])) {
                 best = c;
             }
         }
-        if (!before(h->items[best], t)) {
+        if (!before(&h->items[best], &e)) {
             break;
         }
         place(h, i, h->items[best]);
         i = best;
     }
-    place(h, i, t);
+    place(h, i, e);
 }
 
 static int heap_push(eddy__timer_heap_t *h, eddy_timer_t *t)
 {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 64;
-        eddy_timer_t **items = realloc(h->items, cap * sizeof(*items));
+        eddy__timer_entry_t *items = realloc(h->items, cap * sizeof(*items));
         if (items == NULL) {
             return EDDY_ENOMEM;
         }
@@ -90,7 +93,8 @@ static int heap_push(eddy__timer_heap_t *h, eddy_timer_t *t)
         h->cap = cap;
     }
     t->id = h->next_id++;
-    sift_up(h, h->n++, t);
+    eddy__timer_entry_t e = {.deadline = t->deadline, .id = t->id, .timer = t};
+    sift_up(h, h->n++, e);
     return 0;
 }
 
@@ -98,12 +102,12 @@ static void heap_remove(eddy__timer_heap_t *h, eddy_timer_t *t)
 {
     size_t i = t->index;
     t->index = NOT_IN_HEAP;
-    eddy_timer_t *last = h->items[--h->n];
+    eddy__timer_entry_t last = h->items[--h->n];
     if (i == h->n) {
         return;
     }
     /* The last item fills the hole and moves whichever way it belongs. */
-    if (i > 0 && before(last, h->items[(i - 1) / 4])) {
+    if (i > 0 && before(&last, &h->items[(i - 1) / 4])) {
         sift_up(h, i, last);
     } else {
         sift_down(h, i, last);
@@ -128,7 +132,7 @@ void eddy__timers_destroy(eddy__timer_heap_t *h)
 
 int64_t eddy__timers_next_deadline(const eddy__timer_heap_t *h)
 {
-    return h->n > 0 ? h->items[0]->deadline : INT64_MAX;
+    return h->n > 0 ? h->items[0].deadline : INT64_MAX;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -297,8 +301,8 @@ size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns)
     eddy__timer_heap_t *h = &loop->timers;
     size_t ran = 0;
     int64_t now = loop->now_ns;
-    while (h->n > 0 && h->items[0]->deadline <= now) {
-        eddy_timer_t *t = h->items[0];
+    while (h->n > 0 && h->items[0].deadline <= now) {
+        eddy_timer_t *t = h->items[0].timer;
         heap_remove(h, t);
         if (atomic_load_explicit(&t->state, memory_order_acquire) != T_SCHEDULED) {
             eddy_timer_release(t);
@@ -357,7 +361,7 @@ void eddy__timers_cancel_all(eddy_loop_t *loop)
 {
     eddy__timer_heap_t *h = &loop->timers;
     while (h->n > 0) {
-        eddy_timer_t *t = h->items[--h->n];
+        eddy_timer_t *t = h->items[--h->n].timer;
         t->index = NOT_IN_HEAP;
         int expected = T_SCHEDULED;
         atomic_compare_exchange_strong(&t->state, &expected, T_CANCELLED);
