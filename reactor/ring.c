@@ -274,6 +274,9 @@ static int64_t mp_try_next(eddy_sequencer_t *s, int64_t n)
 
 static inline void mp_set_available(eddy_sequencer_t *s, int64_t seq)
 {
+    /* The entry one line on, ahead of the producer that will publish there (see
+     * eddy__prefetch_write): 64 bytes of 32-bit laps. */
+    eddy__prefetch_write(&s->available[(seq + 16) & s->mask]);
     /* Pairs with the acquire loads in mp_is_available() and eddy__sequencer_mp_published():
      * the slot's contents, written before this store, are visible to the consumer that sees
      * the lap number. */

@@ -581,15 +581,19 @@ static inline void eddy_sequence_set_volatile(eddy_sequence_t *s, int64_t v)
 
 static inline bool eddy_sequence_cas(eddy_sequence_t *s, int64_t expected, int64_t desired)
 {
-    /* Acquires what the last writer released; releases to the next eddy_sequence_get(). */
+    /* Acquires what the last writer released; releases to the next eddy_sequence_get().
+     * Sequentially consistent, so a claim can stand in for a fence: a producer that claims
+     * with it and then reads a flag with a seq_cst load needs no fence of its own against a
+     * consumer that writes the flag, fences, and reads the cursor (the loop's wake-up). On
+     * x86 and ARMv8.1 this is the same instruction as acq_rel. */
     return atomic_compare_exchange_strong_explicit(&s->_value, &expected, desired,
-                                                   memory_order_acq_rel, memory_order_acquire);
+                                                   memory_order_seq_cst, memory_order_acquire);
 }
 
 static inline int64_t eddy_sequence_add_and_get(eddy_sequence_t *s, int64_t inc)
 {
-    /* As eddy_sequence_cas(). */
-    return atomic_fetch_add_explicit(&s->_value, inc, memory_order_acq_rel) + inc;
+    /* As eddy_sequence_cas(), sequentially consistent too. */
+    return atomic_fetch_add_explicit(&s->_value, inc, memory_order_seq_cst) + inc;
 }
 #endif
 
