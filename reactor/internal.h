@@ -109,6 +109,8 @@ struct eddy_sequencer_s {
     int64_t size;
     int64_t mask;
     eddy_wait_strategy_t *ws;
+    /* Multi-producer: the ring to prefetch slots of (eddy_sequencer_set_ring), or NULL. */
+    const eddy_ring_t *prefetch_ring;
     /* Multi-producer: per slot, the lap number of the sequence last published there. */
     _Atomic int32_t *available;
     _Atomic(eddy__gating_t *) gating;

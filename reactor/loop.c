@@ -3,7 +3,6 @@
  * on the ring, I/O registration, shutdown, metrics and the stall watchdog.
  */
 #include "reactor/loop_internal.h"
-#include "reactor/internal.h"
 #include "eddy_config.h"
 
 #include <errno.h>
@@ -244,6 +243,9 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
         return NULL;
     }
     loop->sequencer = eddy_sequencer_new_multi(qsize, loop->ws);
+    if (loop->sequencer != NULL) {
+        eddy_sequencer_set_ring(loop->sequencer, loop->ring);
+    }
     if (loop->sequencer == NULL ||
         eddy_sequencer_add_gating(loop->sequencer, &loop->consumed, 1) != 0 ||
         (loop->barrier = eddy_sequencer_new_barrier(loop->sequencer, NULL, 0)) == NULL ||
@@ -378,8 +380,6 @@ static int enqueue(eddy_loop_t *loop, eddy_task_cb fn, void *arg, int mode)
         }
     }
     eddy__task_slot_t *slot = eddy_ring_get(loop->ring, seq);
-    /* The slot a few tasks on (see eddy__prefetch_write). */
-    eddy__prefetch_write(eddy_ring_get(loop->ring, seq + 16));
     slot->fn = fn;
     slot->arg = arg;
     slot->stamp_ns = (seq & LAG_SAMPLE_MASK) == 0 ? eddy_now_ns() : 0;

@@ -246,9 +246,22 @@ static __attribute__((noinline, cold)) void mp_wait_gating(eddy_sequencer_t *s, 
     eddy_sequence_set(&s->gating_cache, min);
 }
 
+/* How far ahead of a claim its producer fetches slots and lap entries (see
+ * eddy__prefetch_write): far enough that the line arrives before it is written, near enough
+ * that it is not the line another producer is writing now. Tuned on the loop's task queue. */
+#define PREFETCH_AHEAD 16
+
+static inline void mp_prefetch(const eddy_sequencer_t *s, int64_t next)
+{
+    if (s->prefetch_ring != NULL)
+        eddy__prefetch_write(eddy_ring_get(s->prefetch_ring, next + PREFETCH_AHEAD));
+    eddy__prefetch_write(&s->available[(next + PREFETCH_AHEAD) & s->mask]);
+}
+
 static inline int64_t mp_next(eddy_sequencer_t *s, int64_t n)
 {
     int64_t next = eddy_sequence_add_and_get(&s->cursor, n);
+    mp_prefetch(s, next);
     int64_t current = next - n;
     int64_t wrap = next - s->size;
     /* Pairs with the release store in mp_wait_gating() and mp_has_capacity(): another
@@ -269,14 +282,12 @@ static int64_t mp_try_next(eddy_sequencer_t *s, int64_t n)
         if (!mp_has_capacity(s, n, current))
             return EDDY_EAGAIN;
     } while (!eddy_sequence_cas(&s->cursor, current, next));
+    mp_prefetch(s, next);
     return next;
 }
 
 static inline void mp_set_available(eddy_sequencer_t *s, int64_t seq)
 {
-    /* The entry one line on, ahead of the producer that will publish there (see
-     * eddy__prefetch_write): 64 bytes of 32-bit laps. */
-    eddy__prefetch_write(&s->available[(seq + 16) & s->mask]);
     /* Pairs with the acquire loads in mp_is_available() and eddy__sequencer_mp_published():
      * the slot's contents, written before this store, are visible to the consumer that sees
      * the lap number. */
@@ -289,6 +300,12 @@ static inline bool mp_is_available(const eddy_sequencer_t *s, int64_t seq)
     /* Pairs with the release store in mp_set_available(). */
     return atomic_load_explicit(&s->available[seq & s->mask], memory_order_acquire) ==
            (int32_t)(seq >> s->shift);
+}
+
+void eddy_sequencer_set_ring(eddy_sequencer_t *s, const eddy_ring_t *ring)
+{
+    if (s->kind == EDDY__PRODUCER_MULTI && (ring == NULL || (int64_t)ring->_size == s->size))
+        s->prefetch_ring = ring;
 }
 
 int64_t eddy_sequencer_next(eddy_sequencer_t *s, int64_t n)

@@ -46,6 +46,7 @@ eddy_disruptor_t *eddy_disruptor_new(size_t size, size_t slot_size, eddy_ring_in
         free(d);
         return NULL;
     }
+    eddy_sequencer_set_ring(d->seqr, d->ring);
     return d;
 }
 

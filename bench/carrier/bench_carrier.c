@@ -23,7 +23,8 @@
  * batching.
  *
  * Options: --rounds N (measured rounds, after one warm-up round), --ops N (items per round; k
- * and m suffixes), --producers N (1-4), --consumers N (1-16), --keys N, --subject NAME.
+ * and m suffixes), --producers N (1-4), --consumers N (1-16), --keys N, --gather-ns N (the
+ * carrier's gather_ns; default the carrier's), --subject NAME.
  */
 #include <eddy/carrier.h>
 #include <eddy/common.h>
@@ -54,6 +55,7 @@ static uint64_t n_ops = DEFAULT_OPS;
 static unsigned n_keys = DEFAULT_KEYS;
 static unsigned n_prod = 1;
 static unsigned n_cons = 2;
+static int64_t gather_ns = -1; /* -1: the carrier's default */
 
 /* ---------------------------------------------------------------------------------------
  * Helpers
@@ -303,6 +305,8 @@ static double run_round(int subject, bool measured)
         o.consumers = n_cons;
         o.partitioner = EDDY_CARRIER_BY_KEY;
         o.partition_size = 4096;
+        if (gather_ns >= 0)
+            o.gather_ns = gather_ns;
         int err = eddy_carrier_new(&c, &o, &eddy_ops, NULL);
         if (err != 0)
             die("eddy_carrier_new", err);
@@ -340,7 +344,8 @@ static double run_round(int subject, bool measured)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: bench_carrier [--case ordered_keys] [--rounds N] [--ops N] "
-               "[--producers N] [--consumers N] [--keys N] [--subject eddy|mutex_pool]\n");
+               "[--producers N] [--consumers N] [--keys N] [--gather-ns N] "
+               "[--subject eddy|mutex_pool]\n");
 }
 
 int main(int argc, char **argv)
@@ -366,6 +371,9 @@ int main(int argc, char **argv)
             n_cons = (unsigned)x;
         } else if (strcmp(a, "--keys") == 0 && parse_count(v, &x) && x <= 1000000) {
             n_keys = (unsigned)x;
+        } else if (strcmp(a, "--gather-ns") == 0 && (x = strtoull(v, NULL, 10)) <= 1000000000 &&
+                   v[0] >= '0' && v[0] <= '9') {
+            gather_ns = (int64_t)x;
         } else if (strcmp(a, "--subject") == 0) {
             for (int k = 0; k < SUBJ_N; k++)
                 if (strcmp(v, subj_names[k]) == 0)

@@ -87,6 +87,13 @@ typedef struct eddy_carrier_options_s {
     eddy_carrier_full_t full;               /* default BLOCK */
     eddy_carrier_assign_t assign;           /* default AVERAGELY */
     eddy_carrier_mode_t mode;               /* default ORDERED */
+    int64_t gather_ns;                      /* after a batch of fewer than 8 items, a consumer
+                                               waits this long before it looks again, so
+                                               items gather into larger batches and it does
+                                               not pull the line a producer is writing
+                                               (default 2000; 0 = look at once). Costs that
+                                               much latency to an item that arrives right
+                                               behind another, none to the first. */
 } eddy_carrier_options_t;
 
 /* The result of eddy_carrier_execute()'s fn: 0 and *result, or a negative EDDY_E*. */
