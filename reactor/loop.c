@@ -43,6 +43,11 @@ int64_t eddy_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int64_t eddy_loop_now_ns(const eddy_loop_t *loop)
+{
+    return eddy__loop_now(loop);
+}
+
 eddy_loop_t *eddy_loop_current(void)
 {
     return current_loop;
@@ -50,7 +55,9 @@ eddy_loop_t *eddy_loop_current(void)
 
 bool eddy_loop_in_event_loop(const eddy_loop_t *loop)
 {
-    return current_loop == loop;
+    /* A manual loop (the embedded channel's) belongs to whoever drives it, as Netty's
+     * EmbeddedEventLoop: it is used from one thread. */
+    return current_loop == loop || (loop != NULL && loop->manual);
 }
 
 const char *eddy_loop_poller(const eddy_loop_t *loop)
@@ -253,7 +260,7 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
         loop_release_parts(loop);
         return NULL;
     }
-    loop->now_ns = eddy_now_ns();
+    loop->now_ns = eddy__loop_now(loop);
     return loop;
 }
 
@@ -330,7 +337,7 @@ enum { MODE_WAIT, MODE_TRY, MODE_LAZY };
 
 static int enqueue(eddy_loop_t *loop, eddy_task_cb fn, void *arg, int mode)
 {
-    bool on_loop = current_loop == loop;
+    bool on_loop = eddy_loop_in_event_loop(loop);
     int st = atomic_load_explicit(&loop->state, memory_order_acquire);
     /* Shutting down refuses other threads at once; the loop's own tasks are taken until
      * the quiet period or the timeout ends it (EDDY__LOOP_SHUTDOWN). */
@@ -382,7 +389,7 @@ static int enqueue(eddy_loop_t *loop, eddy_task_cb fn, void *arg, int mode)
     eddy__task_slot_t *slot = eddy_ring_get(loop->ring, seq);
     slot->fn = fn;
     slot->arg = arg;
-    slot->stamp_ns = (seq & LAG_SAMPLE_MASK) == 0 ? eddy_now_ns() : 0;
+    slot->stamp_ns = (seq & LAG_SAMPLE_MASK) == 0 ? eddy__loop_now(loop) : 0;
     eddy_sequencer_publish(loop->sequencer, seq);
     /*
      * Two handshakes with the loop, both Dekker-style: we wrote the cursor (the claim) and read
@@ -493,7 +500,7 @@ static bool run_overflow(eddy_loop_t *loop, int64_t deadline, size_t *ran)
         void *arg = o->arg;
         free(o);
         run_one(loop, fn, arg);
-        if ((++*ran % DEADLINE_CHECK_EVERY) == 0 && eddy_now_ns() >= deadline) {
+        if ((++*ran % DEADLINE_CHECK_EVERY) == 0 && eddy__loop_now(loop) >= deadline) {
             return true;
         }
     }
@@ -523,7 +530,7 @@ static bool run_ring(eddy_loop_t *loop, int64_t limit, int64_t deadline, size_t 
             eddy__stat_max(&loop->m.lag_max_ns, (uint64_t)(loop->now_ns - stamp));
         }
         run_one(loop, fn, arg);
-        if ((++*ran % DEADLINE_CHECK_EVERY) == 0 && eddy_now_ns() >= deadline) {
+        if ((++*ran % DEADLINE_CHECK_EVERY) == 0 && eddy__loop_now(loop) >= deadline) {
             stopped = true;
             break;
         }
@@ -570,7 +577,7 @@ eddy_future_t *eddy_loop_shutdown_gracefully(eddy_loop_t *loop, int64_t quiet_ms
         if (loop->timeout_ns < loop->quiet_ns) {
             loop->timeout_ns = loop->quiet_ns;
         }
-        loop->shutdown_start_ns = eddy_now_ns();
+        loop->shutdown_start_ns = eddy__loop_now(loop);
         /* seq_cst: pairs with the producers' fence after their claim (see enqueue). */
         atomic_store(&loop->state, EDDY__LOOP_SHUTTING_DOWN);
         if (st == EDDY__LOOP_NEW) {
@@ -622,7 +629,7 @@ static void stop_taking_tasks(eddy_loop_t *loop)
     int64_t limit = eddy_sequence_get(eddy_sequencer_cursor(loop->sequencer));
     atomic_store_explicit(&loop->drain_limit, limit, memory_order_release);
     while (loop->next_seq <= limit || loop->overflow_head != NULL) {
-        loop->now_ns = eddy_now_ns();
+        loop->now_ns = eddy__loop_now(loop);
         if (run_tasks(loop, INT64_MAX, limit) == 0 && loop->next_seq <= limit) {
             sched_yield(); /* a producer between its claim and its publish */
         }
@@ -674,7 +681,7 @@ static void loop_body(eddy_loop_t *loop)
 {
     bool shutting = false;
     for (;;) {
-        loop->now_ns = eddy_now_ns();
+        loop->now_ns = eddy__loop_now(loop);
         int64_t timeout = wait_timeout(loop);
         if (timeout != 0) {
             atomic_store_explicit(&loop->wake_needed, 1, memory_order_relaxed);
@@ -684,14 +691,14 @@ static void loop_body(eddy_loop_t *loop)
                 timeout = 0;
             }
         }
-        int64_t t0 = eddy_now_ns();
+        int64_t t0 = eddy__loop_now(loop);
         loop->poll_return_ns = 0;
         int n = loop->poller->wait(loop, timeout);
         if (timeout != 0 &&
             !atomic_exchange_explicit(&loop->wake_needed, 0, memory_order_relaxed)) {
             eddy__stat_add(&loop->m.wakeups, 1); /* a producer took the flag: it woke us */
         }
-        int64_t t1 = eddy_now_ns();
+        int64_t t1 = eddy__loop_now(loop);
         loop->now_ns = t1;
         eddy__stat_add(&loop->m.turns, 1);
         /* The backends dispatch inside wait() and stamp the moment their system call
@@ -721,7 +728,7 @@ static void loop_body(eddy_loop_t *loop)
         }
         size_t ran = eddy__timers_run_due(loop, deadline);
         ran += run_tasks(loop, deadline, INT64_MAX);
-        int64_t t2 = eddy_now_ns();
+        int64_t t2 = eddy__loop_now(loop);
         loop->now_ns = t2;
         if (ran > 0) {
             eddy__stat_add(&loop->m.task_ns, (uint64_t)(t2 - t1));
@@ -807,6 +814,77 @@ int eddy_loop_start(eddy_loop_t *loop)
     }
     loop->own_thread = true;
     return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Manual loops (the embedded channel's): driven by hand on the caller's thread
+ */
+
+eddy_loop_t *eddy__loop_new_manual(void)
+{
+    /* poll(2): the cheapest backend to create; nothing waits on it. */
+    eddy_loop_options_t o = {.name = "eddy-embedded", .poller = "poll", .stall_threshold_ns = -1};
+    eddy_loop_t *loop = eddy_loop_new(&o);
+    if (loop == NULL) {
+        return NULL;
+    }
+    loop->manual = true;
+    loop->started = true;
+    atomic_store(&loop->state, EDDY__LOOP_RUNNING);
+    return loop;
+}
+
+eddy_loop_t *eddy__loop_enter(eddy_loop_t *loop)
+{
+    eddy_loop_t *prev = current_loop;
+    current_loop = loop;
+    return prev;
+}
+
+void eddy__loop_leave(eddy_loop_t *prev)
+{
+    current_loop = prev;
+}
+
+size_t eddy__loop_run_pending(eddy_loop_t *loop)
+{
+    size_t total = 0;
+    for (;;) {
+        loop->now_ns = eddy__loop_now(loop);
+        size_t ran = eddy__timers_run_due(loop, INT64_MAX);
+        ran += run_tasks(loop, INT64_MAX, INT64_MAX);
+        total += ran;
+        if (ran == 0 && !tasks_pending(loop)) {
+            return total;
+        }
+    }
+}
+
+void eddy__loop_advance(eddy_loop_t *loop, int64_t ns)
+{
+    if (ns > 0) {
+        atomic_fetch_add_explicit(&loop->clock_offset_ns, ns, memory_order_relaxed);
+    }
+}
+
+int64_t eddy__loop_next_deadline(eddy_loop_t *loop)
+{
+    return eddy__timers_next_deadline(&loop->timers);
+}
+
+void eddy__loop_free_manual(eddy_loop_t *loop)
+{
+    if (loop == NULL) {
+        return;
+    }
+    eddy_loop_t *prev = eddy__loop_enter(loop);
+    eddy__loop_run_pending(loop);
+    eddy__timers_cancel_all(loop);
+    stop_taking_tasks(loop);
+    eddy__loop_leave(prev);
+    atomic_store(&loop->state, EDDY__LOOP_TERMINATED);
+    eddy_promise_succeed(loop->termination, NULL);
+    eddy_loop_free(loop);
 }
 
 /* ---------------------------------------------------------------------------------------

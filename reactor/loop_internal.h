@@ -113,6 +113,8 @@ struct eddy_loop_s {
 
     eddy__timer_heap_t timers;
     int64_t now_ns; /* read once per turn, and after long work */
+    _Atomic int64_t clock_offset_ns; /* added to the monotonic clock (a manual loop's virtual time) */
+    bool manual; /* driven by hand on the caller's thread (eddy__loop_new_manual) */
     int64_t poll_return_ns; /* when the poller's system call returned, set by the backend */
 
     char name[16];
@@ -175,6 +177,32 @@ static inline void eddy__callback_end(eddy_loop_t *loop)
 {
     atomic_store_explicit(&loop->in_callback, false, memory_order_relaxed);
 }
+
+/* The loop's clock (eddy_loop_now_ns). */
+static inline int64_t eddy__loop_now(const eddy_loop_t *loop)
+{
+    return eddy_now_ns() + atomic_load_explicit(&loop->clock_offset_ns, memory_order_relaxed);
+}
+
+/*
+ * Manual loops, for the embedded channel: no thread, no poller wait. The caller enters the
+ * loop on its own thread (eddy_loop_in_event_loop() is then true there), runs what is due by
+ * hand, and moves the clock. Tasks from other threads still queue (and run at the next
+ * eddy__loop_run_pending).
+ */
+eddy_loop_t *eddy__loop_new_manual(void);
+/* Make loop the calling thread's current loop; returns the previous one for leave. */
+eddy_loop_t *eddy__loop_enter(eddy_loop_t *loop);
+void eddy__loop_leave(eddy_loop_t *prev);
+/* Run queued tasks and due timers until none is left (tasks they queue run too); the
+ * caller has entered the loop. Returns how many ran. */
+size_t eddy__loop_run_pending(eddy_loop_t *loop);
+/* Move the virtual clock forward by ns (>= 0). */
+void eddy__loop_advance(eddy_loop_t *loop, int64_t ns);
+/* The earliest timer deadline on the loop's clock, or INT64_MAX. The loop's thread. */
+int64_t eddy__loop_next_deadline(eddy_loop_t *loop);
+/* Run what is pending, refuse new tasks, cancel timers, free. The caller has not entered. */
+void eddy__loop_free_manual(eddy_loop_t *loop);
 
 /* Timers (timer.c). */
 int eddy__timers_init(eddy__timer_heap_t *h);

@@ -212,22 +212,22 @@ static int64_t ms_to_ns(int64_t ms)
     return ms > INT64_MAX / 1000000 ? INT64_MAX / 2 : ms * 1000000;
 }
 
-static int64_t after(int64_t delay_ns)
+static int64_t after(const eddy_loop_t *loop, int64_t delay_ns)
 {
-    int64_t now = eddy_now_ns();
+    int64_t now = eddy__loop_now(loop);
     return delay_ns > INT64_MAX / 2 - now ? INT64_MAX / 2 : now + delay_ns;
 }
 
 eddy_timer_t *eddy_loop_schedule(eddy_loop_t *loop, int64_t delay_ms, eddy_timer_cb cb,
                                  void *arg)
 {
-    return schedule(loop, after(ms_to_ns(delay_ms)), 0, cb, arg);
+    return schedule(loop, after(loop, ms_to_ns(delay_ms)), 0, cb, arg);
 }
 
 eddy_timer_t *eddy_loop_schedule_ns(eddy_loop_t *loop, int64_t delay_ns, eddy_timer_cb cb,
                                     void *arg)
 {
-    return schedule(loop, after(delay_ns > 0 ? delay_ns : 0), 0, cb, arg);
+    return schedule(loop, after(loop, delay_ns > 0 ? delay_ns : 0), 0, cb, arg);
 }
 
 eddy_timer_t *eddy_loop_schedule_at(eddy_loop_t *loop, int64_t deadline_ns, eddy_timer_cb cb,
@@ -242,7 +242,7 @@ eddy_timer_t *eddy_loop_schedule_at_fixed_rate(eddy_loop_t *loop, int64_t initia
     if (period_ms <= 0) {
         return NULL;
     }
-    return schedule(loop, after(ms_to_ns(initial_ms)), ms_to_ns(period_ms), cb, arg);
+    return schedule(loop, after(loop, ms_to_ns(initial_ms)), ms_to_ns(period_ms), cb, arg);
 }
 
 eddy_timer_t *eddy_loop_schedule_with_fixed_delay(eddy_loop_t *loop, int64_t initial_ms,
@@ -251,7 +251,7 @@ eddy_timer_t *eddy_loop_schedule_with_fixed_delay(eddy_loop_t *loop, int64_t ini
     if (delay_ms <= 0) {
         return NULL;
     }
-    return schedule(loop, after(ms_to_ns(initial_ms)), -ms_to_ns(delay_ms), cb, arg);
+    return schedule(loop, after(loop, ms_to_ns(initial_ms)), -ms_to_ns(delay_ms), cb, arg);
 }
 
 static void remove_on_loop(void *arg)
@@ -335,7 +335,7 @@ size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns)
                 }
                 t->deadline = next;
             } else {
-                t->deadline = eddy_now_ns() - t->period;
+                t->deadline = eddy__loop_now(loop) - t->period;
             }
             if (heap_push(h, t) == 0) {
                 continue;
@@ -348,7 +348,7 @@ size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns)
         }
         eddy_timer_release(t);
         if ((ran % 64) == 0) {
-            now = loop->now_ns = eddy_now_ns();
+            now = loop->now_ns = eddy__loop_now(loop);
             if (now >= deadline_ns) {
                 break;
             }

@@ -72,6 +72,7 @@ extern "C" {
     XX(ECONNREFUSED, -ECONNREFUSED, "connection refused")                                      \
     XX(EHOSTUNREACH, -EHOSTUNREACH, "host is unreachable")                                     \
     XX(EALREADY, -EALREADY, "operation already in progress")                                   \
+    XX(EISCONN, -EISCONN, "socket is already connected")                                       \
     XX(EINPROGRESS, -EINPROGRESS, "operation in progress")                                     \
     XX(ECANCELED, -ECANCELED, "operation canceled")                                            \
     XX(EDEADLK, -EDEADLK, "would deadlock")                                                    \
@@ -80,7 +81,9 @@ extern "C" {
     XX(EBOUNDS, -4093, "index out of bounds")                                                  \
     XX(ECAPACITY, -4092, "would exceed the buffer's max capacity")                             \
     XX(EREFCNT, -4091, "reference count is already zero")                                      \
-    XX(ESHUTDOWN, -4090, "event loop is shutting down")
+    XX(ESHUTDOWN, -4090, "event loop is shutting down")                                        \
+    XX(ETOOLONGFRAME, -4089, "frame longer than the decoder allows")                           \
+    XX(EDECODE, -4088, "malformed input")
 
 typedef enum {
 #define EDDY_ERR_ENUM_(name, value, text) EDDY_##name = (value),

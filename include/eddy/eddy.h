@@ -9,5 +9,7 @@
 #include <eddy/ring.h>
 #include <eddy/loop.h>
 #include <eddy/carrier.h>
+#include <eddy/channel.h>
+#include <eddy/pipeline.h>
 
 #endif /* EDDY_EDDY_H */

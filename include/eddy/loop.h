@@ -35,6 +35,13 @@ typedef void (*eddy_io_cb)(eddy_io_t *io, unsigned events, void *arg);
 /** Monotonic time in nanoseconds (CLOCK_MONOTONIC): the clock of deadlines. Any thread. */
 EDDY_EXTERN int64_t eddy_now_ns(void);
 
+/**
+ * The loop's clock in nanoseconds: eddy_now_ns() for a running loop; for the loop of an
+ * embedded channel (channel.h), a virtual clock its test moves forward. Timers and handlers
+ * that measure time (idle, timeouts) read this one. Any thread.
+ */
+EDDY_EXTERN int64_t eddy_loop_now_ns(const eddy_loop_t *loop);
+
 /* ---------------------------------------------------------------------------------------
  * Loops
  */

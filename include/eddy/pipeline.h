@@ -1,0 +1,190 @@
+/*
+ * eddy pipelines: a channel's chain of handlers (Netty's ChannelPipeline).
+ *
+ * Inbound events (bytes read, the channel becoming active, errors) travel from the head to
+ * the tail, outbound operations (write, flush, close) from the tail, or from the handler
+ * that issues them, to the head, which performs them on the socket. A handler is a const
+ * table of optional callbacks plus per-instance state; a callback it leaves NULL is skipped
+ * without a call (a mask computed when the handler is added), so a long pipeline costs only
+ * what its handlers do.
+ *
+ * Threads: every callback runs on the channel's loop (or, for a handler added with an
+ * offload carrier, on the carrier's thread for the channel's partition). The pipeline is
+ * changed on the loop; from other threads the change travels as a task.
+ *
+ * Ownership: a handler that receives a message (channel_read, write) owns one reference and
+ * passes it on (fire_channel_read, write) or releases it. A message that reaches the tail
+ * unhandled is released; an error that reaches it is logged once.
+ */
+#ifndef EDDY_PIPELINE_H
+#define EDDY_PIPELINE_H
+
+#include <eddy/buffer.h>
+#include <eddy/common.h>
+#include <eddy/loop.h>
+
+#include <sys/socket.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct eddy_channel_s eddy_channel_t;
+typedef struct eddy_pipeline_s eddy_pipeline_t;
+typedef struct eddy_ctx_s eddy_ctx_t;
+typedef struct eddy_carrier_s eddy_carrier_t;
+typedef struct eddy_addr_s eddy_addr_t;
+
+/* User events (user_event_triggered): eddy's own, then EDDY_EVENT_USER and up for users. */
+enum {
+    EDDY_EVENT_INPUT_SHUTDOWN = 1, /* the peer closed its side; half-closure allowed */
+    EDDY_EVENT_OUTPUT_SHUTDOWN,    /* our side was shut down (eddy_channel_shutdown_output) */
+    EDDY_EVENT_READER_IDLE,        /* IdleStateHandler (handler.h) */
+    EDDY_EVENT_WRITER_IDLE,
+    EDDY_EVENT_ALL_IDLE,
+    EDDY_EVENT_USER = 1024
+};
+
+/*
+ * A handler's callbacks, in Netty's order; every slot may be NULL. ctx is this handler's
+ * place in this pipeline; eddy_ctx_state(ctx) its state.
+ */
+typedef struct eddy_handler_ops_s {
+    const char *name;  /* for logs */
+    bool sharable;     /* may sit in several pipelines at once (no per-channel state) */
+
+    void (*handler_added)(eddy_ctx_t *ctx);
+    void (*handler_removed)(eddy_ctx_t *ctx); /* last call; the state is freed after it */
+
+    /* Inbound: pass on with the matching eddy_ctx_fire_*(). */
+    void (*channel_registered)(eddy_ctx_t *ctx);
+    void (*channel_unregistered)(eddy_ctx_t *ctx);
+    void (*channel_active)(eddy_ctx_t *ctx);
+    void (*channel_inactive)(eddy_ctx_t *ctx);
+    void (*channel_read)(eddy_ctx_t *ctx, eddy_msg_t *msg); /* owns msg */
+    void (*channel_read_complete)(eddy_ctx_t *ctx);
+    void (*user_event_triggered)(eddy_ctx_t *ctx, int event, void *data); /* data borrowed */
+    void (*channel_writability_changed)(eddy_ctx_t *ctx);
+    void (*exception_caught)(eddy_ctx_t *ctx, int err);
+
+    /* Outbound: pass on with the matching eddy_ctx_*(); p may be NULL (nobody listens). */
+    void (*bind)(eddy_ctx_t *ctx, const eddy_addr_t *local, eddy_promise_t *p);
+    void (*connect)(eddy_ctx_t *ctx, const eddy_addr_t *remote, const eddy_addr_t *local,
+                    eddy_promise_t *p);
+    void (*disconnect)(eddy_ctx_t *ctx, eddy_promise_t *p);
+    void (*close)(eddy_ctx_t *ctx, eddy_promise_t *p);
+    void (*deregister)(eddy_ctx_t *ctx, eddy_promise_t *p);
+    void (*read)(eddy_ctx_t *ctx);
+    void (*write)(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p); /* owns msg */
+    void (*flush)(eddy_ctx_t *ctx);
+} eddy_handler_ops_t;
+
+/* Frees a handler's state after handler_removed (may be NULL: the state is not freed). */
+typedef void (*eddy_state_free_cb)(void *state);
+
+/** free(state): a ready eddy_state_free_cb for state from malloc. */
+EDDY_EXTERN void eddy_free_state(void *state);
+
+/* ---------------------------------------------------------------------------------------
+ * Changing the pipeline. name: unique in the pipeline (copied; NULL: a generated one). ops:
+ * static, outlives the pipeline. state: the handler's, freed with free_state once the handler
+ * is removed, including when the add fails. Any time, from inside an event too; the
+ * channel's loop, or from another thread as a task (the result then only says it was
+ * queued). Errors: EDDY_EEXIST (name taken), EDDY_ENOENT (base not found), EDDY_EINVAL (a
+ * non-sharable ops table already in this pipeline), EDDY_ENOMEM, EDDY_ECLOSED.
+ */
+
+EDDY_EXTERN int eddy_pipeline_add_first(eddy_pipeline_t *p, const char *name,
+                                        const eddy_handler_ops_t *ops, void *state,
+                                        eddy_state_free_cb free_state);
+EDDY_EXTERN int eddy_pipeline_add_last(eddy_pipeline_t *p, const char *name,
+                                       const eddy_handler_ops_t *ops, void *state,
+                                       eddy_state_free_cb free_state);
+EDDY_EXTERN int eddy_pipeline_add_before(eddy_pipeline_t *p, const char *base, const char *name,
+                                         const eddy_handler_ops_t *ops, void *state,
+                                         eddy_state_free_cb free_state);
+EDDY_EXTERN int eddy_pipeline_add_after(eddy_pipeline_t *p, const char *base, const char *name,
+                                        const eddy_handler_ops_t *ops, void *state,
+                                        eddy_state_free_cb free_state);
+/**
+ * add_last, with the handler's events run on carrier c (carrier.h), on the partition of the
+ * channel's id: one channel's events stay in order, and the loop never waits for them. Its
+ * fire_* and write calls hop back to the loop.
+ */
+EDDY_EXTERN int eddy_pipeline_add_last_on(eddy_pipeline_t *p, eddy_carrier_t *c,
+                                          const char *name, const eddy_handler_ops_t *ops,
+                                          void *state, eddy_state_free_cb free_state);
+
+/** Remove the handler called name: 0 or EDDY_ENOENT. handler_removed runs, then its state is
+ * freed. Events already inside it finish first. */
+EDDY_EXTERN int eddy_pipeline_remove(eddy_pipeline_t *p, const char *name);
+/** Remove the (first) handler with ops table ops: 0 or EDDY_ENOENT. */
+EDDY_EXTERN int eddy_pipeline_remove_ops(eddy_pipeline_t *p, const eddy_handler_ops_t *ops);
+/** Replace the handler called old_name with a new one in its place: as remove then add. */
+EDDY_EXTERN int eddy_pipeline_replace(eddy_pipeline_t *p, const char *old_name,
+                                      const char *name, const eddy_handler_ops_t *ops,
+                                      void *state, eddy_state_free_cb free_state);
+
+/** The context of the handler called name, or NULL. The loop's thread. */
+EDDY_EXTERN eddy_ctx_t *eddy_pipeline_context(eddy_pipeline_t *p, const char *name);
+/** The context of the first handler with ops, or NULL. The loop's thread. */
+EDDY_EXTERN eddy_ctx_t *eddy_pipeline_context_ops(eddy_pipeline_t *p,
+                                                  const eddy_handler_ops_t *ops);
+/** Handler names from head to tail into names (up to n); returns how many there are. */
+EDDY_EXTERN size_t eddy_pipeline_names(eddy_pipeline_t *p, const char **names, size_t n);
+EDDY_EXTERN eddy_channel_t *eddy_pipeline_channel(eddy_pipeline_t *p);
+
+/* Start an inbound event at the head (as the channel does), from the loop's thread. */
+EDDY_EXTERN void eddy_pipeline_fire_channel_read(eddy_pipeline_t *p, eddy_msg_t *msg);
+EDDY_EXTERN void eddy_pipeline_fire_channel_read_complete(eddy_pipeline_t *p);
+EDDY_EXTERN void eddy_pipeline_fire_user_event(eddy_pipeline_t *p, int event, void *data);
+EDDY_EXTERN void eddy_pipeline_fire_exception(eddy_pipeline_t *p, int err);
+
+/* ---------------------------------------------------------------------------------------
+ * The context: what a handler calls from inside its callbacks (the loop's thread, or its
+ * carrier's thread for an offloaded handler).
+ */
+
+EDDY_EXTERN void *eddy_ctx_state(const eddy_ctx_t *ctx);
+EDDY_EXTERN const char *eddy_ctx_name(const eddy_ctx_t *ctx);
+EDDY_EXTERN eddy_channel_t *eddy_ctx_channel(const eddy_ctx_t *ctx);
+EDDY_EXTERN eddy_pipeline_t *eddy_ctx_pipeline(const eddy_ctx_t *ctx);
+EDDY_EXTERN eddy_loop_t *eddy_ctx_loop(const eddy_ctx_t *ctx);
+/** The allocator for buffers of this channel (the default pooled one). */
+EDDY_EXTERN eddy_allocator_t *eddy_ctx_alloc(const eddy_ctx_t *ctx);
+/** True once the handler was removed (its callbacks are no longer called). */
+EDDY_EXTERN bool eddy_ctx_is_removed(const eddy_ctx_t *ctx);
+
+/* Inbound: hand the event to the next handler that implements it. */
+EDDY_EXTERN void eddy_ctx_fire_channel_registered(eddy_ctx_t *ctx);
+EDDY_EXTERN void eddy_ctx_fire_channel_unregistered(eddy_ctx_t *ctx);
+EDDY_EXTERN void eddy_ctx_fire_channel_active(eddy_ctx_t *ctx);
+EDDY_EXTERN void eddy_ctx_fire_channel_inactive(eddy_ctx_t *ctx);
+/** Takes ownership of msg. */
+EDDY_EXTERN void eddy_ctx_fire_channel_read(eddy_ctx_t *ctx, eddy_msg_t *msg);
+EDDY_EXTERN void eddy_ctx_fire_channel_read_complete(eddy_ctx_t *ctx);
+EDDY_EXTERN void eddy_ctx_fire_user_event(eddy_ctx_t *ctx, int event, void *data);
+EDDY_EXTERN void eddy_ctx_fire_channel_writability_changed(eddy_ctx_t *ctx);
+EDDY_EXTERN void eddy_ctx_fire_exception(eddy_ctx_t *ctx, int err);
+
+/*
+ * Outbound, from this handler toward the head. p may be NULL; it completes (0 or an error)
+ * when the operation did. A failure is reported through p only, never as a return.
+ */
+EDDY_EXTERN void eddy_ctx_bind(eddy_ctx_t *ctx, const eddy_addr_t *local, eddy_promise_t *p);
+EDDY_EXTERN void eddy_ctx_connect(eddy_ctx_t *ctx, const eddy_addr_t *remote,
+                                  const eddy_addr_t *local, eddy_promise_t *p);
+EDDY_EXTERN void eddy_ctx_disconnect(eddy_ctx_t *ctx, eddy_promise_t *p);
+EDDY_EXTERN void eddy_ctx_close(eddy_ctx_t *ctx, eddy_promise_t *p);
+EDDY_EXTERN void eddy_ctx_deregister(eddy_ctx_t *ctx, eddy_promise_t *p);
+EDDY_EXTERN void eddy_ctx_read(eddy_ctx_t *ctx);
+/** Queue msg (takes ownership) for the socket; nothing is sent before a flush. p completes
+ * when it was written, or fails (EDDY_ECLOSED, EDDY_ENOBUFS...) with msg released. */
+EDDY_EXTERN void eddy_ctx_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p);
+EDDY_EXTERN void eddy_ctx_flush(eddy_ctx_t *ctx);
+EDDY_EXTERN void eddy_ctx_write_and_flush(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EDDY_PIPELINE_H */

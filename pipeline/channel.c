@@ -1,0 +1,562 @@
+/*
+ * What every channel kind shares: creation and lifetime, options, attributes, counters, the
+ * public operations (which hop to the loop when called elsewhere), and close.
+ */
+#include "pipeline/internal.h"
+#include "reactor/loop_internal.h"
+
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static _Atomic uint64_t next_id = 1;
+
+bool eddy__log_debug(void)
+{
+    static int cached = -1;
+    if (cached < 0) {
+        const char *v = getenv("EDDY_LOG");
+        cached = v != NULL && strcmp(v, "debug") == 0;
+    }
+    return cached == 1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Addresses
+ */
+
+int eddy_addr_ip(eddy_addr_t *a, const char *ip, uint16_t port)
+{
+    memset(a, 0, sizeof(*a));
+    if (ip != NULL && inet_pton(AF_INET, ip, &a->u.in4.sin_addr) == 1) {
+        a->u.in4.sin_family = AF_INET;
+        a->u.in4.sin_port = htons(port);
+        a->len = sizeof(a->u.in4);
+        return 0;
+    }
+    if (ip != NULL && inet_pton(AF_INET6, ip, &a->u.in6.sin6_addr) == 1) {
+        a->u.in6.sin6_family = AF_INET6;
+        a->u.in6.sin6_port = htons(port);
+        a->len = sizeof(a->u.in6);
+        return 0;
+    }
+    return EDDY_EINVAL;
+}
+
+int eddy_addr_unix(eddy_addr_t *a, const char *path)
+{
+    memset(a, 0, sizeof(*a));
+    size_t n = path != NULL ? strlen(path) : 0;
+    if (n == 0 || n >= sizeof(a->u.un.sun_path)) {
+        return EDDY_EINVAL;
+    }
+    a->u.un.sun_family = AF_UNIX;
+    memcpy(a->u.un.sun_path, path, n + 1);
+    a->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+    return 0;
+}
+
+uint16_t eddy_addr_port(const eddy_addr_t *a)
+{
+    if (a->len == 0) {
+        return 0;
+    }
+    if (a->u.sa.sa_family == AF_INET) {
+        return ntohs(a->u.in4.sin_port);
+    }
+    if (a->u.sa.sa_family == AF_INET6) {
+        return ntohs(a->u.in6.sin6_port);
+    }
+    return 0;
+}
+
+const char *eddy_addr_format(const eddy_addr_t *a, char *out, size_t n)
+{
+    char ip[INET6_ADDRSTRLEN];
+    if (n == 0) {
+        return out;
+    }
+    if (a->len == 0) {
+        snprintf(out, n, "?");
+    } else if (a->u.sa.sa_family == AF_INET) {
+        inet_ntop(AF_INET, &a->u.in4.sin_addr, ip, sizeof(ip));
+        snprintf(out, n, "%s:%u", ip, ntohs(a->u.in4.sin_port));
+    } else if (a->u.sa.sa_family == AF_INET6) {
+        inet_ntop(AF_INET6, &a->u.in6.sin6_addr, ip, sizeof(ip));
+        snprintf(out, n, "[%s]:%u", ip, ntohs(a->u.in6.sin6_port));
+    } else if (a->u.sa.sa_family == AF_UNIX) {
+        snprintf(out, n, "unix:%s", a->u.un.sun_path);
+    } else {
+        snprintf(out, n, "family %d", a->u.sa.sa_family);
+    }
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Options
+ */
+
+static const int64_t option_defaults[EDDY_OPTION_COUNT_] = {
+    [EDDY_SO_BACKLOG] = 1024,
+    [EDDY_SO_REUSEADDR] = 0,
+    [EDDY_SO_REUSEPORT] = 0,
+    [EDDY_TCP_NODELAY] = 1,
+    [EDDY_SO_KEEPALIVE] = 0,
+    [EDDY_SO_RCVBUF] = 0,
+    [EDDY_SO_SNDBUF] = 0,
+    [EDDY_SO_LINGER] = -1,
+    [EDDY_CONNECT_TIMEOUT_MS] = 30000,
+    [EDDY_WRITE_BUFFER_LOW_WATER_MARK] = 32 * 1024,
+    [EDDY_WRITE_BUFFER_HIGH_WATER_MARK] = 64 * 1024,
+    [EDDY_AUTO_READ] = 1,
+    [EDDY_ALLOW_HALF_CLOSURE] = 0,
+    [EDDY_MAX_MESSAGES_PER_READ] = 16,
+    [EDDY_WRITE_SPIN_COUNT] = 16,
+    [EDDY_RCVBUF_ALLOC_MIN] = 64,
+    [EDDY_RCVBUF_ALLOC_INITIAL] = 2048,
+    [EDDY_RCVBUF_ALLOC_MAX] = 65536,
+    [EDDY_PAUSE_READ_WHEN_UNWRITABLE] = 0,
+    [EDDY_MAX_PENDING_OUTBOUND] = 0,
+};
+
+static bool option_valid(eddy_option_t opt, int64_t v)
+{
+    switch (opt) {
+    case EDDY_SO_REUSEADDR:
+    case EDDY_SO_REUSEPORT:
+    case EDDY_TCP_NODELAY:
+    case EDDY_SO_KEEPALIVE:
+    case EDDY_AUTO_READ:
+    case EDDY_ALLOW_HALF_CLOSURE:
+    case EDDY_PAUSE_READ_WHEN_UNWRITABLE:
+        return v == 0 || v == 1;
+    case EDDY_SO_LINGER:
+        return v >= -1 && v <= 65535;
+    case EDDY_SO_BACKLOG:
+    case EDDY_SO_RCVBUF:
+    case EDDY_SO_SNDBUF:
+        return v >= 0 && v <= INT32_MAX;
+    case EDDY_MAX_MESSAGES_PER_READ:
+    case EDDY_WRITE_SPIN_COUNT:
+        return v >= 1 && v <= 1 << 20;
+    case EDDY_RCVBUF_ALLOC_MIN:
+    case EDDY_RCVBUF_ALLOC_INITIAL:
+    case EDDY_RCVBUF_ALLOC_MAX:
+        return v >= 16 && v <= 64 * 1024 * 1024;
+    case EDDY_CONNECT_TIMEOUT_MS:
+    case EDDY_WRITE_BUFFER_LOW_WATER_MARK:
+    case EDDY_WRITE_BUFFER_HIGH_WATER_MARK:
+    case EDDY_MAX_PENDING_OUTBOUND:
+        return v >= 0;
+    default:
+        return false;
+    }
+}
+
+void eddy_channel_config_init(eddy_channel_config_t *cfg)
+{
+    memcpy(cfg->value, option_defaults, sizeof(cfg->value));
+    cfg->set = 0;
+}
+
+int eddy_channel_config_set(eddy_channel_config_t *cfg, eddy_option_t opt, int64_t value)
+{
+    if ((unsigned)opt >= EDDY_OPTION_COUNT_ || !option_valid(opt, value)) {
+        return EDDY_EINVAL;
+    }
+    cfg->value[opt] = value;
+    cfg->set |= 1ull << opt;
+    return 0;
+}
+
+int eddy_channel_set_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value)
+{
+    if ((unsigned)opt >= EDDY_OPTION_COUNT_ || !option_valid(opt, value)) {
+        return EDDY_EINVAL;
+    }
+    if ((opt == EDDY_WRITE_BUFFER_LOW_WATER_MARK &&
+         value > ch->opt[EDDY_WRITE_BUFFER_HIGH_WATER_MARK]) ||
+        (opt == EDDY_WRITE_BUFFER_HIGH_WATER_MARK &&
+         value < ch->opt[EDDY_WRITE_BUFFER_LOW_WATER_MARK])) {
+        return EDDY_EINVAL;
+    }
+    if (ch->ops->set_socket_option != NULL && ch->fd >= 0) {
+        int err = ch->ops->set_socket_option(ch, opt, value);
+        if (err != 0) {
+            return err;
+        }
+    }
+    int64_t old = ch->opt[opt];
+    ch->opt[opt] = value;
+    if (opt == EDDY_AUTO_READ && value == 1 && old == 0 && (ch->flags & EDDY__CH_ACTIVE)) {
+        eddy_channel_read(ch);
+    }
+    if (opt == EDDY_WRITE_BUFFER_LOW_WATER_MARK || opt == EDDY_WRITE_BUFFER_HIGH_WATER_MARK) {
+        if (eddy_loop_in_event_loop(ch->loop)) {
+            eddy__outbound_update_writability(ch);
+        }
+    }
+    return 0;
+}
+
+int64_t eddy_channel_option(const eddy_channel_t *ch, eddy_option_t opt)
+{
+    if ((unsigned)opt >= EDDY_OPTION_COUNT_) {
+        return EDDY_EINVAL;
+    }
+    return ch->opt[opt];
+}
+
+void eddy__channel_apply_config(eddy_channel_t *ch, const eddy_channel_config_t *cfg)
+{
+    if (cfg == NULL) {
+        return;
+    }
+    /* The water marks first in an order that keeps low <= high at every step. */
+    if (cfg->set & (1ull << EDDY_WRITE_BUFFER_HIGH_WATER_MARK)) {
+        ch->opt[EDDY_WRITE_BUFFER_HIGH_WATER_MARK] = cfg->value[EDDY_WRITE_BUFFER_HIGH_WATER_MARK];
+    }
+    for (unsigned o = 0; o < EDDY_OPTION_COUNT_; o++) {
+        if ((cfg->set & (1ull << o)) && o != EDDY_WRITE_BUFFER_HIGH_WATER_MARK) {
+            int err = eddy_channel_set_option(ch, (eddy_option_t)o, cfg->value[o]);
+            if (err != 0 && eddy__log_debug()) {
+                fprintf(stderr, "eddy: channel %llu: option %u not applied: %s\n",
+                        (unsigned long long)ch->id, o, eddy_strerror(err));
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Lifetime
+ */
+
+eddy_channel_t *eddy__channel_new(eddy_loop_t *loop, const eddy__channel_ops_t *ops, int fd)
+{
+    eddy_channel_t *ch = calloc(1, sizeof(*ch));
+    if (ch == NULL) {
+        return NULL;
+    }
+    ch->close_future = eddy_promise_new(loop);
+    if (ch->close_future == NULL) {
+        free(ch);
+        return NULL;
+    }
+    atomic_init(&ch->refs, 1); /* the loop's (open channel's) reference */
+    ch->id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
+    ch->ops = ops;
+    ch->loop = loop;
+    ch->fd = fd;
+    ch->reserve_fd = -1;
+    ch->alloc = eddy_allocator_default();
+    memcpy(ch->opt, option_defaults, sizeof(ch->opt));
+    atomic_init(&ch->writable, true);
+    ch->recv_index = 0;
+    eddy__pipeline_init(&ch->pipeline, ch);
+    return ch;
+}
+
+eddy_channel_t *eddy_channel_retain(eddy_channel_t *ch)
+{
+    atomic_fetch_add_explicit(&ch->refs, 1, memory_order_relaxed);
+    return ch;
+}
+
+void eddy_channel_release(eddy_channel_t *ch)
+{
+    if (ch == NULL) {
+        return;
+    }
+    /* acq_rel: the last releaser sees every write of the others before it frees. */
+    if (atomic_fetch_sub_explicit(&ch->refs, 1, memory_order_acq_rel) != 1) {
+        return;
+    }
+    if (ch->ops->destroy != NULL) {
+        ch->ops->destroy(ch);
+    }
+    /* A channel that never closed (made and dropped before registration) frees its queue. */
+    eddy__entry_t *e = ch->out_head;
+    while (e != NULL) {
+        eddy__entry_t *next = e->next;
+        eddy_msg_release(e->msg);
+        if (e->p != NULL) {
+            eddy_promise_fail(e->p, EDDY_ECLOSED);
+            eddy_future_release(e->p);
+        }
+        free(e);
+        e = next;
+    }
+    eddy_future_release(ch->close_future);
+    free(ch->attrs);
+    free(ch);
+}
+
+void eddy__channel_registered(eddy_channel_t *ch)
+{
+    ch->flags |= EDDY__CH_REGISTERED;
+    eddy__pipeline_fire_registered(&ch->pipeline);
+}
+
+void eddy__channel_activate(eddy_channel_t *ch)
+{
+    if (ch->flags & EDDY__CH_CLOSED) {
+        return;
+    }
+    ch->flags |= EDDY__CH_ACTIVE;
+    eddy__pipeline_fire_active(&ch->pipeline);
+    if (ch->opt[EDDY_AUTO_READ] && !(ch->flags & EDDY__CH_CLOSED)) {
+        eddy__pipeline_read(&ch->pipeline);
+    }
+}
+
+void eddy__channel_do_close(eddy_channel_t *ch, int why, eddy_promise_t *p)
+{
+    (void)why;
+    if (ch->flags & EDDY__CH_CLOSED) {
+        /* Already closed: p completes when the close future does (at once, by now). */
+        eddy__promise_done(p, 0);
+        return;
+    }
+    ch->flags |= EDDY__CH_CLOSED;
+    bool was_active = (ch->flags & EDDY__CH_ACTIVE) != 0;
+    ch->flags &= ~EDDY__CH_ACTIVE;
+    eddy__pipeline_enter(&ch->pipeline);
+    if (ch->ops->do_close != NULL) {
+        ch->ops->do_close(ch);
+    }
+    eddy__outbound_fail_all(ch, EDDY_ECLOSED);
+    if (ch->connect_promise != NULL) {
+        eddy_promise_fail(ch->connect_promise, EDDY_ECLOSED);
+        eddy_future_release(ch->connect_promise);
+        ch->connect_promise = NULL;
+    }
+    if (ch->connect_timer != NULL) {
+        eddy_timer_cancel(ch->connect_timer);
+        eddy_timer_release(ch->connect_timer);
+        ch->connect_timer = NULL;
+    }
+    if (was_active) {
+        eddy__pipeline_fire_inactive(&ch->pipeline);
+    }
+    if (ch->flags & EDDY__CH_REGISTERED) {
+        ch->flags &= ~EDDY__CH_REGISTERED;
+        eddy__pipeline_fire_unregistered(&ch->pipeline);
+    }
+    eddy__pipeline_destroy(&ch->pipeline);
+    eddy__pipeline_leave(&ch->pipeline);
+    eddy_promise_succeed(ch->close_future, NULL);
+    eddy__promise_done(p, 0);
+    eddy_channel_release(ch); /* the open channel's reference */
+}
+
+typedef struct on_loop_s {
+    eddy_channel_t *ch;
+    void (*fn)(eddy_channel_t *, void *);
+    void *arg;
+} on_loop_t;
+
+static void on_loop_run(void *arg)
+{
+    on_loop_t *t = arg;
+    eddy__pipeline_enter(&t->ch->pipeline);
+    t->fn(t->ch, t->arg);
+    eddy__pipeline_leave(&t->ch->pipeline);
+    eddy_channel_release(t->ch);
+    free(t);
+}
+
+void eddy__channel_on_loop(eddy_channel_t *ch, void (*fn)(eddy_channel_t *, void *), void *arg)
+{
+    if (eddy_loop_in_event_loop(ch->loop)) {
+        fn(ch, arg);
+        return;
+    }
+    on_loop_t *t = malloc(sizeof(*t));
+    if (t == NULL) {
+        /* Out of memory on a cross-thread call: run nothing rather than race the loop. The
+         * callers' messages leak with the task; say so. */
+        fprintf(stderr, "eddy: channel %llu: out of memory queueing a task; dropped\n",
+                (unsigned long long)ch->id);
+        return;
+    }
+    t->ch = eddy_channel_retain(ch);
+    t->fn = fn;
+    t->arg = arg;
+    int err = eddy_loop_execute(ch->loop, on_loop_run, t);
+    if (err != 0) {
+        /* The loop is shutting down and takes no more tasks from other threads. Once it has
+         * terminated nothing else touches the channel: run the operation here, where it finds
+         * the channel closed and fails its promise, releasing its message. */
+        if (eddy_future_await(eddy_loop_termination_future(ch->loop), 5000) == 0) {
+            eddy_loop_t *prev = eddy__loop_enter(ch->loop);
+            on_loop_run(t);
+            eddy__loop_leave(prev);
+            return;
+        }
+        fprintf(stderr, "eddy: channel %llu: its loop refused a task (%s); dropped\n",
+                (unsigned long long)ch->id, eddy_strerror(err));
+        eddy_channel_release(ch);
+        free(t);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Public operations
+ */
+
+typedef struct op_s {
+    eddy_msg_t *msg;
+    eddy_promise_t *p;
+    int kind;
+} op_t;
+
+enum { OP_WRITE, OP_WRITE_FLUSH, OP_FLUSH, OP_READ, OP_CLOSE, OP_SHUTDOWN_OUTPUT };
+
+void eddy_channel_write(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    if (msg == NULL) {
+        eddy__promise_done(p, EDDY_EINVAL);
+        return;
+    }
+    eddy__pipeline_write(&ch->pipeline, msg, p, false);
+}
+
+void eddy_channel_write_and_flush(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    if (msg == NULL) {
+        eddy__promise_done(p, EDDY_EINVAL);
+        return;
+    }
+    eddy__pipeline_write(&ch->pipeline, msg, p, true);
+}
+
+void eddy_channel_flush(eddy_channel_t *ch)
+{
+    eddy__pipeline_flush(&ch->pipeline);
+}
+
+void eddy_channel_read(eddy_channel_t *ch)
+{
+    eddy__pipeline_read(&ch->pipeline);
+}
+
+void eddy_channel_close(eddy_channel_t *ch, eddy_promise_t *p)
+{
+    eddy__pipeline_close(&ch->pipeline, p);
+}
+
+static void shutdown_output_on_loop(eddy_channel_t *ch, void *arg)
+{
+    eddy_promise_t *p = arg;
+    if (ch->flags & EDDY__CH_CLOSED) {
+        eddy__promise_done(p, EDDY_ECLOSED);
+    } else if (ch->ops->shutdown_output == NULL) {
+        eddy__promise_done(p, EDDY_ENOTSUP);
+    } else {
+        ch->ops->shutdown_output(ch, p);
+    }
+    eddy_future_release(p);
+}
+
+void eddy_channel_shutdown_output(eddy_channel_t *ch, eddy_promise_t *p)
+{
+    eddy__channel_on_loop(ch, shutdown_output_on_loop, p != NULL ? eddy_future_retain(p) : NULL);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Accessors
+ */
+
+uint64_t eddy_channel_id(const eddy_channel_t *ch)
+{
+    return ch->id;
+}
+
+eddy_loop_t *eddy_channel_loop(const eddy_channel_t *ch)
+{
+    return ch->loop;
+}
+
+eddy_pipeline_t *eddy_channel_pipeline(eddy_channel_t *ch)
+{
+    return &ch->pipeline;
+}
+
+const eddy_addr_t *eddy_channel_local_addr(const eddy_channel_t *ch)
+{
+    return &ch->local;
+}
+
+const eddy_addr_t *eddy_channel_remote_addr(const eddy_channel_t *ch)
+{
+    return &ch->remote;
+}
+
+int eddy_channel_fd(const eddy_channel_t *ch)
+{
+    return ch->fd;
+}
+
+bool eddy_channel_is_registered(const eddy_channel_t *ch)
+{
+    return (ch->flags & EDDY__CH_REGISTERED) != 0;
+}
+
+bool eddy_channel_is_active(const eddy_channel_t *ch)
+{
+    return (ch->flags & EDDY__CH_ACTIVE) != 0;
+}
+
+bool eddy_channel_is_open(const eddy_channel_t *ch)
+{
+    return !(ch->flags & EDDY__CH_CLOSED);
+}
+
+bool eddy_channel_is_writable(const eddy_channel_t *ch)
+{
+    return atomic_load_explicit(&ch->writable, memory_order_relaxed);
+}
+
+eddy_future_t *eddy_channel_close_future(eddy_channel_t *ch)
+{
+    return ch->close_future;
+}
+
+int eddy_channel_attr_set(eddy_channel_t *ch, const void *key, void *value)
+{
+    for (size_t i = 0; i < ch->nattrs; i++) {
+        if (ch->attrs[i].key == key) {
+            ch->attrs[i].value = value;
+            return 0;
+        }
+    }
+    eddy__attr_t *a = realloc(ch->attrs, (ch->nattrs + 1) * sizeof(*a));
+    if (a == NULL) {
+        return EDDY_ENOMEM;
+    }
+    ch->attrs = a;
+    a[ch->nattrs].key = key;
+    a[ch->nattrs].value = value;
+    ch->nattrs++;
+    return 0;
+}
+
+void *eddy_channel_attr(const eddy_channel_t *ch, const void *key)
+{
+    for (size_t i = 0; i < ch->nattrs; i++) {
+        if (ch->attrs[i].key == key) {
+            return ch->attrs[i].value;
+        }
+    }
+    return NULL;
+}
+
+void eddy_channel_counters(const eddy_channel_t *ch, eddy_channel_counters_t *c)
+{
+    c->bytes_read = atomic_load_explicit(&ch->bytes_read, memory_order_relaxed);
+    c->bytes_written = atomic_load_explicit(&ch->bytes_written, memory_order_relaxed);
+    c->msgs_read = atomic_load_explicit(&ch->msgs_read, memory_order_relaxed);
+    c->msgs_written = atomic_load_explicit(&ch->msgs_written, memory_order_relaxed);
+    c->pending_outbound_bytes = atomic_load_explicit(&ch->pending_snapshot, memory_order_relaxed);
+}

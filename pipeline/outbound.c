@@ -1,0 +1,169 @@
+/*
+ * The outbound buffer (Netty's ChannelOutboundBuffer): writes queue as {message, promise};
+ * a flush marks what is queued as flushed; the channel kind writes flushed entries and takes
+ * them off here. Pending bytes (flushed or not) count against the water marks, and an
+ * optional hard cap refuses writes with EDDY_ENOBUFS instead of growing without bound.
+ */
+#include "pipeline/internal.h"
+
+#include <stdlib.h>
+
+size_t eddy__msg_bytes(eddy_msg_t *msg)
+{
+    switch (msg->type) {
+    case EDDY_MSG_BUF:
+        return eddy_buf_readable(eddy_buf_of(msg));
+    case EDDY_MSG_COMPOSITE:
+        return eddy_composite_readable(eddy_composite_of(msg));
+    default:
+        return 0;
+    }
+}
+
+static void fail_msg(eddy_msg_t *msg, eddy_promise_t *p, int err)
+{
+    eddy_msg_release(msg);
+    eddy__promise_done(p, err);
+}
+
+static void set_pending(eddy_channel_t *ch, size_t pending)
+{
+    ch->pending = pending;
+    atomic_store_explicit(&ch->pending_snapshot, pending, memory_order_relaxed);
+}
+
+void eddy__outbound_update_writability(eddy_channel_t *ch)
+{
+    bool writable = atomic_load_explicit(&ch->writable, memory_order_relaxed);
+    bool now = writable;
+    if (writable && ch->pending > (size_t)ch->opt[EDDY_WRITE_BUFFER_HIGH_WATER_MARK]) {
+        now = false;
+    } else if (!writable && ch->pending < (size_t)ch->opt[EDDY_WRITE_BUFFER_LOW_WATER_MARK]) {
+        now = true;
+    }
+    if (now == writable) {
+        return;
+    }
+    atomic_store_explicit(&ch->writable, now, memory_order_relaxed);
+    if (ch->opt[EDDY_PAUSE_READ_WHEN_UNWRITABLE]) {
+        /* The backpressure policy: reading pauses while the peer does not keep up, so an
+         * echo or a proxy holds bounded memory against a slow reader. */
+        if (!now) {
+            ch->flags |= EDDY__CH_PAUSED;
+        } else {
+            ch->flags &= ~EDDY__CH_PAUSED;
+        }
+        if (ch->ops->begin_read != NULL && !(ch->flags & EDDY__CH_CLOSED)) {
+            ch->ops->begin_read(ch); /* recomputes the read interest */
+        }
+    }
+    if (!(ch->flags & EDDY__CH_CLOSED)) {
+        eddy__pipeline_fire_writability(&ch->pipeline);
+    }
+}
+
+void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    if (ch->flags & EDDY__CH_CLOSED) {
+        fail_msg(msg, p, EDDY_ECLOSED);
+        return;
+    }
+    if (ch->flags & (EDDY__CH_OUTPUT_SHUTDOWN | EDDY__CH_SHUTDOWN_PENDING)) {
+        fail_msg(msg, p, EDDY_EPIPE);
+        return;
+    }
+    if (msg->type != EDDY_MSG_BUF && msg->type != EDDY_MSG_COMPOSITE) {
+        /* Only bytes reach the socket: an encoder is missing from the pipeline. */
+        fail_msg(msg, p, EDDY_ENOTSUP);
+        return;
+    }
+    size_t bytes = eddy__msg_bytes(msg);
+    int64_t cap = ch->opt[EDDY_MAX_PENDING_OUTBOUND];
+    if (cap > 0 && ch->pending + bytes > (size_t)cap) {
+        fail_msg(msg, p, EDDY_ENOBUFS);
+        return;
+    }
+    eddy__entry_t *e = malloc(sizeof(*e));
+    if (e == NULL) {
+        fail_msg(msg, p, EDDY_ENOMEM);
+        return;
+    }
+    e->next = NULL;
+    e->msg = msg;
+    e->p = p != NULL ? eddy_future_retain(p) : NULL;
+    e->bytes = bytes;
+    e->done = 0;
+    if (ch->out_tail != NULL) {
+        ch->out_tail->next = e;
+    } else {
+        ch->out_head = e;
+    }
+    ch->out_tail = e;
+    if (ch->unflushed == NULL) {
+        ch->unflushed = e;
+    }
+    set_pending(ch, ch->pending + bytes);
+    eddy__outbound_update_writability(ch);
+}
+
+void eddy__outbound_mark_flushed(eddy_channel_t *ch)
+{
+    ch->unflushed = NULL;
+}
+
+static void pop_head(eddy_channel_t *ch, int err)
+{
+    eddy__entry_t *e = ch->out_head;
+    ch->out_head = e->next;
+    if (ch->out_head == NULL) {
+        ch->out_tail = NULL;
+    }
+    if (ch->unflushed == e) {
+        ch->unflushed = e->next;
+    }
+    set_pending(ch, ch->pending - (e->bytes - e->done));
+    if (err == 0) {
+        atomic_fetch_add_explicit(&ch->msgs_written, 1, memory_order_relaxed);
+    }
+    eddy_msg_release(e->msg);
+    if (e->p != NULL) {
+        eddy__promise_done(e->p, err);
+        eddy_future_release(e->p);
+    }
+    free(e);
+}
+
+void eddy__outbound_remove_written(eddy_channel_t *ch, size_t bytes)
+{
+    atomic_fetch_add_explicit(&ch->bytes_written, bytes, memory_order_relaxed);
+    while (ch->out_head != NULL && ch->out_head != ch->unflushed) {
+        eddy__entry_t *e = ch->out_head;
+        size_t left = e->bytes - e->done;
+        if (bytes < left) {
+            if (bytes > 0) {
+                e->done += bytes;
+                set_pending(ch, ch->pending - bytes);
+                if (e->msg->type == EDDY_MSG_BUF) {
+                    eddy_buf_skip(eddy_buf_of(e->msg), bytes);
+                } else {
+                    eddy_composite_skip(eddy_composite_of(e->msg), bytes);
+                }
+            }
+            break;
+        }
+        bytes -= left;
+        pop_head(ch, 0); /* pending drops by what was left of it */
+    }
+    eddy__outbound_update_writability(ch);
+}
+
+void eddy__outbound_fail_all(eddy_channel_t *ch, int err)
+{
+    while (ch->out_head != NULL) {
+        pop_head(ch, err);
+    }
+    ch->unflushed = NULL;
+    set_pending(ch, 0);
+    /* No writability event on a closing channel: inactive follows. */
+    atomic_store_explicit(&ch->writable, true, memory_order_relaxed);
+}

@@ -1,0 +1,1046 @@
+/*
+ * The pipeline: a doubly linked list of handler contexts between a head and a tail (Netty's
+ * DefaultChannelPipeline). Inbound events walk from a context to the next one whose mask
+ * has the event; outbound operations walk the other way to the head, which hands them to the
+ * channel. Removed contexts keep their links, so an event walking through one goes on, and
+ * are freed only when no event can be inside them (the outermost entry into the pipeline
+ * left, and no offloaded event is in flight).
+ */
+#include "pipeline/internal.h"
+
+#include <eddy/carrier.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+void eddy_free_state(void *state)
+{
+    free(state);
+}
+
+static unsigned mask_of(const eddy_handler_ops_t *o)
+{
+    unsigned m = 0;
+    m |= o->channel_registered ? EDDY__EV_REGISTERED : 0;
+    m |= o->channel_unregistered ? EDDY__EV_UNREGISTERED : 0;
+    m |= o->channel_active ? EDDY__EV_ACTIVE : 0;
+    m |= o->channel_inactive ? EDDY__EV_INACTIVE : 0;
+    m |= o->channel_read ? EDDY__EV_READ : 0;
+    m |= o->channel_read_complete ? EDDY__EV_READ_COMPLETE : 0;
+    m |= o->user_event_triggered ? EDDY__EV_USER_EVENT : 0;
+    m |= o->channel_writability_changed ? EDDY__EV_WRITABILITY : 0;
+    m |= o->exception_caught ? EDDY__EV_EXCEPTION : 0;
+    m |= o->bind ? EDDY__EV_BIND : 0;
+    m |= o->connect ? EDDY__EV_CONNECT : 0;
+    m |= o->disconnect ? EDDY__EV_DISCONNECT : 0;
+    m |= o->close ? EDDY__EV_CLOSE : 0;
+    m |= o->deregister ? EDDY__EV_DEREGISTER : 0;
+    m |= o->read ? EDDY__EV_OP_READ : 0;
+    m |= o->write ? EDDY__EV_WRITE : 0;
+    m |= o->flush ? EDDY__EV_FLUSH : 0;
+    return m;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Head and tail
+ */
+
+static void head_bind(eddy_ctx_t *ctx, const eddy_addr_t *local, eddy_promise_t *p)
+{
+    eddy_channel_t *ch = ctx->pipeline->ch;
+    if (ch->ops->bind == NULL) {
+        eddy__promise_done(p, EDDY_ENOTSUP);
+        return;
+    }
+    ch->ops->bind(ch, local, p);
+}
+
+static void head_connect(eddy_ctx_t *ctx, const eddy_addr_t *remote, const eddy_addr_t *local,
+                         eddy_promise_t *p)
+{
+    eddy_channel_t *ch = ctx->pipeline->ch;
+    if (ch->ops->connect == NULL) {
+        eddy__promise_done(p, EDDY_ENOTSUP);
+        return;
+    }
+    ch->ops->connect(ch, remote, local, p);
+}
+
+static void head_close(eddy_ctx_t *ctx, eddy_promise_t *p)
+{
+    eddy__channel_do_close(ctx->pipeline->ch, 0, p);
+}
+
+static void head_read(eddy_ctx_t *ctx)
+{
+    eddy_channel_t *ch = ctx->pipeline->ch;
+    if (ch->ops->begin_read != NULL && !(ch->flags & EDDY__CH_CLOSED)) {
+        ch->ops->begin_read(ch);
+    }
+}
+
+static void head_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    eddy__outbound_add(ctx->pipeline->ch, msg, p);
+}
+
+static void head_flush(eddy_ctx_t *ctx)
+{
+    eddy_channel_t *ch = ctx->pipeline->ch;
+    eddy__outbound_mark_flushed(ch);
+    if (!(ch->flags & EDDY__CH_CLOSED)) {
+        ch->ops->flush(ch);
+    }
+}
+
+static const eddy_handler_ops_t head_ops = {
+    .name = "head",
+    .bind = head_bind,
+    .connect = head_connect,
+    .disconnect = head_close,
+    .close = head_close,
+    .deregister = head_close,
+    .read = head_read,
+    .write = head_write,
+    .flush = head_flush,
+};
+
+static void tail_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    eddy_channel_t *ch = ctx->pipeline->ch;
+    if (ch->flags & EDDY__CH_EMBEDDED) {
+        /* The embedded channel keeps what comes out for eddy_embedded_read_inbound(). */
+        eddy__embedded_inbound(ch, msg);
+        return;
+    }
+    if (eddy__log_debug()) {
+        fprintf(stderr, "eddy: channel %llu: a message (type %u) reached the tail unhandled; "
+                        "released\n",
+                (unsigned long long)ch->id, msg->type);
+    }
+    eddy_msg_release(msg);
+}
+
+static void tail_user_event(eddy_ctx_t *ctx, int event, void *data)
+{
+    (void)data;
+    eddy_channel_t *ch = ctx->pipeline->ch;
+    if ((ch->flags & EDDY__CH_EMBEDDED) &&
+        ch->nevents < sizeof(ch->events) / sizeof(ch->events[0])) {
+        ch->events[ch->nevents++] = event;
+    }
+}
+
+static void tail_exception(eddy_ctx_t *ctx, int err)
+{
+    eddy_channel_t *ch = ctx->pipeline->ch;
+    if (ch->flags & EDDY__CH_EMBEDDED) {
+        ch->last_error = err;
+        return;
+    }
+    fprintf(stderr,
+            "eddy: channel %llu: an error reached the end of the pipeline unhandled: %s (%s)\n",
+            (unsigned long long)ch->id, eddy_strerror(err), eddy_err_name(err));
+}
+
+/* The end of the line for events nobody consumed: nothing to do. */
+static void tail_nothing(eddy_ctx_t *ctx)
+{
+    (void)ctx;
+}
+
+static const eddy_handler_ops_t tail_ops = {
+    .name = "tail",
+    .channel_registered = tail_nothing,
+    .channel_unregistered = tail_nothing,
+    .channel_active = tail_nothing,
+    .channel_inactive = tail_nothing,
+    .channel_read_complete = tail_nothing,
+    .channel_writability_changed = tail_nothing,
+    .channel_read = tail_read,
+    .user_event_triggered = tail_user_event,
+    .exception_caught = tail_exception,
+};
+
+void eddy__pipeline_init(eddy_pipeline_t *p, eddy_channel_t *ch)
+{
+    memset(p, 0, sizeof(*p));
+    p->ch = ch;
+    p->head.pipeline = p;
+    p->head.ops = &head_ops;
+    p->head.mask = mask_of(&head_ops);
+    static char head_name[] = "head", tail_name[] = "tail";
+    p->head.name = head_name;
+    p->head.next = &p->tail;
+    p->tail.pipeline = p;
+    p->tail.ops = &tail_ops;
+    p->tail.mask = mask_of(&tail_ops);
+    p->tail.name = tail_name;
+    p->tail.prev = &p->head;
+    atomic_init(&p->offloaded, 0);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Lifetime of contexts
+ */
+
+static void ctx_free(eddy_ctx_t *ctx)
+{
+    if (ctx->free_state != NULL && ctx->state != NULL) {
+        ctx->free_state(ctx->state);
+    }
+    free(ctx->name);
+    free(ctx);
+}
+
+static void bury_dead(eddy_pipeline_t *p)
+{
+    if (p->depth != 0 || atomic_load_explicit(&p->offloaded, memory_order_acquire) != 0) {
+        return;
+    }
+    while (p->graveyard != NULL) {
+        eddy_ctx_t *ctx = p->graveyard;
+        p->graveyard = ctx->grave_next;
+        ctx_free(ctx);
+    }
+}
+
+void eddy__pipeline_enter(eddy_pipeline_t *p)
+{
+    p->depth++;
+}
+
+void eddy__pipeline_leave(eddy_pipeline_t *p)
+{
+    if (--p->depth == 0 && p->graveyard != NULL) {
+        bury_dead(p);
+    }
+}
+
+/* Unlink ctx (its own links stay), call handler_removed, and bury it. */
+static void unlink_ctx(eddy_pipeline_t *p, eddy_ctx_t *ctx)
+{
+    ctx->prev->next = ctx->next;
+    ctx->next->prev = ctx->prev;
+    ctx->removed = true;
+    p->depth++;
+    if (ctx->ops->handler_removed != NULL) {
+        ctx->ops->handler_removed(ctx);
+    }
+    /* The state goes now: handler_removed was its last use. */
+    if (ctx->free_state != NULL && ctx->state != NULL) {
+        ctx->free_state(ctx->state);
+    }
+    ctx->state = NULL;
+    ctx->free_state = NULL;
+    ctx->grave_next = p->graveyard;
+    p->graveyard = ctx;
+    p->depth--;
+    bury_dead(p);
+}
+
+void eddy__pipeline_destroy(eddy_pipeline_t *p)
+{
+    eddy__pipeline_enter(p);
+    while (p->head.next != &p->tail) {
+        unlink_ctx(p, p->head.next);
+    }
+    eddy__pipeline_leave(p);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Changing the pipeline
+ */
+
+static eddy_ctx_t *find_name(eddy_pipeline_t *p, const char *name)
+{
+    for (eddy_ctx_t *c = p->head.next; c != &p->tail; c = c->next) {
+        if (strcmp(c->name, name) == 0) {
+            return c;
+        }
+    }
+    return NULL;
+}
+
+static eddy_ctx_t *find_ops(eddy_pipeline_t *p, const eddy_handler_ops_t *ops)
+{
+    for (eddy_ctx_t *c = p->head.next; c != &p->tail; c = c->next) {
+        if (c->ops == ops) {
+            return c;
+        }
+    }
+    return NULL;
+}
+
+enum { WHERE_FIRST, WHERE_LAST, WHERE_BEFORE, WHERE_AFTER, WHERE_REPLACE };
+
+typedef struct change_s {
+    eddy_pipeline_t *p;
+    int where;
+    const char *base;
+    const char *name;
+    char *owned[2]; /* copies of base and name, for a change that travels as a task */
+    const eddy_handler_ops_t *ops;
+    void *state;
+    eddy_state_free_cb free_state;
+    eddy_carrier_t *carrier;
+    bool remove; /* a removal of base (by name) or of ops */
+} change_t;
+
+static int apply_add(change_t *c)
+{
+    eddy_pipeline_t *p = c->p;
+    int err = 0;
+    eddy_ctx_t *base = NULL;
+    char gen[32];
+    const char *name = c->name;
+    if (p->ch->flags & EDDY__CH_CLOSED) {
+        err = EDDY_ECLOSED;
+    } else if (c->ops == NULL) {
+        err = EDDY_EINVAL;
+    } else if (c->where == WHERE_BEFORE || c->where == WHERE_AFTER ||
+               c->where == WHERE_REPLACE) {
+        base = c->base != NULL ? find_name(p, c->base) : NULL;
+        if (base == NULL) {
+            err = EDDY_ENOENT;
+        }
+    }
+    if (err == 0 && name == NULL) {
+        snprintf(gen, sizeof(gen), "%s#%u", c->ops->name ? c->ops->name : "handler",
+                 p->names++);
+        name = gen;
+    }
+    if (err == 0 && find_name(p, name) != NULL && !(base != NULL && c->where == WHERE_REPLACE &&
+                                                     strcmp(base->name, name) == 0)) {
+        err = EDDY_EEXIST;
+    }
+    if (err == 0 && !c->ops->sharable) {
+        eddy_ctx_t *same = find_ops(p, c->ops);
+        if (same != NULL && !(c->where == WHERE_REPLACE && same == base)) {
+            err = EDDY_EINVAL;
+        }
+    }
+    eddy_ctx_t *ctx = NULL;
+    if (err == 0) {
+        ctx = calloc(1, sizeof(*ctx));
+        char *copy = strdup(name);
+        if (ctx == NULL || copy == NULL) {
+            free(ctx);
+            free(copy);
+            err = EDDY_ENOMEM;
+        } else {
+            ctx->name = copy;
+        }
+    }
+    if (err != 0) {
+        if (c->free_state != NULL && c->state != NULL) {
+            c->free_state(c->state);
+        }
+        return err;
+    }
+    ctx->pipeline = p;
+    ctx->ops = c->ops;
+    ctx->state = c->state;
+    ctx->free_state = c->free_state;
+    ctx->mask = mask_of(c->ops);
+    ctx->carrier = c->carrier;
+    eddy_ctx_t *prev;
+    switch (c->where) {
+    case WHERE_FIRST:
+        prev = &p->head;
+        break;
+    case WHERE_LAST:
+        prev = p->tail.prev;
+        break;
+    case WHERE_BEFORE:
+        prev = base->prev;
+        break;
+    default: /* after, replace */
+        prev = base;
+        break;
+    }
+    ctx->prev = prev;
+    ctx->next = prev->next;
+    prev->next->prev = ctx;
+    prev->next = ctx;
+    eddy__pipeline_enter(p);
+    if (c->where == WHERE_REPLACE) {
+        unlink_ctx(p, base);
+    }
+    if (ctx->ops->handler_added != NULL && !ctx->removed) {
+        ctx->ops->handler_added(ctx);
+    }
+    eddy__pipeline_leave(p);
+    return 0;
+}
+
+static int apply_remove(change_t *c)
+{
+    eddy_pipeline_t *p = c->p;
+    eddy_ctx_t *ctx = c->base != NULL ? find_name(p, c->base) : find_ops(p, c->ops);
+    if (ctx == NULL) {
+        return EDDY_ENOENT;
+    }
+    unlink_ctx(p, ctx);
+    return 0;
+}
+
+static void change_free(change_t *c)
+{
+    free(c->owned[0]);
+    free(c->owned[1]);
+    free(c);
+}
+
+static void change_on_loop(eddy_channel_t *ch, void *arg)
+{
+    (void)ch;
+    change_t *c = arg;
+    int err = c->remove ? apply_remove(c) : apply_add(c);
+    if (err != 0 && eddy__log_debug()) {
+        fprintf(stderr, "eddy: pipeline change from another thread failed: %s\n",
+                eddy_strerror(err));
+    }
+    change_free(c);
+}
+
+static int change(eddy_pipeline_t *p, int where, const char *base, const char *name,
+                  const eddy_handler_ops_t *ops, void *state, eddy_state_free_cb free_state,
+                  eddy_carrier_t *carrier, bool remove)
+{
+    change_t local = {p, where, base, name, {NULL, NULL}, ops, state, free_state, carrier,
+                      remove};
+    eddy_channel_t *ch = p->ch;
+    if (eddy_loop_in_event_loop(ch->loop)) {
+        return remove ? apply_remove(&local) : apply_add(&local);
+    }
+    change_t *c = calloc(1, sizeof(*c));
+    if (c == NULL || (base != NULL && (c->owned[0] = strdup(base)) == NULL) ||
+        (name != NULL && (c->owned[1] = strdup(name)) == NULL)) {
+        if (c != NULL) {
+            change_free(c);
+        }
+        if (!remove && free_state != NULL && state != NULL) {
+            free_state(state);
+        }
+        return EDDY_ENOMEM;
+    }
+    c->p = p;
+    c->where = where;
+    c->base = c->owned[0];
+    c->name = c->owned[1];
+    c->ops = ops;
+    c->state = state;
+    c->free_state = free_state;
+    c->carrier = carrier;
+    c->remove = remove;
+    eddy__channel_on_loop(ch, change_on_loop, c);
+    return 0;
+}
+
+int eddy_pipeline_add_first(eddy_pipeline_t *p, const char *name, const eddy_handler_ops_t *ops,
+                            void *state, eddy_state_free_cb free_state)
+{
+    return change(p, WHERE_FIRST, NULL, name, ops, state, free_state, NULL, false);
+}
+
+int eddy_pipeline_add_last(eddy_pipeline_t *p, const char *name, const eddy_handler_ops_t *ops,
+                           void *state, eddy_state_free_cb free_state)
+{
+    return change(p, WHERE_LAST, NULL, name, ops, state, free_state, NULL, false);
+}
+
+int eddy_pipeline_add_before(eddy_pipeline_t *p, const char *base, const char *name,
+                             const eddy_handler_ops_t *ops, void *state,
+                             eddy_state_free_cb free_state)
+{
+    return change(p, WHERE_BEFORE, base, name, ops, state, free_state, NULL, false);
+}
+
+int eddy_pipeline_add_after(eddy_pipeline_t *p, const char *base, const char *name,
+                            const eddy_handler_ops_t *ops, void *state,
+                            eddy_state_free_cb free_state)
+{
+    return change(p, WHERE_AFTER, base, name, ops, state, free_state, NULL, false);
+}
+
+int eddy_pipeline_add_last_on(eddy_pipeline_t *p, eddy_carrier_t *c, const char *name,
+                              const eddy_handler_ops_t *ops, void *state,
+                              eddy_state_free_cb free_state)
+{
+    if (c == NULL) {
+        if (free_state != NULL && state != NULL) {
+            free_state(state);
+        }
+        return EDDY_EINVAL;
+    }
+    return change(p, WHERE_LAST, NULL, name, ops, state, free_state, c, false);
+}
+
+int eddy_pipeline_remove(eddy_pipeline_t *p, const char *name)
+{
+    if (name == NULL) {
+        return EDDY_EINVAL;
+    }
+    return change(p, 0, name, NULL, NULL, NULL, NULL, NULL, true);
+}
+
+int eddy_pipeline_remove_ops(eddy_pipeline_t *p, const eddy_handler_ops_t *ops)
+{
+    if (ops == NULL) {
+        return EDDY_EINVAL;
+    }
+    return change(p, 0, NULL, NULL, ops, NULL, NULL, NULL, true);
+}
+
+int eddy_pipeline_replace(eddy_pipeline_t *p, const char *old_name, const char *name,
+                          const eddy_handler_ops_t *ops, void *state,
+                          eddy_state_free_cb free_state)
+{
+    return change(p, WHERE_REPLACE, old_name, name, ops, state, free_state, NULL, false);
+}
+
+eddy_ctx_t *eddy_pipeline_context(eddy_pipeline_t *p, const char *name)
+{
+    return name != NULL ? find_name(p, name) : NULL;
+}
+
+eddy_ctx_t *eddy_pipeline_context_ops(eddy_pipeline_t *p, const eddy_handler_ops_t *ops)
+{
+    return find_ops(p, ops);
+}
+
+size_t eddy_pipeline_names(eddy_pipeline_t *p, const char **names, size_t n)
+{
+    size_t i = 0;
+    for (eddy_ctx_t *c = p->head.next; c != &p->tail; c = c->next, i++) {
+        if (i < n) {
+            names[i] = c->name;
+        }
+    }
+    return i;
+}
+
+eddy_channel_t *eddy_pipeline_channel(eddy_pipeline_t *p)
+{
+    return p->ch;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Offloaded handlers: an event for a context with a carrier becomes a carrier task on the
+ * channel's partition; what the handler then fires or writes hops back to the loop (the
+ * eddy_ctx_* functions below check the thread).
+ */
+
+typedef enum {
+    OFF_REGISTERED,
+    OFF_UNREGISTERED,
+    OFF_ACTIVE,
+    OFF_INACTIVE,
+    OFF_READ,
+    OFF_READ_COMPLETE,
+    OFF_USER_EVENT,
+    OFF_WRITABILITY,
+    OFF_EXCEPTION,
+} off_kind_t;
+
+typedef struct offload_s {
+    eddy_ctx_t *ctx;
+    off_kind_t kind;
+    eddy_msg_t *msg;
+    int event;
+    void *data;
+    int err;
+} offload_t;
+
+static void call_inbound(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event,
+                         void *data, int err);
+
+static int offload_run(void *arg, void **result)
+{
+    offload_t *o = arg;
+    eddy_ctx_t *ctx = o->ctx;
+    eddy_pipeline_t *p = ctx->pipeline;
+    eddy_channel_t *ch = p->ch;
+    if (!ctx->removed) {
+        call_inbound(ctx, o->kind, o->msg, o->event, o->data, o->err);
+    } else if (o->msg != NULL) {
+        eddy_msg_release(o->msg);
+    }
+    free(o);
+    *result = NULL;
+    /* Release: pairs with the acquire in bury_dead(): our use of ctx is over. */
+    atomic_fetch_sub_explicit(&p->offloaded, 1, memory_order_release);
+    eddy_channel_release(ch);
+    return 0;
+}
+
+static void offload(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event, void *data,
+                    int err)
+{
+    eddy_pipeline_t *p = ctx->pipeline;
+    offload_t *o = malloc(sizeof(*o));
+    if (o == NULL) {
+        if (msg != NULL) {
+            eddy_msg_release(msg);
+        }
+        return;
+    }
+    *o = (offload_t){ctx, kind, msg, event, data, err};
+    atomic_fetch_add_explicit(&p->offloaded, 1, memory_order_relaxed);
+    eddy_channel_retain(p->ch);
+    eddy_future_t *f = eddy_carrier_execute(ctx->carrier, p->ch->id, offload_run, o);
+    if (f == NULL || (eddy_future_is_done(f) && eddy_future_error(f) != 0)) {
+        /* Refused (the carrier closed): offload_run will not run; the event is lost to this
+         * handler, and we say so. */
+        if (msg != NULL) {
+            eddy_msg_release(msg);
+        }
+        free(o);
+        atomic_fetch_sub_explicit(&p->offloaded, 1, memory_order_release);
+        eddy_channel_release(p->ch);
+        fprintf(stderr, "eddy: channel %llu: handler %s: its carrier refused an event\n",
+                (unsigned long long)p->ch->id, ctx->name);
+    }
+    eddy_future_release(f);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Inbound events
+ */
+
+static void call_inbound(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event,
+                         void *data, int err)
+{
+    const eddy_handler_ops_t *o = ctx->ops;
+    switch (kind) {
+    case OFF_REGISTERED:
+        o->channel_registered(ctx);
+        break;
+    case OFF_UNREGISTERED:
+        o->channel_unregistered(ctx);
+        break;
+    case OFF_ACTIVE:
+        o->channel_active(ctx);
+        break;
+    case OFF_INACTIVE:
+        o->channel_inactive(ctx);
+        break;
+    case OFF_READ:
+        o->channel_read(ctx, msg);
+        break;
+    case OFF_READ_COMPLETE:
+        o->channel_read_complete(ctx);
+        break;
+    case OFF_USER_EVENT:
+        o->user_event_triggered(ctx, event, data);
+        break;
+    case OFF_WRITABILITY:
+        o->channel_writability_changed(ctx);
+        break;
+    case OFF_EXCEPTION:
+        o->exception_caught(ctx, err);
+        break;
+    }
+}
+
+static const unsigned kind_bit[] = {
+    [OFF_REGISTERED] = EDDY__EV_REGISTERED,   [OFF_UNREGISTERED] = EDDY__EV_UNREGISTERED,
+    [OFF_ACTIVE] = EDDY__EV_ACTIVE,           [OFF_INACTIVE] = EDDY__EV_INACTIVE,
+    [OFF_READ] = EDDY__EV_READ,               [OFF_READ_COMPLETE] = EDDY__EV_READ_COMPLETE,
+    [OFF_USER_EVENT] = EDDY__EV_USER_EVENT,   [OFF_WRITABILITY] = EDDY__EV_WRITABILITY,
+    [OFF_EXCEPTION] = EDDY__EV_EXCEPTION,
+};
+
+/* Hand an inbound event to the first context after `from` that implements it (the loop's
+ * thread). */
+static void fire_from(eddy_ctx_t *from, off_kind_t kind, eddy_msg_t *msg, int event, void *data,
+                      int err)
+{
+    unsigned bit = kind_bit[kind];
+    eddy_ctx_t *ctx = from->next;
+    while (!(ctx->mask & bit)) {
+        ctx = ctx->next;
+    }
+    eddy_pipeline_t *p = ctx->pipeline;
+    if (ctx->carrier != NULL) {
+        offload(ctx, kind, msg, event, data, err);
+        return;
+    }
+    p->depth++;
+    call_inbound(ctx, kind, msg, event, data, err);
+    if (--p->depth == 0 && p->graveyard != NULL) {
+        bury_dead(p);
+    }
+}
+
+typedef struct hop_s {
+    eddy_ctx_t *ctx;
+    off_kind_t kind;
+    eddy_msg_t *msg;
+    int event;
+    void *data;
+    int err;
+} hop_t;
+
+static void hop_inbound(eddy_channel_t *ch, void *arg)
+{
+    (void)ch;
+    hop_t *h = arg;
+    fire_from(h->ctx, h->kind, h->msg, h->event, h->data, h->err);
+    atomic_fetch_sub_explicit(&h->ctx->pipeline->offloaded, 1, memory_order_release);
+    free(h);
+}
+
+/* From a context: on the loop, at once; from a carrier thread, as a loop task. */
+static void fire(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event, void *data,
+                 int err)
+{
+    eddy_pipeline_t *p = ctx->pipeline;
+    if (eddy_loop_in_event_loop(p->ch->loop)) {
+        fire_from(ctx, kind, msg, event, data, err);
+        return;
+    }
+    hop_t *h = malloc(sizeof(*h));
+    if (h == NULL) {
+        if (msg != NULL) {
+            eddy_msg_release(msg);
+        }
+        return;
+    }
+    *h = (hop_t){ctx, kind, msg, event, data, err};
+    /* The context stays (not buried) until the hop ran. */
+    atomic_fetch_add_explicit(&p->offloaded, 1, memory_order_relaxed);
+    eddy__channel_on_loop(p->ch, hop_inbound, h);
+}
+
+void eddy_ctx_fire_channel_registered(eddy_ctx_t *ctx)
+{
+    fire(ctx, OFF_REGISTERED, NULL, 0, NULL, 0);
+}
+
+void eddy_ctx_fire_channel_unregistered(eddy_ctx_t *ctx)
+{
+    fire(ctx, OFF_UNREGISTERED, NULL, 0, NULL, 0);
+}
+
+void eddy_ctx_fire_channel_active(eddy_ctx_t *ctx)
+{
+    fire(ctx, OFF_ACTIVE, NULL, 0, NULL, 0);
+}
+
+void eddy_ctx_fire_channel_inactive(eddy_ctx_t *ctx)
+{
+    fire(ctx, OFF_INACTIVE, NULL, 0, NULL, 0);
+}
+
+void eddy_ctx_fire_channel_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    fire(ctx, OFF_READ, msg, 0, NULL, 0);
+}
+
+void eddy_ctx_fire_channel_read_complete(eddy_ctx_t *ctx)
+{
+    fire(ctx, OFF_READ_COMPLETE, NULL, 0, NULL, 0);
+}
+
+void eddy_ctx_fire_user_event(eddy_ctx_t *ctx, int event, void *data)
+{
+    fire(ctx, OFF_USER_EVENT, NULL, event, data, 0);
+}
+
+void eddy_ctx_fire_channel_writability_changed(eddy_ctx_t *ctx)
+{
+    fire(ctx, OFF_WRITABILITY, NULL, 0, NULL, 0);
+}
+
+void eddy_ctx_fire_exception(eddy_ctx_t *ctx, int err)
+{
+    fire(ctx, OFF_EXCEPTION, NULL, 0, NULL, err);
+}
+
+void eddy__pipeline_fire_registered(eddy_pipeline_t *p)
+{
+    fire_from(&p->head, OFF_REGISTERED, NULL, 0, NULL, 0);
+}
+
+void eddy__pipeline_fire_unregistered(eddy_pipeline_t *p)
+{
+    fire_from(&p->head, OFF_UNREGISTERED, NULL, 0, NULL, 0);
+}
+
+void eddy__pipeline_fire_active(eddy_pipeline_t *p)
+{
+    fire_from(&p->head, OFF_ACTIVE, NULL, 0, NULL, 0);
+}
+
+void eddy__pipeline_fire_inactive(eddy_pipeline_t *p)
+{
+    fire_from(&p->head, OFF_INACTIVE, NULL, 0, NULL, 0);
+}
+
+void eddy__pipeline_fire_writability(eddy_pipeline_t *p)
+{
+    fire_from(&p->head, OFF_WRITABILITY, NULL, 0, NULL, 0);
+}
+
+void eddy_pipeline_fire_channel_read(eddy_pipeline_t *p, eddy_msg_t *msg)
+{
+    fire_from(&p->head, OFF_READ, msg, 0, NULL, 0);
+}
+
+void eddy_pipeline_fire_channel_read_complete(eddy_pipeline_t *p)
+{
+    fire_from(&p->head, OFF_READ_COMPLETE, NULL, 0, NULL, 0);
+}
+
+void eddy_pipeline_fire_user_event(eddy_pipeline_t *p, int event, void *data)
+{
+    fire_from(&p->head, OFF_USER_EVENT, NULL, event, data, 0);
+}
+
+void eddy_pipeline_fire_exception(eddy_pipeline_t *p, int err)
+{
+    fire_from(&p->head, OFF_EXCEPTION, NULL, 0, NULL, err);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Outbound operations
+ */
+
+typedef enum {
+    OUT_BIND,
+    OUT_CONNECT,
+    OUT_DISCONNECT,
+    OUT_CLOSE,
+    OUT_DEREGISTER,
+    OUT_READ,
+    OUT_WRITE,
+    OUT_FLUSH,
+    OUT_WRITE_FLUSH,
+} out_kind_t;
+
+static const unsigned out_bit[] = {
+    [OUT_BIND] = EDDY__EV_BIND,         [OUT_CONNECT] = EDDY__EV_CONNECT,
+    [OUT_DISCONNECT] = EDDY__EV_DISCONNECT, [OUT_CLOSE] = EDDY__EV_CLOSE,
+    [OUT_DEREGISTER] = EDDY__EV_DEREGISTER, [OUT_READ] = EDDY__EV_OP_READ,
+    [OUT_WRITE] = EDDY__EV_WRITE,       [OUT_FLUSH] = EDDY__EV_FLUSH,
+    [OUT_WRITE_FLUSH] = EDDY__EV_WRITE,
+};
+
+typedef struct out_s {
+    eddy_ctx_t *ctx;
+    out_kind_t kind;
+    eddy_msg_t *msg;
+    eddy_promise_t *p;
+    eddy_addr_t a, b;
+    bool has_b;
+} out_t;
+
+static eddy_ctx_t *prev_with(eddy_ctx_t *from, unsigned bit)
+{
+    eddy_ctx_t *ctx = from->prev;
+    while (!(ctx->mask & bit)) {
+        ctx = ctx->prev;
+    }
+    return ctx;
+}
+
+/* Run an outbound operation from `from` toward the head (the loop's thread). */
+static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_promise_t *pr,
+                     const eddy_addr_t *a, const eddy_addr_t *b)
+{
+    eddy_pipeline_t *p = from->pipeline;
+    eddy_ctx_t *ctx = prev_with(from, out_bit[kind]);
+    const eddy_handler_ops_t *o = ctx->ops;
+    p->depth++;
+    switch (kind) {
+    case OUT_BIND:
+        o->bind(ctx, a, pr);
+        break;
+    case OUT_CONNECT:
+        o->connect(ctx, a, b, pr);
+        break;
+    case OUT_DISCONNECT:
+        o->disconnect(ctx, pr);
+        break;
+    case OUT_CLOSE:
+        o->close(ctx, pr);
+        break;
+    case OUT_DEREGISTER:
+        o->deregister(ctx, pr);
+        break;
+    case OUT_READ:
+        o->read(ctx);
+        break;
+    case OUT_WRITE:
+        o->write(ctx, msg, pr);
+        break;
+    case OUT_FLUSH:
+        o->flush(ctx);
+        break;
+    case OUT_WRITE_FLUSH:
+        o->write(ctx, msg, pr);
+        /* The flush starts again from the caller's context: a handler between may have
+         * queued the message rather than passed it on. */
+        out_from(from, OUT_FLUSH, NULL, NULL, NULL, NULL);
+        break;
+    }
+    if (--p->depth == 0 && p->graveyard != NULL) {
+        bury_dead(p);
+    }
+}
+
+static void out_hop(eddy_channel_t *ch, void *arg)
+{
+    (void)ch;
+    out_t *h = arg;
+    out_from(h->ctx, h->kind, h->msg, h->p, &h->a, h->has_b ? &h->b : NULL);
+    eddy_future_release(h->p);
+    atomic_fetch_sub_explicit(&h->ctx->pipeline->offloaded, 1, memory_order_release);
+    free(h);
+}
+
+static void out(eddy_ctx_t *ctx, out_kind_t kind, eddy_msg_t *msg, eddy_promise_t *pr,
+                const eddy_addr_t *a, const eddy_addr_t *b)
+{
+    eddy_pipeline_t *p = ctx->pipeline;
+    if (eddy_loop_in_event_loop(p->ch->loop)) {
+        out_from(ctx, kind, msg, pr, a, b);
+        return;
+    }
+    out_t *h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        if (msg != NULL) {
+            eddy_msg_release(msg);
+        }
+        eddy__promise_done(pr, EDDY_ENOMEM);
+        return;
+    }
+    h->ctx = ctx;
+    h->kind = kind;
+    h->msg = msg;
+    h->p = pr != NULL ? eddy_future_retain(pr) : NULL;
+    if (a != NULL) {
+        h->a = *a;
+    }
+    if (b != NULL) {
+        h->b = *b;
+        h->has_b = true;
+    }
+    atomic_fetch_add_explicit(&p->offloaded, 1, memory_order_relaxed);
+    eddy__channel_on_loop(p->ch, out_hop, h);
+}
+
+void eddy_ctx_bind(eddy_ctx_t *ctx, const eddy_addr_t *local, eddy_promise_t *p)
+{
+    out(ctx, OUT_BIND, NULL, p, local, NULL);
+}
+
+void eddy_ctx_connect(eddy_ctx_t *ctx, const eddy_addr_t *remote, const eddy_addr_t *local,
+                      eddy_promise_t *p)
+{
+    out(ctx, OUT_CONNECT, NULL, p, remote, local);
+}
+
+void eddy_ctx_disconnect(eddy_ctx_t *ctx, eddy_promise_t *p)
+{
+    out(ctx, OUT_DISCONNECT, NULL, p, NULL, NULL);
+}
+
+void eddy_ctx_close(eddy_ctx_t *ctx, eddy_promise_t *p)
+{
+    out(ctx, OUT_CLOSE, NULL, p, NULL, NULL);
+}
+
+void eddy_ctx_deregister(eddy_ctx_t *ctx, eddy_promise_t *p)
+{
+    out(ctx, OUT_DEREGISTER, NULL, p, NULL, NULL);
+}
+
+void eddy_ctx_read(eddy_ctx_t *ctx)
+{
+    out(ctx, OUT_READ, NULL, NULL, NULL, NULL);
+}
+
+void eddy_ctx_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    if (msg == NULL) {
+        eddy__promise_done(p, EDDY_EINVAL);
+        return;
+    }
+    out(ctx, OUT_WRITE, msg, p, NULL, NULL);
+}
+
+void eddy_ctx_flush(eddy_ctx_t *ctx)
+{
+    out(ctx, OUT_FLUSH, NULL, NULL, NULL, NULL);
+}
+
+void eddy_ctx_write_and_flush(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    if (msg == NULL) {
+        eddy__promise_done(p, EDDY_EINVAL);
+        return;
+    }
+    out(ctx, OUT_WRITE_FLUSH, msg, p, NULL, NULL);
+}
+
+void eddy__pipeline_write(eddy_pipeline_t *p, eddy_msg_t *msg, eddy_promise_t *pr, bool flush)
+{
+    out(&p->tail, flush ? OUT_WRITE_FLUSH : OUT_WRITE, msg, pr, NULL, NULL);
+}
+
+void eddy__pipeline_flush(eddy_pipeline_t *p)
+{
+    out(&p->tail, OUT_FLUSH, NULL, NULL, NULL, NULL);
+}
+
+void eddy__pipeline_close(eddy_pipeline_t *p, eddy_promise_t *pr)
+{
+    out(&p->tail, OUT_CLOSE, NULL, pr, NULL, NULL);
+}
+
+void eddy__pipeline_read(eddy_pipeline_t *p)
+{
+    out(&p->tail, OUT_READ, NULL, NULL, NULL, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Context accessors
+ */
+
+void *eddy_ctx_state(const eddy_ctx_t *ctx)
+{
+    return ctx->state;
+}
+
+const char *eddy_ctx_name(const eddy_ctx_t *ctx)
+{
+    return ctx->name;
+}
+
+eddy_channel_t *eddy_ctx_channel(const eddy_ctx_t *ctx)
+{
+    return ctx->pipeline->ch;
+}
+
+eddy_pipeline_t *eddy_ctx_pipeline(const eddy_ctx_t *ctx)
+{
+    return ctx->pipeline;
+}
+
+eddy_loop_t *eddy_ctx_loop(const eddy_ctx_t *ctx)
+{
+    return ctx->pipeline->ch->loop;
+}
+
+eddy_allocator_t *eddy_ctx_alloc(const eddy_ctx_t *ctx)
+{
+    return ctx->pipeline->ch->alloc;
+}
+
+bool eddy_ctx_is_removed(const eddy_ctx_t *ctx)
+{
+    return ctx->removed;
+}

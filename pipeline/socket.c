@@ -1,0 +1,933 @@
+/*
+ * Stream sockets (TCP over IPv4 and IPv6, Unix domain): connected and accepted channels,
+ * listening channels, and connecting (Netty's NioSocketChannel, NioServerSocketChannel and
+ * their Unsafe).
+ *
+ * The loop watches each socket level-triggered (reactor/poller_epoll.c says why); read
+ * interest follows AUTO_READ, a pending read request and the backpressure pause, write
+ * interest is taken only while the socket is full. SIGPIPE is never raised: writes go
+ * through sendmsg(MSG_NOSIGNAL).
+ */
+#include "pipeline/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#ifndef IOV_MAX
+#define IOV_MAX 1024
+#endif
+/* Iovecs per sendmsg: IOV_MAX is the kernel's limit; more costs the kernel a copy of the
+ * array for nothing once the socket buffer is full. */
+#define MAX_IOV (IOV_MAX < 1024 ? IOV_MAX : 1024)
+
+static const eddy__channel_ops_t stream_ops;
+static const eddy__channel_ops_t listener_ops;
+
+static void on_io(eddy_io_t *io, unsigned events, void *arg);
+
+/* ---------------------------------------------------------------------------------------
+ * Descriptors and socket options
+ */
+
+#if !defined(SOCK_NONBLOCK) || !defined(__linux__)
+static int set_nonblock_cloexec(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        return -errno;
+    }
+    fl = fcntl(fd, F_GETFD);
+    if (fl < 0 || fcntl(fd, F_SETFD, fl | FD_CLOEXEC) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+#endif
+
+static int new_socket(int family)
+{
+#ifdef SOCK_NONBLOCK
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    return fd >= 0 ? fd : -errno;
+#else
+    int fd = socket(family, SOCK_STREAM, 0);
+    if (fd < 0) {
+        return -errno;
+    }
+    int err = set_nonblock_cloexec(fd);
+    if (err != 0) {
+        close(fd);
+        return err;
+    }
+#ifdef SO_NOSIGPIPE
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof(one));
+#endif
+    return fd;
+#endif
+}
+
+static bool is_tcp(const eddy_channel_t *ch)
+{
+    sa_family_t f = ch->local.len ? ch->local.u.sa.sa_family : ch->remote.u.sa.sa_family;
+    return f == AF_INET || f == AF_INET6;
+}
+
+static int set_int(int fd, int level, int name, int v)
+{
+    return setsockopt(fd, level, name, &v, sizeof(v)) == 0 ? 0 : -errno;
+}
+
+static int socket_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value)
+{
+    int fd = ch->fd;
+    switch (opt) {
+    case EDDY_SO_REUSEADDR:
+        return set_int(fd, SOL_SOCKET, SO_REUSEADDR, (int)value);
+    case EDDY_SO_REUSEPORT:
+#ifdef SO_REUSEPORT
+        return set_int(fd, SOL_SOCKET, SO_REUSEPORT, (int)value);
+#else
+        return value ? EDDY_ENOTSUP : 0;
+#endif
+    case EDDY_TCP_NODELAY:
+        return is_tcp(ch) ? set_int(fd, IPPROTO_TCP, TCP_NODELAY, (int)value) : 0;
+    case EDDY_SO_KEEPALIVE:
+        return set_int(fd, SOL_SOCKET, SO_KEEPALIVE, (int)value);
+    case EDDY_SO_RCVBUF:
+        return value > 0 ? set_int(fd, SOL_SOCKET, SO_RCVBUF, (int)value) : 0;
+    case EDDY_SO_SNDBUF:
+        return value > 0 ? set_int(fd, SOL_SOCKET, SO_SNDBUF, (int)value) : 0;
+    case EDDY_SO_LINGER: {
+        struct linger l = {.l_onoff = value >= 0, .l_linger = value >= 0 ? (int)value : 0};
+        return setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l)) == 0 ? 0 : -errno;
+    }
+    default:
+        return 0; /* not a socket option */
+    }
+}
+
+static void fill_addrs(eddy_channel_t *ch)
+{
+    ch->local.len = sizeof(ch->local.u);
+    if (getsockname(ch->fd, &ch->local.u.sa, &ch->local.len) != 0) {
+        ch->local.len = 0;
+    }
+    if (!(ch->flags & EDDY__CH_LISTENER)) {
+        ch->remote.len = sizeof(ch->remote.u);
+        if (getpeername(ch->fd, &ch->remote.u.sa, &ch->remote.len) != 0) {
+            ch->remote.len = 0;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Interest
+ */
+
+static void update_interest(eddy_channel_t *ch)
+{
+    if (ch->flags & EDDY__CH_CLOSED) {
+        return;
+    }
+    unsigned ev = 0;
+    if ((ch->flags & EDDY__CH_READING) && !(ch->flags & EDDY__CH_PAUSED) &&
+        !(ch->flags & EDDY__CH_INPUT_SHUTDOWN)) {
+        ev |= EDDY_IO_READ;
+    }
+    if (ch->flags & (EDDY__CH_WRITE_WAIT | EDDY__CH_CONNECTING)) {
+        ev |= EDDY_IO_WRITE;
+    }
+    int err = eddy_io_start(&ch->io, ev);
+    if (err != 0) {
+        eddy_pipeline_fire_exception(&ch->pipeline, err);
+        eddy__channel_do_close(ch, err, NULL);
+    }
+}
+
+static void stream_begin_read(eddy_channel_t *ch)
+{
+    if (!(ch->flags & EDDY__CH_ACTIVE) && !(ch->flags & EDDY__CH_LISTENER)) {
+        return;
+    }
+    ch->flags |= EDDY__CH_READING;
+    update_interest(ch);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Reading, with the adaptive receive buffer (AdaptiveRecvByteBufAllocator): sizes step up
+ * fast when a read fills the buffer and down slowly, after two short reads in a row.
+ */
+
+static const uint32_t recv_sizes[] = {64,   128,   256,   512,   1024,  2048,  4096,
+                                      8192, 16384, 32768, 65536, 131072, 262144, 524288,
+                                      1048576};
+#define NSIZES (sizeof(recv_sizes) / sizeof(recv_sizes[0]))
+
+static size_t recv_guess(eddy_channel_t *ch)
+{
+    size_t lo = (size_t)ch->opt[EDDY_RCVBUF_ALLOC_MIN];
+    size_t hi = (size_t)ch->opt[EDDY_RCVBUF_ALLOC_MAX];
+    if (ch->recv_index == 0) {
+        /* First read: the initial size, as an index. */
+        size_t want = (size_t)ch->opt[EDDY_RCVBUF_ALLOC_INITIAL];
+        size_t i = 0;
+        while (i + 1 < NSIZES && recv_sizes[i] < want) {
+            i++;
+        }
+        ch->recv_index = i + 1;
+    }
+    size_t size = recv_sizes[ch->recv_index - 1];
+    return size < lo ? lo : size > hi ? hi : size;
+}
+
+static void recv_record(eddy_channel_t *ch, size_t got, size_t asked)
+{
+    size_t i = ch->recv_index - 1;
+    if (got >= asked) {
+        if (i + 4 < NSIZES) {
+            i += 4; /* a full buffer: grow fast */
+        } else {
+            i = NSIZES - 1;
+        }
+        ch->recv_shrink_next = false;
+    } else if (i > 0 && got <= recv_sizes[i - 1]) {
+        if (ch->recv_shrink_next) {
+            i--;
+            ch->recv_shrink_next = false;
+        } else {
+            ch->recv_shrink_next = true;
+        }
+    } else {
+        ch->recv_shrink_next = false;
+    }
+    ch->recv_index = i + 1;
+}
+
+void eddy__socket_read(eddy_channel_t *ch)
+{
+    eddy_pipeline_t *p = &ch->pipeline;
+    int64_t max_msgs = ch->opt[EDDY_MAX_MESSAGES_PER_READ];
+    int64_t msgs = 0;
+    int err = 0;
+    bool eof = false;
+    while (msgs < max_msgs && !(ch->flags & (EDDY__CH_CLOSED | EDDY__CH_PAUSED))) {
+        size_t size = recv_guess(ch);
+        eddy_buf_t *buf = eddy_buf_alloc(ch->alloc, size, size);
+        if (buf == NULL) {
+            err = EDDY_ENOMEM;
+            break;
+        }
+        ssize_t n = read(ch->fd, eddy_buf_write_ptr(buf), size);
+        if (n > 0) {
+            eddy_buf_set_writer_index(buf, eddy_buf_writer_index(buf) + (size_t)n);
+            atomic_fetch_add_explicit(&ch->bytes_read, (uint64_t)n, memory_order_relaxed);
+            atomic_fetch_add_explicit(&ch->msgs_read, 1, memory_order_relaxed);
+            recv_record(ch, (size_t)n, size);
+            msgs++;
+            eddy_pipeline_fire_channel_read(p, eddy_buf_msg(buf));
+            if ((size_t)n < size) {
+                break; /* the socket is most likely drained: no read just to see EAGAIN */
+            }
+            continue;
+        }
+        eddy_buf_release(buf);
+        if (n == 0) {
+            eof = true;
+        } else if (errno == EINTR) {
+            continue;
+        } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            err = -errno;
+        }
+        break;
+    }
+    if (msgs > 0 && !(ch->flags & EDDY__CH_CLOSED)) {
+        eddy_pipeline_fire_channel_read_complete(p);
+    }
+    if (ch->flags & EDDY__CH_CLOSED) {
+        return;
+    }
+    if (err != 0) {
+        /* ECONNRESET and friends: exception_caught, then close (Netty does the same). */
+        eddy_pipeline_fire_exception(p, err);
+        eddy__channel_do_close(ch, err, NULL);
+        return;
+    }
+    if (eof) {
+        if (ch->opt[EDDY_ALLOW_HALF_CLOSURE]) {
+            if (!(ch->flags & EDDY__CH_INPUT_SHUTDOWN)) {
+                ch->flags |= EDDY__CH_INPUT_SHUTDOWN;
+                update_interest(ch);
+                eddy_pipeline_fire_user_event(p, EDDY_EVENT_INPUT_SHUTDOWN, NULL);
+            }
+        } else {
+            eddy__channel_do_close(ch, EDDY_EOF, NULL);
+        }
+        return;
+    }
+    if (!ch->opt[EDDY_AUTO_READ] && (ch->flags & EDDY__CH_READING)) {
+        /* One batch per request: the next needs eddy_channel_read(). */
+        ch->flags &= ~EDDY__CH_READING;
+        update_interest(ch);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Writing
+ */
+
+static void flush_later(void *arg)
+{
+    eddy_channel_t *ch = arg;
+    if (!(ch->flags & EDDY__CH_CLOSED)) {
+        eddy__pipeline_enter(&ch->pipeline);
+        ch->ops->flush(ch);
+        eddy__pipeline_leave(&ch->pipeline);
+    }
+    eddy_channel_release(ch);
+}
+
+static void finish_shutdown_output(eddy_channel_t *ch)
+{
+    ch->flags &= ~EDDY__CH_SHUTDOWN_PENDING;
+    ch->flags |= EDDY__CH_OUTPUT_SHUTDOWN;
+    int err = shutdown(ch->fd, SHUT_WR) == 0 ? 0 : -errno;
+    if (err == 0) {
+        eddy_pipeline_fire_user_event(&ch->pipeline, EDDY_EVENT_OUTPUT_SHUTDOWN, NULL);
+    }
+}
+
+static void stream_flush(eddy_channel_t *ch)
+{
+    if ((ch->flags & (EDDY__CH_FLUSHING | EDDY__CH_CLOSED)) || !(ch->flags & EDDY__CH_ACTIVE)) {
+        return; /* a flush inside the flush (a promise listener) is folded into this one */
+    }
+    if (ch->flags & EDDY__CH_WRITE_WAIT) {
+        return; /* the socket is full: the write-ready event flushes */
+    }
+    ch->flags |= EDDY__CH_FLUSHING;
+    int64_t spins = ch->opt[EDDY_WRITE_SPIN_COUNT];
+    int err = 0;
+    bool blocked = false;
+    struct iovec iov[MAX_IOV];
+    while (spins-- > 0 && ch->out_head != NULL && ch->out_head != ch->unflushed) {
+        int n = 0;
+        size_t total = 0;
+        for (eddy__entry_t *e = ch->out_head; e != NULL && e != ch->unflushed && n < MAX_IOV;
+             e = e->next) {
+            if (e->msg->type == EDDY_MSG_BUF) {
+                eddy_buf_t *b = eddy_buf_of(e->msg);
+                size_t len = eddy_buf_readable(b);
+                if (len > 0) {
+                    iov[n].iov_base = (void *)(uintptr_t)eddy_buf_read_ptr(b);
+                    iov[n].iov_len = len;
+                    total += len;
+                    n++;
+                }
+            } else {
+                int k = eddy_composite_iovec(eddy_composite_of(e->msg), iov + n, MAX_IOV - n);
+                for (int i = 0; i < k; i++) {
+                    total += iov[n + i].iov_len;
+                }
+                n += k;
+                if (n >= MAX_IOV) {
+                    break;
+                }
+            }
+        }
+        if (total == 0) {
+            eddy__outbound_remove_written(ch, 0); /* empty messages complete at once */
+            continue;
+        }
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(ch->fd, &mh, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR) {
+                spins++;
+                continue;
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                blocked = true;
+            } else {
+                err = -errno;
+            }
+            break;
+        }
+        eddy__outbound_remove_written(ch, (size_t)w);
+        if ((size_t)w < total) {
+            blocked = true; /* a short write: the socket buffer is full */
+            break;
+        }
+    }
+    ch->flags &= ~EDDY__CH_FLUSHING;
+    if (ch->flags & EDDY__CH_CLOSED) {
+        return;
+    }
+    if (err != 0) {
+        /* The peer is gone (EPIPE, ECONNRESET): fail what is queued, close. */
+        eddy__outbound_fail_all(ch, err);
+        eddy_pipeline_fire_exception(&ch->pipeline, err);
+        eddy__channel_do_close(ch, err, NULL);
+        return;
+    }
+    bool more = ch->out_head != NULL && ch->out_head != ch->unflushed;
+    if (blocked) {
+        ch->flags |= EDDY__CH_WRITE_WAIT;
+        update_interest(ch);
+    } else if (more) {
+        /* Spun enough: let the loop serve others, and come back (Netty's incompleteWrite). */
+        if (eddy_loop_execute(ch->loop, flush_later, eddy_channel_retain(ch)) != 0) {
+            eddy_channel_release(ch);
+        }
+    } else if (ch->flags & EDDY__CH_SHUTDOWN_PENDING) {
+        finish_shutdown_output(ch);
+    }
+}
+
+static void on_writable(eddy_channel_t *ch)
+{
+    ch->flags &= ~EDDY__CH_WRITE_WAIT;
+    update_interest(ch);
+    stream_flush(ch);
+}
+
+static void stream_shutdown_output(eddy_channel_t *ch, eddy_promise_t *p)
+{
+    if (ch->flags & (EDDY__CH_OUTPUT_SHUTDOWN | EDDY__CH_SHUTDOWN_PENDING)) {
+        eddy__promise_done(p, 0);
+        return;
+    }
+    bool queued = ch->out_head != NULL && ch->out_head != ch->unflushed;
+    if (queued) {
+        ch->flags |= EDDY__CH_SHUTDOWN_PENDING; /* after what is flushed is written */
+    } else {
+        finish_shutdown_output(ch);
+    }
+    eddy__promise_done(p, 0);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Close
+ */
+
+static void stream_do_close(eddy_channel_t *ch)
+{
+    if (ch->fd >= 0) {
+        eddy_io_stop(&ch->io);
+        close(ch->fd);
+        ch->fd = -1;
+    }
+    if (ch->reserve_fd >= 0) {
+        close(ch->reserve_fd);
+        ch->reserve_fd = -1;
+    }
+    if (ch->accept_backoff != NULL) {
+        eddy_timer_cancel(ch->accept_backoff);
+        eddy_timer_release(ch->accept_backoff);
+        ch->accept_backoff = NULL;
+    }
+}
+
+static void stream_destroy(eddy_channel_t *ch)
+{
+    if (ch->fd >= 0) {
+        close(ch->fd); /* never registered */
+        ch->fd = -1;
+    }
+    if (ch->reserve_fd >= 0) {
+        close(ch->reserve_fd);
+        ch->reserve_fd = -1;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Connecting
+ */
+
+static void connect_done(eddy_channel_t *ch, int err)
+{
+    ch->flags &= ~EDDY__CH_CONNECTING;
+    if (ch->connect_timer != NULL) {
+        eddy_timer_cancel(ch->connect_timer);
+        eddy_timer_release(ch->connect_timer);
+        ch->connect_timer = NULL;
+    }
+    eddy_promise_t *p = ch->connect_promise;
+    ch->connect_promise = NULL;
+    if (err != 0) {
+        if (p != NULL) {
+            eddy_promise_fail(p, err);
+            eddy_future_release(p);
+        }
+        eddy__channel_do_close(ch, err, NULL);
+        return;
+    }
+    fill_addrs(ch);
+    update_interest(ch);
+    if (p != NULL) {
+        eddy_promise_succeed(p, ch);
+        eddy_future_release(p);
+    }
+    eddy__channel_activate(ch);
+}
+
+static void finish_connect(eddy_channel_t *ch)
+{
+    int soerr = 0;
+    socklen_t len = sizeof(soerr);
+    if (getsockopt(ch->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) {
+        soerr = errno;
+    }
+    connect_done(ch, -soerr);
+}
+
+static void connect_timeout(eddy_timer_t *t, void *arg)
+{
+    (void)t;
+    eddy_channel_t *ch = arg;
+    if (ch->flags & EDDY__CH_CONNECTING) {
+        eddy__pipeline_enter(&ch->pipeline);
+        connect_done(ch, EDDY_ETIMEDOUT);
+        eddy__pipeline_leave(&ch->pipeline);
+    }
+}
+
+static void stream_connect(eddy_channel_t *ch, const eddy_addr_t *remote,
+                           const eddy_addr_t *local, eddy_promise_t *p)
+{
+    if (ch->flags & (EDDY__CH_ACTIVE | EDDY__CH_CONNECTING)) {
+        eddy__promise_done(p, (ch->flags & EDDY__CH_ACTIVE) ? EDDY_EISCONN : EDDY_EALREADY);
+        return;
+    }
+    if (local != NULL && local->len > 0 && bind(ch->fd, &local->u.sa, local->len) != 0) {
+        int err = -errno;
+        eddy__promise_done(p, err);
+        eddy__channel_do_close(ch, err, NULL);
+        return;
+    }
+    ch->remote = *remote;
+    ch->connect_promise = p != NULL ? eddy_future_retain(p) : NULL;
+    int rc;
+    do {
+        rc = connect(ch->fd, &remote->u.sa, remote->len);
+    } while (rc != 0 && errno == EINTR);
+    if (rc == 0) {
+        connect_done(ch, 0);
+        return;
+    }
+    if (errno != EINPROGRESS) {
+        connect_done(ch, -errno);
+        return;
+    }
+    ch->flags |= EDDY__CH_CONNECTING;
+    update_interest(ch);
+    int64_t ms = ch->opt[EDDY_CONNECT_TIMEOUT_MS];
+    if (ms > 0) {
+        ch->connect_timer = eddy_loop_schedule(ch->loop, ms, connect_timeout, ch);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Readiness
+ */
+
+static void on_io(eddy_io_t *io, unsigned events, void *arg)
+{
+    (void)io;
+    eddy_channel_t *ch = arg;
+    eddy_channel_retain(ch); /* a handler may close it: memory stays until we return */
+    eddy__pipeline_enter(&ch->pipeline);
+    if (ch->flags & EDDY__CH_LISTENER) {
+        eddy__listener_accept(ch);
+    } else if (ch->flags & EDDY__CH_CONNECTING) {
+        if (events & (EDDY_IO_WRITE | EDDY_IO_ERROR | EDDY_IO_HUP)) {
+            finish_connect(ch);
+        }
+    } else {
+        if ((events & EDDY_IO_WRITE) && !(ch->flags & EDDY__CH_CLOSED)) {
+            on_writable(ch);
+        }
+        if ((events & (EDDY_IO_READ | EDDY_IO_HUP | EDDY_IO_ERROR)) &&
+            !(ch->flags & EDDY__CH_CLOSED)) {
+            if ((ch->flags & EDDY__CH_READING) && !(ch->flags & EDDY__CH_INPUT_SHUTDOWN)) {
+                eddy__socket_read(ch);
+            } else if (events & EDDY_IO_ERROR) {
+                int soerr = 0;
+                socklen_t len = sizeof(soerr);
+                getsockopt(ch->fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+                int err = soerr ? -soerr : EDDY_ECONNRESET;
+                eddy_pipeline_fire_exception(&ch->pipeline, err);
+                eddy__channel_do_close(ch, err, NULL);
+            }
+        }
+    }
+    eddy__pipeline_leave(&ch->pipeline);
+    eddy_channel_release(ch);
+}
+
+/* Register a socket channel with its loop (on the loop). */
+void eddy__socket_register(eddy_channel_t *ch)
+{
+    eddy_io_init(&ch->io, ch->loop, ch->fd, on_io, ch);
+    eddy__channel_registered(ch);
+}
+
+static const eddy__channel_ops_t stream_ops = {
+    .kind = "stream",
+    .connect = stream_connect,
+    .begin_read = stream_begin_read,
+    .flush = stream_flush,
+    .do_close = stream_do_close,
+    .shutdown_output = stream_shutdown_output,
+    .set_socket_option = socket_option,
+    .destroy = stream_destroy,
+};
+
+/* ---------------------------------------------------------------------------------------
+ * Listening and accepting
+ */
+
+static void listener_flush(eddy_channel_t *ch)
+{
+    (void)ch; /* nothing to write on a listening socket */
+}
+
+static const eddy__channel_ops_t listener_ops = {
+    .kind = "listener",
+    .begin_read = stream_begin_read,
+    .flush = listener_flush,
+    .do_close = stream_do_close,
+    .set_socket_option = socket_option,
+    .destroy = stream_destroy,
+};
+
+typedef struct child_s {
+    eddy_channel_t *ch;
+    eddy_channel_init_cb init;
+    void *arg;
+} child_t;
+
+static void child_start(void *arg)
+{
+    child_t *c = arg;
+    eddy_channel_t *ch = c->ch;
+    eddy__pipeline_enter(&ch->pipeline);
+    eddy__socket_register(ch);
+    int rc = c->init(ch, c->arg);
+    if (rc != 0) {
+        eddy__channel_do_close(ch, rc, NULL);
+    } else {
+        eddy__channel_activate(ch);
+    }
+    eddy__pipeline_leave(&ch->pipeline);
+    free(c);
+}
+
+static void resume_accept(eddy_timer_t *t, void *arg)
+{
+    (void)t;
+    eddy_channel_t *ch = arg;
+    if (ch->accept_backoff != NULL) {
+        eddy_timer_release(ch->accept_backoff);
+        ch->accept_backoff = NULL;
+    }
+    if (!(ch->flags & EDDY__CH_CLOSED)) {
+        ch->flags |= EDDY__CH_READING;
+        update_interest(ch);
+    }
+}
+
+/*
+ * Out of descriptors (EMFILE, ENFILE): the pending connection would make the listening socket
+ * ready forever, and a level-triggered loop would spin on it. Give the reserve descriptor
+ * back, accept the connection and close it at once (the peer sees a reset rather than a
+ * hang), take the reserve again, and stop accepting for a moment.
+ */
+static void out_of_descriptors(eddy_channel_t *ch, int err)
+{
+    if (ch->reserve_fd >= 0) {
+        close(ch->reserve_fd);
+        ch->reserve_fd = -1;
+        int fd = accept(ch->fd, NULL, NULL);
+        if (fd >= 0) {
+            struct linger l = {1, 0};
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+            close(fd);
+        }
+        ch->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    static _Atomic int64_t last_log;
+    int64_t now = eddy_now_ns();
+    int64_t prev = atomic_load_explicit(&last_log, memory_order_relaxed);
+    if (now - prev > 1000000000 &&
+        atomic_compare_exchange_strong_explicit(&last_log, &prev, now, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+        fprintf(stderr, "eddy: listener %llu: %s; accepting pauses for 100 ms\n",
+                (unsigned long long)ch->id, eddy_strerror(err));
+    }
+    ch->flags &= ~EDDY__CH_READING;
+    update_interest(ch);
+    if (ch->accept_backoff == NULL) {
+        ch->accept_backoff = eddy_loop_schedule(ch->loop, 100, resume_accept, ch);
+    }
+}
+
+void eddy__listener_accept(eddy_channel_t *ch)
+{
+    unsigned cap = ch->accepts_per_wakeup ? ch->accepts_per_wakeup : 64;
+    for (unsigned i = 0; i < cap && !(ch->flags & EDDY__CH_CLOSED); i++) {
+        eddy_addr_t peer;
+        peer.len = sizeof(peer.u);
+#if defined(__linux__)
+        int fd = accept4(ch->fd, &peer.u.sa, &peer.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+#else
+        int fd = accept(ch->fd, &peer.u.sa, &peer.len);
+        if (fd >= 0 && set_nonblock_cloexec(fd) != 0) {
+            close(fd);
+            continue;
+        }
+#endif
+        if (fd < 0) {
+            int err = -errno;
+            if (errno == EINTR || errno == ECONNABORTED) {
+                continue;
+            }
+            if (errno == EMFILE || errno == ENFILE) {
+                out_of_descriptors(ch, err);
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                eddy_pipeline_fire_exception(&ch->pipeline, err);
+            }
+            return;
+        }
+        eddy_loop_t *loop = ch->children != NULL ? eddy_loop_group_next(ch->children) : ch->loop;
+        eddy_channel_t *child = eddy__channel_new(loop, &stream_ops, fd);
+        child_t *c = child != NULL ? malloc(sizeof(*c)) : NULL;
+        if (c == NULL) {
+            if (child != NULL) {
+                eddy_channel_release(child); /* closes fd */
+            } else {
+                close(fd);
+            }
+            eddy_pipeline_fire_exception(&ch->pipeline, EDDY_ENOMEM);
+            continue;
+        }
+        child->remote = peer;
+        fill_addrs(child);
+        eddy__channel_apply_config(child, &ch->child_config);
+        if (is_tcp(child) && !(ch->child_config.set & (1ull << EDDY_TCP_NODELAY))) {
+            socket_option(child, EDDY_TCP_NODELAY, 1);
+        }
+        c->ch = child;
+        c->init = ch->child_init;
+        c->arg = ch->child_arg;
+        if (loop == ch->loop) {
+            child_start(c);
+        } else if (eddy_loop_execute(loop, child_start, c) != 0) {
+            free(c);
+            eddy_channel_release(child);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Public: listen and connect
+ */
+
+typedef struct listen_req_s {
+    eddy_addr_t addr;
+    eddy_listen_options_t opts;
+    eddy_channel_config_t config;
+    eddy_channel_config_t child_config;
+    bool has_config;
+    eddy_promise_t *p;
+} listen_req_t;
+
+static void listen_on_loop(void *arg)
+{
+    listen_req_t *r = arg;
+    int fd = new_socket(r->addr.u.sa.sa_family);
+    int err = fd < 0 ? fd : 0;
+    eddy_channel_t *ch = NULL;
+    if (err == 0) {
+        ch = eddy__channel_new(r->opts.loop, &listener_ops, fd);
+        if (ch == NULL) {
+            close(fd);
+            err = EDDY_ENOMEM;
+        }
+    }
+    if (err == 0) {
+        ch->flags |= EDDY__CH_LISTENER;
+        ch->local = r->addr;
+        ch->children = r->opts.children;
+        ch->child_init = r->opts.child_init;
+        ch->child_arg = r->opts.child_arg;
+        ch->child_config = r->child_config;
+        ch->accepts_per_wakeup = r->opts.accepts_per_wakeup;
+        ch->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (r->addr.u.sa.sa_family != AF_UNIX) {
+            socket_option(ch, EDDY_SO_REUSEADDR, 1);
+            ch->opt[EDDY_SO_REUSEADDR] = 1;
+        }
+        if (r->has_config) {
+            eddy__channel_apply_config(ch, &r->config);
+        }
+        if (bind(fd, &r->addr.u.sa, r->addr.len) != 0 ||
+            listen(fd, (int)(ch->opt[EDDY_SO_BACKLOG] > INT_MAX ? INT_MAX
+                                                                  : ch->opt[EDDY_SO_BACKLOG])) !=
+                0) {
+            err = -errno;
+        }
+    }
+    if (err != 0) {
+        if (ch != NULL) {
+            eddy_channel_release(ch);
+        }
+        eddy_promise_fail(r->p, err);
+    } else {
+        fill_addrs(ch);
+        eddy__pipeline_enter(&ch->pipeline);
+        eddy__socket_register(ch);
+        ch->flags |= EDDY__CH_ACTIVE;
+        eddy__pipeline_fire_active(&ch->pipeline);
+        stream_begin_read(ch);
+        eddy__pipeline_leave(&ch->pipeline);
+        eddy_promise_succeed(r->p, ch);
+    }
+    eddy_future_release(r->p);
+    free(r);
+}
+
+eddy_future_t *eddy_channel_listen(const eddy_addr_t *addr, const eddy_listen_options_t *opts)
+{
+    if (opts == NULL || opts->loop == NULL) {
+        return NULL;
+    }
+    eddy_promise_t *p = eddy_promise_new(opts->loop);
+    if (p == NULL) {
+        return NULL;
+    }
+    if (addr == NULL || addr->len == 0 || opts->child_init == NULL) {
+        eddy_promise_fail(p, EDDY_EINVAL);
+        return p;
+    }
+    listen_req_t *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        eddy_promise_fail(p, EDDY_ENOMEM);
+        return p;
+    }
+    r->addr = *addr;
+    r->opts = *opts;
+    eddy_channel_config_init(&r->child_config);
+    if (opts->child_config != NULL) {
+        r->child_config = *opts->child_config;
+    }
+    if (opts->config != NULL) {
+        r->config = *opts->config;
+        r->has_config = true;
+    }
+    r->p = eddy_future_retain(p);
+    if (eddy_loop_in_event_loop(opts->loop)) {
+        listen_on_loop(r);
+    } else {
+        int err = eddy_loop_execute(opts->loop, listen_on_loop, r);
+        if (err != 0) {
+            eddy_future_release(r->p);
+            free(r);
+            eddy_promise_fail(p, err);
+        }
+    }
+    return p;
+}
+
+typedef struct connect_req_s {
+    eddy_loop_t *loop;
+    eddy_addr_t remote;
+    eddy_channel_config_t config;
+    bool has_config;
+    eddy_channel_init_cb init;
+    void *arg;
+    eddy_promise_t *p;
+} connect_req_t;
+
+static void connect_on_loop(void *arg)
+{
+    connect_req_t *r = arg;
+    int fd = new_socket(r->remote.u.sa.sa_family);
+    eddy_channel_t *ch = fd >= 0 ? eddy__channel_new(r->loop, &stream_ops, fd) : NULL;
+    if (ch == NULL) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        eddy_promise_fail(r->p, fd < 0 ? fd : EDDY_ENOMEM);
+    } else {
+        ch->remote = r->remote;
+        if (r->has_config) {
+            eddy__channel_apply_config(ch, &r->config);
+        }
+        if (is_tcp(ch) && !(r->has_config && (r->config.set & (1ull << EDDY_TCP_NODELAY)))) {
+            socket_option(ch, EDDY_TCP_NODELAY, 1);
+        }
+        eddy__pipeline_enter(&ch->pipeline);
+        eddy__socket_register(ch);
+        int rc = r->init != NULL ? r->init(ch, r->arg) : 0;
+        if (rc != 0) {
+            eddy_promise_fail(r->p, rc < 0 ? rc : EDDY_ECANCELED);
+            eddy__channel_do_close(ch, rc, NULL);
+        } else {
+            stream_connect(ch, &r->remote, NULL, r->p);
+        }
+        eddy__pipeline_leave(&ch->pipeline);
+    }
+    eddy_future_release(r->p);
+    free(r);
+}
+
+eddy_future_t *eddy_channel_connect(eddy_loop_t *loop, const eddy_addr_t *remote,
+                                    const eddy_channel_config_t *config,
+                                    eddy_channel_init_cb init, void *arg)
+{
+    eddy_promise_t *p = eddy_promise_new(loop);
+    if (p == NULL) {
+        return NULL;
+    }
+    if (remote == NULL || remote->len == 0) {
+        eddy_promise_fail(p, EDDY_EINVAL);
+        return p;
+    }
+    connect_req_t *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        eddy_promise_fail(p, EDDY_ENOMEM);
+        return p;
+    }
+    r->loop = loop;
+    r->remote = *remote;
+    if (config != NULL) {
+        r->config = *config;
+        r->has_config = true;
+    }
+    r->init = init;
+    r->arg = arg;
+    r->p = eddy_future_retain(p);
+    if (eddy_loop_in_event_loop(loop)) {
+        connect_on_loop(r);
+    } else {
+        int err = eddy_loop_execute(loop, connect_on_loop, r);
+        if (err != 0) {
+            eddy_future_release(r->p);
+            free(r);
+            eddy_promise_fail(p, err);
+        }
+    }
+    return p;
+}
+
+eddy_channel_t *eddy_future_channel(const eddy_future_t *f)
+{
+    return eddy_future_is_done(f) && eddy_future_error(f) == 0 ? eddy_future_result(f) : NULL;
+}

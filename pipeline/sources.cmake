@@ -1,0 +1,9 @@
+list(APPEND EDDY_SOURCES
+    pipeline/channel.c
+    pipeline/embedded.c
+    pipeline/outbound.c
+    pipeline/pipeline.c
+    pipeline/socket.c)
+# Codecs and handlers keep their own lists.
+include(${CMAKE_CURRENT_LIST_DIR}/codec/sources.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/handler/sources.cmake OPTIONAL)
