@@ -287,6 +287,7 @@ void eddy_channel_release(eddy_channel_t *ch)
         free(e);
         e = next;
     }
+    eddy__pipeline_free(&ch->pipeline);
     eddy_future_release(ch->close_future);
     free(ch->attrs);
     free(ch);

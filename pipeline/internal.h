@@ -193,6 +193,8 @@ size_t eddy__msg_bytes(eddy_msg_t *msg);
 
 /* Pipelines (pipeline.c). */
 void eddy__pipeline_init(eddy_pipeline_t *p, eddy_channel_t *ch);
+/* Free removed contexts still waiting (the channel is being freed: nothing is inside). */
+void eddy__pipeline_free(eddy_pipeline_t *p);
 /* Remove every handler (handler_removed, state freed), at close. */
 void eddy__pipeline_destroy(eddy_pipeline_t *p);
 void eddy__pipeline_fire_registered(eddy_pipeline_t *p);

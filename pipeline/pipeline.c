@@ -205,6 +205,15 @@ static void bury_dead(eddy_pipeline_t *p)
     }
 }
 
+void eddy__pipeline_free(eddy_pipeline_t *p)
+{
+    while (p->graveyard != NULL) {
+        eddy_ctx_t *ctx = p->graveyard;
+        p->graveyard = ctx->grave_next;
+        ctx_free(ctx);
+    }
+}
+
 void eddy__pipeline_enter(eddy_pipeline_t *p)
 {
     p->depth++;
@@ -217,11 +226,22 @@ void eddy__pipeline_leave(eddy_pipeline_t *p)
     }
 }
 
+static void offload_removal(eddy_ctx_t *ctx);
+
 /* Unlink ctx (its own links stay), call handler_removed, and bury it. */
 static void unlink_ctx(eddy_pipeline_t *p, eddy_ctx_t *ctx)
 {
     ctx->prev->next = ctx->next;
     ctx->next->prev = ctx->prev;
+    ctx->grave_next = p->graveyard;
+    p->graveyard = ctx;
+    if (ctx->carrier != NULL) {
+        /* An offloaded handler is removed on its carrier, after the events already sent
+         * there (channel_inactive at close among them): Netty runs handlerRemoved on the
+         * handler's executor too. The context stays unburied until that ran. */
+        offload_removal(ctx);
+        return;
+    }
     ctx->removed = true;
     p->depth++;
     if (ctx->ops->handler_removed != NULL) {
@@ -233,8 +253,6 @@ static void unlink_ctx(eddy_pipeline_t *p, eddy_ctx_t *ctx)
     }
     ctx->state = NULL;
     ctx->free_state = NULL;
-    ctx->grave_next = p->graveyard;
-    p->graveyard = ctx;
     p->depth--;
     bury_dead(p);
 }
@@ -314,10 +332,14 @@ static int apply_add(change_t *c)
                                                      strcmp(base->name, name) == 0)) {
         err = EDDY_EEXIST;
     }
-    if (err == 0 && !c->ops->sharable) {
-        eddy_ctx_t *same = find_ops(p, c->ops);
-        if (same != NULL && !(c->where == WHERE_REPLACE && same == base)) {
-            err = EDDY_EINVAL;
+    if (err == 0 && !c->ops->sharable && c->state != NULL) {
+        /* A handler instance is its ops and its state: a non-sharable one (per-channel state)
+         * may not sit twice in a pipeline. Several instances of one ops table are fine. */
+        for (eddy_ctx_t *x = p->head.next; x != &p->tail; x = x->next) {
+            if (x->ops == c->ops && x->state == c->state &&
+                !(c->where == WHERE_REPLACE && x == base)) {
+                err = EDDY_EINVAL;
+            }
         }
     }
     eddy_ctx_t *ctx = NULL;
@@ -542,6 +564,7 @@ typedef enum {
     OFF_USER_EVENT,
     OFF_WRITABILITY,
     OFF_EXCEPTION,
+    OFF_REMOVED, /* handler_removed, then the state freed: the last task for the context */
 } off_kind_t;
 
 typedef struct offload_s {
@@ -562,7 +585,16 @@ static int offload_run(void *arg, void **result)
     eddy_ctx_t *ctx = o->ctx;
     eddy_pipeline_t *p = ctx->pipeline;
     eddy_channel_t *ch = p->ch;
-    if (!ctx->removed) {
+    if (o->kind == OFF_REMOVED) {
+        ctx->removed = true;
+        if (ctx->ops->handler_removed != NULL) {
+            ctx->ops->handler_removed(ctx);
+        }
+        if (ctx->free_state != NULL && ctx->state != NULL) {
+            ctx->free_state(ctx->state);
+        }
+        ctx->state = NULL;
+    } else if (!ctx->removed) {
         call_inbound(ctx, o->kind, o->msg, o->event, o->data, o->err);
     } else if (o->msg != NULL) {
         eddy_msg_release(o->msg);
@@ -592,7 +624,17 @@ static void offload(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event
     eddy_future_t *f = eddy_carrier_execute(ctx->carrier, p->ch->id, offload_run, o);
     if (f == NULL || (eddy_future_is_done(f) && eddy_future_error(f) != 0)) {
         /* Refused (the carrier closed): offload_run will not run; the event is lost to this
-         * handler, and we say so. */
+         * handler, and we say so. A removal runs here instead, so the state is freed. */
+        if (kind == OFF_REMOVED) {
+            ctx->removed = true;
+            if (ctx->ops->handler_removed != NULL) {
+                ctx->ops->handler_removed(ctx);
+            }
+            if (ctx->free_state != NULL && ctx->state != NULL) {
+                ctx->free_state(ctx->state);
+            }
+            ctx->state = NULL;
+        }
         if (msg != NULL) {
             eddy_msg_release(msg);
         }
@@ -603,6 +645,11 @@ static void offload(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event
                 (unsigned long long)p->ch->id, ctx->name);
     }
     eddy_future_release(f);
+}
+
+static void offload_removal(eddy_ctx_t *ctx)
+{
+    offload(ctx, OFF_REMOVED, NULL, 0, NULL, 0);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -641,6 +688,8 @@ static void call_inbound(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int 
     case OFF_EXCEPTION:
         o->exception_caught(ctx, err);
         break;
+    case OFF_REMOVED:
+        break; /* offload_run() handles it */
     }
 }
 
@@ -649,7 +698,7 @@ static const unsigned kind_bit[] = {
     [OFF_ACTIVE] = EDDY__EV_ACTIVE,           [OFF_INACTIVE] = EDDY__EV_INACTIVE,
     [OFF_READ] = EDDY__EV_READ,               [OFF_READ_COMPLETE] = EDDY__EV_READ_COMPLETE,
     [OFF_USER_EVENT] = EDDY__EV_USER_EVENT,   [OFF_WRITABILITY] = EDDY__EV_WRITABILITY,
-    [OFF_EXCEPTION] = EDDY__EV_EXCEPTION,
+    [OFF_EXCEPTION] = EDDY__EV_EXCEPTION,     [OFF_REMOVED] = 0,
 };
 
 /* Hand an inbound event to the first context after `from` that implements it (the loop's

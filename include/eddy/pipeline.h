@@ -51,7 +51,8 @@ enum {
  */
 typedef struct eddy_handler_ops_s {
     const char *name;  /* for logs */
-    bool sharable;     /* may sit in several pipelines at once (no per-channel state) */
+    bool sharable;     /* one state may serve several pipelines at once (no per-channel
+                          state); a non-sharable handler needs a state per pipeline */
 
     void (*handler_added)(eddy_ctx_t *ctx);
     void (*handler_removed)(eddy_ctx_t *ctx); /* last call; the state is freed after it */
@@ -90,8 +91,8 @@ EDDY_EXTERN void eddy_free_state(void *state);
  * static, outlives the pipeline. state: the handler's, freed with free_state once the handler
  * is removed, including when the add fails. Any time, from inside an event too; the
  * channel's loop, or from another thread as a task (the result then only says it was
- * queued). Errors: EDDY_EEXIST (name taken), EDDY_ENOENT (base not found), EDDY_EINVAL (a
- * non-sharable ops table already in this pipeline), EDDY_ENOMEM, EDDY_ECLOSED.
+ * queued). Errors: EDDY_EEXIST (name taken), EDDY_ENOENT (base not found), EDDY_EINVAL (the
+ * same non-sharable ops and state already in this pipeline), EDDY_ENOMEM, EDDY_ECLOSED.
  */
 
 EDDY_EXTERN int eddy_pipeline_add_first(eddy_pipeline_t *p, const char *name,

@@ -113,7 +113,11 @@ static void test_pipeline_events_run_in_order_and_skip_by_mask(void **state)
     assert_string_equal(names[0], "z");
     assert_string_equal(names[3], "b");
     assert_int_equal(eddy_pipeline_add_last(p, "a", &rec_ops, NULL, NULL), EDDY_EEXIST);
-    assert_int_equal(eddy_pipeline_add_last(p, "w2", &write_only_ops, NULL, NULL), EDDY_EINVAL);
+    static int wo_state;
+    assert_int_equal(eddy_pipeline_add_last(p, "w2", &write_only_ops, &wo_state, NULL), 0);
+    assert_int_equal(eddy_pipeline_add_last(p, "w3", &write_only_ops, &wo_state, NULL),
+                     EDDY_EINVAL); /* the same instance twice */
+    assert_int_equal(eddy_pipeline_remove(p, "w2"), 0);
 
     assert_true(eddy_embedded_write_inbound(ch, text("hi")));
     assert_string_equal(r.log, "z:read a:read b:read ");

@@ -1,0 +1,680 @@
+/*
+ * Stream channels on real sockets (pipeline/socket.c), on 127.0.0.1, ::1 and a Unix socket,
+ * driven by plain blocking client sockets so the peer can misbehave: echo through a
+ * pipeline, half-closure, a reset, a slow reader driving writability false and back with
+ * bounded memory, close with queued writes failing their promises, writes from other
+ * threads arriving in order, eddy's own client (eddy_channel_connect), and an offloaded
+ * handler. Every test is bounded in time and closes what it opened.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <eddy/carrier.h>
+#include <eddy/channel.h>
+#include <eddy/pipeline.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEADLINE_MS 10000
+
+static int64_t now_ms(void)
+{
+    return eddy_now_ns() / 1000000;
+}
+
+/* Wait until cond() holds or the deadline passes. */
+#define WAIT_FOR(cond)                                                                         \
+    do {                                                                                       \
+        int64_t until_ = now_ms() + DEADLINE_MS;                                               \
+        while (!(cond) && now_ms() < until_)                                                   \
+            usleep(1000);                                                                      \
+        assert_true(cond);                                                                     \
+    } while (0)
+
+/* ---------------------------------------------------------------------------------------
+ * A server whose handlers the tests choose, on one loop.
+ */
+
+typedef struct server_s {
+    eddy_loop_group_t *group;
+    eddy_channel_t *listener;
+    eddy_addr_t addr;
+    _Atomic int accepted;
+    _Atomic int closed;
+    _Atomic int errors;
+    _Atomic int last_error;
+    _Atomic int input_shutdown;
+    _Atomic int unwritable;
+    _Atomic int writable_again;
+    _Atomic uint64_t echoed;
+    _Atomic(eddy_channel_t *) child; /* the last accepted channel (retained) */
+    eddy_channel_config_t child_config;
+    const eddy_handler_ops_t *ops;
+    eddy_carrier_t *carrier; /* offload the handler there */
+} server_t;
+
+static server_t *srv_of(eddy_ctx_t *ctx)
+{
+    return eddy_ctx_state(ctx);
+}
+
+static void echo_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    atomic_fetch_add(&srv_of(ctx)->echoed, eddy_buf_readable(eddy_buf_of(msg)));
+    eddy_ctx_write(ctx, msg, NULL);
+}
+
+static void echo_read_complete(eddy_ctx_t *ctx)
+{
+    eddy_ctx_flush(ctx);
+}
+
+static void note_exception(eddy_ctx_t *ctx, int err)
+{
+    atomic_fetch_add(&srv_of(ctx)->errors, 1);
+    atomic_store(&srv_of(ctx)->last_error, err);
+}
+
+static void note_inactive(eddy_ctx_t *ctx)
+{
+    atomic_fetch_add(&srv_of(ctx)->closed, 1);
+    eddy_ctx_fire_channel_inactive(ctx);
+}
+
+static void note_user_event(eddy_ctx_t *ctx, int event, void *data)
+{
+    if (event == EDDY_EVENT_INPUT_SHUTDOWN) {
+        atomic_fetch_add(&srv_of(ctx)->input_shutdown, 1);
+        /* Answer the half-close: what was written goes out, then our FIN. */
+        eddy_channel_shutdown_output(eddy_ctx_channel(ctx), NULL);
+    }
+    eddy_ctx_fire_user_event(ctx, event, data);
+}
+
+static void note_writability(eddy_ctx_t *ctx)
+{
+    if (eddy_channel_is_writable(eddy_ctx_channel(ctx))) {
+        atomic_fetch_add(&srv_of(ctx)->writable_again, 1);
+    } else {
+        atomic_fetch_add(&srv_of(ctx)->unwritable, 1);
+    }
+    eddy_ctx_fire_channel_writability_changed(ctx);
+}
+
+static const eddy_handler_ops_t echo_ops = {
+    .name = "echo",
+    .sharable = true,
+    .channel_read = echo_read,
+    .channel_read_complete = echo_read_complete,
+    .channel_inactive = note_inactive,
+    .user_event_triggered = note_user_event,
+    .channel_writability_changed = note_writability,
+    .exception_caught = note_exception,
+};
+
+static int init_child(eddy_channel_t *ch, void *arg)
+{
+    server_t *s = arg;
+    atomic_fetch_add(&s->accepted, 1);
+    eddy_channel_t *old = atomic_exchange(&s->child, eddy_channel_retain(ch));
+    if (old != NULL) {
+        eddy_channel_release(old);
+    }
+    eddy_pipeline_t *p = eddy_channel_pipeline(ch);
+    if (s->carrier != NULL) {
+        return eddy_pipeline_add_last_on(p, s->carrier, "h", s->ops, s, NULL);
+    }
+    return eddy_pipeline_add_last(p, "h", s->ops, s, NULL);
+}
+
+static void server_start(server_t *s, const eddy_addr_t *addr)
+{
+    s->group = eddy_loop_group_new(1, NULL);
+    assert_non_null(s->group);
+    if (s->ops == NULL) {
+        s->ops = &echo_ops;
+    }
+    if (s->child_config.set == 0) {
+        eddy_channel_config_init(&s->child_config);
+    }
+    eddy_listen_options_t o = {
+        .loop = eddy_loop_group_next(s->group),
+        .child_init = init_child,
+        .child_arg = s,
+        .child_config = &s->child_config,
+    };
+    eddy_future_t *f = eddy_channel_listen(addr, &o);
+    assert_non_null(f);
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(f), 0);
+    s->listener = eddy_channel_retain(eddy_future_channel(f));
+    eddy_future_release(f);
+    s->addr = *eddy_channel_local_addr(s->listener);
+    if (addr->u.sa.sa_family != AF_UNIX) {
+        assert_true(eddy_addr_port(&s->addr) != 0);
+    }
+}
+
+static void server_stop(server_t *s)
+{
+    eddy_channel_close(s->listener, NULL);
+    assert_int_equal(eddy_future_await(eddy_channel_close_future(s->listener), DEADLINE_MS), 0);
+    eddy_channel_release(s->listener);
+    eddy_channel_t *child = atomic_exchange(&s->child, NULL);
+    if (child != NULL) {
+        eddy_channel_close(child, NULL);
+        assert_int_equal(eddy_future_await(eddy_channel_close_future(child), DEADLINE_MS), 0);
+        eddy_channel_release(child);
+    }
+    eddy_future_t *t = eddy_loop_group_shutdown_gracefully(s->group, 0, 2000);
+    assert_int_equal(eddy_future_await(t, DEADLINE_MS), 0);
+    assert_int_equal(eddy_loop_group_free(s->group), 0);
+}
+
+static int client_connect(const eddy_addr_t *addr)
+{
+    int fd = socket(addr->u.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, &addr->u.sa, addr->len), 0);
+    struct timeval tv = {DEADLINE_MS / 1000, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+static void send_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        assert_true(w > 0);
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void recv_all(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n > 0) {
+        ssize_t r = recv(fd, p, n, 0);
+        assert_true(r > 0);
+        p += r;
+        n -= (size_t)r;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Tests
+ */
+
+static void echo_round_trip(const eddy_addr_t *addr)
+{
+    server_t s = {0};
+    server_start(&s, addr);
+    int fd = client_connect(&s.addr);
+    /* 1 MiB in uneven pieces, checked byte for byte. */
+    size_t total = 1 << 20;
+    unsigned char *out = malloc(total), *in = malloc(total);
+    for (size_t i = 0; i < total; i++) {
+        out[i] = (unsigned char)(i * 131 + (i >> 9));
+    }
+    size_t sent = 0, got = 0;
+    while (got < total) {
+        if (sent < total) {
+            size_t n = total - sent < 7919 ? total - sent : 7919;
+            send_all(fd, out + sent, n);
+            sent += n;
+        }
+        struct pollfd pfd = {fd, POLLIN, 0};
+        while (got < sent && poll(&pfd, 1, sent < total ? 0 : DEADLINE_MS) > 0) {
+            ssize_t r = recv(fd, in + got, total - got, 0);
+            assert_true(r > 0);
+            got += (size_t)r;
+        }
+    }
+    assert_memory_equal(in, out, total);
+    WAIT_FOR(atomic_load(&s.echoed) == total);
+    close(fd);
+    WAIT_FOR(atomic_load(&s.closed) == 1);
+    assert_int_equal(atomic_load(&s.errors), 0);
+    free(out);
+    free(in);
+    server_stop(&s);
+}
+
+static void test_socket_echoes_over_ipv4(void **state)
+{
+    (void)state;
+    eddy_addr_t a;
+    assert_int_equal(eddy_addr_ip(&a, "127.0.0.1", 0), 0);
+    echo_round_trip(&a);
+}
+
+static void test_socket_echoes_over_ipv6(void **state)
+{
+    (void)state;
+    int probe = socket(AF_INET6, SOCK_STREAM, 0);
+    if (probe < 0) {
+        skip();
+    }
+    close(probe);
+    eddy_addr_t a;
+    assert_int_equal(eddy_addr_ip(&a, "::1", 0), 0);
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    bool ok = bind(fd, &a.u.sa, a.len) == 0;
+    close(fd);
+    if (!ok) {
+        skip(); /* no ::1 on this machine */
+    }
+    echo_round_trip(&a);
+}
+
+static void test_socket_echoes_over_unix_sockets(void **state)
+{
+    (void)state;
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/eddy-test-%d.sock", (int)getpid());
+    unlink(path);
+    eddy_addr_t a;
+    assert_int_equal(eddy_addr_unix(&a, path), 0);
+    echo_round_trip(&a);
+    unlink(path);
+}
+
+static void test_socket_half_close_is_an_event_when_allowed(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    eddy_channel_config_init(&s.child_config);
+    eddy_channel_config_set(&s.child_config, EDDY_ALLOW_HALF_CLOSURE, 1);
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    int fd = client_connect(&s.addr);
+    send_all(fd, "last words", 10);
+    shutdown(fd, SHUT_WR);
+    char buf[16];
+    recv_all(fd, buf, 10);
+    assert_memory_equal(buf, "last words", 10);
+    /* The server answered the half-close with its own FIN after the echo. */
+    assert_int_equal(recv(fd, buf, sizeof(buf), 0), 0);
+    WAIT_FOR(atomic_load(&s.input_shutdown) == 1);
+    assert_int_equal(atomic_load(&s.closed), 0); /* still open: half-closed */
+    close(fd);
+    server_stop(&s);
+    assert_int_equal(atomic_load(&s.closed), 1);
+}
+
+static void test_socket_peer_fin_closes_without_half_closure(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    int fd = client_connect(&s.addr);
+    shutdown(fd, SHUT_WR);
+    WAIT_FOR(atomic_load(&s.closed) == 1);
+    char c;
+    assert_int_equal(recv(fd, &c, 1, 0), 0);
+    assert_int_equal(atomic_load(&s.input_shutdown), 0);
+    close(fd);
+    server_stop(&s);
+}
+
+static void test_socket_reset_is_an_error_then_a_close(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    int fd = client_connect(&s.addr);
+    send_all(fd, "x", 1);
+    char c;
+    recv_all(fd, &c, 1);
+    struct linger l = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    close(fd); /* RST */
+    WAIT_FOR(atomic_load(&s.closed) == 1);
+    /* The reset is seen as an error (ECONNRESET) or, when the kernel reports the end first,
+     * as end of stream; either way the channel closes once and the loop goes on serving. */
+    assert_true(atomic_load(&s.errors) <= 1);
+    if (atomic_load(&s.errors) == 1) {
+        assert_int_equal(atomic_load(&s.last_error), EDDY_ECONNRESET);
+    }
+    int fd2 = client_connect(&s.addr);
+    send_all(fd2, "y", 1);
+    recv_all(fd2, &c, 1);
+    assert_int_equal(c, 'y');
+    close(fd2);
+    server_stop(&s);
+}
+
+/* A slow reader: the echo's outbound buffer passes the high water mark, writability goes
+ * false, reading pauses (the backpressure policy), memory stays bounded; once the client
+ * reads, writability comes back and every byte arrives. */
+static void test_socket_slow_reader_pauses_reading_with_bounded_memory(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    eddy_channel_config_init(&s.child_config);
+    eddy_channel_config_set(&s.child_config, EDDY_PAUSE_READ_WHEN_UNWRITABLE, 1);
+    eddy_channel_config_set(&s.child_config, EDDY_SO_SNDBUF, 32 * 1024);
+    eddy_channel_config_set(&s.child_config, EDDY_SO_RCVBUF, 32 * 1024);
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    int fd = client_connect(&s.addr);
+    int small = 32 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+    /* Send until the server stops taking bytes (it paused) or 64 MiB went out. */
+    char chunk[16384];
+    memset(chunk, 'z', sizeof(chunk));
+    size_t sent = 0;
+    struct timeval tv = {0, 200000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    while (sent < (64u << 20)) {
+        ssize_t w = send(fd, chunk, sizeof(chunk), MSG_NOSIGNAL);
+        if (w <= 0) {
+            break; /* blocked: the server stopped reading */
+        }
+        sent += (size_t)w;
+    }
+    assert_true(sent < (64u << 20));
+    WAIT_FOR(atomic_load(&s.unwritable) >= 1);
+    eddy_channel_t *child = atomic_load(&s.child);
+    eddy_channel_counters_t c;
+    eddy_channel_counters(child, &c);
+    /* Bounded: about the high water mark plus one read batch, not everything sent. */
+    assert_true(c.pending_outbound_bytes < 4u << 20);
+    /* Now read everything back. */
+    tv.tv_sec = DEADLINE_MS / 1000;
+    tv.tv_usec = 0;
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    char *buf = malloc(1 << 16);
+    size_t got = 0;
+    while (got < sent) {
+        ssize_t r = recv(fd, buf, 1 << 16, 0);
+        assert_true(r > 0);
+        for (ssize_t i = 0; i < r; i++) {
+            assert_int_equal(buf[i], 'z');
+        }
+        got += (size_t)r;
+    }
+    free(buf);
+    WAIT_FOR(atomic_load(&s.writable_again) >= 1);
+    close(fd);
+    server_stop(&s);
+}
+
+/* Writes queued on a channel whose peer never reads fail with EDDY_ECLOSED at close, their
+ * messages released (ASan checks the release). */
+static void test_socket_close_fails_queued_writes(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    eddy_channel_config_init(&s.child_config);
+    eddy_channel_config_set(&s.child_config, EDDY_SO_SNDBUF, 16 * 1024);
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    int fd = client_connect(&s.addr);
+    WAIT_FOR(atomic_load(&s.child) != NULL);
+    eddy_channel_t *child = atomic_load(&s.child);
+    enum { N = 64 };
+    eddy_promise_t *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = eddy_promise_new(NULL);
+        eddy_buf_t *b = eddy_buf_new(64 * 1024);
+        eddy_buf_write_zero(b, 64 * 1024);
+        eddy_channel_write_and_flush(child, eddy_buf_msg(b), p[i]);
+    }
+    /* 4 MiB cannot fit in the socket buffers: the last writes are still queued. */
+    WAIT_FOR(eddy_future_is_done(p[0]) || !eddy_channel_is_writable(child));
+    eddy_promise_t *closed = eddy_promise_new(NULL);
+    eddy_channel_close(child, closed);
+    assert_int_equal(eddy_future_await(closed, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(closed), 0);
+    eddy_future_release(closed);
+    int ok = 0, failed = 0;
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(eddy_future_await(p[i], DEADLINE_MS), 0);
+        if (eddy_future_error(p[i]) == 0) {
+            ok++;
+        } else {
+            assert_int_equal(eddy_future_error(p[i]), EDDY_ECLOSED);
+            failed++;
+        }
+        eddy_future_release(p[i]);
+    }
+    assert_true(failed > 0);
+    assert_int_equal(ok + failed, N);
+    close(fd);
+    server_stop(&s);
+}
+
+/* Four threads write numbered records to one channel; each thread's records arrive in the
+ * order it wrote them. */
+typedef struct writer_s {
+    eddy_channel_t *ch;
+    uint8_t id;
+} writer_t;
+
+#define RECORDS 2000
+
+static void *writer_main(void *arg)
+{
+    writer_t *w = arg;
+    for (uint32_t i = 0; i < RECORDS; i++) {
+        eddy_buf_t *b = eddy_buf_new(5);
+        eddy_buf_write_u8(b, w->id);
+        eddy_buf_write_u32(b, i);
+        eddy_channel_write_and_flush(w->ch, eddy_buf_msg(b), NULL);
+    }
+    return NULL;
+}
+
+static const eddy_handler_ops_t quiet_ops = {
+    .name = "quiet",
+    .sharable = true,
+    .channel_inactive = note_inactive,
+    .exception_caught = note_exception,
+};
+
+static void test_socket_writes_from_other_threads_keep_their_order(void **state)
+{
+    (void)state;
+    server_t s = {.ops = &quiet_ops};
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    int fd = client_connect(&s.addr);
+    WAIT_FOR(atomic_load(&s.child) != NULL);
+    eddy_channel_t *child = atomic_load(&s.child);
+    pthread_t t[4];
+    writer_t w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (writer_t){child, (uint8_t)i};
+        pthread_create(&t[i], NULL, writer_main, &w[i]);
+    }
+    uint32_t next[4] = {0};
+    for (int n = 0; n < 4 * RECORDS; n++) {
+        unsigned char rec[5];
+        recv_all(fd, rec, 5);
+        assert_true(rec[0] < 4);
+        uint32_t seq = (uint32_t)rec[1] << 24 | (uint32_t)rec[2] << 16 | (uint32_t)rec[3] << 8 |
+                       rec[4];
+        assert_int_equal(seq, next[rec[0]]);
+        next[rec[0]]++;
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+    }
+    close(fd);
+    server_stop(&s);
+}
+
+/* eddy's own client: connect, exchange, and a refused connection failing its future. */
+typedef struct client_s {
+    _Atomic uint64_t got;
+    _Atomic int active;
+} client_t;
+
+static void client_active(eddy_ctx_t *ctx)
+{
+    client_t *c = eddy_ctx_state(ctx);
+    atomic_store(&c->active, 1);
+    eddy_ctx_write_and_flush(ctx, eddy_buf_msg(eddy_buf_from_str("ping")), NULL);
+    eddy_ctx_fire_channel_active(ctx);
+}
+
+static void client_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    client_t *c = eddy_ctx_state(ctx);
+    atomic_fetch_add(&c->got, eddy_buf_readable(eddy_buf_of(msg)));
+    eddy_msg_release(msg);
+}
+
+static const eddy_handler_ops_t client_ops = {
+    .name = "client", .channel_active = client_active, .channel_read = client_read};
+
+static int init_client(eddy_channel_t *ch, void *arg)
+{
+    return eddy_pipeline_add_last(eddy_channel_pipeline(ch), "client", &client_ops, arg, NULL);
+}
+
+static void test_socket_eddy_client_connects_and_refusal_fails(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    client_t c = {0};
+    eddy_loop_t *loop = eddy_loop_group_next(s.group);
+    eddy_future_t *f = eddy_channel_connect(loop, &s.addr, NULL, init_client, &c);
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(f), 0);
+    eddy_channel_t *ch = eddy_channel_retain(eddy_future_channel(f));
+    eddy_future_release(f);
+    WAIT_FOR(atomic_load(&c.got) == 4);
+    assert_int_equal(atomic_load(&c.active), 1);
+    char buf[64];
+    assert_string_equal(eddy_addr_format(eddy_channel_remote_addr(ch), buf, sizeof(buf)),
+                        eddy_addr_format(&s.addr, buf + 32, 32));
+    eddy_channel_close(ch, NULL);
+    assert_int_equal(eddy_future_await(eddy_channel_close_future(ch), DEADLINE_MS), 0);
+    eddy_channel_release(ch);
+
+    /* A port nobody listens on: refused. */
+    eddy_addr_t dead;
+    eddy_addr_ip(&dead, "127.0.0.1", 1);
+    client_t c2 = {0};
+    f = eddy_channel_connect(loop, &dead, NULL, init_client, &c2);
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(f), EDDY_ECONNREFUSED);
+    eddy_future_release(f);
+    server_stop(&s);
+}
+
+/* The handler runs on a carrier thread, off the loop; per channel order holds. */
+static _Atomic int offload_on_loop;
+
+static void slow_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    if (eddy_loop_in_event_loop(eddy_ctx_loop(ctx))) {
+        atomic_store(&offload_on_loop, 1);
+    }
+    usleep(200); /* "blocking" work */
+    atomic_fetch_add(&srv_of(ctx)->echoed, eddy_buf_readable(eddy_buf_of(msg)));
+    eddy_ctx_write_and_flush(ctx, msg, NULL);
+}
+
+static const eddy_handler_ops_t slow_ops = {
+    .name = "slow",
+    .sharable = true,
+    .channel_read = slow_read,
+    .channel_inactive = note_inactive,
+    .exception_caught = note_exception,
+};
+
+static int consume_nothing(eddy_carrier_t *c, unsigned thread, const eddy_carrier_item_t *items,
+                           size_t n, void *arg)
+{
+    (void)c;
+    (void)thread;
+    (void)items;
+    (void)n;
+    (void)arg;
+    return 0;
+}
+
+static const eddy_carrier_ops_t carrier_ops = {.consume = consume_nothing};
+
+static void test_socket_offloaded_handler_runs_off_the_loop_in_order(void **state)
+{
+    (void)state;
+    eddy_carrier_options_t o;
+    eddy_carrier_options_init(&o);
+    o.partitions = 4;
+    o.consumers = 2;
+    o.partitioner = EDDY_CARRIER_BY_KEY;
+    eddy_carrier_t *carrier;
+    assert_int_equal(eddy_carrier_new(&carrier, &o, &carrier_ops, NULL), 0);
+    server_t s = {.ops = &slow_ops, .carrier = carrier};
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    int fd = client_connect(&s.addr);
+    char out[3000], in[3000];
+    for (size_t i = 0; i < sizeof(out); i++) {
+        out[i] = (char)('a' + i % 26);
+    }
+    for (size_t i = 0; i < sizeof(out); i += 100) {
+        send_all(fd, out + i, 100);
+        usleep(100);
+    }
+    recv_all(fd, in, sizeof(in));
+    assert_memory_equal(in, out, sizeof(out));
+    assert_int_equal(atomic_load(&offload_on_loop), 0);
+    close(fd);
+    WAIT_FOR(atomic_load(&s.closed) == 1);
+    server_stop(&s);
+    assert_int_equal(eddy_carrier_shutdown(carrier, EDDY_CARRIER_DRAIN), 0);
+    eddy_carrier_free(carrier);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_socket_echoes_over_ipv4),
+        cmocka_unit_test(test_socket_echoes_over_ipv6),
+        cmocka_unit_test(test_socket_echoes_over_unix_sockets),
+        cmocka_unit_test(test_socket_half_close_is_an_event_when_allowed),
+        cmocka_unit_test(test_socket_peer_fin_closes_without_half_closure),
+        cmocka_unit_test(test_socket_reset_is_an_error_then_a_close),
+        cmocka_unit_test(test_socket_slow_reader_pauses_reading_with_bounded_memory),
+        cmocka_unit_test(test_socket_close_fails_queued_writes),
+        cmocka_unit_test(test_socket_writes_from_other_threads_keep_their_order),
+        cmocka_unit_test(test_socket_eddy_client_connects_and_refusal_fails),
+        cmocka_unit_test(test_socket_offloaded_handler_runs_off_the_loop_in_order),
+    };
+    return cmocka_run_group_tests_name("pipeline.socket", tests, NULL, NULL);
+}
