@@ -3,7 +3,6 @@
  * public operations (which hop to the loop when called elsewhere), and close.
  */
 #include "pipeline/internal.h"
-#include "reactor/loop_internal.h"
 
 #include <arpa/inet.h>
 #include <stdlib.h>
@@ -320,6 +319,7 @@ void eddy__channel_do_close(eddy_channel_t *ch, int why, eddy_promise_t *p)
         return;
     }
     ch->flags |= EDDY__CH_CLOSED;
+    eddy__loop_closer_remove(&ch->closer);
     bool was_active = (ch->flags & EDDY__CH_ACTIVE) != 0;
     ch->flags &= ~EDDY__CH_ACTIVE;
     eddy__pipeline_enter(&ch->pipeline);

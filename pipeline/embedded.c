@@ -4,7 +4,6 @@
  * the tail queue for read_inbound; messages flushed at the head queue for read_outbound.
  */
 #include "pipeline/internal.h"
-#include "reactor/loop_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,6 +8,8 @@
 #include <eddy/channel.h>
 #include <eddy/pipeline.h>
 
+#include "reactor/loop_internal.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -116,6 +118,7 @@ struct eddy_channel_s {
     int fd;
     unsigned flags;
     eddy_io_t io;
+    eddy__closer_t closer; /* closed with the loop's shutdown (registered socket kinds) */
     eddy_pipeline_t pipeline;
     eddy_addr_t local, remote;
     int64_t opt[EDDY_OPTION_COUNT_];

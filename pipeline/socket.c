@@ -571,10 +571,23 @@ static void on_io(eddy_io_t *io, unsigned events, void *arg)
     eddy_channel_release(ch);
 }
 
+/* The loop is shutting down: close the channel (Netty's closeAll). */
+static void close_with_loop(eddy__closer_t *c)
+{
+    eddy_channel_t *ch = EDDY_CONTAINER_OF(c, eddy_channel_t, closer);
+    eddy_channel_retain(ch);
+    eddy__pipeline_enter(&ch->pipeline);
+    eddy__channel_do_close(ch, EDDY_ESHUTDOWN, NULL);
+    eddy__pipeline_leave(&ch->pipeline);
+    eddy_channel_release(ch);
+}
+
 /* Register a socket channel with its loop (on the loop). */
 void eddy__socket_register(eddy_channel_t *ch)
 {
     eddy_io_init(&ch->io, ch->loop, ch->fd, on_io, ch);
+    ch->closer.close = close_with_loop;
+    eddy__loop_closer_add(ch->loop, &ch->closer);
     eddy__channel_registered(ch);
 }
 

@@ -260,8 +260,36 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
         loop_release_parts(loop);
         return NULL;
     }
+    loop->closers.prev = loop->closers.next = &loop->closers;
     loop->now_ns = eddy__loop_now(loop);
     return loop;
+}
+
+void eddy__loop_closer_add(eddy_loop_t *loop, eddy__closer_t *c)
+{
+    c->next = &loop->closers;
+    c->prev = loop->closers.prev;
+    c->prev->next = c;
+    loop->closers.prev = c;
+}
+
+void eddy__loop_closer_remove(eddy__closer_t *c)
+{
+    if (c->next != NULL) {
+        c->prev->next = c->next;
+        c->next->prev = c->prev;
+        c->prev = c->next = NULL;
+    }
+}
+
+/* Shutdown: close what registered (channels), each once, even those a close adds. */
+static void close_all(eddy_loop_t *loop)
+{
+    while (loop->closers.next != &loop->closers) {
+        eddy__closer_t *c = loop->closers.next;
+        eddy__loop_closer_remove(c);
+        c->close(c);
+    }
 }
 
 int eddy_loop_free(eddy_loop_t *loop)
@@ -587,6 +615,7 @@ eddy_future_t *eddy_loop_shutdown_gracefully(eddy_loop_t *loop, int64_t quiet_ms
             pthread_mutex_unlock(&loop->shutdown_lock);
             eddy_loop_t *prev = current_loop;
             current_loop = loop;
+            close_all(loop);
             eddy__timers_cancel_all(loop);
             stop_taking_tasks(loop);
             current_loop = prev;
@@ -738,6 +767,7 @@ static void loop_body(eddy_loop_t *loop)
             if (!shutting) {
                 shutting = true;
                 loop->last_activity_ns = t2;
+                close_all(loop);
                 eddy__timers_cancel_all(loop);
             }
             if (confirm_shutdown(loop, ran)) {

@@ -59,6 +59,12 @@ typedef struct eddy__overflow_s {
     void *arg;
 } eddy__overflow_t;
 
+/* Something on the loop to close when the loop shuts down (a channel): Netty's closeAll. */
+typedef struct eddy__closer_s {
+    struct eddy__closer_s *prev, *next;
+    void (*close)(struct eddy__closer_s *c); /* on the loop; must not re-add itself */
+} eddy__closer_t;
+
 typedef struct eddy__timer_entry_s {
     int64_t deadline;
     uint64_t id; /* the start counter: ties fire in scheduling order */
@@ -115,6 +121,7 @@ struct eddy_loop_s {
     int64_t now_ns; /* read once per turn, and after long work */
     _Atomic int64_t clock_offset_ns; /* added to the monotonic clock (a manual loop's virtual time) */
     bool manual; /* driven by hand on the caller's thread (eddy__loop_new_manual) */
+    eddy__closer_t closers; /* sentinel of the closers' ring (the loop's thread) */
     int64_t poll_return_ns; /* when the poller's system call returned, set by the backend */
 
     char name[16];
@@ -177,6 +184,11 @@ static inline void eddy__callback_end(eddy_loop_t *loop)
 {
     atomic_store_explicit(&loop->in_callback, false, memory_order_relaxed);
 }
+
+/* Register c to be closed when the loop starts shutting down, or take it off (closed
+ * before). The loop's thread. */
+void eddy__loop_closer_add(eddy_loop_t *loop, eddy__closer_t *c);
+void eddy__loop_closer_remove(eddy__closer_t *c);
 
 /* The loop's clock (eddy_loop_now_ns). */
 static inline int64_t eddy__loop_now(const eddy_loop_t *loop)

@@ -277,6 +277,78 @@ static void test_pipeline_embedded_clock_is_virtual(void **state)
     assert_true(eddy_embedded_finish(ch));
 }
 
+/* Water marks: pending bytes past the high mark make the channel unwritable (one event),
+ * back under the low mark writable again; the hard cap refuses writes with EDDY_ENOBUFS. */
+static int writability_events;
+static void count_writability(eddy_ctx_t *ctx)
+{
+    writability_events++;
+    eddy_ctx_fire_channel_writability_changed(ctx);
+}
+
+static const eddy_handler_ops_t writability_ops = {
+    .name = "wc", .channel_writability_changed = count_writability};
+
+static void test_pipeline_water_marks_and_the_outbound_cap(void **state)
+{
+    (void)state;
+    writability_events = 0;
+    eddy_channel_t *ch = eddy_embedded_channel_new();
+    assert_int_equal(eddy_channel_set_option(ch, EDDY_WRITE_BUFFER_LOW_WATER_MARK, 100), 0);
+    assert_int_equal(eddy_channel_set_option(ch, EDDY_WRITE_BUFFER_HIGH_WATER_MARK, 200), 0);
+    assert_int_equal(eddy_channel_set_option(ch, EDDY_WRITE_BUFFER_LOW_WATER_MARK, 300),
+                     EDDY_EINVAL); /* above the high mark */
+    assert_int_equal(eddy_channel_set_option(ch, EDDY_MAX_PENDING_OUTBOUND, 400), 0);
+    assert_int_equal(eddy_pipeline_add_last(eddy_channel_pipeline(ch), NULL, &writability_ops,
+                                            NULL, NULL),
+                     0);
+    char block[150];
+    memset(block, 'w', sizeof(block));
+    eddy_channel_write(ch, eddy_buf_msg(eddy_buf_from(block, 150)), NULL);
+    assert_true(eddy_channel_is_writable(ch));
+    eddy_channel_write(ch, eddy_buf_msg(eddy_buf_from(block, 150)), NULL);
+    assert_false(eddy_channel_is_writable(ch)); /* 300 > 200 */
+    assert_int_equal(writability_events, 1);
+    eddy_promise_t *p = eddy_promise_new(NULL);
+    eddy_channel_write(ch, eddy_buf_msg(eddy_buf_from(block, 150)), p); /* 450 > 400 */
+    assert_int_equal(eddy_future_error(p), EDDY_ENOBUFS);
+    eddy_future_release(p);
+    eddy_channel_counters_t c;
+    eddy_channel_counters(ch, &c);
+    assert_int_equal(c.pending_outbound_bytes, 300);
+    eddy_channel_flush(ch);
+    assert_true(eddy_channel_is_writable(ch));
+    assert_int_equal(writability_events, 2);
+    for (int i = 0; i < 2; i++) {
+        eddy_msg_t *m = eddy_embedded_read_outbound(ch);
+        assert_non_null(m);
+        eddy_msg_release(m);
+    }
+    eddy_channel_counters(ch, &c);
+    assert_int_equal(c.msgs_written, 2);
+    assert_int_equal(c.bytes_written, 300);
+    assert_true(eddy_embedded_finish(ch));
+}
+
+/* Half-closure on the embedded channel: an event when allowed. */
+static void test_pipeline_input_shutdown_is_an_event_when_allowed(void **state)
+{
+    (void)state;
+    eddy_channel_t *ch = eddy_embedded_channel_new();
+    assert_int_equal(eddy_channel_set_option(ch, EDDY_ALLOW_HALF_CLOSURE, 1), 0);
+    eddy_embedded_shutdown_input(ch);
+    int ev[4];
+    assert_int_equal(eddy_embedded_events(ch, ev, 4), 1);
+    assert_int_equal(ev[0], EDDY_EVENT_INPUT_SHUTDOWN);
+    assert_true(eddy_channel_is_open(ch));
+    static const int key = 0;
+    static int value = 42;
+    assert_int_equal(eddy_channel_attr_set(ch, &key, &value), 0);
+    assert_ptr_equal(eddy_channel_attr(ch, &key), &value);
+    assert_null(eddy_channel_attr(ch, &value));
+    assert_true(eddy_embedded_finish(ch));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -286,6 +358,8 @@ int main(void)
         cmocka_unit_test(test_pipeline_finish_reports_leftovers),
         cmocka_unit_test(test_pipeline_writes_after_close_fail),
         cmocka_unit_test(test_pipeline_embedded_clock_is_virtual),
+        cmocka_unit_test(test_pipeline_water_marks_and_the_outbound_cap),
+        cmocka_unit_test(test_pipeline_input_shutdown_is_an_event_when_allowed),
     };
     return cmocka_run_group_tests_name("pipeline.pipeline", tests, NULL, NULL);
 }

@@ -661,6 +661,59 @@ static void test_socket_offloaded_handler_runs_off_the_loop_in_order(void **stat
     eddy_carrier_free(carrier);
 }
 
+/* Shutting the loop group down closes its channels (Netty's closeAll): the client sees the
+ * end of stream, the handlers see inactive, nothing leaks. */
+static void test_socket_loop_shutdown_closes_channels(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    int fd = client_connect(&s.addr);
+    send_all(fd, "hello", 5);
+    char buf[8];
+    recv_all(fd, buf, 5);
+    eddy_future_t *t = eddy_loop_group_shutdown_gracefully(s.group, 0, 2000);
+    assert_int_equal(eddy_future_await(t, DEADLINE_MS), 0);
+    assert_int_equal(recv(fd, buf, sizeof(buf), 0), 0);
+    assert_int_equal(atomic_load(&s.closed), 1);
+    assert_false(eddy_channel_is_open(s.listener));
+    eddy_channel_release(s.listener);
+    eddy_channel_release(atomic_exchange(&s.child, NULL));
+    assert_int_equal(eddy_loop_group_free(s.group), 0);
+    close(fd);
+}
+
+/* With AUTO_READ off the channel reads only when asked, one batch per request. */
+static void test_socket_auto_read_off_reads_on_request(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    eddy_channel_config_init(&s.child_config);
+    eddy_channel_config_set(&s.child_config, EDDY_AUTO_READ, 0);
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    int fd = client_connect(&s.addr);
+    send_all(fd, "abc", 3);
+    WAIT_FOR(atomic_load(&s.child) != NULL);
+    usleep(50000);
+    assert_int_equal(atomic_load(&s.echoed), 0); /* nothing read yet */
+    eddy_channel_read(atomic_load(&s.child));
+    char buf[4];
+    recv_all(fd, buf, 3);
+    assert_memory_equal(buf, "abc", 3);
+    send_all(fd, "def", 3);
+    usleep(50000);
+    assert_int_equal(atomic_load(&s.echoed), 3); /* one batch per request */
+    eddy_channel_read(atomic_load(&s.child));
+    recv_all(fd, buf, 3);
+    assert_memory_equal(buf, "def", 3);
+    close(fd);
+    server_stop(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -675,6 +728,8 @@ int main(void)
         cmocka_unit_test(test_socket_writes_from_other_threads_keep_their_order),
         cmocka_unit_test(test_socket_eddy_client_connects_and_refusal_fails),
         cmocka_unit_test(test_socket_offloaded_handler_runs_off_the_loop_in_order),
+        cmocka_unit_test(test_socket_loop_shutdown_closes_channels),
+        cmocka_unit_test(test_socket_auto_read_off_reads_on_request),
     };
     return cmocka_run_group_tests_name("pipeline.socket", tests, NULL, NULL);
 }
