@@ -534,7 +534,7 @@ void eddy_carrier_options_init(eddy_carrier_options_t *o)
     o->consumers = 1;
     o->partition_size = 1024;
     o->max_batch = 256;
-    o->gather_ns = 2000;
+    o->gather_ns = 5000;
     o->retries = UINT32_MAX; /* P - 1, resolved by eddy_carrier_new() */
 }
 

@@ -91,7 +91,7 @@ typedef struct eddy_carrier_options_s {
                                                waits this long before it looks again, so
                                                items gather into larger batches and it does
                                                not pull the line a producer is writing
-                                               (default 2000; 0 = look at once). Costs that
+                                               (default 5000; 0 = look at once). Costs that
                                                much latency to an item that arrives right
                                                behind another, none to the first. */
 } eddy_carrier_options_t;
