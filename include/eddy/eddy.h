@@ -11,5 +11,6 @@
 #include <eddy/carrier.h>
 #include <eddy/channel.h>
 #include <eddy/pipeline.h>
+#include <eddy/handler.h>
 
 #endif /* EDDY_EDDY_H */
