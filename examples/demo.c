@@ -158,6 +158,113 @@ static int carrier_demo(void)
     return atomic_load(&out_of_order) == 0 ? 0 : 1;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Channels: an echo server and eddy's own client on loopback, through pipelines.
+ */
+
+static void echo_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    eddy_ctx_write(ctx, msg, NULL); /* passes ownership on */
+}
+
+static void echo_read_complete(eddy_ctx_t *ctx)
+{
+    eddy_ctx_flush(ctx);
+}
+
+static const eddy_handler_ops_t echo_ops = {
+    .name = "echo",
+    .sharable = true,
+    .channel_read = echo_read,
+    .channel_read_complete = echo_read_complete,
+};
+
+static int init_echo(eddy_channel_t *ch, void *arg)
+{
+    (void)arg;
+    return eddy_pipeline_add_last(eddy_channel_pipeline(ch), "echo", &echo_ops, NULL, NULL);
+}
+
+typedef struct pinger_s {
+    int round_trips;
+    size_t got;
+    eddy_promise_t *done;
+} pinger_t;
+
+static void ping(eddy_ctx_t *ctx)
+{
+    eddy_ctx_write_and_flush(ctx, eddy_buf_msg(eddy_buf_from_str("ping!")), NULL);
+}
+
+static void pinger_active(eddy_ctx_t *ctx)
+{
+    ping(ctx);
+    eddy_ctx_fire_channel_active(ctx);
+}
+
+static void pinger_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    pinger_t *pg = eddy_ctx_state(ctx);
+    pg->got += eddy_buf_readable(eddy_buf_of(msg));
+    eddy_msg_release(msg);
+    if (pg->got % 5 == 0 && ++pg->round_trips < 1000) {
+        ping(ctx);
+    } else if (pg->round_trips == 1000) {
+        eddy_promise_succeed(pg->done, NULL);
+    }
+}
+
+static const eddy_handler_ops_t pinger_ops = {
+    .name = "pinger", .channel_active = pinger_active, .channel_read = pinger_read};
+
+static int init_pinger(eddy_channel_t *ch, void *arg)
+{
+    return eddy_pipeline_add_last(eddy_channel_pipeline(ch), "pinger", &pinger_ops, arg, NULL);
+}
+
+static int channels_demo(void)
+{
+    printf("\nchannels: an echo server and a client on 127.0.0.1, 1000 round trips\n");
+    eddy_loop_group_t *g = eddy_loop_group_new(2, NULL);
+    eddy_addr_t addr;
+    eddy_addr_ip(&addr, "127.0.0.1", 0);
+    eddy_listen_options_t lo = {.loop = eddy_loop_group_next(g), .children = g,
+                                .child_init = init_echo};
+    eddy_future_t *bound = eddy_channel_listen(&addr, &lo);
+    if (eddy_future_await(bound, 5000) != 0 || eddy_future_error(bound) != 0) {
+        fprintf(stderr, "demo: listen failed: %s\n", eddy_strerror(eddy_future_error(bound)));
+        return 1;
+    }
+    eddy_channel_t *server = eddy_future_channel(bound);
+    char text[64];
+    printf("  listening on %s\n",
+           eddy_addr_format(eddy_channel_local_addr(server), text, sizeof(text)));
+    pinger_t pg = {.done = eddy_promise_new(NULL)};
+    int64_t t0 = eddy_now_ns();
+    eddy_future_t *conn = eddy_channel_connect(eddy_loop_group_next(g),
+                                               eddy_channel_local_addr(server), NULL,
+                                               init_pinger, &pg);
+    int rc = eddy_future_await(pg.done, 10000) == 0 && eddy_future_error(conn) == 0 ? 0 : 1;
+    double us = (double)(eddy_now_ns() - t0) / 1000.0;
+    printf("  %d round trips of 5 bytes in %.0f us (%.1f us each)\n", pg.round_trips, us,
+           us / (pg.round_trips ? pg.round_trips : 1));
+    eddy_channel_t *client = eddy_future_channel(conn);
+    if (client != NULL) {
+        eddy_channel_counters_t c;
+        eddy_channel_counters(client, &c);
+        printf("  client counters: %llu bytes read, %llu written\n",
+               (unsigned long long)c.bytes_read, (unsigned long long)c.bytes_written);
+    }
+    eddy_future_release(conn);
+    eddy_future_release(pg.done);
+    eddy_future_release(bound);
+    /* Shutting the group down closes the server and every connection. */
+    eddy_future_await(eddy_loop_group_shutdown_gracefully(g, 0, 2000), -1);
+    eddy_loop_group_free(g);
+    printf("  group shut down: listener and connections closed\n");
+    return rc;
+}
+
 int main(void)
 {
     eddy_allocator_t *alloc = eddy_allocator_default();
@@ -214,6 +321,7 @@ int main(void)
            returned >> 10, m.used >> 10, m.held >> 10);
     int rc = loops_demo();
     rc |= carrier_demo();
+    rc |= channels_demo();
     printf("\nlive buffers at exit: %lld\n", (long long)eddy_buf_live_count());
     return rc == 0 && eddy_buf_live_count() == 0 ? 0 : 1;
 }
