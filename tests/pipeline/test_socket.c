@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -714,6 +715,56 @@ static void test_socket_auto_read_off_reads_on_request(void **state)
     server_stop(&s);
 }
 
+/* Out of descriptors: the listener neither spins nor dies; once descriptors free up it
+ * serves again. The limit is lowered for this process, whose client sockets count too. */
+static void test_socket_listener_survives_descriptor_exhaustion(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    struct rlimit old;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    int probe = dup(0);
+    struct rlimit low = {(rlim_t)probe + 6, old.rlim_max};
+    close(probe);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    int fds[16];
+    int n = 0;
+    while (n < 16) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            break;
+        }
+        if (connect(fd, &s.addr.u.sa, s.addr.len) != 0) {
+            close(fd);
+            break;
+        }
+        fds[n++] = fd;
+    }
+    usleep(300000); /* the listener meets EMFILE meanwhile */
+    eddy_loop_metrics_t m0, m1;
+    eddy_loop_metrics(eddy_loop_group_loop(s.group, 0), &m0);
+    usleep(200000);
+    eddy_loop_metrics(eddy_loop_group_loop(s.group, 0), &m1);
+    /* Not spinning on the pending connection: a few turns (the 100 ms back-off), not
+     * thousands. */
+    assert_true(m1.turns - m0.turns < 200);
+    for (int i = 0; i < n; i++) {
+        close(fds[i]);
+    }
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    usleep(150000);
+    int fd = client_connect(&s.addr);
+    send_all(fd, "back", 4);
+    char buf[4];
+    recv_all(fd, buf, 4);
+    assert_memory_equal(buf, "back", 4);
+    close(fd);
+    server_stop(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -730,6 +781,7 @@ int main(void)
         cmocka_unit_test(test_socket_offloaded_handler_runs_off_the_loop_in_order),
         cmocka_unit_test(test_socket_loop_shutdown_closes_channels),
         cmocka_unit_test(test_socket_auto_read_off_reads_on_request),
+        cmocka_unit_test(test_socket_listener_survives_descriptor_exhaustion),
     };
     return cmocka_run_group_tests_name("pipeline.socket", tests, NULL, NULL);
 }
