@@ -862,6 +862,7 @@ eddy_loop_t *eddy__loop_new_manual(void)
     if (loop == NULL) {
         return NULL;
     }
+    atomic_store_explicit(&loop->clock_offset_ns, eddy_now_ns(), memory_order_relaxed);
     loop->manual = true;
     loop->started = true;
     atomic_store(&loop->state, EDDY__LOOP_RUNNING);

@@ -119,7 +119,7 @@ struct eddy_loop_s {
 
     eddy__timer_heap_t timers;
     int64_t now_ns; /* read once per turn, and after long work */
-    _Atomic int64_t clock_offset_ns; /* added to the monotonic clock (a manual loop's virtual time) */
+    _Atomic int64_t clock_offset_ns; /* added to the monotonic clock; a manual loop's time */
     bool manual; /* driven by hand on the caller's thread (eddy__loop_new_manual) */
     eddy__closer_t closers; /* sentinel of the closers' ring (the loop's thread) */
     int64_t poll_return_ns; /* when the poller's system call returned, set by the backend */
@@ -193,7 +193,9 @@ void eddy__loop_closer_remove(eddy__closer_t *c);
 /* The loop's clock (eddy_loop_now_ns). */
 static inline int64_t eddy__loop_now(const eddy_loop_t *loop)
 {
-    return eddy_now_ns() + atomic_load_explicit(&loop->clock_offset_ns, memory_order_relaxed);
+    int64_t v = atomic_load_explicit(&loop->clock_offset_ns, memory_order_relaxed);
+    /* A manual loop's clock is purely virtual: it moves only when its driver moves it. */
+    return loop->manual ? v : eddy_now_ns() + v;
 }
 
 /*

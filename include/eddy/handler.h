@@ -1,0 +1,166 @@
+/*
+ * eddy handlers: ready-made handlers (Netty's io.netty.handler.timeout, .logging and .flush).
+ *
+ * Each handler is an ops table plus a state made by its constructor, added as
+ *
+ *     eddy_pipeline_add_last(p, "idle", eddy_idle_state_handler_ops(),
+ *                            eddy_idle_state_handler_new(60000, 0, 0), eddy_free_state);
+ *
+ * A constructor returns NULL only when out of memory: check before adding. The state belongs
+ * to one channel (the ops tables are not sharable, except the logging handler's) and is freed
+ * with eddy_free_state once the handler is removed: handler_removed cancels its timers and
+ * releases what it holds.
+ *
+ * Threads: the handlers run on the channel's loop; add them without a carrier (their timers
+ * fire on the loop). Times are read from eddy_loop_now_ns(), so on an embedded channel they
+ * follow eddy_embedded_advance_time().
+ *
+ * Write promises: the idle and write-timeout handlers listen on each write's promise (one of
+ * their own when the caller passed NULL). Pass promises owned by the channel's loop, or by no
+ * loop, and complete every promise a handler keeps: a listener never runs on a promise
+ * released incomplete, and what it would free then leaks.
+ */
+#ifndef EDDY_HANDLER_H
+#define EDDY_HANDLER_H
+
+#include <eddy/common.h>
+#include <eddy/pipeline.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------
+ * Idle state (Netty's IdleStateHandler): the user events EDDY_EVENT_READER_IDLE,
+ * EDDY_EVENT_WRITER_IDLE and EDDY_EVENT_ALL_IDLE (pipeline.h) when nothing was read, nothing
+ * was written (a write counts once its promise completed), or neither, for a time.
+ */
+
+/* The data of an idle user event (Netty's IdleStateEvent): borrowed, read-only, shared by
+ * every channel. */
+typedef struct eddy_idle_event_s {
+    int state;  /* EDDY_EVENT_READER_IDLE, EDDY_EVENT_WRITER_IDLE or EDDY_EVENT_ALL_IDLE */
+    bool first; /* the first event of its kind since the last read (reader, all) or completed
+                   write (writer, all); later ones repeat every period while idle */
+} eddy_idle_event_t;
+
+/** The idle state handler's ops table (static). Any thread. */
+EDDY_EXTERN const eddy_handler_ops_t *eddy_idle_state_handler_ops(void);
+
+/**
+ * State for eddy_idle_state_handler_ops(): an event of each kind once its time (ms; 0 or
+ * negative: that kind is off; at least 1 ms) passed without activity, then every period
+ * while idle. Timers start when the channel is active (at once when added to an active
+ * channel) and stop when it goes inactive or the handler is removed. NULL without memory.
+ * Any thread.
+ */
+EDDY_EXTERN void *eddy_idle_state_handler_new(int64_t reader_idle_ms, int64_t writer_idle_ms,
+                                              int64_t all_idle_ms);
+
+/* ---------------------------------------------------------------------------------------
+ * Timeouts (Netty's ReadTimeoutHandler and WriteTimeoutHandler): exception_caught with
+ * EDDY_ETIMEDOUT passed on from the handler, then the channel closed; once per channel.
+ */
+
+/** The read timeout handler's ops table (static). Any thread. */
+EDDY_EXTERN const eddy_handler_ops_t *eddy_read_timeout_handler_ops(void);
+
+/**
+ * State for eddy_read_timeout_handler_ops(): times out when nothing was read for timeout_ms
+ * (0 or negative: never; at least 1 ms), timed as the idle handler's reader idle. NULL
+ * without memory. Any thread.
+ */
+EDDY_EXTERN void *eddy_read_timeout_handler_new(int64_t timeout_ms);
+
+/** The write timeout handler's ops table (static). Any thread. */
+EDDY_EXTERN const eddy_handler_ops_t *eddy_write_timeout_handler_ops(void);
+
+/**
+ * State for eddy_write_timeout_handler_ops(): times out when a write's promise has not
+ * completed timeout_ms after the write passed the handler (0 or negative: never; at least
+ * 1 ms). A completed write cancels its timer. NULL without memory. Any thread.
+ */
+EDDY_EXTERN void *eddy_write_timeout_handler_new(int64_t timeout_ms);
+
+/* ---------------------------------------------------------------------------------------
+ * Logging (Netty's LoggingHandler): one entry per event, inbound and outbound, each event
+ * then passed on unchanged. An entry is "[id: 0x0000002a, L:127.0.0.1:80 - R:...] EVENT",
+ * then ": detail" for events that have one; a buffer or composite message is its size
+ * ("READ: 19B") and, in EDDY_LOG_HEX_DUMP, a dump of its readable bytes on the lines after:
+ *
+ *              +-------------------------------------------------+
+ *              |  0  1  2  3  4  5  6  7  8  9  a  b  c  d  e  f |
+ *     +--------+-------------------------------------------------+----------------+
+ *     |00000000| 48 65 6c 6c 6f 2c 20 77 6f 72 6c 64 21 0d 0a 00 |Hello, world!...|
+ *     |00000010| 7f ff 5a                                        |..Z             |
+ *     +--------+-------------------------------------------------+----------------+
+ *
+ * with "(N more bytes not shown)" on a last line past max_dump. Entries have no final
+ * newline. The handler is sharable: it keeps no per-channel state.
+ */
+
+typedef enum {
+    EDDY_LOG_TRACE = 1,
+    EDDY_LOG_DEBUG,
+    EDDY_LOG_INFO,
+    EDDY_LOG_WARN,
+    EDDY_LOG_ERROR
+} eddy_log_level_t;
+
+typedef enum {
+    EDDY_LOG_HEX_DUMP = 0, /* the size and a hex dump of buffers (Netty's ByteBufFormat) */
+    EDDY_LOG_SIMPLE        /* the size only */
+} eddy_log_format_t;
+
+/* Where entries go: called on the channel's loop with the entry (valid during the call). A
+ * sink shared by channels on several loops must be thread-safe. */
+typedef void (*eddy_log_cb)(eddy_log_level_t level, const char *text, void *arg);
+
+typedef struct eddy_logging_options_s {
+    eddy_log_level_t level;   /* the level of every entry; 0: EDDY_LOG_DEBUG */
+    eddy_log_format_t format; /* 0: EDDY_LOG_HEX_DUMP */
+    eddy_log_cb sink;         /* NULL: eddy_log_to_file, to stderr */
+    void *sink_arg;
+    size_t max_dump; /* bytes of a message dumped at most; 0: 64 KiB */
+} eddy_logging_options_t;
+
+/** The logging handler's ops table (static, sharable). Any thread. */
+EDDY_EXTERN const eddy_handler_ops_t *eddy_logging_handler_ops(void);
+
+/** State for eddy_logging_handler_ops(), from opts (copied; NULL: defaults). NULL without
+ * memory. Any thread. */
+EDDY_EXTERN void *eddy_logging_handler_new(const eddy_logging_options_t *opts);
+
+/** A ready sink: writes "eddy: LEVEL text\n" to the FILE * in file (NULL: stderr) in one
+ * stdio call. Any thread. */
+EDDY_EXTERN void eddy_log_to_file(eddy_log_level_t level, const char *text, void *file);
+
+/* ---------------------------------------------------------------------------------------
+ * Flush consolidation (Netty's FlushConsolidationHandler): fewer flushes, so fewer writev
+ * calls, at some cost in latency. Put it first in the pipeline (nearest the head). During a
+ * read batch (channel_read until channel_read_complete) flushes are held and done once at
+ * channel_read_complete, or when explicit_flush_after_flushes were held. Outside a read batch
+ * a flush goes through at once, unless consolidate_when_no_read_in_progress: then it is held
+ * and done by a loop task (eddy_loop_execute), so flushes issued before the task runs become
+ * one, or at once when explicit_flush_after_flushes were held. A held flush is also done on
+ * exception_caught, disconnect, close, handler removal, and when the channel becomes
+ * unwritable.
+ */
+
+#define EDDY_FLUSH_CONSOLIDATION_DEFAULT_FLUSHES 256
+
+/** The flush consolidation handler's ops table (static). Any thread. */
+EDDY_EXTERN const eddy_handler_ops_t *eddy_flush_consolidation_handler_ops(void);
+
+/**
+ * State for eddy_flush_consolidation_handler_ops(). explicit_flush_after_flushes: held
+ * flushes after which one goes through (0: EDDY_FLUSH_CONSOLIDATION_DEFAULT_FLUSHES). NULL
+ * without memory. Any thread.
+ */
+EDDY_EXTERN void *eddy_flush_consolidation_handler_new(unsigned explicit_flush_after_flushes,
+                                                       bool consolidate_when_no_read_in_progress);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EDDY_HANDLER_H */

@@ -1,0 +1,196 @@
+/*
+ * The flush consolidation handler (Netty's FlushConsolidationHandler): flushes issued during
+ * a read batch become one at channel_read_complete; outside a read batch, optionally, flushes
+ * issued before a loop task runs become one.
+ *
+ * Netty cancels its scheduled flush task; a loop task here cannot be taken back, so the task
+ * gets a small object of its own, which the handler lets go of (owner NULL) to cancel it and
+ * which the task frees when it runs: the state may be freed before the task runs.
+ */
+#include "pipeline/internal.h"
+
+#include <eddy/handler.h>
+
+#include <stdlib.h>
+
+typedef struct flush_consolidation_s flush_consolidation_t;
+
+typedef struct flush_task_s {
+    flush_consolidation_t *owner; /* NULL: cancelled */
+} flush_task_t;
+
+struct flush_consolidation_s {
+    eddy_ctx_t *ctx;
+    unsigned after;     /* explicit_flush_after_flushes */
+    unsigned pending;   /* flushes held */
+    bool consolidate;   /* consolidate_when_no_read_in_progress */
+    bool reading;       /* between channel_read and channel_read_complete */
+    flush_task_t *task; /* the scheduled flush, or NULL */
+};
+
+void *eddy_flush_consolidation_handler_new(unsigned explicit_flush_after_flushes,
+                                           bool consolidate_when_no_read_in_progress)
+{
+    flush_consolidation_t *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return NULL;
+    }
+    s->after = explicit_flush_after_flushes != 0 ? explicit_flush_after_flushes
+                                                 : EDDY_FLUSH_CONSOLIDATION_DEFAULT_FLUSHES;
+    s->consolidate = consolidate_when_no_read_in_progress;
+    return s;
+}
+
+static void cancel_scheduled(flush_consolidation_t *s)
+{
+    if (s->task != NULL) {
+        s->task->owner = NULL;
+        s->task = NULL;
+    }
+}
+
+/* The state may be gone once the flush returns (a handler nearer the head may close). */
+static void flush_now(flush_consolidation_t *s)
+{
+    cancel_scheduled(s);
+    s->pending = 0;
+    eddy_ctx_flush(s->ctx);
+}
+
+static void flush_if_needed(flush_consolidation_t *s)
+{
+    if (s->pending > 0) {
+        flush_now(s);
+    }
+}
+
+static void reset_read_and_flush_if_needed(flush_consolidation_t *s)
+{
+    s->reading = false;
+    flush_if_needed(s);
+}
+
+static void scheduled_flush(void *arg)
+{
+    flush_task_t *task = arg;
+    flush_consolidation_t *s = task->owner;
+    free(task);
+    if (s == NULL) {
+        return;
+    }
+    s->task = NULL;
+    /* A read batch that began meanwhile flushes at its channel_read_complete. */
+    if (s->pending > 0 && !s->reading) {
+        s->pending = 0;
+        eddy_ctx_flush(s->ctx);
+    }
+}
+
+static void schedule_flush(flush_consolidation_t *s)
+{
+    if (s->task != NULL) {
+        return;
+    }
+    flush_task_t *task = malloc(sizeof(*task));
+    if (task != NULL) {
+        task->owner = s;
+        if (eddy_loop_execute(eddy_ctx_loop(s->ctx), scheduled_flush, task) == 0) {
+            s->task = task;
+            return;
+        }
+        free(task);
+    }
+    /* No memory, or the loop shuts down: flush now rather than hold the data. */
+    flush_now(s);
+}
+
+static void fc_added(eddy_ctx_t *ctx)
+{
+    flush_consolidation_t *s = eddy_ctx_state(ctx);
+    s->ctx = ctx;
+}
+
+static void fc_removed(eddy_ctx_t *ctx)
+{
+    flush_consolidation_t *s = eddy_ctx_state(ctx);
+    flush_if_needed(s);
+    cancel_scheduled(s);
+}
+
+static void fc_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    flush_consolidation_t *s = eddy_ctx_state(ctx);
+    s->reading = true;
+    eddy_ctx_fire_channel_read(ctx, msg);
+}
+
+static void fc_read_complete(eddy_ctx_t *ctx)
+{
+    /* This may be the last event of the read batch: flush now. */
+    reset_read_and_flush_if_needed(eddy_ctx_state(ctx));
+    eddy_ctx_fire_channel_read_complete(ctx);
+}
+
+static void fc_writability(eddy_ctx_t *ctx)
+{
+    /* Unwritable: what is held is memory the peer should be draining; let it go. */
+    if (!eddy_channel_is_writable(eddy_ctx_channel(ctx))) {
+        flush_if_needed(eddy_ctx_state(ctx));
+    }
+    eddy_ctx_fire_channel_writability_changed(ctx);
+}
+
+static void fc_exception(eddy_ctx_t *ctx, int err)
+{
+    reset_read_and_flush_if_needed(eddy_ctx_state(ctx));
+    eddy_ctx_fire_exception(ctx, err);
+}
+
+static void fc_disconnect(eddy_ctx_t *ctx, eddy_promise_t *p)
+{
+    reset_read_and_flush_if_needed(eddy_ctx_state(ctx));
+    eddy_ctx_disconnect(ctx, p);
+}
+
+static void fc_close(eddy_ctx_t *ctx, eddy_promise_t *p)
+{
+    reset_read_and_flush_if_needed(eddy_ctx_state(ctx));
+    eddy_ctx_close(ctx, p);
+}
+
+static void fc_flush(eddy_ctx_t *ctx)
+{
+    flush_consolidation_t *s = eddy_ctx_state(ctx);
+    if (s->reading) {
+        /* channel_read_complete is sure to come and flush; only the limit flushes earlier. */
+        if (++s->pending == s->after) {
+            flush_now(s);
+        }
+    } else if (s->consolidate) {
+        if (++s->pending == s->after) {
+            flush_now(s);
+        } else {
+            schedule_flush(s);
+        }
+    } else {
+        flush_now(s);
+    }
+}
+
+static const eddy_handler_ops_t flush_consolidation_ops = {
+    .name = "flush_consolidation",
+    .handler_added = fc_added,
+    .handler_removed = fc_removed,
+    .channel_read = fc_read,
+    .channel_read_complete = fc_read_complete,
+    .channel_writability_changed = fc_writability,
+    .exception_caught = fc_exception,
+    .disconnect = fc_disconnect,
+    .close = fc_close,
+    .flush = fc_flush,
+};
+
+const eddy_handler_ops_t *eddy_flush_consolidation_handler_ops(void)
+{
+    return &flush_consolidation_ops;
+}
