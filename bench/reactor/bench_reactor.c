@@ -5,7 +5,10 @@
  * Cases:
  *   tasks_1p        one producer thread hands N tasks to one consumer (loop) thread.
  *   tasks_2p        two producers, N/2 tasks each, to one consumer. Three busy threads on two
- *                   CPUs: oversubscribed on purpose (--2p-layout says who shares).
+ *                   CPUs: the producers share the first CPU, the loop keeps the second, as in
+ *                   tasks_1p.
+ *   tasks_2p_split  the same with producer 1 beside the loop on its CPU: the loop competes
+ *                   with a producer for its CPU.
  *   wakeup_latency  the consumer is blocked; another thread stamps the clock and hands it a
  *                   task that records now - stamp. Repeated with a short sleep in between,
  *                   so the consumer blocks again each time. p50 and p99.
@@ -49,7 +52,7 @@
  *
  * Options: --case NAME, --rounds N (measured rounds, after one warm-up round), --ops N (tasks,
  * timers, or latency samples per round; k and m suffixes), --subject NAME (one subject, for
- * profiling), --idle-seconds S, --2p-layout split|shared, --gap-us N (sleep between wake-up
+ * profiling), --idle-seconds S, --gap-us N (sleep between wake-up
  * samples), --awake (see spinner_main), --no-pin. Threads are pinned: the first CPU the
  * process may use runs the main thread and the producer, the second the consumer.
  */
@@ -90,6 +93,7 @@ enum { SUBJ_EDDY, SUBJ_MUTEX, SUBJ_UV, SUBJ_UV_MALLOC, SUBJ_N };
 enum {
     CASE_TASKS_1P,
     CASE_TASKS_2P,
+    CASE_TASKS_2P_SPLIT,
     CASE_WAKEUP,
     CASE_TIMERS_CANCEL,
     CASE_TIMERS_FIRE,
@@ -98,8 +102,8 @@ enum {
 };
 
 static const char *const case_names[CASE_N] = {
-    "tasks_1p", "tasks_2p", "wakeup_latency", "timers_schedule_cancel", "timers_schedule_fire",
-    "idle_cpu",
+    "tasks_1p", "tasks_2p", "tasks_2p_split", "wakeup_latency", "timers_schedule_cancel",
+    "timers_schedule_fire", "idle_cpu",
 };
 
 /* Subject names per case: the task executors, then the timer subjects. */
@@ -110,7 +114,8 @@ static const char *const timer_names[SUBJ_N] = {"eddy", "", "libuv_timer", "libu
  * Default operations per round, per case. On a quiet 2-core EPYC VM the whole run (one
  * warm-up and five rounds of everything but idle_cpu) takes about two minutes.
  */
-static const uint64_t default_ops[CASE_N] = {2000000, 2000000, 5000, 1000000, 1000000, 0};
+static const uint64_t default_ops[CASE_N] = {2000000, 2000000, 2000000, 5000,
+                                             1000000, 1000000, 0};
 
 static int cpu_a = -1; /* main thread, producer */
 static int cpu_b = -1; /* consumer, loop */
@@ -623,7 +628,10 @@ static void report_rates(int c, const char *const names[SUBJ_N], const bool avai
 
 static void run_tasks_case(int c, uint64_t ops, int rounds)
 {
-    unsigned np = c == CASE_TASKS_2P ? 2 : 1;
+    unsigned np = c == CASE_TASKS_2P || c == CASE_TASKS_2P_SPLIT ? 2 : 1;
+    /* tasks_2p keeps the loop's CPU to itself, as in tasks_1p (both producers share the
+     * other); tasks_2p_split puts producer 1 beside the loop. */
+    layout_shared = c == CASE_TASKS_2P;
     ops = ops / np * np;
     bool avail[SUBJ_N] = {false};
     exec_t *ex[SUBJ_N] = {NULL};
@@ -1324,7 +1332,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: bench_reactor [--case NAME] [--rounds N] [--ops N] [--subject NAME] "
-            "[--idle-seconds S] [--gap-us N] [--awake] [--2p-layout split|shared] [--no-pin]\n"
+            "[--idle-seconds S] [--gap-us N] [--awake] [--no-pin]\n"
             "  --case NAME       tasks_1p, tasks_2p, wakeup_latency, timers_schedule_cancel, "
             "timers_schedule_fire or idle_cpu (default: all)\n"
             "  --rounds N        measured rounds after one warm-up round (default %d, max %d; "
@@ -1334,8 +1342,6 @@ static void usage(FILE *out)
             "  --subject NAME    run only eddy or one baseline (for profiling; no ratios)\n"
             "  --idle-seconds S  idle span of idle_cpu (default %.0f)\n"
             "  --gap-us N        sleep before each wake-up latency sample (default %d)\n"
-            "  --2p-layout L     tasks_2p: split (producer 1 beside the consumer, default) or "
-            "shared (both producers on the first CPU)\n"
             "  --awake           wakeup_latency: keep the consumer's CPU from halting with a "
             "SCHED_IDLE spinner (see the source)\n"
             "  --no-pin          leave threads where the scheduler puts them\n",
@@ -1400,13 +1406,6 @@ int main(int argc, char **argv)
                 return 2;
             }
             i++;
-        } else if (strcmp(a, "--2p-layout") == 0 && v != NULL) {
-            if (strcmp(v, "split") != 0 && strcmp(v, "shared") != 0) {
-                fprintf(stderr, "bench_reactor: bad --2p-layout %s\n", v);
-                return 2;
-            }
-            layout_shared = strcmp(v, "shared") == 0;
-            i++;
         } else if (strcmp(a, "--awake") == 0) {
             keep_awake = true;
         } else if (strcmp(a, "--no-pin") == 0) {
@@ -1443,6 +1442,7 @@ int main(int argc, char **argv)
         switch (c) {
         case CASE_TASKS_1P:
         case CASE_TASKS_2P:
+        case CASE_TASKS_2P_SPLIT:
             run_tasks_case(c, n, (int)rounds);
             break;
         case CASE_WAKEUP:
