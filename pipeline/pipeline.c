@@ -247,12 +247,8 @@ static void unlink_ctx(eddy_pipeline_t *p, eddy_ctx_t *ctx)
     if (ctx->ops->handler_removed != NULL) {
         ctx->ops->handler_removed(ctx);
     }
-    /* The state goes now: handler_removed was its last use. */
-    if (ctx->free_state != NULL && ctx->state != NULL) {
-        ctx->free_state(ctx->state);
-    }
-    ctx->state = NULL;
-    ctx->free_state = NULL;
+    /* The state goes with the context, once no event can be inside the handler: a handler
+     * that removed itself from inside one of its callbacks may still use it on the way out. */
     p->depth--;
     bury_dead(p);
 }
@@ -590,10 +586,6 @@ static int offload_run(void *arg, void **result)
         if (ctx->ops->handler_removed != NULL) {
             ctx->ops->handler_removed(ctx);
         }
-        if (ctx->free_state != NULL && ctx->state != NULL) {
-            ctx->free_state(ctx->state);
-        }
-        ctx->state = NULL;
     } else if (!ctx->removed) {
         call_inbound(ctx, o->kind, o->msg, o->event, o->data, o->err);
     } else if (o->msg != NULL) {
@@ -630,10 +622,6 @@ static void offload(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event
             if (ctx->ops->handler_removed != NULL) {
                 ctx->ops->handler_removed(ctx);
             }
-            if (ctx->free_state != NULL && ctx->state != NULL) {
-                ctx->free_state(ctx->state);
-            }
-            ctx->state = NULL;
         }
         if (msg != NULL) {
             eddy_msg_release(msg);

@@ -55,7 +55,8 @@ typedef struct eddy_handler_ops_s {
                           state); a non-sharable handler needs a state per pipeline */
 
     void (*handler_added)(eddy_ctx_t *ctx);
-    void (*handler_removed)(eddy_ctx_t *ctx); /* last call; the state is freed after it */
+    void (*handler_removed)(eddy_ctx_t *ctx); /* last call; the state is freed once no
+                                                  callback of the handler is running */
 
     /* Inbound: pass on with the matching eddy_ctx_fire_*(). */
     void (*channel_registered)(eddy_ctx_t *ctx);
@@ -116,8 +117,8 @@ EDDY_EXTERN int eddy_pipeline_add_last_on(eddy_pipeline_t *p, eddy_carrier_t *c,
                                           const char *name, const eddy_handler_ops_t *ops,
                                           void *state, eddy_state_free_cb free_state);
 
-/** Remove the handler called name: 0 or EDDY_ENOENT. handler_removed runs, then its state is
- * freed. Events already inside it finish first. */
+/** Remove the handler called name: 0 or EDDY_ENOENT. handler_removed runs at once; the state
+ * is freed once no callback of the handler is running (a handler may remove itself). */
 EDDY_EXTERN int eddy_pipeline_remove(eddy_pipeline_t *p, const char *name);
 /** Remove the (first) handler with ops table ops: 0 or EDDY_ENOENT. */
 EDDY_EXTERN int eddy_pipeline_remove_ops(eddy_pipeline_t *p, const eddy_handler_ops_t *ops);
