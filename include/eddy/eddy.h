@@ -11,6 +11,7 @@
 #include <eddy/carrier.h>
 #include <eddy/channel.h>
 #include <eddy/pipeline.h>
+#include <eddy/codec.h>
 #include <eddy/handler.h>
 
 #endif /* EDDY_EDDY_H */

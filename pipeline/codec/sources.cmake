@@ -1,0 +1,7 @@
+# The codecs (include/eddy/codec.h): the decoder and encoder bases and the framing codecs.
+list(APPEND EDDY_SOURCES
+    pipeline/codec/decoder.c
+    pipeline/codec/delimiter.c
+    pipeline/codec/encoder.c
+    pipeline/codec/fixed_length.c
+    pipeline/codec/length_field.c)
