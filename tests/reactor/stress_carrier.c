@@ -2,8 +2,7 @@
  * Stress for reactor/carrier.c, labelled concurrency (run under ThreadSanitizer too): per-key
  * order and exactly-once delivery over 1M items, 8 partitions, 1 to 4 consumer threads, two
  * producers, then the same while the consumer count changes under load; shutdown racing
- * three producers loses nothing accepted and delivers nothing refused. Under a sanitizer the
- * item count drops to 200k per run (TSan slows this 10-20x; the interleavings stay the same).
+ * three producers loses nothing accepted and delivers nothing refused.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,16 +18,16 @@
 #include <stdlib.h>
 #include <time.h>
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifdef SANITIZED
+/* 1M items everywhere, as #5 asks, ThreadSanitizer included (about 25 s there); the
+ * ASan build, which checks memory rather than interleavings, runs 200k. */
+#if defined(__SANITIZE_ADDRESS__)
 #define ITEMS 200000u
-#else
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ITEMS 200000u
+#endif
+#endif
+#ifndef ITEMS
 #define ITEMS 1000000u
 #endif
 #define KEYS 1021u
