@@ -392,9 +392,11 @@ static void stream_flush(eddy_channel_t *ch)
 
 static void on_writable(eddy_channel_t *ch)
 {
+    /* Flush first and settle the interest once: a flush that blocks again keeps the write
+     * interest as it was (no epoll_ctl), one that drains drops it. */
     ch->flags &= ~EDDY__CH_WRITE_WAIT;
-    update_interest(ch);
     stream_flush(ch);
+    update_interest(ch);
 }
 
 static void stream_shutdown_output(eddy_channel_t *ch, eddy_promise_t *p)
