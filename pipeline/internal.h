@@ -63,6 +63,9 @@ typedef struct eddy__channel_ops_s {
     void (*connect)(eddy_channel_t *ch, const eddy_addr_t *remote, const eddy_addr_t *local,
                     eddy_promise_t *p);
     void (*begin_read)(eddy_channel_t *ch);
+    /* Recompute the poller interest after a flag changed (the backpressure pause); NULL: the
+     * kind has none. */
+    void (*update_interest)(eddy_channel_t *ch);
     /* Write what is flushed in the outbound buffer (the head's flush). */
     void (*flush)(eddy_channel_t *ch);
     /* Release the kind's resources at close (the fd); the generic close does the rest. */

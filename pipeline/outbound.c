@@ -53,8 +53,8 @@ void eddy__outbound_update_writability(eddy_channel_t *ch)
         } else {
             ch->flags &= ~EDDY__CH_PAUSED;
         }
-        if (ch->ops->begin_read != NULL && !(ch->flags & EDDY__CH_CLOSED)) {
-            ch->ops->begin_read(ch); /* recomputes the read interest */
+        if (ch->ops->update_interest != NULL && !(ch->flags & EDDY__CH_CLOSED)) {
+            ch->ops->update_interest(ch); /* reading resumes only if it was wanted */
         }
     }
     if (!(ch->flags & EDDY__CH_CLOSED)) {

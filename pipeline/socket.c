@@ -597,6 +597,7 @@ static const eddy__channel_ops_t stream_ops = {
     .kind = "stream",
     .connect = stream_connect,
     .begin_read = stream_begin_read,
+    .update_interest = update_interest,
     .flush = stream_flush,
     .do_close = stream_do_close,
     .shutdown_output = stream_shutdown_output,
