@@ -494,9 +494,11 @@ static void connect_timeout(eddy_timer_t *t, void *arg)
     (void)t;
     eddy_channel_t *ch = arg;
     if (ch->flags & EDDY__CH_CONNECTING) {
+        eddy_channel_retain(ch); /* the failed connect closes it */
         eddy__pipeline_enter(&ch->pipeline);
         connect_done(ch, EDDY_ETIMEDOUT);
         eddy__pipeline_leave(&ch->pipeline);
+        eddy_channel_release(ch);
     }
 }
 
@@ -632,7 +634,7 @@ typedef struct child_s {
 static void child_start(void *arg)
 {
     child_t *c = arg;
-    eddy_channel_t *ch = c->ch;
+    eddy_channel_t *ch = eddy_channel_retain(c->ch); /* a close inside must not free it yet */
     eddy__pipeline_enter(&ch->pipeline);
     eddy__socket_register(ch);
     int rc = c->init(ch, c->arg);
@@ -642,6 +644,7 @@ static void child_start(void *arg)
         eddy__channel_activate(ch);
     }
     eddy__pipeline_leave(&ch->pipeline);
+    eddy_channel_release(ch);
     free(c);
 }
 
@@ -807,6 +810,7 @@ static void listen_on_loop(void *arg)
         eddy_promise_fail(r->p, err);
     } else {
         fill_addrs(ch);
+        eddy_channel_retain(ch); /* a handler may close it while it becomes active */
         eddy__pipeline_enter(&ch->pipeline);
         eddy__socket_register(ch);
         ch->flags |= EDDY__CH_ACTIVE;
@@ -814,6 +818,7 @@ static void listen_on_loop(void *arg)
         stream_begin_read(ch);
         eddy__pipeline_leave(&ch->pipeline);
         eddy_promise_succeed(r->p, ch);
+        eddy_channel_release(ch);
     }
     eddy_future_release(r->p);
     free(r);
@@ -889,6 +894,7 @@ static void connect_on_loop(void *arg)
         if (is_tcp(ch) && !(r->has_config && (r->config.set & (1ull << EDDY_TCP_NODELAY)))) {
             socket_option(ch, EDDY_TCP_NODELAY, 1);
         }
+        eddy_channel_retain(ch); /* a failed init or connect closes it inside */
         eddy__pipeline_enter(&ch->pipeline);
         eddy__socket_register(ch);
         int rc = r->init != NULL ? r->init(ch, r->arg) : 0;
@@ -899,6 +905,7 @@ static void connect_on_loop(void *arg)
             stream_connect(ch, &r->remote, NULL, r->p);
         }
         eddy__pipeline_leave(&ch->pipeline);
+        eddy_channel_release(ch);
     }
     eddy_future_release(r->p);
     free(r);

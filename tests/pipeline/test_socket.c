@@ -765,6 +765,43 @@ static void test_socket_listener_survives_descriptor_exhaustion(void **state)
     server_stop(&s);
 }
 
+/* An init that refuses closes the channel it was given; nothing is used after it is freed
+ * (ASan checks). Server side: the client sees the end of stream. Client side: the connect
+ * fails with the init's error. */
+static int refuse(eddy_channel_t *ch, void *arg)
+{
+    (void)ch;
+    (void)arg;
+    return EDDY_EACCES;
+}
+
+static void test_socket_refusing_init_closes_cleanly(void **state)
+{
+    (void)state;
+    eddy_loop_group_t *g = eddy_loop_group_new(1, NULL);
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    eddy_listen_options_t o = {.loop = eddy_loop_group_next(g), .child_init = refuse};
+    eddy_future_t *f = eddy_channel_listen(&a, &o);
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    eddy_channel_t *l = eddy_channel_retain(eddy_future_channel(f));
+    eddy_future_release(f);
+    int fd = client_connect(eddy_channel_local_addr(l));
+    char c;
+    assert_int_equal(recv(fd, &c, 1, 0), 0);
+    close(fd);
+    f = eddy_channel_connect(eddy_loop_group_next(g), eddy_channel_local_addr(l), NULL, refuse,
+                             NULL);
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(f), EDDY_EACCES);
+    eddy_future_release(f);
+    eddy_channel_release(l);
+    assert_int_equal(eddy_future_await(eddy_loop_group_shutdown_gracefully(g, 0, 2000),
+                                       DEADLINE_MS),
+                     0);
+    assert_int_equal(eddy_loop_group_free(g), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -782,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_socket_loop_shutdown_closes_channels),
         cmocka_unit_test(test_socket_auto_read_off_reads_on_request),
         cmocka_unit_test(test_socket_listener_survives_descriptor_exhaustion),
+        cmocka_unit_test(test_socket_refusing_init_closes_cleanly),
     };
     return cmocka_run_group_tests_name("pipeline.socket", tests, NULL, NULL);
 }
