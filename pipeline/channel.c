@@ -312,11 +312,22 @@ void eddy__channel_activate(eddy_channel_t *ch)
 
 void eddy__channel_do_close(eddy_channel_t *ch, int why, eddy_promise_t *p)
 {
-    (void)why;
     if (ch->flags & EDDY__CH_CLOSED) {
         /* Already closed: p completes when the close future does (at once, by now). */
         eddy__promise_done(p, 0);
         return;
+    }
+    if ((why == 0 || why == EDDY_ESHUTDOWN) && (ch->flags & EDDY__CH_ACTIVE) &&
+        !(ch->flags & EDDY__CH_FLUSHING) && ch->out_head != NULL &&
+        ch->out_head != ch->unflushed) {
+        /* A requested close (or the loop's shutdown) first gives what was flushed one
+         * non-blocking try, so a reply written and flushed just before close goes out
+         * when the socket takes it. An error close does not: the peer is gone. */
+        ch->ops->flush(ch);
+        if (ch->flags & EDDY__CH_CLOSED) {
+            eddy__promise_done(p, 0); /* the flush met an error and closed */
+            return;
+        }
     }
     ch->flags |= EDDY__CH_CLOSED;
     eddy__loop_closer_remove(&ch->closer);
