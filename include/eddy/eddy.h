@@ -13,5 +13,6 @@
 #include <eddy/pipeline.h>
 #include <eddy/codec.h>
 #include <eddy/handler.h>
+#include <eddy/bootstrap.h>
 
 #endif /* EDDY_EDDY_H */

@@ -1,0 +1,567 @@
+/*
+ * The server bootstrap (Netty's ServerBootstrap): bind resolves the host, listens with
+ * eddy_channel_listen on a boss loop (or on every worker loop in SO_REUSEPORT mode), and
+ * wraps child_init to count live children and enforce the server's limits.
+ *
+ * The server state is refcounted, since listeners and children outlive the bootstrap: the
+ * bootstrap holds one reference, each bind in progress one, each listener one and each live
+ * child one. A listener's reference outlasts its close: children it accepted may still wait
+ * in a worker loop's task queue to start (and call child_init with the state), so it is
+ * dropped by a task queued on every worker loop after the close, which runs after them.
+ */
+#include <eddy/bootstrap.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Defined in bootstrap.c. */
+typedef void (*eddy__resolved_cb)(void *arg, eddy_addr_t *addrs, size_t n, int err);
+int eddy__bootstrap_resolve(const char *host, uint16_t port, bool passive, eddy__resolved_cb cb,
+                            void *arg);
+int eddy__bootstrap_refuse(eddy_channel_t *ch, int err);
+
+typedef struct attr_s {
+    const void *key;
+    void *value;
+} attr_t;
+
+typedef struct server_s {
+    _Atomic long refcnt;
+    eddy_loop_group_t *boss, *workers;
+    eddy_channel_config_t config, child_config;
+    attr_t *attrs, *child_attrs;
+    size_t nattrs, nchild_attrs;
+    eddy_channel_init_cb handler, child_init;
+    void *handler_arg, *child_arg;
+    bool reuseport;
+    uint64_t max_connections, accepts_per_second;
+
+    /* Counters: relaxed, they are statistics; active is also the limit's count, where
+     * fetch_add makes each admission see every earlier one. */
+    _Atomic uint64_t accepted, active, rejected_max, rejected_rate;
+    _Atomic int64_t window_s;      /* the accept-rate window: its second */
+    _Atomic uint64_t window_count; /* accepts in it */
+    _Atomic int64_t last_log_ns;
+} server_t;
+
+struct eddy_server_bootstrap_s {
+    server_t *s;
+};
+
+static void server_retain(server_t *s)
+{
+    atomic_fetch_add_explicit(&s->refcnt, 1, memory_order_relaxed);
+}
+
+static void server_release(server_t *s)
+{
+    /* acq_rel: pairs with itself, so the last releaser sees every loop's writes. */
+    if (atomic_fetch_sub_explicit(&s->refcnt, 1, memory_order_acq_rel) != 1) {
+        return;
+    }
+    free(s->attrs);
+    free(s->child_attrs);
+    free(s);
+}
+
+static int attrs_put(attr_t **attrs, size_t *n, const void *key, void *value)
+{
+    for (size_t i = 0; i < *n; i++) {
+        if ((*attrs)[i].key == key) {
+            (*attrs)[i].value = value;
+            return 0;
+        }
+    }
+    attr_t *a = realloc(*attrs, (*n + 1) * sizeof(*a));
+    if (a == NULL) {
+        return EDDY_ENOMEM;
+    }
+    a[(*n)++] = (attr_t){key, value};
+    *attrs = a;
+    return 0;
+}
+
+static int attrs_apply(eddy_channel_t *ch, const attr_t *attrs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc = eddy_channel_attr_set(ch, attrs[i].key, attrs[i].value);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Children: the child_init wrapper and the limits
+ */
+
+/* A fixed one-second window: cheap and lock-free; two loops crossing into a new second at
+ * once may let a few more through than the limit, which is fine for a flood guard. */
+static bool rate_admit(server_t *s)
+{
+    int64_t sec = eddy_now_ns() / 1000000000;
+    int64_t w = atomic_load_explicit(&s->window_s, memory_order_relaxed);
+    if (w != sec && atomic_compare_exchange_strong_explicit(
+                        &s->window_s, &w, sec, memory_order_relaxed, memory_order_relaxed)) {
+        atomic_store_explicit(&s->window_count, 0, memory_order_relaxed);
+    }
+    return atomic_fetch_add_explicit(&s->window_count, 1, memory_order_relaxed) <
+           s->accepts_per_second;
+}
+
+/* At most one line a second, whichever loop rejects. */
+static void log_rejected(server_t *s, const char *why, uint64_t limit)
+{
+    int64_t now = eddy_now_ns();
+    int64_t prev = atomic_load_explicit(&s->last_log_ns, memory_order_relaxed);
+    if (now - prev < 1000000000 ||
+        !atomic_compare_exchange_strong_explicit(&s->last_log_ns, &prev, now, memory_order_relaxed,
+                                                 memory_order_relaxed)) {
+        return;
+    }
+    fprintf(stderr, "eddy: server: closing new connections: %s (%llu); %llu + %llu closed so far\n",
+            why, (unsigned long long)limit,
+            (unsigned long long)atomic_load_explicit(&s->rejected_max, memory_order_relaxed),
+            (unsigned long long)atomic_load_explicit(&s->rejected_rate, memory_order_relaxed));
+}
+
+static void child_closed(eddy_future_t *f, void *arg)
+{
+    (void)f;
+    server_t *s = arg;
+    atomic_fetch_sub_explicit(&s->active, 1, memory_order_relaxed);
+    server_release(s);
+}
+
+/* On the child's loop: a refused child is closed before it becomes active, so no handler of
+ * the user ever sees it. */
+static int child_init(eddy_channel_t *ch, void *arg)
+{
+    server_t *s = arg;
+    atomic_fetch_add_explicit(&s->accepted, 1, memory_order_relaxed);
+    if (s->accepts_per_second > 0 && !rate_admit(s)) {
+        atomic_fetch_add_explicit(&s->rejected_rate, 1, memory_order_relaxed);
+        log_rejected(s, "accept rate per second reached", s->accepts_per_second);
+        return eddy__bootstrap_refuse(ch, EDDY_ECONNABORTED);
+    }
+    uint64_t live = atomic_fetch_add_explicit(&s->active, 1, memory_order_relaxed) + 1;
+    if (s->max_connections > 0 && live > s->max_connections) {
+        atomic_fetch_sub_explicit(&s->active, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->rejected_max, 1, memory_order_relaxed);
+        log_rejected(s, "max connections reached", s->max_connections);
+        return eddy__bootstrap_refuse(ch, EDDY_ECONNABORTED);
+    }
+    server_retain(s);
+    if (eddy_future_add_listener(eddy_channel_close_future(ch), child_closed, s) != 0) {
+        child_closed(NULL, s);
+        return eddy__bootstrap_refuse(ch, EDDY_ENOMEM);
+    }
+    int rc = attrs_apply(ch, s->child_attrs, s->nchild_attrs);
+    if (rc == 0) {
+        rc = s->child_init(ch, s->child_arg);
+    }
+    return rc != 0 ? eddy__bootstrap_refuse(ch, rc) : 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Listeners
+ */
+
+typedef struct closer_s {
+    server_t *s;                 /* the listener's reference */
+    eddy_loop_group_t *children; /* NULL: children start on the listener's own loop */
+} closer_t;
+
+static void release_task(void *arg)
+{
+    server_release(arg);
+}
+
+static void listener_closed(eddy_future_t *f, void *arg)
+{
+    (void)f;
+    closer_t *cl = arg;
+    server_t *s = cl->s;
+    if (cl->children != NULL) {
+        /* Tasks from one thread run in order: these run after every child_start this
+         * listener queued. A loop that refuses (shutting down) has run them already or
+         * refused them too. */
+        size_t n = eddy_loop_group_size(cl->children);
+        for (size_t i = 0; i < n; i++) {
+            server_retain(s);
+            if (eddy_loop_execute(eddy_loop_group_loop(cl->children, i), release_task, s) != 0) {
+                server_release(s);
+            }
+        }
+    }
+    free(cl);
+    server_release(s);
+}
+
+typedef struct bind_s bind_t;
+
+typedef struct slot_s {
+    bind_t *bt;
+    size_t i;
+    eddy_channel_t *ch; /* retained once bound */
+} slot_t;
+
+struct bind_s {
+    server_t *s; /* one reference */
+    eddy_promise_t *p;
+    eddy_addr_t addr;
+    bool reuseport;
+    pthread_mutex_t lock; /* guards done and err: listeners complete on different loops */
+    size_t done;
+    int err;
+    size_t want;
+    slot_t slot[];
+};
+
+typedef struct siblings_s {
+    size_t n;
+    eddy_channel_t *ch[];
+} siblings_t;
+
+static void close_siblings(eddy_future_t *f, void *arg)
+{
+    (void)f;
+    siblings_t *sib = arg;
+    for (size_t i = 0; i < sib->n; i++) {
+        eddy_channel_close(sib->ch[i], NULL);
+        eddy_channel_release(sib->ch[i]);
+    }
+    free(sib);
+}
+
+static void bind_free(bind_t *bt)
+{
+    pthread_mutex_destroy(&bt->lock);
+    eddy_future_release(bt->p);
+    server_release(bt->s);
+    free(bt);
+}
+
+static void bind_fail(bind_t *bt, int err)
+{
+    for (size_t i = 0; i < bt->want; i++) {
+        if (bt->slot[i].ch != NULL) {
+            eddy_channel_close(bt->slot[i].ch, NULL);
+            eddy_channel_release(bt->slot[i].ch);
+        }
+    }
+    eddy_promise_fail(bt->p, err);
+    bind_free(bt);
+}
+
+/* Every listener reported: complete the bind. */
+static void bind_complete(bind_t *bt)
+{
+    if (bt->err != 0) {
+        bind_fail(bt, bt->err);
+        return;
+    }
+    eddy_channel_t *first = bt->slot[0].ch;
+    if (bt->want > 1) {
+        siblings_t *sib = malloc(sizeof(*sib) + (bt->want - 1) * sizeof(sib->ch[0]));
+        if (sib == NULL) {
+            bind_fail(bt, EDDY_ENOMEM);
+            return;
+        }
+        sib->n = bt->want - 1;
+        for (size_t i = 1; i < bt->want; i++) {
+            sib->ch[i - 1] = bt->slot[i].ch;
+        }
+        if (eddy_future_add_listener(eddy_channel_close_future(first), close_siblings, sib) != 0) {
+            free(sib);
+            bind_fail(bt, EDDY_ENOMEM);
+            return;
+        }
+    }
+    eddy_promise_succeed(bt->p, first);
+    eddy_channel_release(first);
+    bind_free(bt);
+}
+
+static void start_listener(bind_t *bt, size_t i);
+
+/* On the listener's loop, once eddy_channel_listen completed. */
+static void listener_bound(eddy_future_t *f, void *arg)
+{
+    slot_t *slot = arg;
+    bind_t *bt = slot->bt;
+    server_t *s = bt->s;
+    int err = eddy_future_error(f);
+    eddy_channel_t *ch = eddy_future_channel(f);
+    eddy_future_release(f);
+    if (ch == NULL) {
+        server_release(s); /* the listener's reference: it never accepted */
+    } else {
+        closer_t *cl = malloc(sizeof(*cl));
+        if (cl == NULL) {
+            err = EDDY_ENOMEM;
+            eddy_channel_close(ch, NULL);
+            server_release(s); /* nothing was accepted yet: this loop turn bound it */
+        } else {
+            cl->s = s;
+            cl->children = bt->reuseport ? NULL : s->workers;
+            if (eddy_future_add_listener(eddy_channel_close_future(ch), listener_closed, cl) != 0) {
+                free(cl);
+                err = EDDY_ENOMEM;
+                eddy_channel_close(ch, NULL);
+                server_release(s);
+            } else {
+                slot->ch = eddy_channel_retain(ch);
+                err = attrs_apply(ch, s->attrs, s->nattrs);
+                if (err == 0 && s->handler != NULL) {
+                    err = s->handler(ch, s->handler_arg);
+                }
+            }
+        }
+    }
+    bool fan_out = slot->i == 0 && bt->reuseport && bt->want > 1 && err == 0;
+    if (fan_out) {
+        /* Port 0 chose a port for the first socket: the others share it. The first counts
+         * as done only after they are started, so that bt outlives this loop. */
+        bt->addr = *eddy_channel_local_addr(ch);
+        for (size_t i = 1; i < bt->want; i++) {
+            start_listener(bt, i);
+        }
+    }
+    pthread_mutex_lock(&bt->lock);
+    if (err != 0 && bt->err == 0) {
+        bt->err = err;
+    }
+    bt->done++;
+    if (slot->i == 0 && bt->reuseport && err != 0) {
+        bt->done = bt->want; /* the others never start */
+    }
+    bool all = bt->done == bt->want;
+    pthread_mutex_unlock(&bt->lock);
+    if (all) {
+        bind_complete(bt);
+    }
+}
+
+static void start_listener(bind_t *bt, size_t i)
+{
+    server_t *s = bt->s;
+    eddy_channel_config_t cfg = s->config;
+    eddy_listen_options_t opts = {
+        .child_init = child_init,
+        .child_arg = s,
+        .config = &cfg,
+        .child_config = &s->child_config,
+    };
+    if (bt->reuseport) {
+        opts.loop = eddy_loop_group_loop(s->workers, i);
+        eddy_channel_config_set(&cfg, EDDY_SO_REUSEPORT, 1);
+    } else {
+        opts.loop = eddy_loop_group_next(s->boss);
+        opts.children = s->workers;
+    }
+    slot_t *slot = &bt->slot[i];
+    slot->bt = bt;
+    slot->i = i;
+    server_retain(s); /* the listener's */
+    eddy_future_t *f = eddy_channel_listen(&bt->addr, &opts);
+    if (f == NULL || eddy_future_add_listener(f, listener_bound, slot) != 0) {
+        /* Without memory. A listener that still comes up is left to its loop, with the
+         * state referenced for good: its children need it. */
+        if (f == NULL) {
+            server_release(s);
+        }
+        eddy_future_release(f);
+        pthread_mutex_lock(&bt->lock);
+        if (bt->err == 0) {
+            bt->err = EDDY_ENOMEM;
+        }
+        bt->done = i == 0 ? bt->want : bt->done + 1;
+        bool all = bt->done == bt->want;
+        pthread_mutex_unlock(&bt->lock);
+        if (all) {
+            bind_complete(bt);
+        }
+    }
+}
+
+static void bind_resolved(void *arg, eddy_addr_t *addrs, size_t n, int err)
+{
+    bind_t *bt = arg;
+    if (err != 0 || n == 0) {
+        free(addrs);
+        bind_fail(bt, err != 0 ? err : EDDY_ENOENT);
+        return;
+    }
+    bt->addr = addrs[0];
+    free(addrs);
+    start_listener(bt, 0);
+}
+
+static eddy_future_t *failed_future(int err)
+{
+    eddy_promise_t *p = eddy_promise_new(NULL);
+    if (p != NULL) {
+        eddy_promise_fail(p, err);
+    }
+    return p;
+}
+
+static eddy_future_t *server_bind(eddy_server_bootstrap_t *b, const char *host, uint16_t port,
+                                  const eddy_addr_t *unix_addr)
+{
+    server_t *s = b->s;
+    if (s->boss == NULL || s->child_init == NULL) {
+        fprintf(stderr, "eddy: server bootstrap bind: no %s (call eddy_server_bootstrap_%s)\n",
+                s->boss == NULL ? "group" : "child_init", s->boss == NULL ? "group" : "child_init");
+        return failed_future(EDDY_EINVAL);
+    }
+    bool reuseport = s->reuseport && unix_addr == NULL;
+    size_t want = reuseport ? eddy_loop_group_size(s->workers) : 1;
+    bind_t *bt = calloc(1, sizeof(*bt) + want * sizeof(bt->slot[0]));
+    if (bt == NULL || pthread_mutex_init(&bt->lock, NULL) != 0) {
+        free(bt);
+        return failed_future(EDDY_ENOMEM);
+    }
+    eddy_loop_t *owner = reuseport ? eddy_loop_group_loop(s->workers, 0) : NULL;
+    bt->p = eddy_promise_new(owner);
+    if (bt->p == NULL) {
+        pthread_mutex_destroy(&bt->lock);
+        free(bt);
+        return NULL;
+    }
+    eddy_future_t *f = eddy_future_retain(bt->p);
+    server_retain(s);
+    bt->s = s;
+    bt->reuseport = reuseport;
+    bt->want = want;
+    if (unix_addr != NULL) {
+        bt->addr = *unix_addr;
+        start_listener(bt, 0);
+        return f;
+    }
+    int rc = eddy__bootstrap_resolve(host, port, true, bind_resolved, bt);
+    if (rc != 0) {
+        bind_fail(bt, rc);
+    }
+    return f;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Public
+ */
+
+eddy_server_bootstrap_t *eddy_server_bootstrap_new(void)
+{
+    eddy_server_bootstrap_t *b = calloc(1, sizeof(*b));
+    server_t *s = calloc(1, sizeof(*s));
+    if (b == NULL || s == NULL) {
+        free(b);
+        free(s);
+        return NULL;
+    }
+    atomic_init(&s->refcnt, 1);
+    eddy_channel_config_init(&s->config);
+    eddy_channel_config_init(&s->child_config);
+    b->s = s;
+    return b;
+}
+
+void eddy_server_bootstrap_free(eddy_server_bootstrap_t *b)
+{
+    if (b == NULL) {
+        return;
+    }
+    server_release(b->s);
+    free(b);
+}
+
+int eddy_server_bootstrap_group(eddy_server_bootstrap_t *b, eddy_loop_group_t *boss,
+                                eddy_loop_group_t *workers)
+{
+    if (boss == NULL) {
+        return EDDY_EINVAL;
+    }
+    b->s->boss = boss;
+    b->s->workers = workers != NULL ? workers : boss;
+    return 0;
+}
+
+int eddy_server_bootstrap_option(eddy_server_bootstrap_t *b, eddy_option_t opt, int64_t value)
+{
+    return eddy_channel_config_set(&b->s->config, opt, value);
+}
+
+int eddy_server_bootstrap_child_option(eddy_server_bootstrap_t *b, eddy_option_t opt, int64_t value)
+{
+    return eddy_channel_config_set(&b->s->child_config, opt, value);
+}
+
+int eddy_server_bootstrap_attr(eddy_server_bootstrap_t *b, const void *key, void *value)
+{
+    return attrs_put(&b->s->attrs, &b->s->nattrs, key, value);
+}
+
+int eddy_server_bootstrap_child_attr(eddy_server_bootstrap_t *b, const void *key, void *value)
+{
+    return attrs_put(&b->s->child_attrs, &b->s->nchild_attrs, key, value);
+}
+
+void eddy_server_bootstrap_handler(eddy_server_bootstrap_t *b, eddy_channel_init_cb init, void *arg)
+{
+    b->s->handler = init;
+    b->s->handler_arg = arg;
+}
+
+void eddy_server_bootstrap_child_init(eddy_server_bootstrap_t *b, eddy_channel_init_cb init,
+                                      void *arg)
+{
+    b->s->child_init = init;
+    b->s->child_arg = arg;
+}
+
+int eddy_server_bootstrap_reuseport(eddy_server_bootstrap_t *b, bool on)
+{
+#ifndef SO_REUSEPORT
+    if (on) {
+        return EDDY_ENOTSUP;
+    }
+#endif
+    b->s->reuseport = on;
+    return 0;
+}
+
+void eddy_server_bootstrap_limits(eddy_server_bootstrap_t *b, uint64_t max_connections,
+                                  uint64_t accepts_per_second)
+{
+    b->s->max_connections = max_connections;
+    b->s->accepts_per_second = accepts_per_second;
+}
+
+void eddy_server_bootstrap_counters(const eddy_server_bootstrap_t *b, eddy_server_counters_t *c)
+{
+    const server_t *s = b->s;
+    c->accepted = atomic_load_explicit(&s->accepted, memory_order_relaxed);
+    c->active = atomic_load_explicit(&s->active, memory_order_relaxed);
+    c->rejected_max = atomic_load_explicit(&s->rejected_max, memory_order_relaxed);
+    c->rejected_rate = atomic_load_explicit(&s->rejected_rate, memory_order_relaxed);
+}
+
+eddy_future_t *eddy_server_bootstrap_bind(eddy_server_bootstrap_t *b, const char *host,
+                                          uint16_t port)
+{
+    return server_bind(b, host, port, NULL);
+}
+
+eddy_future_t *eddy_server_bootstrap_bind_unix(eddy_server_bootstrap_t *b, const char *path)
+{
+    eddy_addr_t a;
+    if (path == NULL || eddy_addr_unix(&a, path) != 0) {
+        return failed_future(EDDY_EINVAL);
+    }
+    return server_bind(b, NULL, 0, &a);
+}
