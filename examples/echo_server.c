@@ -1,0 +1,151 @@
+/*
+ * eddy-echo-server: Netty's EchoServer in C. Every byte a client sends comes back.
+ *
+ *   eddy-echo-server [--host ADDR] [--port N] [--threads N]
+ *
+ * A client that never reads cannot make it grow: reading from a connection pauses while its
+ * replies are not drained (EDDY_PAUSE_READ_WHEN_UNWRITABLE). SIGINT or SIGTERM stop it
+ * gracefully: the listener closes, connections get what was flushed and close, exit 0.
+ */
+#include <eddy/eddy.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static _Atomic uint64_t errors_seen;
+
+static void echo_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    eddy_ctx_write(ctx, msg, NULL); /* the same buffer goes back out: no copy */
+}
+
+static void echo_read_complete(eddy_ctx_t *ctx)
+{
+    eddy_ctx_flush(ctx); /* one gathering write per read batch */
+}
+
+static void echo_exception(eddy_ctx_t *ctx, int err)
+{
+    /* Resets and such are the clients' business; count them, say so now and then. */
+    uint64_t n = atomic_fetch_add(&errors_seen, 1) + 1;
+    if ((n & (n - 1)) == 0) {
+        fprintf(stderr, "eddy-echo-server: connection error: %s (%llu so far)\n",
+                eddy_strerror(err), (unsigned long long)n);
+    }
+    eddy_ctx_close(ctx, NULL);
+}
+
+static const eddy_handler_ops_t echo_ops = {
+    .name = "echo",
+    .sharable = true, /* no per-connection state: one instance serves every pipeline */
+    .channel_read = echo_read,
+    .channel_read_complete = echo_read_complete,
+    .exception_caught = echo_exception,
+};
+
+static int init_child(eddy_channel_t *ch, void *arg)
+{
+    (void)arg;
+    return eddy_pipeline_add_last(eddy_channel_pipeline(ch), "echo", &echo_ops, NULL, NULL);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: eddy-echo-server [--host ADDR] [--port N] [--threads N]\n"
+               "  --host ADDR   address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
+               "  --port N      port (default 8007; 0 picks one)\n"
+               "  --threads N   worker loops (default: one per CPU)\n"
+               "Echoes every byte back. SIGINT or SIGTERM stop it gracefully.\n");
+}
+
+static bool parse_uint(const char *s, unsigned long max, unsigned long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v > max) {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    const char *host = "127.0.0.1";
+    unsigned long port = 8007, threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--host") == 0 && v != NULL) {
+            host = v;
+        } else if (strcmp(a, "--port") == 0 && v != NULL && parse_uint(v, 65535, &port)) {
+        } else if (strcmp(a, "--threads") == 0 && v != NULL && parse_uint(v, 1024, &threads)) {
+        } else {
+            usage(stderr);
+            return 2;
+        }
+        i++;
+    }
+    /* The signals are taken by sigwait() below, on this thread only. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+
+    eddy_loop_options_t boss_opts = {.name = "echo-boss"};
+    eddy_loop_options_t worker_opts = {.name = "echo-worker"};
+    eddy_loop_group_t *boss = eddy_loop_group_new(1, &boss_opts);
+    eddy_loop_group_t *workers = eddy_loop_group_new(threads, &worker_opts);
+    eddy_server_bootstrap_t *b = eddy_server_bootstrap_new();
+    if (boss == NULL || workers == NULL || b == NULL) {
+        fprintf(stderr, "eddy-echo-server: out of memory or threads\n");
+        return 1;
+    }
+    eddy_server_bootstrap_group(b, boss, workers);
+    eddy_server_bootstrap_option(b, EDDY_SO_BACKLOG, 1024);
+    eddy_server_bootstrap_child_option(b, EDDY_TCP_NODELAY, 1);
+    eddy_server_bootstrap_child_option(b, EDDY_PAUSE_READ_WHEN_UNWRITABLE, 1);
+    eddy_server_bootstrap_child_init(b, init_child, NULL);
+
+    eddy_future_t *bound = eddy_server_bootstrap_bind(b, host, (uint16_t)port);
+    if (bound == NULL || eddy_future_await(bound, -1) != 0 || eddy_future_error(bound) != 0) {
+        fprintf(stderr, "eddy-echo-server: cannot listen on %s:%lu: %s\n", host, port,
+                bound != NULL ? eddy_strerror(eddy_future_error(bound)) : "out of memory");
+        return 1;
+    }
+    eddy_channel_t *server = eddy_channel_retain(eddy_future_channel(bound));
+    eddy_future_release(bound);
+    char addr[80];
+    printf("eddy-echo-server: listening on %s, %zu worker loops (eddy %s)\n",
+           eddy_addr_format(eddy_channel_local_addr(server), addr, sizeof(addr)),
+           eddy_loop_group_size(workers), eddy_version());
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&stop, &sig);
+    /* Stop accepting, then let the loops close every connection (each gets one last try at
+     * what it flushed) and end. */
+    eddy_channel_close(server, NULL);
+    eddy_future_await(eddy_channel_close_future(server), 2000);
+    eddy_channel_release(server);
+    eddy_server_counters_t c;
+    eddy_server_bootstrap_counters(b, &c);
+    eddy_future_await(eddy_loop_group_shutdown_gracefully(workers, 0, 2000), 5000);
+    eddy_future_await(eddy_loop_group_shutdown_gracefully(boss, 0, 2000), 5000);
+    eddy_server_bootstrap_free(b);
+    int rc = eddy_loop_group_free(workers) | eddy_loop_group_free(boss);
+    printf("eddy-echo-server: stopped by %s; %llu connections served, %llu errors\n",
+           sig == SIGINT ? "SIGINT" : "SIGTERM", (unsigned long long)c.accepted,
+           (unsigned long long)atomic_load(&errors_seen));
+    return rc == 0 ? 0 : 1;
+}
