@@ -117,9 +117,13 @@ static void notify(eddy_future_t *f, listener_t *l)
 
 static int complete(eddy_future_t *f, int err, void *result)
 {
+    /* Our own reference from before `done` is visible: a waiter may drop the last other
+     * one the moment it sees the future complete, while we still notify listeners. */
+    eddy_future_retain(f);
     pthread_mutex_lock(&f->lock);
     if (atomic_load_explicit(&f->done, memory_order_relaxed)) {
         pthread_mutex_unlock(&f->lock);
+        eddy_future_release(f);
         return EDDY_EALREADY;
     }
     f->err = err;
@@ -132,7 +136,8 @@ static int complete(eddy_future_t *f, int err, void *result)
     }
     pthread_mutex_unlock(&f->lock);
     /* Listeners run in the order they were added: reverse the newest-first list. The
-     * future stays alive while they run even if one of them drops the last other ref. */
+     * future stays alive while they run (our reference) even if one of them, or a waiter,
+     * drops the last other one. */
     listener_t *ordered = NULL;
     while (l != NULL) {
         listener_t *next = l->next;
@@ -140,7 +145,6 @@ static int complete(eddy_future_t *f, int err, void *result)
         ordered = l;
         l = next;
     }
-    eddy_future_retain(f);
     while (ordered != NULL) {
         listener_t *next = ordered->next;
         notify(f, ordered);
