@@ -127,15 +127,18 @@ static const eddy_handler_ops_t client_ops = {
     .exception_caught = client_exception,
 };
 
+/* Connections are made one after another; `current` is the one being made. A name with
+ * several addresses runs init once per address tried, and every try of one connection
+ * shares its state (a failed try never becomes active, so it never touches it). */
 typedef struct init_arg_s {
     conn_t *conns;
-    _Atomic unsigned next;
+    _Atomic unsigned current;
 } init_arg_t;
 
 static int init_conn(eddy_channel_t *ch, void *arg)
 {
     init_arg_t *ia = arg;
-    conn_t *c = &ia->conns[atomic_fetch_add(&ia->next, 1)];
+    conn_t *c = &ia->conns[atomic_load(&ia->current)];
     return eddy_pipeline_add_last(eddy_channel_pipeline(ch), "client", &client_ops, c, NULL);
 }
 
@@ -220,6 +223,7 @@ int main(int argc, char **argv)
     unsigned long up = 0; /* connections that came up */
     eddy_channel_t **chans = calloc(conns_n, sizeof(*chans));
     for (; up < conns_n; up++) {
+        atomic_store(&ia.current, (unsigned)up);
         eddy_future_t *f = eddy_bootstrap_connect(b, host, (uint16_t)port);
         if (f == NULL || eddy_future_await(f, 30000) != 0 || eddy_future_error(f) != 0) {
             fprintf(stderr, "eddy-echo-client: cannot connect to %s:%lu: %s\n", host, port,
