@@ -1,0 +1,79 @@
+/*
+ * The wire format eddy-rpc-server and eddy-rpc-client share (#7). Frames are a 4-byte big
+ * endian length, then that many payload bytes: Netty's LengthFieldBasedFrameDecoder(max, 0,
+ * 4, 0, 4) and LengthFieldPrepender(4) read and write the same stream.
+ *
+ *   request payload    u64 id, u8 method length, the method name, the body
+ *   response payload   u64 id (the request's), u8 status, the body
+ *
+ * Methods: "echo" returns its body; "add" takes two big endian i64 and returns their sum
+ * (wrapping); "sleep" takes a big endian u32 of milliseconds and returns an empty body.
+ */
+#ifndef EDDY_EXAMPLES_RPC_PROTO_H
+#define EDDY_EXAMPLES_RPC_PROTO_H
+
+#include <eddy/eddy.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+enum {
+    RPC_OK = 0,
+    RPC_UNKNOWN_METHOD = 1,
+    RPC_BAD_REQUEST = 2,
+    RPC_SERVER_ERROR = 3,
+};
+
+#define RPC_DEFAULT_PORT 9000
+#define RPC_DEFAULT_MAX_FRAME ((size_t)1 << 20) /* length field included, as in Netty */
+#define RPC_HEADER 9                            /* id and method length, or id and status */
+
+/** The big endian u64 at p. */
+static inline uint64_t rpc_get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = v << 8 | p[i];
+    }
+    return v;
+}
+
+/**
+ * Add the framing handlers to p: the length field decoder ("framer", frames of at most
+ * max_frame bytes with their length field, which it strips) and the prepender ("prepender").
+ * 0, EDDY_ENOMEM, or the pipeline's error.
+ */
+static inline int rpc_add_framing(eddy_pipeline_t *p, size_t max_frame)
+{
+    eddy_decoder_t *d = eddy_length_field_decoder_new(max_frame, 0, 4, 0, 4);
+    if (d == NULL) {
+        return EDDY_ENOMEM;
+    }
+    int err =
+        eddy_pipeline_add_last(p, "framer", eddy_length_field_decoder_ops(), d, eddy_free_state);
+    if (err != 0) {
+        return err;
+    }
+    void *prepender = eddy_length_field_prepender_new(4);
+    if (prepender == NULL) {
+        return EDDY_ENOMEM;
+    }
+    return eddy_pipeline_add_last(p, "prepender", eddy_length_field_prepender_ops(), prepender,
+                                  eddy_free_state);
+}
+
+/** A decimal in [0, max] into *out: false when s is not one. */
+static inline bool rpc_parse_uint(const char *s, unsigned long max, unsigned long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v > max) {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+#endif /* EDDY_EXAMPLES_RPC_PROTO_H */

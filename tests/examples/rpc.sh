@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The RPC example end to end: eddy-rpc-server on an ephemeral port; eddy-rpc-client against it
+# with echo, add, sleep and mix calls (every reply checked); sleeps on different connections
+# overlap on the offload carrier while one connection's sleeps keep their order; calls that
+# outlive --timeout-ms fail and are counted; malformed payloads get status 2 on a connection
+# that goes on serving, oversize frames close it; then SIGTERM: the server must stop by
+# itself, exit 0 and say so.
+#   tests/examples/rpc.sh SERVER CLIENT
+set -euo pipefail
+server=$1
+client=$2
+log=$(mktemp)
+out=$(mktemp)
+trap 'kill -9 "$pid" 2>/dev/null || true; rm -f "$log" "$out"' EXIT
+"$server" --port 0 --threads 2 >"$log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+    grep -q "listening on" "$log" && break
+    sleep 0.05
+done
+port=$(grep -o "127.0.0.1:[0-9]*" "$log" | head -1 | cut -d: -f2)
+[[ -n "$port" ]] || { echo "no port in: $(cat "$log")"; exit 1; }
+ms_now() { echo $(($(date +%s%N) / 1000000)); }
+
+"$client" --port "$port" --method echo --calls 2000 --size 100
+"$client" --port "$port" --method echo --calls 40 --size 300000 --inflight 4 --connections 2
+"$client" --port "$port" --method add --calls 2000 --connections 2 --threads 2
+"$client" --port "$port" --method mix --calls 3000 --connections 4 --inflight 32 --sleep-ms 1
+
+# 20 sleeps of 50 ms, 20 in flight over 20 connections: they overlap (one after another they
+# would take a second).
+t0=$(ms_now)
+"$client" --port "$port" --method sleep --sleep-ms 50 --calls 20 --connections 20 --inflight 1
+elapsed=$(($(ms_now) - t0))
+echo "20 sleeps of 50 ms took $elapsed ms"
+((elapsed < 700)) || { echo "the sleeps did not overlap"; exit 1; }
+# The carrier is keyed by the channel: one connection's sleeps run in order, one at a time.
+t0=$(ms_now)
+"$client" --port "$port" --method sleep --sleep-ms 40 --calls 5 --inflight 5
+elapsed=$(($(ms_now) - t0))
+echo "5 sleeps of 40 ms on one connection took $elapsed ms"
+((elapsed >= 200)) || { echo "one connection's sleeps overlapped"; exit 1; }
+
+# Calls that outlive the timeout fail, are counted, and fail the run.
+if "$client" --port "$port" --method sleep --sleep-ms 400 --calls 3 --timeout-ms 100 >"$out"; then
+    cat "$out"
+    echo "timed-out calls did not fail the run"
+    exit 1
+fi
+cat "$out"
+grep -q "3 errors (3 timeouts)" "$out"
+
+# Malformed payloads and an oversize frame.
+"$client" --port "$port" --bad
+"$client" --port "$port" --method mix --calls 300 --sleep-ms 1
+"$server" --help | grep -q usage
+"$client" --help | grep -q usage
+
+kill -TERM "$pid"
+for _ in $(seq 200); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+done
+if kill -0 "$pid" 2>/dev/null; then
+    echo "the server did not stop on SIGTERM"
+    exit 1
+fi
+wait "$pid"
+grep -q "stopped by SIGTERM" "$log"
+cat "$log"
