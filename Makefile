@@ -16,7 +16,7 @@ build: deps
 	@cmake --build build/release -j $(JOBS)
 
 run: build
-	./build/release/examples/eddy-demo
+	@bash scripts/demo.sh build/release
 
 # The normal build runs every test; the ASan+UBSan build every test but the install check;
 # the TSan build the tests labelled concurrency.

@@ -151,13 +151,14 @@ static int cmp_i64(const void *a, const void *b)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: eddy-echo-client [--host H] [--port N] [--size N] [--count N] "
-               "[--connections N] [--threads N]\n"
+               "[--connections N] [--threads N] [--progress]\n"
                "  --host H          server (default 127.0.0.1; names are resolved)\n"
                "  --port N          port (default 8007)\n"
                "  --size N          bytes per message (default 256)\n"
                "  --count N         messages per connection, one in flight (default 10000)\n"
                "  --connections N   connections at once (default 1)\n"
                "  --threads N       client loops (default 1)\n"
+               "  --progress        a live progress line on stderr\n"
                "Checks every byte; prints messages/s, MB/s and round-trip latency.\n");
 }
 
@@ -177,12 +178,16 @@ int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
     unsigned long port = 8007, size = 256, count = 10000, conns_n = 1, threads = 1;
+    bool progress = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
+        } else if (strcmp(a, "--progress") == 0) {
+            progress = true;
+            continue;
         } else if (strcmp(a, "--host") == 0 && v != NULL) {
             host = v;
         } else if (strcmp(a, "--port") == 0 && v != NULL && parse_uint(v, 65535, &port)) {
@@ -243,7 +248,21 @@ int main(int argc, char **argv)
     }
     conns_n = up;
     if (conns_n > 0) {
-        eddy_future_await(run.finished, 600000);
+        /* With --progress, a live line every quarter second until the run ends. */
+        int64_t deadline = eddy_now_ns() + (int64_t)600 * 1000000000;
+        while (eddy_future_await(run.finished, progress ? 250 : 600000) == EDDY_ETIMEDOUT &&
+               eddy_now_ns() < deadline) {
+            if (progress) {
+                double el = (double)(eddy_now_ns() - t0) / 1e9;
+                uint64_t d = atomic_load(&run.done);
+                fprintf(stderr, "\r  %5.1f s: %llu of %llu messages, %.0f messages/s   ", el,
+                        (unsigned long long)d, (unsigned long long)(conns_n * count),
+                        (double)d / el);
+            }
+        }
+        if (progress) {
+            fprintf(stderr, "\r%70s\r", "");
+        }
     }
     double secs = (double)(eddy_now_ns() - t0) / 1e9;
     for (unsigned long i = 0; i < conns_n; i++) {
