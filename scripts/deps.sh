@@ -21,6 +21,7 @@ PACKAGES=(
 BENCH_PACKAGES=(
     default-jdk-headless  # the Java baselines (Disruptor, Netty) compile and run with it
     libdisruptor-java     # bench/ring's Java Disruptor baseline
+    libevent-dev          # bench/echo's libevent (bufferevent) echo server
 )
 
 if [ "${1:-}" = "--bench" ]; then

@@ -1,0 +1,490 @@
+/*
+ * bench_echo_loadgen: the load generator of bench/echo (run.sh drives it against each echo
+ * server in turn). One thread, epoll, non-blocking sockets.
+ *
+ * Pipelined mode: C connections, each keeping D messages of S bytes in flight; whenever a
+ * whole message comes back, the next one goes out. Churn mode (--churn): C connections at a
+ * time each connect, send D messages of S bytes, wait for every byte back and close, then
+ * start over with a new connection.
+ *
+ * Every echoed byte is checked: connection i's byte stream is a fixed pseudo-random pattern
+ * read from an offset of its own, so a lost, duplicated, reordered or crossed byte fails the
+ * run. Latency is from the moment a message is queued for sending (churn: from connect())
+ * to the moment its last byte is back, in a log-linear histogram (about 3% resolution).
+ *
+ * With --pid P, the server's CPU time (utime + stime of /proc/P/stat, all threads) is read at
+ * the start and end of the measured window, giving CPU time per message.
+ *
+ *   bench_echo_loadgen [--host A] [--port N] [--conns C] [--depth D] [--size S]
+ *                      [--seconds T] [--warmup W] [--churn] [--rst] [--cpu N] [--pid P]
+ *
+ * Prints one line: {"loadgen":"echo",...,"msgs_per_s":...,"mb_per_s":...,"p50_us":...,
+ * "p99_us":...,"cpu_ns_per_msg":...}. Exit status 1 on any error (wrong byte, reset...).
+ */
+#include "support/bench_util.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CONNS 4096
+#define MAX_DEPTH 1024
+#define MAX_SIZE (1 << 20)
+#define CHUNK 65536      /* largest single send() and recv() */
+#define PAT_PERIOD 65521 /* a prime, so streams of different offsets do not line up */
+
+/* Latency histogram: values below 64 ns exact, then 32 buckets per power of two. */
+#define HIST_SUB_BITS 5
+#define HIST_BUCKETS (64 + 58 * 32)
+
+enum { CONN_IDLE, CONN_CONNECTING, CONN_OPEN };
+
+typedef struct conn_s {
+    int fd;
+    int state;
+    uint64_t base;     /* offset of this stream in the pattern */
+    uint64_t sent;     /* bytes sent */
+    uint64_t received; /* bytes received */
+    uint64_t owed;     /* bytes queued, not yet sent */
+    uint64_t t_start;  /* churn: when connect() was called */
+    uint64_t *stamps;  /* ring of queue times of the messages in flight (depth entries) */
+    uint32_t head, count;
+    bool want_out;
+} conn_t;
+
+static const char *host = "127.0.0.1";
+static int port = 8007;
+static int nconns = 64;
+static int depth = 16;
+static int size = 64;
+static double seconds = 2;
+static double warmup = 0.5;
+static bool churn;
+static bool rst;
+static int cpu = -1;
+static long server_pid = -1;
+
+static uint8_t *pattern; /* PAT_PERIOD + CHUNK bytes: any offset below the period has CHUNK */
+static uint64_t hist[HIST_BUCKETS];
+static uint64_t msgs_done, bytes_done, conns_done;
+static bool measuring;
+static int ep;
+static struct sockaddr_in addr;
+static uint64_t next_base;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_echo_loadgen: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static void fail(const char *what)
+{
+    fprintf(stderr, "bench_echo_loadgen: %s\n", what);
+    exit(1);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* utime + stime of process pid in seconds (all its threads), or -1. */
+static double server_cpu_s(void)
+{
+    if (server_pid < 0)
+        return -1;
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", server_pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* The command name may hold spaces and parentheses: fields count from the last ')'. */
+    const char *p = strrchr(buf, ')');
+    if (p == NULL)
+        return -1;
+    unsigned long long utime = 0, stime = 0;
+    /* After ")": state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
+     * utime(14) stime(15). */
+    int got =
+        sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime);
+    if (got != 2)
+        return -1;
+    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static int hist_index(uint64_t v)
+{
+    if (v < 64)
+        return (int)v;
+    int e = 63 - __builtin_clzll(v);
+    return 64 + (e - 6) * 32 + (int)((v >> (e - HIST_SUB_BITS)) & 31);
+}
+
+/* The middle of bucket i, in ns. */
+static double hist_value(int i)
+{
+    if (i < 64)
+        return i;
+    int e = (i - 64) / 32 + 6, sub = (i - 64) % 32;
+    double lo = (double)((uint64_t)(32 + sub) << (e - HIST_SUB_BITS));
+    return lo + (double)(1ull << (e - HIST_SUB_BITS)) / 2;
+}
+
+static double hist_quantile(double q)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < HIST_BUCKETS; i++)
+        total += hist[i];
+    if (total == 0)
+        return 0;
+    uint64_t rank = (uint64_t)(q * (double)total), seen = 0;
+    for (int i = 0; i < HIST_BUCKETS; i++) {
+        seen += hist[i];
+        if (seen > rank)
+            return hist_value(i);
+    }
+    return hist_value(HIST_BUCKETS - 1);
+}
+
+static void record(uint64_t latency_ns)
+{
+    if (measuring)
+        hist[hist_index(latency_ns)]++;
+}
+
+static void set_events(conn_t *c, int idx, unsigned events, int op)
+{
+    struct epoll_event ev = {.events = events, .data.u32 = (uint32_t)idx};
+    if (epoll_ctl(ep, op, c->fd, &ev) != 0)
+        die("epoll_ctl");
+}
+
+/* Send what is owed until done or the socket is full; EPOLLOUT only while something is left. */
+static void flush_conn(conn_t *c, int idx)
+{
+    while (c->owed > 0) {
+        size_t len = c->owed < CHUNK ? (size_t)c->owed : CHUNK;
+        ssize_t w = send(c->fd, pattern + (c->sent + c->base) % PAT_PERIOD, len,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            die("send");
+        }
+        c->sent += (uint64_t)w;
+        c->owed -= (uint64_t)w;
+    }
+    bool want = c->owed > 0;
+    if (want != c->want_out) {
+        c->want_out = want;
+        set_events(c, idx, EPOLLIN | (want ? EPOLLOUT : 0u), EPOLL_CTL_MOD);
+    }
+}
+
+/* Queue n more messages, stamped now. */
+static void queue_msgs(conn_t *c, uint64_t n, uint64_t now)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        c->stamps[(c->head + c->count) % (uint32_t)depth] = now;
+        c->count++;
+    }
+    c->owed += n * (uint64_t)size;
+}
+
+static void set_nodelay(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* Churn: start a connection in slot idx. */
+static void churn_start(conn_t *c, int idx)
+{
+    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0)
+        die("socket");
+    if (rst) {
+        /* close() sends a reset and leaves no TIME_WAIT behind. */
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    }
+    set_nodelay(c->fd);
+    if ((ntohl(addr.sin_addr.s_addr) >> 24) == 127) {
+        /* Clients close first and keep TIME_WAIT for a minute: from one source address the
+         * 28k ephemeral ports run out within seconds and connect() then spends its time
+         * searching for one to reuse (the first round was twice as fast as later ones). On
+         * loopback, spread the sources over 127.0.1.1-250; the port is picked at connect(). */
+        static uint32_t next_src;
+        int one = 1;
+        setsockopt(c->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+        struct sockaddr_in src = {.sin_family = AF_INET};
+        src.sin_addr.s_addr = htonl(0x7f000101u + next_src);
+        next_src = (next_src + 1) % 250;
+        if (bind(c->fd, (const struct sockaddr *)&src, sizeof(src)) != 0)
+            die("bind");
+    }
+    c->base = next_base;
+    next_base = (next_base + 1009) % PAT_PERIOD;
+    c->sent = c->received = c->owed = 0;
+    c->head = c->count = 0;
+    c->t_start = now_ns();
+    c->want_out = true;
+    int r = connect(c->fd, (const struct sockaddr *)&addr, sizeof(addr));
+    if (r != 0 && errno != EINPROGRESS)
+        die("connect");
+    c->state = CONN_CONNECTING;
+    set_events(c, idx, EPOLLOUT, EPOLL_CTL_ADD);
+}
+
+static void churn_connected(conn_t *c, int idx)
+{
+    int err = 0;
+    socklen_t len = sizeof(err);
+    getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+        errno = err;
+        die("connect");
+    }
+    c->state = CONN_OPEN;
+    c->want_out = true;
+    set_events(c, idx, EPOLLIN | EPOLLOUT, EPOLL_CTL_MOD);
+    queue_msgs(c, (uint64_t)depth, c->t_start);
+    flush_conn(c, idx);
+}
+
+/* Reads once (the sockets are level-triggered), checks the bytes, completes messages. */
+static void read_conn(conn_t *c, int idx, uint8_t *in)
+{
+    ssize_t r = recv(c->fd, in, CHUNK, MSG_DONTWAIT);
+    if (r <= 0) {
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (r == 0)
+            fail("the server closed a connection");
+        die("recv");
+    }
+    if (c->received + (uint64_t)r > c->sent)
+        fail("more bytes came back than were sent");
+    if (memcmp(in, pattern + (c->received + c->base) % PAT_PERIOD, (size_t)r) != 0)
+        fail("a wrong byte was echoed");
+    uint64_t before = c->received / (uint64_t)size;
+    c->received += (uint64_t)r;
+    uint64_t done = c->received / (uint64_t)size - before;
+    if (measuring)
+        bytes_done += (uint64_t)r;
+    if (done == 0)
+        return;
+    uint64_t now = now_ns();
+    if (measuring)
+        msgs_done += done;
+    if (churn) {
+        c->head = (c->head + (uint32_t)done) % (uint32_t)depth;
+        c->count -= (uint32_t)done;
+        if (c->count > 0)
+            return;
+        record(now - c->t_start);
+        if (measuring)
+            conns_done++;
+        close(c->fd); /* also leaves the epoll set */
+        churn_start(c, idx);
+        return;
+    }
+    for (uint64_t i = 0; i < done; i++) {
+        record(now - c->stamps[c->head]);
+        c->head = (c->head + 1) % (uint32_t)depth;
+        c->count--;
+    }
+    queue_msgs(c, done, now);
+    flush_conn(c, idx);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: bench_echo_loadgen [--host A] [--port N] [--conns C] [--depth D] "
+               "[--size S]\n"
+               "                          [--seconds T] [--warmup W] [--churn] [--rst] "
+               "[--cpu N] [--pid P]\n");
+}
+
+static void parse_args(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--churn") == 0) {
+            churn = true;
+            continue;
+        }
+        if (strcmp(a, "--rst") == 0) {
+            rst = true;
+            continue;
+        }
+        if (strcmp(a, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (v == NULL) {
+            usage(stderr);
+            exit(2);
+        }
+        i++;
+        if (strcmp(a, "--host") == 0) {
+            host = v;
+        } else if (strcmp(a, "--port") == 0 && atoi(v) > 0 && atoi(v) < 65536) {
+            port = atoi(v);
+        } else if (strcmp(a, "--conns") == 0 && atoi(v) >= 1 && atoi(v) <= MAX_CONNS) {
+            nconns = atoi(v);
+        } else if (strcmp(a, "--depth") == 0 && atoi(v) >= 1 && atoi(v) <= MAX_DEPTH) {
+            depth = atoi(v);
+        } else if (strcmp(a, "--size") == 0 && atoi(v) >= 1 && atoi(v) <= MAX_SIZE) {
+            size = atoi(v);
+        } else if (strcmp(a, "--seconds") == 0 && atof(v) > 0) {
+            seconds = atof(v);
+        } else if (strcmp(a, "--warmup") == 0 && atof(v) >= 0) {
+            warmup = atof(v);
+        } else if (strcmp(a, "--cpu") == 0 && atoi(v) >= 0) {
+            cpu = atoi(v);
+        } else if (strcmp(a, "--pid") == 0 && atol(v) > 0) {
+            server_pid = atol(v);
+        } else {
+            usage(stderr);
+            exit(2);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    parse_args(argc, argv);
+    signal(SIGPIPE, SIG_IGN);
+    if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        if (sched_setaffinity(0, sizeof(set), &set) != 0)
+            die("sched_setaffinity");
+    }
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
+        fail("--host must be a numeric IPv4 address");
+
+    pattern = malloc(PAT_PERIOD + CHUNK);
+    uint8_t *in = malloc(CHUNK);
+    conn_t *conns = calloc((size_t)nconns, sizeof(*conns));
+    uint64_t *stamps = calloc((size_t)nconns * (size_t)depth, sizeof(*stamps));
+    if (pattern == NULL || in == NULL || conns == NULL || stamps == NULL)
+        fail("out of memory");
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < PAT_PERIOD + CHUNK; i++)
+        pattern[i] = i < PAT_PERIOD ? (uint8_t)bench_xorshift64s(&seed) : pattern[i - PAT_PERIOD];
+
+    ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0)
+        die("epoll_create1");
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < nconns; i++) {
+        conn_t *c = &conns[i];
+        c->stamps = stamps + (size_t)i * (size_t)depth;
+        if (churn) {
+            churn_start(c, i);
+            continue;
+        }
+        c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (c->fd < 0 || connect(c->fd, (const struct sockaddr *)&addr, sizeof(addr)) != 0)
+            die("connect");
+        set_nodelay(c->fd);
+        if (fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK) != 0)
+            die("fcntl");
+        c->state = CONN_OPEN;
+        c->base = next_base;
+        next_base = (next_base + 1009) % PAT_PERIOD;
+        set_events(c, i, EPOLLIN, EPOLL_CTL_ADD);
+        queue_msgs(c, (uint64_t)depth, now_ns());
+        flush_conn(c, i);
+    }
+
+    uint64_t t_measure = t0 + (uint64_t)(warmup * 1e9);
+    uint64_t t_end = 0, t_begin = 0;
+    double cpu_srv0 = -1, cpu_cli0 = 0;
+    struct epoll_event evs[256];
+    for (;;) {
+        uint64_t now = now_ns();
+        if (!measuring && now >= t_measure) {
+            measuring = true;
+            t_begin = now;
+            t_end = now + (uint64_t)(seconds * 1e9);
+            cpu_srv0 = server_cpu_s();
+            cpu_cli0 = process_cpu_s();
+        } else if (measuring && now >= t_end) {
+            break;
+        }
+        int n = epoll_wait(ep, evs, 256, 100);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            die("epoll_wait");
+        }
+        for (int k = 0; k < n; k++) {
+            int idx = (int)evs[k].data.u32;
+            conn_t *c = &conns[idx];
+            if (c->state == CONN_CONNECTING) {
+                churn_connected(c, idx);
+                continue;
+            }
+            if (evs[k].events & EPOLLOUT)
+                flush_conn(c, idx);
+            if (evs[k].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+                read_conn(c, idx, in);
+        }
+    }
+    uint64_t t_stop = now_ns();
+    double cpu_srv1 = server_cpu_s();
+    double cpu_cli1 = process_cpu_s();
+    for (int i = 0; i < nconns; i++)
+        close(conns[i].fd);
+    close(ep);
+
+    double secs = (double)(t_stop - t_begin) * 1e-9;
+    double srv = cpu_srv0 >= 0 && cpu_srv1 >= 0 ? cpu_srv1 - cpu_srv0 : -1;
+    double msgs = (double)msgs_done;
+    printf("{\"loadgen\":\"echo\",\"mode\":\"%s\",\"conns\":%d,\"depth\":%d,\"size\":%d,"
+           "\"seconds\":%.3f,\"msgs\":%llu,\"msgs_per_s\":%.0f,\"mb_per_s\":%.2f,"
+           "\"conns_per_s\":%.0f,\"p50_us\":%.2f,\"p99_us\":%.2f,\"server_cpu_s\":%.3f,"
+           "\"cpu_ns_per_msg\":%.1f,\"client_cpu_util\":%.3f}\n",
+           churn ? "churn" : "pipelined", nconns, depth, size, secs, (unsigned long long)msgs_done,
+           msgs / secs, (double)bytes_done / secs / 1e6, (double)conns_done / secs,
+           hist_quantile(0.50) / 1e3, hist_quantile(0.99) / 1e3, srv,
+           srv >= 0 && msgs > 0 ? srv * 1e9 / msgs : -1, (cpu_cli1 - cpu_cli0) / secs);
+    free(stamps);
+    free(conns);
+    free(in);
+    free(pattern);
+    return msgs_done > 0 ? 0 : 1;
+}

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# bench/echo: echo servers side by side. For each case and round, each server in turn (eddy,
+# epoll_raw, libuv, libevent when built: A B C D A B C D ...) is started pinned to one CPU,
+# the load generator runs pinned to another, reads the server's CPU time (utime + stime from
+# /proc/PID/stat) over its measured window, and the server is stopped. echo_report then prints
+# medians, min-max and eddy / baseline ratios, and one {"bench":"echo",...} line per
+# comparison.
+#
+#   bash bench/echo/run.sh BUILD_DIR [--rounds N] [--seconds S] [--warmup S] [--cpu N]
+#                          [--client-cpu N] [--no-pin] [--cases LIST] [--servers LIST] [--port N]
+#
+# Churn closes from the client side: expect up to tcp_max_tw_buckets TIME_WAIT sockets on
+# the machine for a minute after it (the load generator spreads them over source addresses).
+#
+# Defaults: 3 rounds, 2 s measured after 0.5 s of warm-up, server on CPU 0, load on CPU 1,
+# every case (64x16x64,1x1x64,16x1x65536,churn), every server built. --no-pin: no taskset, no
+# pinning. bench/run.sh calls this (it finds bench_echo_loadgen) with its own arguments.
+set -euo pipefail
+
+usage() {
+    sed -n '9,10p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2 # the usage lines above
+    exit 2
+}
+[[ $# -ge 1 ]] || usage
+build_dir=$1
+shift
+rounds=3 seconds=2 warmup=0.5 cpu=0 client_cpu=1 port=17200 pin=1
+cases=64x16x64,1x1x64,16x1x65536,churn
+servers=eddy,epoll_raw,libuv,libevent
+while [[ $# -gt 0 ]]; do
+    if [[ $1 == --no-pin ]]; then
+        pin=0
+        shift
+        continue
+    fi
+    [[ $# -ge 2 ]] || usage
+    case $1 in
+    --rounds) rounds=$2 ;;
+    --seconds) seconds=$2 ;;
+    --warmup) warmup=$2 ;;
+    --cpu) cpu=$2 ;;
+    --client-cpu) client_cpu=$2 ;;
+    --cases) cases=$2 ;;
+    --servers) servers=$2 ;;
+    --port) port=$2 ;;
+    *) usage ;;
+    esac
+    shift 2
+done
+[[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
+
+bin=$build_dir/bench/echo
+loadgen=$bin/bench_echo_loadgen
+for exe in "$loadgen" "$bin/echo_report"; do
+    if [[ ! -x $exe ]]; then
+        echo "bench/echo/run.sh: $exe is not built" >&2
+        exit 1
+    fi
+done
+
+# The servers that were built, in the order asked.
+declare -A exe_of=([eddy]=echo_server_eddy [epoll_raw]=echo_server_epoll [libuv]=echo_server_uv
+    [libevent]=echo_server_event)
+subjects=()
+for s in ${servers//,/ }; do
+    if [[ -z ${exe_of[$s]:-} ]]; then
+        echo "bench/echo/run.sh: unknown server $s (eddy, epoll_raw, libuv, libevent)" >&2
+        exit 2
+    elif [[ -x $bin/${exe_of[$s]} ]]; then
+        subjects+=("$s")
+    else
+        echo "bench/echo/run.sh: $s not built ($bin/${exe_of[$s]}); left out" >&2
+    fi
+done
+
+tmp=$(mktemp -d)
+server_pid=
+cleanup() {
+    if [[ -n $server_pid ]]; then
+        kill "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+    fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+: >"$tmp/rounds.txt"
+
+# load generator arguments of a case
+case_args() {
+    case $1 in
+    64x16x64) echo "--conns 64 --depth 16 --size 64" ;;
+    1x1x64) echo "--conns 1 --depth 1 --size 64" ;;
+    16x1x65536) echo "--conns 16 --depth 1 --size 65536" ;;
+    churn) echo "--conns 16 --depth 1 --size 64 --churn" ;;
+    *) return 1 ;;
+    esac
+}
+
+# the number after "key": in a JSON line
+field() {
+    sed -E "s/.*\"$2\":([^,}]*).*/\\1/" <<<"$1"
+}
+
+# Starts server $1 on port $2, pinned; sets server_pid once it listens.
+start_server() {
+    local log=$tmp/server.log
+    if ((pin)); then
+        taskset -c "$cpu" "$bin/${exe_of[$1]}" --port "$2" --cpu "$cpu" >"$log" 2>&1 &
+    else
+        "$bin/${exe_of[$1]}" --port "$2" >"$log" 2>&1 &
+    fi
+    server_pid=$!
+    for _ in $(seq 100); do
+        if grep -q 'listening on' "$log"; then
+            return 0
+        fi
+        if ! kill -0 "$server_pid" 2>/dev/null; then
+            break
+        fi
+        sleep 0.05
+    done
+    echo "bench/echo/run.sh: $1 did not start:" >&2
+    cat "$log" >&2
+    exit 1
+}
+
+stop_server() {
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=
+}
+
+pin_client= pin_args= where="servers on CPU $cpu, load generator on CPU $client_cpu"
+if ((pin)); then
+    pin_client="taskset -c $client_cpu"
+    pin_args="--cpu $client_cpu"
+else
+    where="nothing pinned"
+fi
+
+model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+echo "bench echo: echo servers on one thread each (eddy: one loop for accept and I/O)"
+echo "cpu: $model; $where;" \
+    "load average $(cut -d' ' -f1 /proc/loadavg) at start"
+echo "${rounds} rounds x ${seconds} s (after ${warmup} s warm-up), servers alternating:" \
+    "${subjects[*]}"
+echo "ops: messages (churn: connections) per second; loadgen CPU: the load generator's share of" \
+    "its CPU (near 1.00, it set the rate: compare server CPU per op)"
+
+n=0
+for c in ${cases//,/ }; do
+    args=$(case_args "$c") || {
+        echo "bench/echo/run.sh: unknown case $c" >&2
+        exit 2
+    }
+    for ((r = 0; r < rounds; r++)); do
+        for s in "${subjects[@]}"; do
+            # A fresh port each time: nothing lingers from the last server.
+            p=$((port + n % 500))
+            n=$((n + 1))
+            start_server "$s" "$p"
+            # shellcheck disable=SC2086 # args and pin_client hold several words on purpose
+            if ! line=$($pin_client "$loadgen" --port "$p" $pin_args --pid "$server_pid" \
+                --seconds "$seconds" --warmup "$warmup" $args); then
+                echo "bench/echo/run.sh: the load generator failed against $s ($c)" >&2
+                cat "$tmp/server.log" >&2
+                exit 1
+            fi
+            stop_server
+            ops=$(field "$line" msgs_per_s)
+            if [[ $c == churn ]]; then
+                ops=$(field "$line" conns_per_s)
+            fi
+            echo "$c $s $r $ops $(field "$line" mb_per_s) $(field "$line" p50_us)" \
+                "$(field "$line" p99_us) $(field "$line" cpu_ns_per_msg)" \
+                "$(field "$line" client_cpu_util) $(field "$line" conns)" \
+                "$(field "$line" depth) $(field "$line" size)" >>"$tmp/rounds.txt"
+        done
+    done
+done
+"$bin/echo_report" "$tmp/rounds.txt" --seconds "$seconds"
+echo "load average $(cut -d' ' -f1 /proc/loadavg) at the end"
