@@ -181,6 +181,12 @@ static const eddy__poller_ops_t *find_poller(const char *name)
 
 static void loop_release_parts(eddy_loop_t *loop)
 {
+    /* A producer that saw the loop running may still be on its way to the wake-up: clear the
+     * flag, then wait for those already inside (see enqueue). */
+    atomic_store_explicit(&loop->wake_needed, 0, memory_order_seq_cst);
+    while (atomic_load_explicit(&loop->waking, memory_order_seq_cst) != 0) {
+        sched_yield();
+    }
     if (loop->poller_data != NULL) {
         loop->poller->destroy(loop);
     }
@@ -433,9 +439,15 @@ static int enqueue(eddy_loop_t *loop, eddy_task_cb fn, void *arg, int mode)
                       EDDY__LOOP_SHUTDOWN)) {
         return claimed_after_shutdown(loop, seq);
     }
-    if (mode != MODE_LAZY && atomic_load_explicit(&loop->wake_needed, memory_order_seq_cst) &&
-        atomic_exchange_explicit(&loop->wake_needed, 0, memory_order_relaxed)) {
-        loop->poller->wakeup(loop);
+    if (mode != MODE_LAZY && atomic_load_explicit(&loop->wake_needed, memory_order_seq_cst)) {
+        /* The slow path: announce ourselves before taking the flag, so that freeing the loop
+         * (eddy_loop_free) either sees us and waits, or has cleared the flag first and we
+         * take nothing: the poller is never used after it was destroyed. */
+        atomic_fetch_add_explicit(&loop->waking, 1, memory_order_seq_cst);
+        if (atomic_exchange_explicit(&loop->wake_needed, 0, memory_order_seq_cst)) {
+            loop->poller->wakeup(loop);
+        }
+        atomic_fetch_sub_explicit(&loop->waking, 1, memory_order_release);
     }
     return 0;
 }

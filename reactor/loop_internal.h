@@ -91,6 +91,7 @@ typedef struct eddy__metrics_s {
 struct eddy_loop_s {
     /* Written by producers and the loop: each alone on its lines. */
     alignas(128) _Atomic int wake_needed; /* the loop is (about to be) blocked in its poller */
+    _Atomic int waking; /* producers inside the wake-up path: freeing the loop waits for them */
     alignas(128) _Atomic int state;
     _Atomic int64_t drain_limit; /* the last slot run after shutdown; EDDY__NO_LIMIT before */
     /* What the stall watchdog reads: bumped per callback, with the callback running. */

@@ -90,8 +90,8 @@ static void poll_destroy(eddy_loop_t *loop)
     if (st == NULL) {
         return;
     }
+    close(st->pipe_wr); /* the writing end first: a late writer gets EBADF, never SIGPIPE */
     close(st->pipe_rd);
-    close(st->pipe_wr);
     free(st->fds);
     free(st->ios);
     free(st->ready);
