@@ -10,6 +10,8 @@
  */
 #include <eddy/eddy.h>
 
+#include "example_util.h"
+
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -162,18 +164,6 @@ static void usage(FILE *f)
                "Checks every byte; prints messages/s, MB/s and round-trip latency.\n");
 }
 
-static bool parse_uint(const char *s, unsigned long max, unsigned long *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v > max) {
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
 int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
@@ -190,13 +180,13 @@ int main(int argc, char **argv)
             continue;
         } else if (strcmp(a, "--host") == 0 && v != NULL) {
             host = v;
-        } else if (strcmp(a, "--port") == 0 && v != NULL && parse_uint(v, 65535, &port)) {
-        } else if (strcmp(a, "--size") == 0 && v != NULL && parse_uint(v, 16 << 20, &size) &&
+        } else if (strcmp(a, "--port") == 0 && v != NULL && example_parse_uint(v, 65535, &port)) {
+        } else if (strcmp(a, "--size") == 0 && v != NULL && example_parse_uint(v, 16 << 20, &size) &&
                    size > 0) {
-        } else if (strcmp(a, "--count") == 0 && v != NULL && parse_uint(v, 100000000, &count)) {
+        } else if (strcmp(a, "--count") == 0 && v != NULL && example_parse_uint(v, 100000000, &count)) {
         } else if (strcmp(a, "--connections") == 0 && v != NULL &&
-                   parse_uint(v, 10000, &conns_n) && conns_n > 0) {
-        } else if (strcmp(a, "--threads") == 0 && v != NULL && parse_uint(v, 64, &threads) &&
+                   example_parse_uint(v, 10000, &conns_n) && conns_n > 0) {
+        } else if (strcmp(a, "--threads") == 0 && v != NULL && example_parse_uint(v, 64, &threads) &&
                    threads > 0) {
         } else {
             usage(stderr);

@@ -9,6 +9,8 @@
  */
 #include <eddy/eddy.h>
 
+#include "example_util.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -63,18 +65,6 @@ static void usage(FILE *f)
                "Echoes every byte back. SIGINT or SIGTERM stop it gracefully.\n");
 }
 
-static bool parse_uint(const char *s, unsigned long max, unsigned long *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v > max) {
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
 int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
@@ -87,8 +77,8 @@ int main(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--host") == 0 && v != NULL) {
             host = v;
-        } else if (strcmp(a, "--port") == 0 && v != NULL && parse_uint(v, 65535, &port)) {
-        } else if (strcmp(a, "--threads") == 0 && v != NULL && parse_uint(v, 1024, &threads)) {
+        } else if (strcmp(a, "--port") == 0 && v != NULL && example_parse_uint(v, 65535, &port)) {
+        } else if (strcmp(a, "--threads") == 0 && v != NULL && example_parse_uint(v, 1024, &threads)) {
         } else {
             usage(stderr);
             return 2;

@@ -514,22 +514,22 @@ int main(int argc, char **argv)
             continue;
         } else if (strcmp(a, "--host") == 0 && v != NULL) {
             host = v;
-        } else if (strcmp(a, "--port") == 0 && v != NULL && rpc_parse_uint(v, 65535, &port)) {
-        } else if (strcmp(a, "--calls") == 0 && v != NULL && rpc_parse_uint(v, 100000000, &calls)) {
+        } else if (strcmp(a, "--port") == 0 && v != NULL && example_parse_uint(v, 65535, &port)) {
+        } else if (strcmp(a, "--calls") == 0 && v != NULL && example_parse_uint(v, 100000000, &calls)) {
         } else if (strcmp(a, "--method") == 0 && v != NULL && parse_method(v, &method)) {
-        } else if (strcmp(a, "--size") == 0 && v != NULL && rpc_parse_uint(v, 16 << 20, &size)) {
+        } else if (strcmp(a, "--size") == 0 && v != NULL && example_parse_uint(v, 16 << 20, &size)) {
         } else if (strcmp(a, "--sleep-ms") == 0 && v != NULL &&
-                   rpc_parse_uint(v, UINT32_MAX, &sleep_ms)) {
+                   example_parse_uint(v, UINT32_MAX, &sleep_ms)) {
         } else if (strcmp(a, "--inflight") == 0 && v != NULL &&
-                   rpc_parse_uint(v, 1 << 20, &inflight) && inflight > 0) {
+                   example_parse_uint(v, 1 << 20, &inflight) && inflight > 0) {
         } else if (strcmp(a, "--connections") == 0 && v != NULL &&
-                   rpc_parse_uint(v, 10000, &conns_n) && conns_n > 0) {
+                   example_parse_uint(v, 10000, &conns_n) && conns_n > 0) {
         } else if (strcmp(a, "--timeout-ms") == 0 && v != NULL &&
-                   rpc_parse_uint(v, 86400000, &timeout_ms) && timeout_ms > 0) {
-        } else if (strcmp(a, "--threads") == 0 && v != NULL && rpc_parse_uint(v, 64, &threads) &&
+                   example_parse_uint(v, 86400000, &timeout_ms) && timeout_ms > 0) {
+        } else if (strcmp(a, "--threads") == 0 && v != NULL && example_parse_uint(v, 64, &threads) &&
                    threads > 0) {
         } else if (strcmp(a, "--max-frame") == 0 && v != NULL &&
-                   rpc_parse_uint(v, UINT32_MAX, &max_frame) && max_frame >= 4 + RPC_HEADER) {
+                   example_parse_uint(v, UINT32_MAX, &max_frame) && max_frame >= 4 + RPC_HEADER) {
         } else {
             usage(stderr);
             return 2;

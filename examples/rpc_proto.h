@@ -12,6 +12,7 @@
 #ifndef EDDY_EXAMPLES_RPC_PROTO_H
 #define EDDY_EXAMPLES_RPC_PROTO_H
 
+#include "example_util.h"
 #include <eddy/eddy.h>
 
 #include <errno.h>
@@ -61,19 +62,6 @@ static inline int rpc_add_framing(eddy_pipeline_t *p, size_t max_frame)
     }
     return eddy_pipeline_add_last(p, "prepender", eddy_length_field_prepender_ops(), prepender,
                                   eddy_free_state);
-}
-
-/** A decimal in [0, max] into *out: false when s is not one. */
-static inline bool rpc_parse_uint(const char *s, unsigned long max, unsigned long *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v > max) {
-        return false;
-    }
-    *out = v;
-    return true;
 }
 
 #endif /* EDDY_EXAMPLES_RPC_PROTO_H */

@@ -227,12 +227,12 @@ int main(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--host") == 0 && v != NULL) {
             host = v;
-        } else if (strcmp(a, "--port") == 0 && v != NULL && rpc_parse_uint(v, 65535, &port)) {
-        } else if (strcmp(a, "--threads") == 0 && v != NULL && rpc_parse_uint(v, 1024, &threads)) {
+        } else if (strcmp(a, "--port") == 0 && v != NULL && example_parse_uint(v, 65535, &port)) {
+        } else if (strcmp(a, "--threads") == 0 && v != NULL && example_parse_uint(v, 1024, &threads)) {
         } else if (strcmp(a, "--offload-threads") == 0 && v != NULL &&
-                   rpc_parse_uint(v, EDDY_CARRIER_MAX_THREADS, &offload) && offload > 0) {
+                   example_parse_uint(v, EDDY_CARRIER_MAX_THREADS, &offload) && offload > 0) {
         } else if (strcmp(a, "--max-frame") == 0 && v != NULL &&
-                   rpc_parse_uint(v, UINT32_MAX, &max_frame) && max_frame >= 4 + RPC_HEADER) {
+                   example_parse_uint(v, UINT32_MAX, &max_frame) && max_frame >= 4 + RPC_HEADER) {
         } else {
             usage(stderr);
             return 2;
