@@ -417,14 +417,6 @@ void eddy__channel_on_loop(eddy_channel_t *ch, void (*fn)(eddy_channel_t *, void
  * Public operations
  */
 
-typedef struct op_s {
-    eddy_msg_t *msg;
-    eddy_promise_t *p;
-    int kind;
-} op_t;
-
-enum { OP_WRITE, OP_WRITE_FLUSH, OP_FLUSH, OP_READ, OP_CLOSE, OP_SHUTDOWN_OUTPUT };
-
 void eddy_channel_write(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
 {
     if (msg == NULL) {

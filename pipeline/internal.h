@@ -128,8 +128,8 @@ struct eddy_channel_s {
     eddy_allocator_t *alloc;
     eddy_promise_t *close_future;
 
-    /* The outbound buffer: entries before `flushed_end` (exclusive) are flushed; the rest were
-     * written but not yet flushed. */
+    /* The outbound buffer: entries from out_head up to `unflushed` (exclusive; NULL: all) are
+     * flushed, the rest written but not yet flushed. */
     eddy__entry_t *out_head, *out_tail, *unflushed; /* unflushed: first entry not flushed */
     size_t pending; /* bytes queued (flushed or not) */
     _Atomic bool writable;

@@ -711,19 +711,10 @@ static void fire_from(eddy_ctx_t *from, off_kind_t kind, eddy_msg_t *msg, int ev
     }
 }
 
-typedef struct hop_s {
-    eddy_ctx_t *ctx;
-    off_kind_t kind;
-    eddy_msg_t *msg;
-    int event;
-    void *data;
-    int err;
-} hop_t;
-
 static void hop_inbound(eddy_channel_t *ch, void *arg)
 {
     (void)ch;
-    hop_t *h = arg;
+    offload_t *h = arg; /* the same event record the carrier path uses */
     fire_from(h->ctx, h->kind, h->msg, h->event, h->data, h->err);
     atomic_fetch_sub_explicit(&h->ctx->pipeline->offloaded, 1, memory_order_release);
     free(h);
@@ -738,14 +729,14 @@ static void fire(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event, v
         fire_from(ctx, kind, msg, event, data, err);
         return;
     }
-    hop_t *h = malloc(sizeof(*h));
+    offload_t *h = malloc(sizeof(*h));
     if (h == NULL) {
         if (msg != NULL) {
             eddy_msg_release(msg);
         }
         return;
     }
-    *h = (hop_t){ctx, kind, msg, event, data, err};
+    *h = (offload_t){ctx, kind, msg, event, data, err};
     /* The context stays (not buried) until the hop ran. */
     atomic_fetch_add_explicit(&p->offloaded, 1, memory_order_relaxed);
     eddy__channel_on_loop(p->ch, hop_inbound, h);

@@ -914,11 +914,6 @@ void eddy__loop_advance(eddy_loop_t *loop, int64_t ns)
     }
 }
 
-int64_t eddy__loop_next_deadline(eddy_loop_t *loop)
-{
-    return eddy__timers_next_deadline(&loop->timers);
-}
-
 void eddy__loop_free_manual(eddy_loop_t *loop)
 {
     if (loop == NULL) {

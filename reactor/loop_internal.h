@@ -214,8 +214,6 @@ void eddy__loop_leave(eddy_loop_t *prev);
 size_t eddy__loop_run_pending(eddy_loop_t *loop);
 /* Move the virtual clock forward by ns (>= 0). */
 void eddy__loop_advance(eddy_loop_t *loop, int64_t ns);
-/* The earliest timer deadline on the loop's clock, or INT64_MAX. The loop's thread. */
-int64_t eddy__loop_next_deadline(eddy_loop_t *loop);
 /* Run what is pending, refuse new tasks, cancel timers, free. The caller has not entered. */
 void eddy__loop_free_manual(eddy_loop_t *loop);
 
