@@ -113,6 +113,7 @@ typedef struct race_s {
     unsigned char *accepted[PRODUCERS]; /* by each producer */
     long sent[PRODUCERS];
     atomic_long twice;
+    atomic_long accepted_n; /* tasks accepted so far, all producers */
     atomic_bool go;
 } race_t;
 
@@ -139,6 +140,7 @@ static void *race_producer(void *arg)
                          : eddy_loop_try_execute(race.loop, race_task, (void *)((p << 32) | i));
         if (rc == 0) {
             race.accepted[p][i] = 1;
+            atomic_fetch_add_explicit(&race.accepted_n, 1, memory_order_relaxed);
             refused_in_a_row = 0;
         } else if (rc == EDDY_ESHUTDOWN) {
             refused_in_a_row++;
@@ -169,6 +171,9 @@ static void test_every_accepted_task_runs_once_when_shutdown_races_producers(voi
         }
         atomic_store(&race.go, true);
         sleep_ms(20 + 10 * round);
+        /* On a loaded machine the producers may not have run yet: the race needs tasks in
+         * flight, so shutdown waits for the first ones to be accepted. */
+        assert_true(wait_for(&race.accepted_n, 100, DEADLINE_MS));
         eddy_future_t *term = eddy_loop_shutdown_gracefully(race.loop, 0, round & 1 ? 0 : 50);
         for (int p = 0; p < PRODUCERS; p++) {
             pthread_join(th[p], NULL);

@@ -220,10 +220,17 @@ static void test_timers_fire_in_deadline_order_scheduled_from_another_thread(voi
     (void)state;
     eddy_loop_t *loop = start_loop(NULL);
     ordered_init(loop);
+    /* The loop waits until every timer is scheduled: a timer can only keep deadline order
+     * with timers the loop knows of. Without the gate, a test thread descheduled for longer
+     * than the first deadline (20 ms) on a loaded machine let early timers fire before later
+     * ones with smaller deadlines had arrived. */
+    static gate_t g;
+    gate_close(loop, &g);
     for (int i = 0; i < ORDERED; i++) {
         ord.t[i] = eddy_loop_schedule_at(loop, ord.deadline[i], ordered_cb, (void *)(intptr_t)i);
         assert_non_null(ord.t[i]);
     }
+    atomic_store(&g.open, true);
     check_ordered();
     finish_loop(loop);
 }
