@@ -4,8 +4,8 @@
 #
 #   bash bench/run.sh BUILD_DIR [ARGS...]    ARGS go to every benchmark (e.g. --rounds 9)
 #
-# The benchmarks pin their own threads (main/producer on the first allowed CPU, consumer on
-# the second), so nothing here uses taskset.
+# The benchmarks pin their own threads and servers (the first allowed CPU for the server,
+# producer or main thread, the second for the load), so nothing here uses taskset.
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then
@@ -22,18 +22,22 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 : >"$tmp/results.json"
 
-# Every benchmark built: BUILD_DIR/bench/<name>/bench_<name>, in name order.
+# Every benchmark, in name order: bench/<name>/run.sh when it has one (drivers that run
+# baselines outside C: the Java Disruptor, Netty, other servers), else the program
+# BUILD_DIR/bench/<name>/bench_<name>. A driver whose programs are not built says so and is
+# skipped by its own checks.
 ran=0
-for exe in "$build_dir"/bench/*/bench_*; do
-    [[ -f $exe && -x $exe ]] || continue
-    b=${exe#"$build_dir"/bench/}
-    name=${b%%/*}
-    echo "== $b $*"
-    if [[ -f $root/bench/$name/run.sh ]]; then
-        # A benchmark with baselines outside C (the Java Disruptor) has a driver of its own.
-        bash "$root/bench/$name/run.sh" "$build_dir" "$@" | tee "$tmp/out.txt"
-    else
+for dir in "$root"/bench/*/; do
+    name=$(basename "$dir")
+    exe=$build_dir/bench/$name/bench_$name
+    if [[ -f $dir/run.sh ]]; then
+        echo "== bench/$name/run.sh $*"
+        bash "$dir/run.sh" "$build_dir" "$@" | tee "$tmp/out.txt"
+    elif [[ -x $exe ]]; then
+        echo "== $name/bench_$name $*"
         "$exe" "$@" | tee "$tmp/out.txt"
+    else
+        continue
     fi
     grep '^{"bench":' "$tmp/out.txt" >>"$tmp/results.json" || true
     ran=$((ran + 1))

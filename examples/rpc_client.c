@@ -63,6 +63,7 @@ typedef struct conn_s {
     uint64_t next_id;
     unsigned pending;
     bool active;
+    bool unflushed; /* calls queued in this read batch: channel_read_complete flushes them */
     size_t mask;
     slot_t slots[]; /* mask + 1: a power of two, at least twice --inflight */
 } conn_t;
@@ -137,8 +138,9 @@ static bool send_call(conn_t *c)
     return true;
 }
 
-/* Top c up to --inflight calls while calls are left, and flush them. */
-static void send_calls(conn_t *c)
+/* Top c up to --inflight calls while calls are left; flush them unless a read batch is under
+ * way (channel_read_complete then flushes once for the whole batch, as Netty clients do). */
+static void send_calls(conn_t *c, bool flush)
 {
     run_t *run = c->run;
     bool sent = false;
@@ -152,8 +154,10 @@ static void send_calls(conn_t *c)
         }
         sent = true;
     }
-    if (sent) {
+    if (sent && flush) {
         eddy_ctx_flush(c->ctx);
+    } else if (sent) {
+        c->unflushed = true;
     }
 }
 
@@ -190,7 +194,7 @@ static void scan_timeouts(eddy_timer_t *t, void *arg)
             finish_call(c->run, -1);
         }
     }
-    send_calls(c);
+    send_calls(c, true);
 }
 
 static void stop_timer(conn_t *c)
@@ -217,7 +221,7 @@ static void client_active(eddy_ctx_t *ctx)
     if (c->timer == NULL) {
         eddy_ctx_fire_exception(ctx, EDDY_ENOMEM);
     } else {
-        send_calls(c);
+        send_calls(c, true);
     }
     eddy_ctx_fire_channel_active(ctx);
 }
@@ -250,7 +254,17 @@ static void client_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
     }
     finish_call(c->run, ok ? eddy_now_ns() - s->sent_at : -1);
     eddy_msg_release(msg);
-    send_calls(c);
+    send_calls(c, false);
+}
+
+static void client_read_complete(eddy_ctx_t *ctx)
+{
+    conn_t *c = eddy_ctx_state(ctx);
+    if (c->unflushed) {
+        c->unflushed = false;
+        eddy_ctx_flush(ctx);
+    }
+    eddy_ctx_fire_channel_read_complete(ctx);
 }
 
 static void client_inactive(eddy_ctx_t *ctx)
@@ -291,6 +305,7 @@ static const eddy_handler_ops_t client_ops = {
     .handler_removed = client_removed,
     .channel_active = client_active,
     .channel_read = client_read,
+    .channel_read_complete = client_read_complete,
     .channel_inactive = client_inactive,
     .exception_caught = client_exception,
 };

@@ -8,6 +8,7 @@ set -euo pipefail
 
 PACKAGES=(
     cmake
+    curl                # the HTTP server's tests drive it with curl
     gcc                 # with its ASan, UBSan and TSan runtimes (libgcc-12-dev)
     libck-dev           # bench/ring's ck_ring baseline (the benchmarks build in make test)
     libcmocka-dev
@@ -15,13 +16,20 @@ PACKAGES=(
     libssl-dev
     libuv1-dev          # bench/reactor's libuv baselines
     make
+    openssl             # the TLS tests make their certificates with the openssl tool
     pkg-config
+    redis-tools         # redis-cli and redis-benchmark: the RESP server's tests and benchmark
 )
 
 BENCH_PACKAGES=(
     default-jdk-headless  # the Java baselines (Disruptor, Netty) compile and run with it
+    gnuplot-nox           # bench/echo's chart (bench/echo.png)
     libdisruptor-java     # bench/ring's Java Disruptor baseline
     libevent-dev          # bench/echo's libevent (bufferevent) echo server
+    libnetty-java         # the Netty 4.1 baselines of bench/echo, bench/rpc and bench/tls
+    nginx-light           # bench/http's nginx baseline
+    redis-server          # bench/resp's redis-server baseline
+    wrk                   # bench/http's load generator
 )
 
 if [ "${1:-}" = "--bench" ]; then

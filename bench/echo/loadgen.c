@@ -12,14 +12,23 @@
  * run. Latency is from the moment a message is queued for sending (churn: from connect())
  * to the moment its last byte is back, in a log-linear histogram (about 3% resolution).
  *
+ * Idle mode (--idle N, needs --pid): N connections each echo one message of S bytes, so the
+ * server has accepted and served every one, then stay open and quiet; the server's resident
+ * memory (VmRSS) before the first and after the last, settled, gives its bytes per idle
+ * connection. The connections close with a reset (no TIME_WAIT left behind).
+ *
  * With --pid P, the server's CPU time (utime + stime of /proc/P/stat, all threads) is read at
- * the start and end of the measured window, giving CPU time per message.
+ * the start and end of the measured window, giving CPU time per message, and its peak
+ * resident memory (VmHWM of /proc/P/status) at the end.
  *
  *   bench_echo_loadgen [--host A] [--port N] [--conns C] [--depth D] [--size S]
  *                      [--seconds T] [--warmup W] [--churn] [--rst] [--cpu N] [--pid P]
+ *   bench_echo_loadgen --idle N --pid P [--host A] [--port N] [--size S] [--cpu N]
  *
  * Prints one line: {"loadgen":"echo",...,"msgs_per_s":...,"mb_per_s":...,"p50_us":...,
- * "p99_us":...,"cpu_ns_per_msg":...}. Exit status 1 on any error (wrong byte, reset...).
+ * "p99_us":...,"p999_us":...,"cpu_ns_per_msg":...,"server_hwm_kb":...}; idle mode
+ * {"loadgen":"echo","mode":"idle",...,"bytes_per_conn":...}. Exit status 1 on any error
+ * (wrong byte, reset...).
  */
 #include "support/bench_util.h"
 
@@ -41,6 +50,7 @@
 #include <unistd.h>
 
 #define MAX_CONNS 4096
+#define MAX_IDLE 60000
 #define MAX_DEPTH 1024
 #define MAX_SIZE (1 << 20)
 #define CHUNK 65536      /* largest single send() and recv() */
@@ -76,6 +86,7 @@ static bool churn;
 static bool rst;
 static int cpu = -1;
 static long server_pid = -1;
+static int idle_conns; /* --idle N: idle mode */
 
 static uint8_t *pattern; /* PAT_PERIOD + CHUNK bytes: any offset below the period has CHUNK */
 static uint64_t hist[HIST_BUCKETS];
@@ -136,6 +147,28 @@ static double server_cpu_s(void)
     if (got != 2)
         return -1;
     return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* A "Key:   N kB" line of /proc/PID/status of the server, in KiB, or -1. */
+static long server_status_kb(const char *key)
+{
+    if (server_pid < 0)
+        return -1;
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%ld/status", server_pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    long kb = -1;
+    size_t klen = strlen(key);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+            kb = atol(line + klen + 1);
+            break;
+        }
+    }
+    fclose(f);
+    return kb;
 }
 
 static int hist_index(uint64_t v)
@@ -329,7 +362,9 @@ static void usage(FILE *f)
     fprintf(f, "usage: bench_echo_loadgen [--host A] [--port N] [--conns C] [--depth D] "
                "[--size S]\n"
                "                          [--seconds T] [--warmup W] [--churn] [--rst] "
-               "[--cpu N] [--pid P]\n");
+               "[--cpu N] [--pid P]\n"
+               "       bench_echo_loadgen --idle N --pid P [--host A] [--port N] [--size S] "
+               "[--cpu N]\n");
 }
 
 static void parse_args(int argc, char **argv)
@@ -372,11 +407,78 @@ static void parse_args(int argc, char **argv)
             cpu = atoi(v);
         } else if (strcmp(a, "--pid") == 0 && atol(v) > 0) {
             server_pid = atol(v);
+        } else if (strcmp(a, "--idle") == 0 && atoi(v) >= 1 && atoi(v) <= MAX_IDLE) {
+            idle_conns = atoi(v);
         } else {
             usage(stderr);
             exit(2);
         }
     }
+}
+
+/* Sends all of buf on blocking socket fd and reads it back, checking it. */
+static void echo_once(int fd, const uint8_t *buf, uint8_t *in, size_t len)
+{
+    for (size_t off = 0; off < len;) {
+        ssize_t w = send(fd, buf + off, len - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            die("send");
+        off += (size_t)w;
+    }
+    for (size_t off = 0; off < len;) {
+        ssize_t r = recv(fd, in + off, len - off, 0);
+        if (r == 0)
+            fail("the server closed an idle connection");
+        if (r < 0)
+            die("recv");
+        off += (size_t)r;
+    }
+    if (memcmp(buf, in, len) != 0)
+        fail("a wrong byte was echoed");
+}
+
+/* Idle mode: the server's resident bytes per open, quiet connection. */
+static int run_idle(uint8_t *in)
+{
+    if (server_pid < 0)
+        fail("--idle needs --pid");
+    int *fds = malloc((size_t)idle_conns * sizeof(*fds));
+    if (fds == NULL)
+        fail("out of memory");
+    size_t len = (size_t)size < CHUNK ? (size_t)size : CHUNK;
+    long before = server_status_kb("VmRSS");
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < idle_conns; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fds[i] < 0)
+            die("socket (raise ulimit -n)");
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(fds[i], SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        if (connect(fds[i], (const struct sockaddr *)&addr, sizeof(addr)) != 0)
+            die("connect");
+        set_nodelay(fds[i]);
+        echo_once(fds[i], pattern + (size_t)i % PAT_PERIOD, in, len);
+    }
+    double open_s = (double)(now_ns() - t0) * 1e-9;
+    /* Let the server finish whatever it defers (buffer caches, trimming) before reading. */
+    struct timespec settle = {.tv_sec = 1};
+    nanosleep(&settle, NULL);
+    long after = server_status_kb("VmRSS");
+    /* Every connection still works: one more echo on a few of them. */
+    for (int i = 0; i < idle_conns; i += idle_conns / 8 + 1)
+        echo_once(fds[i], pattern, in, len);
+    long hwm = server_status_kb("VmHWM");
+    for (int i = 0; i < idle_conns; i++)
+        close(fds[i]);
+    free(fds);
+    if (before < 0 || after < 0)
+        fail("cannot read the server's /proc/PID/status");
+    printf("{\"loadgen\":\"echo\",\"mode\":\"idle\",\"conns\":%d,\"size\":%d,"
+           "\"open_s\":%.3f,\"rss_before_kb\":%ld,\"rss_after_kb\":%ld,"
+           "\"bytes_per_conn\":%.1f,\"server_hwm_kb\":%ld}\n",
+           idle_conns, size, open_s, before, after,
+           (double)(after - before) * 1024.0 / (double)idle_conns, hwm);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -405,6 +507,14 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < PAT_PERIOD + CHUNK; i++)
         pattern[i] = i < PAT_PERIOD ? (uint8_t)bench_xorshift64s(&seed) : pattern[i - PAT_PERIOD];
 
+    if (idle_conns > 0) {
+        int rc = run_idle(in);
+        free(stamps);
+        free(conns);
+        free(in);
+        free(pattern);
+        return rc;
+    }
     ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
         die("epoll_create1");
@@ -467,6 +577,7 @@ int main(int argc, char **argv)
     uint64_t t_stop = now_ns();
     double cpu_srv1 = server_cpu_s();
     double cpu_cli1 = process_cpu_s();
+    long hwm = server_status_kb("VmHWM");
     for (int i = 0; i < nconns; i++)
         close(conns[i].fd);
     close(ep);
@@ -476,12 +587,13 @@ int main(int argc, char **argv)
     double msgs = (double)msgs_done;
     printf("{\"loadgen\":\"echo\",\"mode\":\"%s\",\"conns\":%d,\"depth\":%d,\"size\":%d,"
            "\"seconds\":%.3f,\"msgs\":%llu,\"msgs_per_s\":%.0f,\"mb_per_s\":%.2f,"
-           "\"conns_per_s\":%.0f,\"p50_us\":%.2f,\"p99_us\":%.2f,\"server_cpu_s\":%.3f,"
-           "\"cpu_ns_per_msg\":%.1f,\"client_cpu_util\":%.3f}\n",
+           "\"conns_per_s\":%.0f,\"p50_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,"
+           "\"server_cpu_s\":%.3f,\"cpu_ns_per_msg\":%.1f,\"client_cpu_util\":%.3f,"
+           "\"server_hwm_kb\":%ld}\n",
            churn ? "churn" : "pipelined", nconns, depth, size, secs, (unsigned long long)msgs_done,
            msgs / secs, (double)bytes_done / secs / 1e6, (double)conns_done / secs,
-           hist_quantile(0.50) / 1e3, hist_quantile(0.99) / 1e3, srv,
-           srv >= 0 && msgs > 0 ? srv * 1e9 / msgs : -1, (cpu_cli1 - cpu_cli0) / secs);
+           hist_quantile(0.50) / 1e3, hist_quantile(0.99) / 1e3, hist_quantile(0.999) / 1e3, srv,
+           srv >= 0 && msgs > 0 ? srv * 1e9 / msgs : -1, (cpu_cli1 - cpu_cli0) / secs, hwm);
     free(stamps);
     free(conns);
     free(in);

@@ -3,20 +3,26 @@
  * collected, one line per (case, server, round):
  *
  *   CASE SERVER ROUND MSGS_PER_S MB_PER_S P50_US P99_US CPU_NS_PER_MSG LOAD_CPU CONNS DEPTH SIZE
+ *        [P999_US PEAK_RSS_KB]
  *
  * For each case: every server's median and min-max of messages per second (connections per
- * second for churn, one message each), MB/s, latency and the server's CPU time per message,
- * then eddy / each baseline: the ratio of messages per second (higher favours eddy) and of
- * CPU per message (lower favours eddy), and one {"bench":"echo",...} line per comparison.
+ * second for churn, one message each), MB/s, latency, peak RSS and the server's CPU time per
+ * message, then eddy / each baseline: the ratio of messages per second (higher favours eddy)
+ * and of CPU per message (lower favours eddy), the issue's targets where it sets one, and one
+ * {"bench":"echo",...} line per comparison. Case idle_rss carries resident bytes per idle
+ * connection in MSGS_PER_S and the RSS after in PEAK_RSS_KB.
  *
- *   echo_report FILE [--seconds S]
+ * --chart-data FILE writes three gnuplot blocks (cases by servers): messages per second and
+ * CPU per message relative to epoll_raw, then bytes per idle connection (bench/echo/chart.gp).
+ *
+ *   echo_report FILE [--seconds S] [--chart-data FILE]
  */
 #include "support/bench_util.h"
 
 #define MAX_CASES 16
 #define MAX_SERVERS 8
 
-enum { F_OPS, F_MB, F_P50, F_P99, F_CPU, F_LOAD, N_FIELDS };
+enum { F_OPS, F_MB, F_P50, F_P99, F_CPU, F_LOAD, F_P999, F_HWM, N_FIELDS };
 
 typedef struct series_s {
     char name[32];
@@ -65,43 +71,121 @@ static bench_stats_t stat_of(const series_t *s, int f)
     return bench_stats(s->v[f], s->n);
 }
 
-/* The target on 64x16x64 for eddy against baseline (issue #7): msgs/s ratio, or 0 for none. */
-static double target_for(const char *cname, const char *baseline)
+/* What issue #7 asks of eddy against one baseline in one case, and whether it holds. */
+typedef struct verdict_s {
+    char text[96]; /* empty: no target */
+    bool met;
+} verdict_t;
+
+static verdict_t judge(const case_t *c, const series_t *eddy, const series_t *b)
 {
-    if (strcmp(cname, "64x16x64") != 0)
-        return 0;
-    if (strcmp(baseline, "epoll_raw") == 0)
-        return 0.95;
-    if (strcmp(baseline, "libuv") == 0)
-        return 1.3;
-    if (strcmp(baseline, "libevent") == 0)
-        return 1.2;
-    return 0;
+    verdict_t v = {.text = "", .met = true};
+    double ratio = stat_of(eddy, F_OPS).median / stat_of(b, F_OPS).median;
+    double cpu_ratio = stat_of(eddy, F_CPU).median / stat_of(b, F_CPU).median;
+    bool sixty_four = strcmp(c->name, "64x16x64") == 0;
+    if (strcmp(c->name, "idle_rss") == 0) {
+        snprintf(v.text, sizeof(v.text), "eddy <= 512 B per idle connection");
+        v.met = stat_of(eddy, F_OPS).median <= 512;
+    } else if (sixty_four && strcmp(b->name, "epoll_raw") == 0) {
+        snprintf(v.text, sizeof(v.text), "ops/s >= 0.95x, CPU per op <= 1.1x");
+        v.met = ratio >= 0.95 && cpu_ratio <= 1.1;
+    } else if (sixty_four && strcmp(b->name, "libuv") == 0) {
+        snprintf(v.text, sizeof(v.text), "ops/s >= 1.3x");
+        v.met = ratio >= 1.3;
+    } else if (sixty_four && strcmp(b->name, "libevent") == 0) {
+        snprintf(v.text, sizeof(v.text), "ops/s >= 1.2x");
+        v.met = ratio >= 1.2;
+    } else if (sixty_four && strcmp(b->name, "netty_nio") == 0) {
+        snprintf(v.text, sizeof(v.text), "ops/s >= 1.0x, peak RSS <= 1/20, p99.9 lower");
+        v.met = ratio >= 1.0 && stat_of(eddy, F_HWM).median * 20 <= stat_of(b, F_HWM).median &&
+                stat_of(eddy, F_P999).median < stat_of(b, F_P999).median;
+    } else if (strcmp(c->name, "16x1x65536") == 0 && strcmp(b->name, "epoll_raw") == 0) {
+        snprintf(v.text, sizeof(v.text), "MB/s >= 0.95x");
+        v.met = ratio >= 0.95;
+    } else if (strcmp(c->name, "1x1x64") == 0 && strcmp(b->name, "epoll_raw") == 0) {
+        snprintf(v.text, sizeof(v.text), "p99 <= 1.1x");
+        v.met = stat_of(eddy, F_P99).median <= 1.1 * stat_of(b, F_P99).median;
+    }
+    return v;
+}
+
+static const series_t *find_series(const case_t *c, const char *name)
+{
+    for (int i = 0; i < c->nservers; i++) {
+        if (strcmp(c->servers[i].name, name) == 0)
+            return &c->servers[i];
+    }
+    return NULL;
+}
+
+static void report_idle(const case_t *c)
+{
+    printf("\ncase idle_rss: %d connections, each echoed one %d B message, then quiet\n",
+           c->conns, c->size);
+    printf("  %-10s %-30s %s\n", "server", "bytes per connection (min-max)", "RSS after");
+    for (int i = 0; i < c->nservers; i++) {
+        const series_t *s = &c->servers[i];
+        bench_stats_t b = stat_of(s, F_OPS);
+        char range[64];
+        snprintf(range, sizeof(range), "%.0f (%.0f - %.0f)", b.median, b.min, b.max);
+        printf("  %-10s %-30s %.1f MB\n", s->name, range, stat_of(s, F_HWM).median / 1024);
+    }
+    const series_t *eddy = find_series(c, "eddy");
+    if (eddy == NULL)
+        return;
+    double e = stat_of(eddy, F_OPS).median;
+    for (int i = 0; i < c->nservers; i++) {
+        const series_t *b = &c->servers[i];
+        if (b == eddy)
+            continue;
+        verdict_t v = judge(c, eddy, b);
+        double base = stat_of(b, F_OPS).median;
+        printf("  eddy / %-10s bytes per connection %.3fx   target %s: %s\n", b->name, e / base,
+               v.text, v.met ? "met" : "NOT met");
+    }
+    for (int i = 0; i < c->nservers; i++) {
+        const series_t *b = &c->servers[i];
+        if (b == eddy)
+            continue;
+        verdict_t v = judge(c, eddy, b);
+        bench_stats_t es = stat_of(eddy, F_OPS), bs = stat_of(b, F_OPS);
+        printf("{\"bench\":\"echo\",\"case\":\"idle_rss\",\"subject\":\"eddy\",\"baseline\":\"%s\","
+               "\"bytes_per_conn\":%.1f,\"bytes_per_conn_min\":%.1f,\"bytes_per_conn_max\":%.1f,"
+               "\"baseline_bytes_per_conn\":%.1f,\"baseline_bytes_per_conn_min\":%.1f,"
+               "\"baseline_bytes_per_conn_max\":%.1f,\"ratio\":%.4f,\"rss_kb\":%.0f,"
+               "\"baseline_rss_kb\":%.0f,\"rounds\":%d,\"conns\":%d,\"size\":%d,"
+               "\"target_bytes_per_conn\":512,\"target_met\":%s}\n",
+               b->name, es.median, es.min, es.max, bs.median, bs.min, bs.max,
+               es.median / bs.median, stat_of(eddy, F_HWM).median, stat_of(b, F_HWM).median,
+               eddy->n < b->n ? eddy->n : b->n, c->conns, c->size, v.met ? "true" : "false");
+    }
 }
 
 static void report_case(const case_t *c)
 {
+    if (strcmp(c->name, "idle_rss") == 0) {
+        report_idle(c);
+        return;
+    }
     bool churn = strcmp(c->name, "churn") == 0;
     printf("\ncase %s: %d connections x depth %d x %d B%s\n", c->name, c->conns, c->depth, c->size,
            churn ? ", each connection: connect, send, receive, close (ops = connections)" : "");
-    printf("  %-10s %-28s %9s %9s %9s %-26s %s\n", "server", "ops/s median (min - max)", "MB/s",
-           "p50 us", "p99 us", "server CPU ns/op (min-max)", "loadgen CPU");
+    printf("  %-10s %-28s %9s %8s %8s %9s %-24s %8s %s\n", "server", "ops/s median (min - max)",
+           "MB/s", "p50 us", "p99 us", "p99.9 us", "server CPU ns/op (min-max)", "peak RSS",
+           "loadgen CPU");
     for (int i = 0; i < c->nservers; i++) {
         const series_t *s = &c->servers[i];
         bench_stats_t ops = stat_of(s, F_OPS), cpu = stat_of(s, F_CPU);
-        char range[64], cpus[64];
+        char range[64], cpus[64], rss[32];
         snprintf(range, sizeof(range), "%.3f M (%.3f - %.3f)", ops.median / 1e6, ops.min / 1e6,
                  ops.max / 1e6);
         snprintf(cpus, sizeof(cpus), "%.0f (%.0f - %.0f)", cpu.median, cpu.min, cpu.max);
-        printf("  %-10s %-28s %9.1f %9.1f %9.1f %-26s %.2f\n", s->name, range,
-               stat_of(s, F_MB).median, stat_of(s, F_P50).median, stat_of(s, F_P99).median, cpus,
-               stat_of(s, F_LOAD).median);
+        snprintf(rss, sizeof(rss), "%.1f MB", stat_of(s, F_HWM).median / 1024);
+        printf("  %-10s %-28s %9.1f %8.1f %8.1f %9.1f %-26s %8s %.2f\n", s->name, range,
+               stat_of(s, F_MB).median, stat_of(s, F_P50).median, stat_of(s, F_P99).median,
+               stat_of(s, F_P999).median, cpus, rss, stat_of(s, F_LOAD).median);
     }
-    const series_t *eddy = NULL;
-    for (int i = 0; i < c->nservers; i++) {
-        if (strcmp(c->servers[i].name, "eddy") == 0)
-            eddy = &c->servers[i];
-    }
+    const series_t *eddy = find_series(c, "eddy");
     if (eddy == NULL)
         return;
     bench_stats_t e_ops = stat_of(eddy, F_OPS), e_cpu = stat_of(eddy, F_CPU);
@@ -109,17 +193,14 @@ static void report_case(const case_t *c)
         const series_t *b = &c->servers[i];
         if (b == eddy)
             continue;
-        bench_stats_t b_ops = stat_of(b, F_OPS), b_cpu = stat_of(b, F_CPU);
-        double ratio = e_ops.median / b_ops.median;
-        double cpu_ratio = e_cpu.median / b_cpu.median;
-        double target = target_for(c->name, b->name);
-        bool met = ratio >= target && (strcmp(b->name, "epoll_raw") != 0 || cpu_ratio <= 1.1);
-        printf("  eddy / %-10s ops/s %.3fx, CPU per op %.3fx", b->name, ratio, cpu_ratio);
-        if (target > 0) {
-            printf("   target ops/s >= %.2fx%s: %s", target,
-                   strcmp(b->name, "epoll_raw") == 0 ? ", CPU per op <= 1.1x" : "",
-                   met ? "met" : "NOT met");
-        }
+        verdict_t v = judge(c, eddy, b);
+        printf("  eddy / %-10s ops/s %.3fx, CPU per op %.3fx, p99 %.2fx, peak RSS %.3fx",
+               b->name, e_ops.median / stat_of(b, F_OPS).median,
+               e_cpu.median / stat_of(b, F_CPU).median,
+               stat_of(eddy, F_P99).median / stat_of(b, F_P99).median,
+               stat_of(eddy, F_HWM).median / stat_of(b, F_HWM).median);
+        if (v.text[0] != '\0')
+            printf("   target %s: %s", v.text, v.met ? "met" : "NOT met");
         printf("\n");
     }
     for (int i = 0; i < c->nservers; i++) {
@@ -129,31 +210,78 @@ static void report_case(const case_t *c)
         bench_stats_t b_ops = stat_of(b, F_OPS), b_cpu = stat_of(b, F_CPU);
         double ratio = e_ops.median / b_ops.median;
         double cpu_ratio = e_cpu.median / b_cpu.median;
-        double target = target_for(c->name, b->name);
+        verdict_t v = judge(c, eddy, b);
         printf("{\"bench\":\"echo\",\"case\":\"%s\",\"subject\":\"eddy\",\"baseline\":\"%s\","
                "\"ops_per_s\":%.0f,\"ops_per_s_min\":%.0f,\"ops_per_s_max\":%.0f,"
                "\"baseline_ops_per_s\":%.0f,\"baseline_ops_per_s_min\":%.0f,"
                "\"baseline_ops_per_s_max\":%.0f,\"ratio\":%.4f,\"cpu_ns_per_msg\":%.1f,"
                "\"baseline_cpu_ns_per_msg\":%.1f,\"cpu_ratio\":%.4f,\"mb_per_s\":%.2f,"
-               "\"baseline_mb_per_s\":%.2f,\"p50_us\":%.2f,\"p99_us\":%.2f,"
-               "\"baseline_p50_us\":%.2f,\"baseline_p99_us\":%.2f,\"load_cpu\":%.3f,"
+               "\"baseline_mb_per_s\":%.2f,\"p50_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,"
+               "\"baseline_p50_us\":%.2f,\"baseline_p99_us\":%.2f,\"baseline_p999_us\":%.2f,"
+               "\"peak_rss_kb\":%.0f,\"baseline_peak_rss_kb\":%.0f,\"load_cpu\":%.3f,"
                "\"baseline_load_cpu\":%.3f,\"rounds\":%d,\"seconds\":%.2f,\"conns\":%d,"
                "\"depth\":%d,\"size\":%d",
                c->name, b->name, e_ops.median, e_ops.min, e_ops.max, b_ops.median, b_ops.min,
                b_ops.max, ratio, e_cpu.median, b_cpu.median, cpu_ratio, stat_of(eddy, F_MB).median,
                stat_of(b, F_MB).median, stat_of(eddy, F_P50).median, stat_of(eddy, F_P99).median,
-               stat_of(b, F_P50).median, stat_of(b, F_P99).median, stat_of(eddy, F_LOAD).median,
-               stat_of(b, F_LOAD).median, eddy->n < b->n ? eddy->n : b->n, seconds, c->conns,
-               c->depth, c->size);
-        if (target > 0) {
-            bool met = ratio >= target && (strcmp(b->name, "epoll_raw") != 0 || cpu_ratio <= 1.1);
-            printf(",\"target_ratio\":%.2f", target);
-            if (strcmp(b->name, "epoll_raw") == 0)
-                printf(",\"target_cpu_ratio\":1.1");
-            printf(",\"target_met\":%s", met ? "true" : "false");
-        }
+               stat_of(eddy, F_P999).median, stat_of(b, F_P50).median, stat_of(b, F_P99).median,
+               stat_of(b, F_P999).median, stat_of(eddy, F_HWM).median, stat_of(b, F_HWM).median,
+               stat_of(eddy, F_LOAD).median, stat_of(b, F_LOAD).median,
+               eddy->n < b->n ? eddy->n : b->n, seconds, c->conns, c->depth, c->size);
+        if (v.text[0] != '\0')
+            printf(",\"target\":\"%s\",\"target_met\":%s", v.text, v.met ? "true" : "false");
         printf("}\n");
     }
+}
+
+/* The chart's data: one gnuplot block per panel, a row per case, a column per server. */
+static void write_chart_data(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        perror(path);
+        return;
+    }
+    const char *names[MAX_SERVERS];
+    int nnames = 0;
+    for (int i = 0; i < ncases; i++) {
+        for (int k = 0; k < cases[i].nservers; k++) {
+            bool seen = false;
+            for (int j = 0; j < nnames; j++)
+                seen = seen || strcmp(names[j], cases[i].servers[k].name) == 0;
+            if (!seen && nnames < MAX_SERVERS)
+                names[nnames++] = cases[i].servers[k].name;
+        }
+    }
+    const int fields[2] = {F_OPS, F_CPU};
+    for (int panel = 0; panel < 3; panel++) {
+        fprintf(f, "case");
+        for (int j = 0; j < nnames; j++)
+            fprintf(f, " %s", names[j]);
+        fprintf(f, "\n");
+        for (int i = 0; i < ncases; i++) {
+            const case_t *c = &cases[i];
+            bool idle = strcmp(c->name, "idle_rss") == 0;
+            const series_t *base = find_series(c, "epoll_raw");
+            if (idle != (panel == 2) || (!idle && base == NULL))
+                continue;
+            fprintf(f, "%s", c->name);
+            for (int j = 0; j < nnames; j++) {
+                const series_t *s = find_series(c, names[j]);
+                if (s == NULL) {
+                    fprintf(f, " -");
+                } else if (idle) {
+                    fprintf(f, " %.1f", stat_of(s, F_OPS).median);
+                } else {
+                    fprintf(f, " %.4f", stat_of(s, fields[panel]).median /
+                                            stat_of(base, fields[panel]).median);
+                }
+            }
+            fprintf(f, "\n");
+        }
+        fprintf(f, "\n\n");
+    }
+    fclose(f);
 }
 
 int main(int argc, char **argv)
@@ -162,8 +290,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: echo_report FILE [--seconds S]\n");
         return 2;
     }
-    if (argc >= 4 && strcmp(argv[2], "--seconds") == 0)
-        seconds = atof(argv[3]);
+    const char *chart = NULL;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--seconds") == 0) {
+            seconds = atof(argv[i + 1]);
+        } else if (strcmp(argv[i], "--chart-data") == 0) {
+            chart = argv[i + 1];
+        } else {
+            fprintf(stderr, "usage: echo_report FILE [--seconds S] [--chart-data FILE]\n");
+            return 2;
+        }
+    }
     FILE *f = fopen(argv[1], "r");
     if (f == NULL) {
         perror(argv[1]);
@@ -173,10 +310,10 @@ int main(int argc, char **argv)
     while (fgets(line, sizeof(line), f) != NULL) {
         char cname[32], sname[32];
         int round, conns, depth, size;
-        double v[N_FIELDS];
-        if (sscanf(line, "%31s %31s %d %lf %lf %lf %lf %lf %lf %d %d %d", cname, sname, &round,
-                   &v[F_OPS], &v[F_MB], &v[F_P50], &v[F_P99], &v[F_CPU], &v[F_LOAD], &conns, &depth,
-                   &size) != 12)
+        double v[N_FIELDS] = {0};
+        if (sscanf(line, "%31s %31s %d %lf %lf %lf %lf %lf %lf %d %d %d %lf %lf", cname, sname,
+                   &round, &v[F_OPS], &v[F_MB], &v[F_P50], &v[F_P99], &v[F_CPU], &v[F_LOAD],
+                   &conns, &depth, &size, &v[F_P999], &v[F_HWM]) < 12)
             continue;
         case_t *c = case_get(cname);
         series_t *s = c != NULL ? series_get(c, sname) : NULL;
@@ -192,5 +329,7 @@ int main(int argc, char **argv)
     fclose(f);
     for (int i = 0; i < ncases; i++)
         report_case(&cases[i]);
+    if (chart != NULL)
+        write_chart_data(chart);
     return 0;
 }

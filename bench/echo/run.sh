@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # bench/echo: echo servers side by side. For each case and round, each server in turn (eddy,
-# epoll_raw, libuv, libevent when built: A B C D A B C D ...) is started pinned to one CPU,
-# the load generator runs pinned to another, reads the server's CPU time (utime + stime from
-# /proc/PID/stat) over its measured window, and the server is stopped. echo_report then prints
-# medians, min-max and eddy / baseline ratios, and one {"bench":"echo",...} line per
-# comparison.
+# epoll_raw, libuv, libevent when built, netty_nio when Java and Debian's libnetty-java are
+# there: A B C D E A B C D E ...) is started pinned to one CPU, the load generator runs pinned
+# to another, reads the server's CPU time (utime + stime from /proc/PID/stat) over its
+# measured window and its peak RSS (VmHWM) at the end, and the server is stopped. echo_report
+# then prints medians, min-max and eddy / baseline ratios, one {"bench":"echo",...} line per
+# comparison, and the data of the chart; gnuplot (when installed) draws bench/echo.png.
 #
 #   bash bench/echo/run.sh BUILD_DIR [--rounds N] [--seconds S] [--warmup S] [--cpu N]
 #                          [--client-cpu N] [--no-pin] [--cases LIST] [--servers LIST] [--port N]
+#                          [--java-warmup S] [--idle-conns N] [--chart FILE]
+#
+# Case idle_rss opens --idle-conns (10000) connections that each echo one message and then stay
+# quiet, and reports the server's resident bytes per connection (VmRSS after - before).
+# Netty gets --java-warmup (3 s) of warm-up instead of --warmup so its JIT has compiled the
+# hot path before the window opens.
 #
 # Churn closes from the client side: expect up to tcp_max_tw_buckets TIME_WAIT sockets on
 # the machine for a minute after it (the load generator spreads them over source addresses).
 #
 # Defaults: 3 rounds, 2 s measured after 0.5 s of warm-up, server on CPU 0, load on CPU 1,
-# every case (64x16x64,1x1x64,16x1x65536,churn), every server built. --no-pin: no taskset, no
+# every case (64x16x64,1x1x64,16x1x65536,churn,idle_rss), every server built. --no-pin: no taskset, no
 # pinning. bench/run.sh calls this (it finds bench_echo_loadgen) with its own arguments.
 set -euo pipefail
 
@@ -24,9 +31,11 @@ usage() {
 [[ $# -ge 1 ]] || usage
 build_dir=$1
 shift
-rounds=3 seconds=2 warmup=0.5 cpu=0 client_cpu=1 port=17200 pin=1
-cases=64x16x64,1x1x64,16x1x65536,churn
-servers=eddy,epoll_raw,libuv,libevent
+rounds=3 seconds=2 warmup=0.5 cpu=0 client_cpu=1 port=17200 pin=1 java_warmup=3 idle_conns=10000
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+chart=$root/bench/echo.png
+cases=64x16x64,1x1x64,16x1x65536,churn,idle_rss
+servers=eddy,epoll_raw,libuv,libevent,netty_nio
 while [[ $# -gt 0 ]]; do
     if [[ $1 == --no-pin ]]; then
         pin=0
@@ -43,6 +52,9 @@ while [[ $# -gt 0 ]]; do
     --cases) cases=$2 ;;
     --servers) servers=$2 ;;
     --port) port=$2 ;;
+    --java-warmup) java_warmup=$2 ;;
+    --idle-conns) idle_conns=$2 ;;
+    --chart) chart=$2 ;;
     *) usage ;;
     esac
     shift 2
@@ -58,21 +70,6 @@ for exe in "$loadgen" "$bin/echo_report"; do
     fi
 done
 
-# The servers that were built, in the order asked.
-declare -A exe_of=([eddy]=echo_server_eddy [epoll_raw]=echo_server_epoll [libuv]=echo_server_uv
-    [libevent]=echo_server_event)
-subjects=()
-for s in ${servers//,/ }; do
-    if [[ -z ${exe_of[$s]:-} ]]; then
-        echo "bench/echo/run.sh: unknown server $s (eddy, epoll_raw, libuv, libevent)" >&2
-        exit 2
-    elif [[ -x $bin/${exe_of[$s]} ]]; then
-        subjects+=("$s")
-    else
-        echo "bench/echo/run.sh: $s not built ($bin/${exe_of[$s]}); left out" >&2
-    fi
-done
-
 tmp=$(mktemp -d)
 server_pid=
 cleanup() {
@@ -83,6 +80,53 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
+
+# Netty's jars (Debian libnetty-java) and the JDK; compiled once into $tmp/java.
+netty_cp=
+if [[ ,$servers, == *,netty_nio,* ]]; then
+    jars=/usr/share/java
+    for j in netty-buffer netty-common netty-transport netty-resolver; do
+        if [[ -r $jars/$j.jar ]]; then
+            netty_cp+=$jars/$j.jar:
+        else
+            netty_cp=
+            break
+        fi
+    done
+    if [[ -n $netty_cp ]] && command -v javac >/dev/null &&
+        javac -d "$tmp/java" -cp "$netty_cp" "$root/bench/echo/java/NettyEchoServer.java"; then
+        netty_cp+=$tmp/java
+    else
+        netty_cp=
+    fi
+fi
+
+# The servers that were built, in the order asked.
+declare -A exe_of=([eddy]=echo_server_eddy [epoll_raw]=echo_server_epoll [libuv]=echo_server_uv
+    [libevent]=echo_server_event [netty_nio]=java)
+subjects=()
+for s in ${servers//,/ }; do
+    if [[ -z ${exe_of[$s]:-} ]]; then
+        echo "bench/echo/run.sh: unknown server $s (eddy, epoll_raw, libuv, libevent," \
+            "netty_nio)" >&2
+        exit 2
+    elif [[ $s == netty_nio ]]; then
+        if [[ -n $netty_cp ]]; then
+            subjects+=("$s")
+        else
+            echo "bench/echo/run.sh: netty_nio needs a JDK and libnetty-java" \
+                "(bash scripts/deps.sh --bench); left out" >&2
+        fi
+    elif [[ -x $bin/${exe_of[$s]} ]]; then
+        subjects+=("$s")
+    else
+        echo "bench/echo/run.sh: $s not built ($bin/${exe_of[$s]}); left out" >&2
+    fi
+done
+# 10,000 idle connections need as many descriptors on each side.
+if [[ ,$cases, == *,idle_rss,* ]] && (($(ulimit -n) < idle_conns + 100)); then
+    ulimit -n $((idle_conns + 100)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+fi
 : >"$tmp/rounds.txt"
 
 # load generator arguments of a case
@@ -92,6 +136,7 @@ case_args() {
     1x1x64) echo "--conns 1 --depth 1 --size 64" ;;
     16x1x65536) echo "--conns 16 --depth 1 --size 65536" ;;
     churn) echo "--conns 16 --depth 1 --size 64 --churn" ;;
+    idle_rss) echo "--idle $idle_conns --size 64" ;;
     *) return 1 ;;
     esac
 }
@@ -104,13 +149,17 @@ field() {
 # Starts server $1 on port $2, pinned; sets server_pid once it listens.
 start_server() {
     local log=$tmp/server.log
+    local cmd=("$bin/${exe_of[$1]}")
+    if [[ $1 == netty_nio ]]; then
+        cmd=(java -cp "$netty_cp" NettyEchoServer)
+    fi
     if ((pin)); then
-        taskset -c "$cpu" "$bin/${exe_of[$1]}" --port "$2" --cpu "$cpu" >"$log" 2>&1 &
+        taskset -c "$cpu" "${cmd[@]}" --port "$2" --cpu "$cpu" >"$log" 2>&1 &
     else
-        "$bin/${exe_of[$1]}" --port "$2" >"$log" 2>&1 &
+        "${cmd[@]}" --port "$2" >"$log" 2>&1 &
     fi
     server_pid=$!
-    for _ in $(seq 100); do
+    for _ in $(seq 300); do
         if grep -q 'listening on' "$log"; then
             return 0
         fi
@@ -139,7 +188,8 @@ else
 fi
 
 model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
-echo "bench echo: echo servers on one thread each (eddy: one loop for accept and I/O)"
+echo "bench echo: echo servers on one thread each (eddy: one loop for accept and I/O;" \
+    "netty_nio: one NioEventLoop, JVM pinned with the server)"
 echo "cpu: $model; $where;" \
     "load average $(cut -d' ' -f1 /proc/loadavg) at start"
 echo "${rounds} rounds x ${seconds} s (after ${warmup} s warm-up), servers alternating:" \
@@ -159,14 +209,25 @@ for c in ${cases//,/ }; do
             p=$((port + n % 500))
             n=$((n + 1))
             start_server "$s" "$p"
+            w=$warmup
+            if [[ $s == netty_nio ]]; then
+                w=$java_warmup
+            fi
             # shellcheck disable=SC2086 # args and pin_client hold several words on purpose
             if ! line=$($pin_client "$loadgen" --port "$p" $pin_args --pid "$server_pid" \
-                --seconds "$seconds" --warmup "$warmup" $args); then
+                --seconds "$seconds" --warmup "$w" $args); then
                 echo "bench/echo/run.sh: the load generator failed against $s ($c)" >&2
                 cat "$tmp/server.log" >&2
                 exit 1
             fi
             stop_server
+            if [[ $c == idle_rss ]]; then
+                # ops: resident bytes per idle connection; the last field the RSS after.
+                echo "$c $s $r $(field "$line" bytes_per_conn) 0 0 0 0 0" \
+                    "$(field "$line" conns) 0 $(field "$line" size) 0" \
+                    "$(field "$line" rss_after_kb)" >>"$tmp/rounds.txt"
+                continue
+            fi
             ops=$(field "$line" msgs_per_s)
             if [[ $c == churn ]]; then
                 ops=$(field "$line" conns_per_s)
@@ -174,9 +235,17 @@ for c in ${cases//,/ }; do
             echo "$c $s $r $ops $(field "$line" mb_per_s) $(field "$line" p50_us)" \
                 "$(field "$line" p99_us) $(field "$line" cpu_ns_per_msg)" \
                 "$(field "$line" client_cpu_util) $(field "$line" conns)" \
-                "$(field "$line" depth) $(field "$line" size)" >>"$tmp/rounds.txt"
+                "$(field "$line" depth) $(field "$line" size)" \
+                "$(field "$line" p999_us) $(field "$line" server_hwm_kb)" >>"$tmp/rounds.txt"
         done
     done
 done
-"$bin/echo_report" "$tmp/rounds.txt" --seconds "$seconds"
+"$bin/echo_report" "$tmp/rounds.txt" --seconds "$seconds" --chart-data "$tmp/chart.dat"
+if command -v gnuplot >/dev/null && [[ -s $tmp/chart.dat ]]; then
+    if gnuplot -e "datafile='$tmp/chart.dat'; outfile='$chart'" "$root/bench/echo/chart.gp"; then
+        echo "chart: ${chart#"$root"/}"
+    fi
+else
+    echo "chart: not drawn (gnuplot: bash scripts/deps.sh --bench)"
+fi
 echo "load average $(cut -d' ' -f1 /proc/loadavg) at the end"
