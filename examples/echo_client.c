@@ -4,7 +4,10 @@
  * ends with throughput and round-trip latency.
  *
  *   eddy-echo-client [--host H] [--port N] [--size N] [--count N] [--connections N]
- *                    [--threads N]
+ *                    [--threads N] [--tls [--tls-ca FILE] [--servername NAME] [--insecure]]
+ *
+ * With --tls it speaks TLS and checks the server's certificate (against FILE, or the system's
+ * CAs) and name (NAME, or the --host given) unless --insecure.
  *
  * Exit status 0 when every byte came back as sent, 1 otherwise.
  */
@@ -115,6 +118,16 @@ static void client_inactive(eddy_ctx_t *ctx)
     eddy_ctx_fire_channel_inactive(ctx);
 }
 
+/* A failed TLS handshake says why: OpenSSL's reason beats "TLS failure". */
+static void client_event(eddy_ctx_t *ctx, int event, void *data)
+{
+    const eddy_tls_handshake_event_t *hs = data;
+    if (event == EDDY_EVENT_TLS_HANDSHAKE && hs->error != 0) {
+        fprintf(stderr, "eddy-echo-client: TLS handshake failed: %s\n", hs->reason);
+    }
+    eddy_ctx_fire_user_event(ctx, event, data);
+}
+
 static void client_exception(eddy_ctx_t *ctx, int err)
 {
     fprintf(stderr, "eddy-echo-client: %s\n", eddy_strerror(err));
@@ -126,6 +139,7 @@ static const eddy_handler_ops_t client_ops = {
     .channel_active = client_active,
     .channel_read = client_read,
     .channel_inactive = client_inactive,
+    .user_event_triggered = client_event,
     .exception_caught = client_exception,
 };
 
@@ -135,12 +149,20 @@ static const eddy_handler_ops_t client_ops = {
 typedef struct init_arg_s {
     conn_t *conns;
     _Atomic unsigned current;
+    eddy_tls_context_t *tls; /* NULL: plain TCP */
+    eddy_tls_handler_options_t tls_opts;
 } init_arg_t;
 
 static int init_conn(eddy_channel_t *ch, void *arg)
 {
     init_arg_t *ia = arg;
     conn_t *c = &ia->conns[atomic_load(&ia->current)];
+    if (ia->tls != NULL) {
+        int rc = eddy_tls_add(ch, ia->tls, &ia->tls_opts, NULL);
+        if (rc != 0) {
+            return rc;
+        }
+    }
     return eddy_pipeline_add_last(eddy_channel_pipeline(ch), "client", &client_ops, c, NULL);
 }
 
@@ -150,10 +172,32 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The client's TLS context: verification on unless insecure, against ca or the system's. */
+static eddy_tls_context_t *tls_context(const char *ca, bool insecure)
+{
+    eddy_tls_context_t *c = eddy_tls_context_new(EDDY_TLS_CLIENT);
+    if (c == NULL) {
+        fprintf(stderr, "eddy-echo-client: out of memory\n");
+        return NULL;
+    }
+    int rc = insecure ? eddy_tls_context_verify(c, EDDY_TLS_VERIFY_NONE) : 0;
+    if (rc == 0 && ca != NULL) {
+        rc = eddy_tls_context_trust_file(c, ca);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "eddy-echo-client: TLS: %s: %s\n", eddy_strerror(rc),
+                eddy_tls_context_error(c));
+        eddy_tls_context_release(c);
+        return NULL;
+    }
+    return c;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: eddy-echo-client [--host H] [--port N] [--size N] [--count N] "
                "[--connections N] [--threads N] [--progress]\n"
+               "                        [--tls [--tls-ca FILE] [--servername NAME] [--insecure]]\n"
                "  --host H          server (default 127.0.0.1; names are resolved)\n"
                "  --port N          port (default 8007)\n"
                "  --size N          bytes per message (default 256)\n"
@@ -161,6 +205,10 @@ static void usage(FILE *f)
                "  --connections N   connections at once (default 1)\n"
                "  --threads N       client loops (default 1)\n"
                "  --progress        a live progress line on stderr\n"
+               "  --tls             speak TLS, verifying the server's certificate and name\n"
+               "  --tls-ca FILE     trust these CAs (PEM) instead of the system's\n"
+               "  --servername NAME the name sent (SNI) and verified (default: --host)\n"
+               "  --insecure        do not verify the server's certificate\n"
                "Checks every byte; prints messages/s, MB/s and round-trip latency.\n");
 }
 
@@ -168,7 +216,8 @@ int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
     unsigned long port = 8007, size = 256, count = 10000, conns_n = 1, threads = 1;
-    bool progress = false;
+    bool progress = false, tls = false, insecure = false;
+    const char *tls_ca = NULL, *servername = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -178,6 +227,16 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--progress") == 0) {
             progress = true;
             continue;
+        } else if (strcmp(a, "--tls") == 0) {
+            tls = true;
+            continue;
+        } else if (strcmp(a, "--insecure") == 0) {
+            insecure = true;
+            continue;
+        } else if (strcmp(a, "--tls-ca") == 0 && v != NULL) {
+            tls_ca = v;
+        } else if (strcmp(a, "--servername") == 0 && v != NULL) {
+            servername = v;
         } else if (strcmp(a, "--host") == 0 && v != NULL) {
             host = v;
         } else if (strcmp(a, "--port") == 0 && v != NULL && example_parse_uint(v, 65535, &port)) {
@@ -206,6 +265,10 @@ int main(int argc, char **argv)
         conns[i] = (conn_t){.run = &run, .id = (unsigned)i, .rtt = rtt + i * count};
     }
     init_arg_t ia = {.conns = conns};
+    if (tls && (ia.tls = tls_context(tls_ca, insecure)) == NULL) {
+        return 1;
+    }
+    ia.tls_opts.server_name = servername != NULL ? servername : host;
     eddy_loop_options_t lo = {.name = "echo-client"};
     eddy_loop_group_t *g = eddy_loop_group_new(threads, &lo);
     eddy_bootstrap_t *b = eddy_bootstrap_new();
@@ -264,6 +327,7 @@ int main(int argc, char **argv)
     eddy_bootstrap_free(b);
     eddy_future_await(eddy_loop_group_shutdown_gracefully(g, 0, 2000), 5000);
     eddy_loop_group_free(g);
+    eddy_tls_context_release(ia.tls);
 
     uint64_t done = atomic_load(&run.done);
     uint64_t want = (uint64_t)conns_n * count;

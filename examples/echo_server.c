@@ -1,7 +1,10 @@
 /*
  * eddy-echo-server: Netty's EchoServer in C. Every byte a client sends comes back.
  *
- *   eddy-echo-server [--host ADDR] [--port N] [--threads N]
+ *   eddy-echo-server [--host ADDR] [--port N] [--threads N] [--tls CERT KEY [--tls-ca FILE]]
+ *
+ * With --tls it speaks TLS (OpenSSL, include/eddy/tls.h) with the PEM certificate chain and
+ * key given; --tls-ca also requires clients to present a certificate issued by those CAs.
  *
  * A client that never reads cannot make it grow: reading from a connection pauses while its
  * replies are not drained (EDDY_PAUSE_READ_WHEN_UNWRITABLE). SIGINT or SIGTERM stop it
@@ -42,26 +45,74 @@ static void echo_exception(eddy_ctx_t *ctx, int err)
     eddy_ctx_close(ctx, NULL);
 }
 
+/* A failed TLS handshake says why (OpenSSL's reason), as rarely as other errors. */
+static void echo_event(eddy_ctx_t *ctx, int event, void *data)
+{
+    const eddy_tls_handshake_event_t *hs = data;
+    if (event == EDDY_EVENT_TLS_HANDSHAKE && hs->error != 0) {
+        uint64_t n = atomic_load(&errors_seen) + 1;
+        if ((n & (n - 1)) == 0) {
+            fprintf(stderr, "eddy-echo-server: TLS handshake failed: %s\n", hs->reason);
+        }
+    }
+    eddy_ctx_fire_user_event(ctx, event, data);
+}
+
 static const eddy_handler_ops_t echo_ops = {
     .name = "echo",
     .sharable = true, /* no per-connection state: one instance serves every pipeline */
     .channel_read = echo_read,
     .channel_read_complete = echo_read_complete,
+    .user_event_triggered = echo_event,
     .exception_caught = echo_exception,
 };
 
+/* arg: the TLS context, or NULL for plain TCP. TLS goes first, nearest the socket. */
 static int init_child(eddy_channel_t *ch, void *arg)
 {
-    (void)arg;
+    eddy_tls_context_t *tls = arg;
+    if (tls != NULL) {
+        int rc = eddy_tls_add(ch, tls, NULL, NULL);
+        if (rc != 0) {
+            return rc;
+        }
+    }
     return eddy_pipeline_add_last(eddy_channel_pipeline(ch), "echo", &echo_ops, NULL, NULL);
+}
+
+/* The server's TLS context from PEM files, or NULL (said on stderr). */
+static eddy_tls_context_t *tls_context(const char *cert, const char *key, const char *ca)
+{
+    eddy_tls_context_t *c = eddy_tls_context_new(EDDY_TLS_SERVER);
+    if (c == NULL) {
+        fprintf(stderr, "eddy-echo-server: out of memory\n");
+        return NULL;
+    }
+    int rc = eddy_tls_context_use_certificate_file(c, cert, key);
+    if (rc == 0 && ca != NULL) {
+        rc = eddy_tls_context_trust_file(c, ca);
+        if (rc == 0) {
+            rc = eddy_tls_context_verify(c, EDDY_TLS_VERIFY_REQUIRE);
+        }
+    }
+    if (rc != 0) {
+        fprintf(stderr, "eddy-echo-server: TLS: %s: %s\n", eddy_strerror(rc),
+                eddy_tls_context_error(c));
+        eddy_tls_context_release(c);
+        return NULL;
+    }
+    return c;
 }
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: eddy-echo-server [--host ADDR] [--port N] [--threads N]\n"
-               "  --host ADDR   address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
-               "  --port N      port (default 8007; 0 picks one)\n"
-               "  --threads N   worker loops (default: one per CPU)\n"
+    fprintf(f, "usage: eddy-echo-server [--host ADDR] [--port N] [--threads N] "
+               "[--tls CERT KEY [--tls-ca FILE]]\n"
+               "  --host ADDR     address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
+               "  --port N        port (default 8007; 0 picks one)\n"
+               "  --threads N     worker loops (default: one per CPU)\n"
+               "  --tls CERT KEY  speak TLS with this certificate chain and key (PEM files)\n"
+               "  --tls-ca FILE   with --tls: require client certificates issued by these CAs\n"
                "Echoes every byte back. SIGINT or SIGTERM stop it gracefully.\n");
 }
 
@@ -69,6 +120,7 @@ int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
     unsigned long port = 8007, threads = 0;
+    const char *tls_cert = NULL, *tls_key = NULL, *tls_ca = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -79,11 +131,25 @@ int main(int argc, char **argv)
             host = v;
         } else if (strcmp(a, "--port") == 0 && v != NULL && example_parse_uint(v, 65535, &port)) {
         } else if (strcmp(a, "--threads") == 0 && v != NULL && example_parse_uint(v, 1024, &threads)) {
+        } else if (strcmp(a, "--tls") == 0 && v != NULL && i + 2 < argc) {
+            tls_cert = v;
+            tls_key = argv[i + 2];
+            i++; /* two values */
+        } else if (strcmp(a, "--tls-ca") == 0 && v != NULL) {
+            tls_ca = v;
         } else {
             usage(stderr);
             return 2;
         }
         i++;
+    }
+    if (tls_ca != NULL && tls_cert == NULL) {
+        usage(stderr);
+        return 2;
+    }
+    eddy_tls_context_t *tls = NULL;
+    if (tls_cert != NULL && (tls = tls_context(tls_cert, tls_key, tls_ca)) == NULL) {
+        return 1;
     }
     /* The signals are taken by sigwait() below, on this thread only. */
     sigset_t stop;
@@ -105,7 +171,7 @@ int main(int argc, char **argv)
     eddy_server_bootstrap_option(b, EDDY_SO_BACKLOG, 1024);
     eddy_server_bootstrap_child_option(b, EDDY_TCP_NODELAY, 1);
     eddy_server_bootstrap_child_option(b, EDDY_PAUSE_READ_WHEN_UNWRITABLE, 1);
-    eddy_server_bootstrap_child_init(b, init_child, NULL);
+    eddy_server_bootstrap_child_init(b, init_child, tls);
 
     eddy_future_t *bound = eddy_server_bootstrap_bind(b, host, (uint16_t)port);
     if (bound == NULL || eddy_future_await(bound, -1) != 0 || eddy_future_error(bound) != 0) {
@@ -116,9 +182,9 @@ int main(int argc, char **argv)
     eddy_channel_t *server = eddy_channel_retain(eddy_future_channel(bound));
     eddy_future_release(bound);
     char addr[80];
-    printf("eddy-echo-server: listening on %s, %zu worker loops (eddy %s)\n",
+    printf("eddy-echo-server: listening on %s%s, %zu worker loops (eddy %s)\n",
            eddy_addr_format(eddy_channel_local_addr(server), addr, sizeof(addr)),
-           eddy_loop_group_size(workers), eddy_version());
+           tls != NULL ? " with TLS" : "", eddy_loop_group_size(workers), eddy_version());
     fflush(stdout);
 
     int sig = 0;
@@ -134,6 +200,7 @@ int main(int argc, char **argv)
     eddy_future_await(eddy_loop_group_shutdown_gracefully(boss, 0, 2000), 5000);
     eddy_server_bootstrap_free(b);
     int rc = eddy_loop_group_free(workers) | eddy_loop_group_free(boss);
+    eddy_tls_context_release(tls);
     printf("eddy-echo-server: stopped by %s; %llu connections served, %llu errors\n",
            sig == SIGINT ? "SIGINT" : "SIGTERM", (unsigned long long)c.accepted,
            (unsigned long long)atomic_load(&errors_seen));

@@ -7,3 +7,4 @@ list(APPEND EDDY_SOURCES
 # Codecs and handlers keep their own lists.
 include(${CMAKE_CURRENT_LIST_DIR}/codec/sources.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/handler/sources.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/tls/sources.cmake OPTIONAL)

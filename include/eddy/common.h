@@ -83,7 +83,8 @@ extern "C" {
     XX(EREFCNT, -4091, "reference count is already zero")                                      \
     XX(ESHUTDOWN, -4090, "event loop is shutting down")                                        \
     XX(ETOOLONGFRAME, -4089, "frame longer than the decoder allows")                           \
-    XX(EDECODE, -4088, "malformed input")
+    XX(EDECODE, -4088, "malformed input")                                                      \
+    XX(ETLS, -4087, "TLS failure (handshake, certificate or protocol)")
 
 typedef enum {
 #define EDDY_ERR_ENUM_(name, value, text) EDDY_##name = (value),

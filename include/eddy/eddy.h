@@ -13,6 +13,7 @@
 #include <eddy/pipeline.h>
 #include <eddy/codec.h>
 #include <eddy/handler.h>
+#include <eddy/tls.h>
 #include <eddy/bootstrap.h>
 
 #endif /* EDDY_EDDY_H */

@@ -1,0 +1,977 @@
+/*
+ * The TLS handler (Netty's SslHandler): OpenSSL driven through two memory BIOs, so the
+ * socket stays with the loop and nothing ever blocks.
+ *
+ * Inbound: each ciphertext buffer goes into the read BIO (and is released); while the
+ * handshake runs, SSL_do_handshake answers from it; afterwards SSL_read drains it into
+ * plaintext buffers of up to READ_CHUNK bytes from the channel's allocator, fired on as they
+ * fill. WANT_READ means "wait for the next buffer"; WANT_WRITE cannot last with a memory BIO
+ * (it takes every byte), so it means "drain the write BIO and go on".
+ *
+ * Outbound: writes queue plaintext with their promises; a flush (after the handshake; one
+ * asked for before it is kept for then) feeds them to SSL_write, 16 KiB (one record) at a
+ * time, and takes the records out of the write BIO in as few buffers as possible: one per
+ * flush, or one per COALESCE_MAX bytes for big flushes, so a 16 MiB write never sits twice
+ * in memory. The promises of one flush complete with its last ciphertext buffer.
+ *
+ * Close: an outbound close after the handshake sends close_notify first, and closes once it
+ * was written (or after close_notify_timeout_ms). The peer's close_notify is an event; a peer
+ * that ends the TCP stream without one (channel_inactive or input shutdown first) is a
+ * truncation: exception_caught with EDDY_ECONNABORTED, never a clean end of stream.
+ *
+ * Failures (OpenSSL's SSL_ERROR_SSL, the handshake timeout, a close during the handshake)
+ * fail the handshake future, fire EDDY_EVENT_TLS_HANDSHAKE with OpenSSL's reason, then
+ * exception_caught, then close the channel. handler_removed frees the SSL and fails what is
+ * queued, whatever path led there.
+ *
+ * Lifetimes: every fire can reach a handler that closes the channel, which removes this
+ * handler and frees the SSL (the state itself lives until the outermost event leaves the
+ * pipeline). After each fire we ask eddy_ctx_is_removed() before going on.
+ */
+#include "pipeline/internal.h"
+#include "pipeline/tls/internal.h"
+
+#include <eddy/tls.h>
+
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Plaintext buffers fired inbound: one TLS record's worth (RFC 8446, 2^14 bytes). */
+#define READ_CHUNK 16384
+/* Plaintext fed to SSL_write at once: one record, so records stay full-sized. */
+#define WRITE_CHUNK 16384
+/* Ciphertext held in the write BIO before it goes out as one buffer during a big flush:
+ * large enough to make writev's batches long, small enough not to copy a 16 MiB write
+ * twice. */
+#define COALESCE_MAX ((size_t)256 << 10)
+
+#define DEFAULT_HANDSHAKE_TIMEOUT_MS 10000
+#define DEFAULT_CLOSE_NOTIFY_TIMEOUT_MS 3000 /* Netty's closeNotifyFlushTimeout */
+
+typedef struct pending_s {
+    struct pending_s *next;
+    eddy_msg_t *msg;
+    eddy_promise_t *p; /* a reference, or NULL */
+} pending_t;
+
+struct eddy_tls_handler_s {
+    eddy_tls_context_t *tctx; /* a reference */
+    SSL *ssl;                 /* NULL once removed */
+    BIO *rbio, *wbio;         /* the SSL's: network to SSL, SSL to network */
+    eddy_ctx_t *ctx;
+    eddy_promise_t *handshake;
+    eddy_timer_t *hs_timer;
+    pending_t *head, *tail;
+    int64_t hs_timeout_ms, cn_timeout_ms;
+    bool client, start_on_demand;
+    bool started, done, failed;
+    bool flush_pending;        /* a flush came before the handshake completed */
+    bool cn_sent, cn_received; /* close_notify */
+    bool fired;                /* plaintext went on since the last read_complete */
+    char server_name[256];
+    char key[EDDY__TLS_KEY_MAX]; /* the client session cache's key */
+    char protocol[32], cipher[96], alpn[256];
+    char error[512];
+};
+
+static eddy_tls_handler_t *state_of(eddy_ctx_t *ctx)
+{
+    return eddy_ctx_state(ctx);
+}
+
+const char *eddy__tls_handler_session_key(SSL *ssl)
+{
+    eddy_tls_handler_t *s = SSL_get_ex_data(ssl, eddy__tls_ssl_index());
+    return s != NULL ? s->key : NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Making and freeing
+ */
+
+static eddy_tls_handler_t *handler_make(eddy_tls_context_t *c,
+                                        const eddy_tls_handler_options_t *opts, int *err)
+{
+    eddy_tls_handler_options_t o = opts != NULL ? *opts : (eddy_tls_handler_options_t){0};
+    *err = EDDY_EINVAL;
+    if (c == NULL || (o.server_name != NULL && strlen(o.server_name) >= 256)) {
+        return NULL;
+    }
+    if ((*err = eddy__tls_context_build(c)) != 0) {
+        return NULL;
+    }
+    *err = EDDY_ENOMEM;
+    eddy_tls_handler_t *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return NULL;
+    }
+    s->tctx = eddy_tls_context_retain(c);
+    s->client = c->mode == EDDY_TLS_CLIENT;
+    s->start_on_demand = o.start_on_demand && s->client;
+    s->hs_timeout_ms =
+        o.handshake_timeout_ms == 0 ? DEFAULT_HANDSHAKE_TIMEOUT_MS : o.handshake_timeout_ms;
+    s->cn_timeout_ms =
+        o.close_notify_timeout_ms > 0 ? o.close_notify_timeout_ms : DEFAULT_CLOSE_NOTIFY_TIMEOUT_MS;
+    if (o.server_name != NULL) {
+        snprintf(s->server_name, sizeof(s->server_name), "%s", o.server_name);
+    }
+    s->handshake = eddy_promise_new(NULL);
+    ERR_clear_error();
+    s->ssl = SSL_new(c->ssl_ctx);
+    s->rbio = BIO_new(BIO_s_mem());
+    s->wbio = BIO_new(BIO_s_mem());
+    if (s->handshake == NULL || s->ssl == NULL || s->rbio == NULL || s->wbio == NULL) {
+        BIO_free(s->rbio);
+        BIO_free(s->wbio);
+        s->rbio = s->wbio = NULL;
+        eddy_tls_handler_free(s);
+        return NULL;
+    }
+    /* An empty read BIO is "retry later" (WANT_READ), not the end of the stream. */
+    BIO_set_mem_eof_return(s->rbio, -1);
+    BIO_set_mem_eof_return(s->wbio, -1);
+    SSL_set_bio(s->ssl, s->rbio, s->wbio);
+    SSL_set_ex_data(s->ssl, eddy__tls_ssl_index(), s);
+    bool ok = true;
+    if (s->client) {
+        SSL_set_connect_state(s->ssl);
+        const char *name = s->server_name;
+        if (name[0] != '\0' && eddy__tls_is_ip(name)) {
+            /* No SNI for addresses (RFC 6066); the certificate must name the address. */
+            ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s->ssl), name) == 1;
+        } else if (name[0] != '\0') {
+            ok = SSL_set_tlsext_host_name(s->ssl, name) == 1 && SSL_set1_host(s->ssl, name) == 1;
+        }
+    } else {
+        SSL_set_accept_state(s->ssl);
+    }
+    if (!ok) {
+        *err = EDDY_ETLS;
+        eddy_tls_handler_free(s);
+        ERR_clear_error();
+        return NULL;
+    }
+    *err = 0;
+    return s;
+}
+
+eddy_tls_handler_t *eddy_tls_handler_new(eddy_tls_context_t *c,
+                                         const eddy_tls_handler_options_t *opts)
+{
+    int err;
+    return handler_make(c, opts, &err);
+}
+
+void eddy_tls_handler_free(void *state)
+{
+    eddy_tls_handler_t *s = state;
+    if (s == NULL) {
+        return;
+    }
+    SSL_free(s->ssl); /* and its BIOs */
+    eddy_future_release(s->handshake);
+    eddy_tls_context_release(s->tctx);
+    free(s);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Output: the write BIO into ciphertext buffers
+ */
+
+static void fail_pending(eddy_tls_handler_t *s, int err)
+{
+    while (s->head != NULL) {
+        pending_t *e = s->head;
+        s->head = e->next;
+        eddy_msg_release(e->msg);
+        eddy__promise_done(e->p, err);
+        eddy_future_release(e->p);
+        free(e);
+    }
+    s->tail = NULL;
+}
+
+/* Write what the write BIO holds downstream as one buffer, p (may be NULL) on it; p completes
+ * at once when there is nothing. 0 or EDDY_ENOMEM (p failed). No flush. */
+static int emit(eddy_tls_handler_t *s, eddy_promise_t *p)
+{
+    size_t n = BIO_ctrl_pending(s->wbio);
+    if (n == 0) {
+        eddy__promise_done(p, 0);
+        return 0;
+    }
+    eddy_buf_t *b = eddy_buf_alloc(eddy_ctx_alloc(s->ctx), n, EDDY_BUF_DEFAULT_MAX_CAPACITY);
+    if (b == NULL) {
+        eddy__promise_done(p, EDDY_ENOMEM);
+        return EDDY_ENOMEM;
+    }
+    int r = BIO_read(s->wbio, eddy_buf_write_ptr(b), (int)n);
+    eddy_buf_produce(b, r > 0 ? (size_t)r : 0);
+    eddy_ctx_write(s->ctx, eddy_buf_msg(b), p);
+    return 0;
+}
+
+/* Promises completed together by the last buffer of a flush. */
+typedef struct batch_s {
+    size_t n;
+    eddy_promise_t *p[];
+} batch_t;
+
+static void batch_done(eddy_future_t *f, void *arg)
+{
+    batch_t *b = arg;
+    int err = eddy_future_error(f);
+    for (size_t i = 0; i < b->n; i++) {
+        eddy__promise_done(b->p[i], err);
+        eddy_future_release(b->p[i]);
+    }
+    free(b);
+}
+
+/* Feed len plaintext bytes to SSL_write, a record at a time, handing ciphertext on whenever
+ * COALESCE_MAX of it has piled up. 0, EDDY_ETLS or EDDY_ENOMEM. */
+static int seal(eddy_tls_handler_t *s, const uint8_t *data, size_t len)
+{
+    while (len > 0) {
+        int chunk = (int)(len < WRITE_CHUNK ? len : WRITE_CHUNK);
+        ERR_clear_error();
+        int r = SSL_write(s->ssl, data, chunk);
+        if (r <= 0) {
+            if (SSL_get_error(s->ssl, r) != SSL_ERROR_WANT_WRITE) {
+                return EDDY_ETLS;
+            }
+            r = 0; /* the write BIO is drained below; then retry */
+        }
+        data += r;
+        len -= (size_t)r;
+        if ((r == 0 || BIO_ctrl_pending(s->wbio) >= COALESCE_MAX) && emit(s, NULL) != 0) {
+            return EDDY_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+static int seal_msg(eddy_tls_handler_t *s, eddy_msg_t *msg)
+{
+    eddy_buf_t *b = eddy_buf_of(msg);
+    if (b != NULL) {
+        return seal(s, eddy_buf_read_ptr(b), eddy_buf_readable(b));
+    }
+    eddy_composite_t *c = eddy_composite_of(msg);
+    struct iovec iov[64];
+    int rc = 0;
+    while (rc == 0 && eddy_composite_readable(c) > 0) {
+        int n = eddy_composite_iovec(c, iov, 64);
+        size_t done = 0;
+        for (int i = 0; i < n && rc == 0; i++) {
+            rc = seal(s, iov[i].iov_base, iov[i].iov_len);
+            done += iov[i].iov_len;
+        }
+        eddy_composite_skip(c, done);
+    }
+    return rc;
+}
+
+static void tls_fail(eddy_tls_handler_t *s, int err);
+
+/* Encrypt every queued write and hand the records on; no flush. */
+static void seal_pending(eddy_tls_handler_t *s)
+{
+    if (s->head == NULL) {
+        return;
+    }
+    size_t promises = 0;
+    for (pending_t *e = s->head; e != NULL; e = e->next) {
+        promises += e->p != NULL;
+    }
+    batch_t *batch = NULL;
+    if (promises > 1 && (batch = malloc(sizeof(*batch) + promises * sizeof(batch->p[0]))) == NULL) {
+        fail_pending(s, EDDY_ENOMEM);
+        return;
+    }
+    eddy_promise_t *last = NULL; /* the one promise, when there is one */
+    int rc = 0;
+    if (batch != NULL) {
+        batch->n = 0;
+    }
+    while (s->head != NULL) {
+        pending_t *e = s->head;
+        s->head = e->next;
+        if (rc == 0) {
+            rc = seal_msg(s, e->msg);
+        }
+        eddy_msg_release(e->msg);
+        if (rc != 0) {
+            eddy__promise_done(e->p, rc);
+            eddy_future_release(e->p);
+        } else if (e->p != NULL && batch != NULL) {
+            batch->p[batch->n++] = e->p; /* the batch's reference now */
+        } else if (e->p != NULL) {
+            last = e->p;
+        }
+        free(e);
+    }
+    s->tail = NULL;
+    if (rc != 0) {
+        for (size_t i = 0; batch != NULL && i < batch->n; i++) {
+            eddy__promise_done(batch->p[i], rc);
+            eddy_future_release(batch->p[i]);
+        }
+        free(batch);
+        eddy__promise_done(last, rc);
+        eddy_future_release(last);
+        tls_fail(s, rc);
+        return;
+    }
+    if (batch != NULL) {
+        eddy_promise_t *all = eddy_promise_new(eddy_ctx_loop(s->ctx));
+        if (all == NULL || eddy_future_add_listener(all, batch_done, batch) != 0) {
+            eddy_future_release(all);
+            all = NULL;
+            for (size_t i = 0; i < batch->n; i++) {
+                eddy_promise_fail(batch->p[i], EDDY_ENOMEM);
+                eddy_future_release(batch->p[i]);
+            }
+            free(batch);
+        }
+        emit(s, all);
+        eddy_future_release(all);
+    } else {
+        emit(s, last);
+        eddy_future_release(last);
+    }
+}
+
+/* close_notify into the write BIO and out, p on it. */
+static void send_close_notify(eddy_tls_handler_t *s, eddy_promise_t *p)
+{
+    s->cn_sent = true;
+    ERR_clear_error();
+    SSL_shutdown(s->ssl); /* 0: sent, the peer's not yet received; fine either way */
+    ERR_clear_error();
+    emit(s, p);
+    eddy_ctx_flush(s->ctx);
+}
+
+/* Hand on what OpenSSL produced by itself (handshake messages, tickets, alerts). */
+static void send_output(eddy_tls_handler_t *s)
+{
+    if (BIO_ctrl_pending(s->wbio) > 0 && emit(s, NULL) == 0) {
+        eddy_ctx_flush(s->ctx);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The handshake
+ */
+
+static void stop_timer(eddy_tls_handler_t *s)
+{
+    if (s->hs_timer != NULL) {
+        eddy_timer_cancel(s->hs_timer);
+        eddy_timer_release(s->hs_timer);
+        s->hs_timer = NULL;
+    }
+}
+
+static void fire_handshake_event(eddy_tls_handler_t *s, int err)
+{
+    eddy_tls_handshake_event_t ev = {
+        .error = err,
+        .reason = err != 0 ? s->error : "",
+        .protocol = s->protocol,
+        .cipher = s->cipher,
+        .alpn = s->alpn,
+        .resumed = err == 0 && SSL_session_reused(s->ssl) == 1,
+    };
+    eddy_ctx_fire_user_event(s->ctx, EDDY_EVENT_TLS_HANDSHAKE, &ev);
+}
+
+/*
+ * The end of this handler's TLS: the handshake future and event when it was still running,
+ * exception_caught, then close. The reason is s->error when set, else OpenSSL's error queue.
+ */
+static void tls_fail(eddy_tls_handler_t *s, int err)
+{
+    if (s->failed || s->ssl == NULL) {
+        return;
+    }
+    s->failed = true;
+    stop_timer(s);
+    if (s->error[0] == '\0') {
+        eddy__tls_error_text(s->ssl, s->error, sizeof(s->error));
+    }
+    ERR_clear_error();
+    eddy_ctx_t *ctx = s->ctx;
+    send_output(s); /* the alert OpenSSL queued, if any: the peer learns why */
+    fail_pending(s, err);
+    if (!s->done) {
+        eddy_promise_fail(s->handshake, err);
+        fire_handshake_event(s, err);
+    }
+    if (!eddy_ctx_is_removed(ctx)) {
+        eddy_ctx_fire_exception(ctx, err);
+    }
+    if (!eddy_ctx_is_removed(ctx)) {
+        eddy_ctx_close(ctx, NULL);
+    }
+}
+
+static void handshake_done(eddy_tls_handler_t *s)
+{
+    s->done = true;
+    stop_timer(s);
+    snprintf(s->protocol, sizeof(s->protocol), "%s", SSL_get_version(s->ssl));
+    snprintf(s->cipher, sizeof(s->cipher), "%s", SSL_get_cipher_name(s->ssl));
+    const unsigned char *alpn = NULL;
+    unsigned alpn_len = 0;
+    SSL_get0_alpn_selected(s->ssl, &alpn, &alpn_len);
+    snprintf(s->alpn, sizeof(s->alpn), "%.*s", (int)alpn_len,
+             alpn != NULL ? (const char *)alpn : "");
+    eddy_promise_succeed(s->handshake, NULL);
+    fire_handshake_event(s, 0);
+    if (!eddy_ctx_is_removed(s->ctx) && s->flush_pending && !s->failed) {
+        s->flush_pending = false;
+        seal_pending(s);
+        eddy_ctx_flush(s->ctx);
+    }
+}
+
+/* One step: answer what the read BIO holds. */
+static void handshake_step(eddy_tls_handler_t *s)
+{
+    ERR_clear_error();
+    int r = SSL_do_handshake(s->ssl);
+    send_output(s);
+    if (r == 1) {
+        handshake_done(s);
+        return;
+    }
+    int e = SSL_get_error(s->ssl, r);
+    if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+        tls_fail(s, EDDY_ETLS);
+    }
+}
+
+static void handshake_timed_out(eddy_timer_t *t, void *arg)
+{
+    eddy_tls_handler_t *s = arg; /* alive: handler_removed cancels this timer */
+    eddy_timer_release(t);
+    s->hs_timer = NULL;
+    if (s->done || s->failed) {
+        return;
+    }
+    snprintf(s->error, sizeof(s->error), "handshake timed out after %lld ms",
+             (long long)s->hs_timeout_ms);
+    /* Outside any pipeline event: hold the channel and the pipeline (freeing removed
+     * contexts, this state among them) until tls_fail has finished with s. */
+    eddy_channel_t *ch = eddy_channel_retain(eddy_ctx_channel(s->ctx));
+    eddy__pipeline_enter(eddy_channel_pipeline(ch));
+    tls_fail(s, EDDY_ETIMEDOUT);
+    eddy__pipeline_leave(eddy_channel_pipeline(ch));
+    eddy_channel_release(ch);
+}
+
+static void start_handshake(eddy_tls_handler_t *s)
+{
+    if (s->started || s->failed || s->ssl == NULL) {
+        return;
+    }
+    s->started = true;
+    if (s->hs_timeout_ms > 0) {
+        s->hs_timer =
+            eddy_loop_schedule(eddy_ctx_loop(s->ctx), s->hs_timeout_ms, handshake_timed_out, s);
+    }
+    if (!s->client) {
+        return; /* the client speaks first */
+    }
+    if (s->tctx->resumption) {
+        char addr[128];
+        eddy_addr_format(eddy_channel_remote_addr(eddy_ctx_channel(s->ctx)), addr, sizeof(addr));
+        snprintf(s->key, sizeof(s->key), "%s|%s", s->server_name, addr);
+        SSL_SESSION *sess = eddy__tls_session_get(s->tctx, s->key);
+        if (sess != NULL) {
+            SSL_set_session(s->ssl, sess);
+            SSL_SESSION_free(sess);
+        }
+    }
+    handshake_step(s);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Inbound
+ */
+
+/* The peer's close_notify: the event; then, unless the channel allows half-closure, our
+ * close_notify and the close (as a FIN closes a channel without half-closure). */
+static void close_notify_received(eddy_tls_handler_t *s)
+{
+    s->cn_received = true;
+    eddy_ctx_fire_user_event(s->ctx, EDDY_EVENT_TLS_CLOSE_NOTIFY, NULL);
+    if (eddy_ctx_is_removed(s->ctx)) {
+        return;
+    }
+    eddy_channel_t *ch = eddy_ctx_channel(s->ctx);
+    if (!eddy_channel_option(ch, EDDY_ALLOW_HALF_CLOSURE)) {
+        if (!s->cn_sent) {
+            send_close_notify(s, NULL);
+        }
+        if (!eddy_ctx_is_removed(s->ctx)) {
+            eddy_ctx_close(s->ctx, NULL);
+        }
+    }
+}
+
+/* SSL_read until the read BIO is empty, firing plaintext as buffers fill. */
+static void unseal(eddy_tls_handler_t *s)
+{
+    eddy_ctx_t *ctx = s->ctx;
+    eddy_buf_t *buf = NULL;
+    for (;;) {
+        if (buf == NULL) {
+            buf = eddy_buf_alloc(eddy_ctx_alloc(ctx), READ_CHUNK, EDDY_BUF_DEFAULT_MAX_CAPACITY);
+            if (buf == NULL) {
+                snprintf(s->error, sizeof(s->error), "out of memory");
+                tls_fail(s, EDDY_ENOMEM);
+                return;
+            }
+        }
+        ERR_clear_error();
+        int r = SSL_read(s->ssl, eddy_buf_write_ptr(buf), (int)eddy_buf_writable(buf));
+        if (r > 0) {
+            eddy_buf_produce(buf, (size_t)r);
+            if (eddy_buf_writable(buf) == 0) {
+                s->fired = true;
+                eddy_ctx_fire_channel_read(ctx, eddy_buf_msg(buf));
+                buf = NULL;
+                if (eddy_ctx_is_removed(ctx) || s->failed) {
+                    return;
+                }
+            }
+            continue;
+        }
+        int e = SSL_get_error(s->ssl, r);
+        if (e == SSL_ERROR_WANT_WRITE) {
+            send_output(s);
+            continue;
+        }
+        if (eddy_buf_readable(buf) > 0) {
+            s->fired = true;
+            eddy_ctx_fire_channel_read(ctx, eddy_buf_msg(buf));
+        } else {
+            eddy_buf_release(buf);
+        }
+        if (eddy_ctx_is_removed(ctx) || s->failed) {
+            return;
+        }
+        if (e == SSL_ERROR_WANT_READ) {
+            send_output(s); /* TLS 1.3 key updates, renegotiation answers */
+            return;
+        }
+        if (e == SSL_ERROR_ZERO_RETURN) {
+            close_notify_received(s);
+            return;
+        }
+        tls_fail(s, EDDY_ETLS);
+        return;
+    }
+}
+
+/* Ciphertext into the read BIO: 0 or EDDY_ENOMEM. */
+static int feed(eddy_tls_handler_t *s, eddy_msg_t *msg)
+{
+    eddy_buf_t *b = eddy_buf_of(msg);
+    eddy_composite_t *c = eddy_composite_of(msg);
+    struct iovec iov[64];
+    int n = 0;
+    if (b != NULL) {
+        iov[0].iov_base = (void *)(uintptr_t)eddy_buf_read_ptr(b);
+        iov[0].iov_len = eddy_buf_readable(b);
+        n = 1;
+    } else if (c != NULL) {
+        n = eddy_composite_iovec(c, iov, 64);
+    }
+    for (int i = 0; i < n; i++) {
+        if (iov[i].iov_len > 0 &&
+            BIO_write(s->rbio, iov[i].iov_base, (int)iov[i].iov_len) != (int)iov[i].iov_len) {
+            return EDDY_ENOMEM;
+        }
+    }
+    if (c != NULL && eddy_composite_readable(c) > 0 && n == 64) {
+        size_t done = 0;
+        for (int i = 0; i < n; i++) {
+            done += iov[i].iov_len;
+        }
+        eddy_composite_skip(c, done);
+        return feed(s, msg); /* more components than one iovec batch */
+    }
+    return 0;
+}
+
+static void tls_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    eddy_tls_handler_t *s = state_of(ctx);
+    if (s->failed || s->cn_received) {
+        eddy_msg_release(msg); /* nothing after close_notify or a failure is data */
+        return;
+    }
+    int rc = feed(s, msg);
+    eddy_msg_release(msg);
+    if (rc != 0) {
+        snprintf(s->error, sizeof(s->error), "out of memory");
+        tls_fail(s, rc);
+        return;
+    }
+    if (!s->started) {
+        start_handshake(s); /* a server, or a client on demand that hears first */
+    }
+    if (!s->done) {
+        handshake_step(s);
+        if (!s->done || eddy_ctx_is_removed(ctx) || s->failed) {
+            return;
+        }
+    }
+    unseal(s);
+}
+
+static void tls_read_complete(eddy_ctx_t *ctx)
+{
+    eddy_tls_handler_t *s = state_of(ctx);
+    bool fired = s->fired;
+    s->fired = false;
+    /* Handshake bytes only: without auto-read nobody downstream would ask for more. */
+    if (!fired && !eddy_channel_option(eddy_ctx_channel(ctx), EDDY_AUTO_READ)) {
+        eddy_ctx_read(ctx);
+    }
+    eddy_ctx_fire_channel_read_complete(ctx);
+}
+
+static void tls_active(eddy_ctx_t *ctx)
+{
+    eddy_tls_handler_t *s = state_of(ctx);
+    if (!s->start_on_demand) {
+        start_handshake(s);
+    }
+    if (!eddy_ctx_is_removed(ctx)) {
+        eddy_ctx_fire_channel_active(ctx);
+    }
+}
+
+static void tls_inactive(eddy_ctx_t *ctx)
+{
+    eddy_tls_handler_t *s = state_of(ctx);
+    if (!s->failed && !s->done) {
+        s->failed = true;
+        stop_timer(s);
+        snprintf(s->error, sizeof(s->error), "connection closed during the TLS handshake");
+        eddy_promise_fail(s->handshake, EDDY_ECLOSED);
+        if (s->started) {
+            fire_handshake_event(s, EDDY_ECLOSED);
+        }
+    } else if (!s->failed && !s->cn_received && !s->cn_sent &&
+               !eddy_loop_is_shutting_down(eddy_ctx_loop(ctx))) {
+        /* (The loop's shutdown closes channels without the pipeline's close: our doing, not
+         * the peer's.) */
+        s->failed = true;
+        snprintf(s->error, sizeof(s->error), "the peer closed without close_notify (truncation)");
+        eddy_ctx_fire_exception(ctx, EDDY_ECONNABORTED);
+    }
+    fail_pending(s, EDDY_ECLOSED);
+    if (!eddy_ctx_is_removed(ctx)) {
+        eddy_ctx_fire_channel_inactive(ctx);
+    }
+}
+
+static void tls_user_event(eddy_ctx_t *ctx, int event, void *data)
+{
+    eddy_tls_handler_t *s = state_of(ctx);
+    if (event == EDDY_EVENT_INPUT_SHUTDOWN && !s->failed && !s->cn_received) {
+        if (!s->done) {
+            snprintf(s->error, sizeof(s->error), "the peer shut down during the TLS handshake");
+            tls_fail(s, EDDY_ECLOSED);
+            return;
+        }
+        snprintf(s->error, sizeof(s->error),
+                 "the peer shut down without close_notify (truncation)");
+        eddy_ctx_fire_exception(ctx, EDDY_ECONNABORTED);
+        if (eddy_ctx_is_removed(ctx)) {
+            return;
+        }
+    }
+    eddy_ctx_fire_user_event(ctx, event, data);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Outbound
+ */
+
+static void tls_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    eddy_tls_handler_t *s = state_of(ctx);
+    int err = 0;
+    if (s->failed || s->ssl == NULL) {
+        err = EDDY_ECLOSED;
+    } else if (s->cn_sent) {
+        err = EDDY_EPIPE;
+    } else if (eddy_buf_of(msg) == NULL && eddy_composite_of(msg) == NULL) {
+        err = EDDY_ENOTSUP; /* an encoder is missing */
+    }
+    pending_t *e = err == 0 ? malloc(sizeof(*e)) : NULL;
+    if (e == NULL) {
+        eddy_msg_release(msg);
+        eddy__promise_done(p, err != 0 ? err : EDDY_ENOMEM);
+        return;
+    }
+    e->next = NULL;
+    e->msg = msg;
+    e->p = p != NULL ? eddy_future_retain(p) : NULL;
+    if (s->tail != NULL) {
+        s->tail->next = e;
+    } else {
+        s->head = e;
+    }
+    s->tail = e;
+}
+
+static void tls_flush(eddy_ctx_t *ctx)
+{
+    eddy_tls_handler_t *s = state_of(ctx);
+    if (!s->done && !s->failed) {
+        s->flush_pending = true; /* done once the handshake completes */
+        return;
+    }
+    if (!s->failed) {
+        seal_pending(s);
+    }
+    if (!eddy_ctx_is_removed(ctx)) {
+        eddy_ctx_flush(ctx);
+    }
+}
+
+/* A close waiting for its close_notify to be written: the first of the write's completion
+ * and the timer closes the channel (through the pipeline again; close_notify is sent by
+ * then, so this handler passes the close on). */
+typedef struct closer_s {
+    unsigned refs; /* the listener's and the timer's; the loop's thread */
+    bool fired;
+    eddy_channel_t *ch;
+    eddy_promise_t *p;
+    eddy_timer_t *timer;
+} closer_t;
+
+/* Drops n of c's references; the last frees it. */
+static void closer_put(closer_t *c, unsigned n)
+{
+    c->refs -= n;
+    if (c->refs > 0) {
+        return;
+    }
+    eddy_timer_release(c->timer);
+    eddy_future_release(c->p);
+    eddy_channel_release(c->ch);
+    free(c);
+}
+
+static void closer_fire(closer_t *c)
+{
+    if (!c->fired) {
+        c->fired = true;
+        eddy_channel_close(c->ch, c->p);
+    }
+}
+
+static void closer_written(eddy_future_t *f, void *arg)
+{
+    (void)f;
+    closer_t *c = arg;
+    closer_fire(c);
+    unsigned drop = 1; /* the listener's */
+    if (c->timer != NULL && eddy_timer_cancel(c->timer) == 0) {
+        drop++; /* and the timer's: it will not run */
+    }
+    closer_put(c, drop);
+}
+
+static void closer_timed_out(eddy_timer_t *t, void *arg)
+{
+    (void)t;
+    closer_t *c = arg;
+    closer_fire(c);
+    closer_put(c, 1); /* the timer's */
+}
+
+static void tls_close(eddy_ctx_t *ctx, eddy_promise_t *p)
+{
+    eddy_tls_handler_t *s = state_of(ctx);
+    fail_pending(s, EDDY_ECLOSED); /* written but never flushed, as the channel does */
+    if (!s->done || s->failed || s->cn_sent || s->ssl == NULL ||
+        !eddy_channel_is_active(eddy_ctx_channel(ctx))) {
+        eddy_ctx_close(ctx, p);
+        return;
+    }
+    eddy_promise_t *w = eddy_promise_new(eddy_ctx_loop(ctx));
+    closer_t *c = w != NULL ? calloc(1, sizeof(*c)) : NULL;
+    send_close_notify(s, w);
+    if (c == NULL || eddy_future_is_done(w) || eddy_ctx_is_removed(ctx)) {
+        /* Written at once (the usual case), failed, or no memory to wait: close now. */
+        free(c);
+        eddy_future_release(w);
+        eddy_ctx_close(ctx, p);
+        return;
+    }
+    c->ch = eddy_channel_retain(eddy_ctx_channel(ctx));
+    c->p = p != NULL ? eddy_future_retain(p) : NULL;
+    c->refs = 1;
+    c->timer = eddy_loop_schedule(eddy_ctx_loop(ctx), s->cn_timeout_ms, closer_timed_out, c);
+    if (c->timer != NULL) {
+        c->refs++;
+    }
+    if (eddy_future_add_listener(w, closer_written, c) != 0) {
+        closer_written(w, c);
+    }
+    eddy_future_release(w);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Lifetime
+ */
+
+static void tls_added(eddy_ctx_t *ctx)
+{
+    eddy_tls_handler_t *s = state_of(ctx);
+    s->ctx = ctx;
+    eddy_channel_t *ch = eddy_ctx_channel(ctx);
+    if (!s->start_on_demand && eddy_channel_is_active(ch) && eddy_channel_is_registered(ch)) {
+        start_handshake(s); /* channel_active has been and gone */
+    }
+}
+
+static void tls_removed(eddy_ctx_t *ctx)
+{
+    eddy_tls_handler_t *s = state_of(ctx);
+    stop_timer(s);
+    fail_pending(s, EDDY_ECLOSED);
+    if (!s->done && eddy_promise_fail(s->handshake, EDDY_ECLOSED) == 0 && s->error[0] == '\0') {
+        snprintf(s->error, sizeof(s->error), "the TLS handler was removed before the handshake");
+    }
+    s->failed = s->failed || !s->done;
+    SSL_free(s->ssl);
+    s->ssl = NULL;
+}
+
+static const eddy_handler_ops_t tls_ops = {
+    .name = "tls",
+    .handler_added = tls_added,
+    .handler_removed = tls_removed,
+    .channel_active = tls_active,
+    .channel_inactive = tls_inactive,
+    .channel_read = tls_read,
+    .channel_read_complete = tls_read_complete,
+    .user_event_triggered = tls_user_event,
+    .close = tls_close,
+    .write = tls_write,
+    .flush = tls_flush,
+};
+
+const eddy_handler_ops_t *eddy_tls_handler_ops(void)
+{
+    return &tls_ops;
+}
+
+int eddy_tls_add(eddy_channel_t *ch, eddy_tls_context_t *c, const eddy_tls_handler_options_t *opts,
+                 eddy_future_t **handshake)
+{
+    if (handshake != NULL) {
+        *handshake = NULL;
+    }
+    int err;
+    eddy_tls_handler_t *s = handler_make(c, opts, &err);
+    if (s == NULL) {
+        return err;
+    }
+    eddy_future_t *f = eddy_future_retain(s->handshake);
+    err = eddy_pipeline_add_first(eddy_channel_pipeline(ch), "tls", &tls_ops, s,
+                                  eddy_tls_handler_free);
+    if (err != 0 || handshake == NULL) {
+        eddy_future_release(f);
+    } else {
+        *handshake = f;
+    }
+    return err;
+}
+
+eddy_tls_handler_t *eddy_tls_handler_of(eddy_channel_t *ch)
+{
+    eddy_ctx_t *ctx = eddy_pipeline_context_ops(eddy_channel_pipeline(ch), &tls_ops);
+    return ctx != NULL ? eddy_ctx_state(ctx) : NULL;
+}
+
+eddy_future_t *eddy_tls_handler_handshake_future(eddy_tls_handler_t *h)
+{
+    return eddy_future_retain(h->handshake);
+}
+
+void eddy_tls_handler_handshake(eddy_tls_handler_t *h)
+{
+    if (h->ctx != NULL && eddy_channel_is_active(eddy_ctx_channel(h->ctx))) {
+        start_handshake(h);
+    }
+}
+
+void eddy_tls_handler_close_outbound(eddy_tls_handler_t *h, eddy_promise_t *p)
+{
+    if (h->ssl == NULL || h->failed || !h->done || h->cn_sent) {
+        eddy__promise_done(p, h->cn_sent ? EDDY_EALREADY : EDDY_ENOTCONN);
+        return;
+    }
+    seal_pending(h); /* what was written goes before close_notify */
+    if (!h->failed && !eddy_ctx_is_removed(h->ctx)) {
+        send_close_notify(h, p);
+    } else {
+        eddy__promise_done(p, EDDY_ECLOSED);
+    }
+}
+
+const char *eddy_tls_handler_protocol(const eddy_tls_handler_t *h)
+{
+    return h->protocol;
+}
+
+const char *eddy_tls_handler_cipher(const eddy_tls_handler_t *h)
+{
+    return h->cipher;
+}
+
+const char *eddy_tls_handler_alpn(const eddy_tls_handler_t *h)
+{
+    return h->alpn;
+}
+
+const char *eddy_tls_handler_server_name(const eddy_tls_handler_t *h)
+{
+    return h->ssl != NULL ? SSL_get_servername(h->ssl, TLSEXT_NAMETYPE_host_name) : NULL;
+}
+
+bool eddy_tls_handler_session_reused(const eddy_tls_handler_t *h)
+{
+    return h->ssl != NULL && SSL_session_reused(h->ssl) == 1;
+}
+
+bool eddy_tls_handler_is_handshake_done(const eddy_tls_handler_t *h)
+{
+    return h->done;
+}
+
+const char *eddy_tls_handler_error(const eddy_tls_handler_t *h)
+{
+    return h->error;
+}
+
+struct ssl_st *eddy_tls_handler_ssl(eddy_tls_handler_t *h)
+{
+    return h->ssl;
+}

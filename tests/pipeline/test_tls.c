@@ -1,0 +1,934 @@
+/*
+ * TLS (pipeline/tls/) on 127.0.0.1: eddy client to eddy server (ALPN, resumption, SNI with
+ * the run-time self-signed helper, client certificates), eddy against the openssl tool both
+ * ways, the failures (wrong CA, wrong host name, expired certificate, plaintext against TLS,
+ * handshake timeouts), 16 MiB each way, half-close with close_notify and truncation. The
+ * certificates come from tls_certs.sh (a ctest fixture) in EDDY_TLS_CERTS. Every test is
+ * bounded in time and ends the processes it started.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <eddy/channel.h>
+#include <eddy/pipeline.h>
+#include <eddy/tls.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define DEADLINE_MS 10000
+
+static int64_t now_ms(void)
+{
+    return eddy_now_ns() / 1000000;
+}
+
+#define WAIT_FOR(cond)                                                                             \
+    do {                                                                                           \
+        int64_t until_ = now_ms() + DEADLINE_MS;                                                   \
+        while (!(cond) && now_ms() < until_)                                                       \
+            usleep(1000);                                                                          \
+        assert_true(cond);                                                                         \
+    } while (0)
+
+static const char *cert(const char *name)
+{
+    static char path[4][512];
+    static int next;
+    char *p = path[next++ % 4];
+    snprintf(p, sizeof(path[0]), "%s/%s", EDDY_TLS_CERTS, name);
+    return p;
+}
+
+/* The byte at offset i of the streams the big test sends. */
+static uint8_t pattern(uint64_t i)
+{
+    return (uint8_t)(i * 7 + (i >> 12));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * What one side's application handler saw (after the TLS handler). A server shares one among
+ * its connections.
+ */
+
+typedef struct side_s {
+    _Atomic int hs_ok, hs_failed, hs_error, close_notify, errors, last_error, inactive;
+    _Atomic bool resumed;
+    _Atomic uint64_t received;
+    _Atomic int bad; /* bytes off the pattern */
+    char reason[512], alpn[64], protocol[32], sni[64];
+    bool echo;                /* write back what is read */
+    bool check;               /* compare what is read with pattern() */
+    bool bye_on_close_notify; /* answer the peer's close_notify with "bye", then close */
+    bool truncate;            /* on the first read, drop TLS and close: no close_notify */
+    char text[256];           /* what was read, when short */
+} side_t;
+
+static side_t *side_of(eddy_ctx_t *ctx)
+{
+    return eddy_ctx_state(ctx);
+}
+
+static void app_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    side_t *s = side_of(ctx);
+    eddy_buf_t *b = eddy_buf_of(msg);
+    size_t n = eddy_buf_readable(b);
+    uint64_t at = atomic_fetch_add(&s->received, n);
+    if (s->check) {
+        const uint8_t *p = eddy_buf_read_ptr(b);
+        for (size_t i = 0; i < n; i++) {
+            if (p[i] != pattern(at + i)) {
+                atomic_fetch_add(&s->bad, 1);
+                break;
+            }
+        }
+    } else if (at + n < sizeof(s->text)) {
+        memcpy(s->text + at, eddy_buf_read_ptr(b), n);
+    }
+    if (s->truncate) {
+        eddy_msg_release(msg);
+        eddy_pipeline_remove(eddy_ctx_pipeline(ctx), "tls");
+        eddy_ctx_close(ctx, NULL);
+        return;
+    }
+    if (s->echo) {
+        eddy_ctx_write(ctx, msg, NULL);
+    } else {
+        eddy_msg_release(msg);
+    }
+}
+
+static void app_read_complete(eddy_ctx_t *ctx)
+{
+    if (side_of(ctx)->echo) {
+        eddy_ctx_flush(ctx);
+    }
+}
+
+static void app_event(eddy_ctx_t *ctx, int event, void *data)
+{
+    side_t *s = side_of(ctx);
+    if (event == EDDY_EVENT_TLS_HANDSHAKE) {
+        const eddy_tls_handshake_event_t *ev = data;
+        if (ev->error == 0) {
+            snprintf(s->alpn, sizeof(s->alpn), "%s", ev->alpn);
+            snprintf(s->protocol, sizeof(s->protocol), "%s", ev->protocol);
+            eddy_tls_handler_t *h = eddy_tls_handler_of(eddy_ctx_channel(ctx));
+            const char *sni = h != NULL ? eddy_tls_handler_server_name(h) : NULL;
+            snprintf(s->sni, sizeof(s->sni), "%s", sni != NULL ? sni : "");
+            atomic_store(&s->resumed, ev->resumed);
+            atomic_fetch_add(&s->hs_ok, 1);
+        } else {
+            snprintf(s->reason, sizeof(s->reason), "%s", ev->reason);
+            atomic_store(&s->hs_error, ev->error);
+            atomic_fetch_add(&s->hs_failed, 1);
+        }
+    } else if (event == EDDY_EVENT_TLS_CLOSE_NOTIFY) {
+        atomic_fetch_add(&s->close_notify, 1);
+        if (s->bye_on_close_notify) {
+            eddy_ctx_write_and_flush(ctx, eddy_buf_msg(eddy_buf_from_str("bye")), NULL);
+            eddy_ctx_close(ctx, NULL);
+            return;
+        }
+    }
+    eddy_ctx_fire_user_event(ctx, event, data);
+}
+
+static void app_exception(eddy_ctx_t *ctx, int err)
+{
+    side_t *s = side_of(ctx);
+    atomic_store(&s->last_error, err);
+    atomic_fetch_add(&s->errors, 1);
+}
+
+static void app_inactive(eddy_ctx_t *ctx)
+{
+    atomic_fetch_add(&side_of(ctx)->inactive, 1);
+    eddy_ctx_fire_channel_inactive(ctx);
+}
+
+static const eddy_handler_ops_t app_ops = {
+    .name = "app",
+    .sharable = true,
+    .channel_inactive = app_inactive,
+    .channel_read = app_read,
+    .channel_read_complete = app_read_complete,
+    .user_event_triggered = app_event,
+    .exception_caught = app_exception,
+};
+
+/* ---------------------------------------------------------------------------------------
+ * An eddy TLS server on one loop, and eddy TLS clients on another.
+ */
+
+typedef struct server_s {
+    eddy_loop_group_t *group;
+    eddy_channel_t *listener;
+    eddy_addr_t addr;
+    eddy_tls_context_t *tls;
+    eddy_tls_handler_options_t opts;
+    eddy_channel_config_t child_config;
+    side_t side;
+} server_t;
+
+static int server_init_child(eddy_channel_t *ch, void *arg)
+{
+    server_t *s = arg;
+    int rc = eddy_tls_add(ch, s->tls, &s->opts, NULL);
+    return rc != 0
+               ? rc
+               : eddy_pipeline_add_last(eddy_channel_pipeline(ch), "app", &app_ops, &s->side, NULL);
+}
+
+/* Start s serving with its tls context (taken over) on 127.0.0.1, port 0. */
+static void server_start(server_t *s, eddy_tls_context_t *tls)
+{
+    s->tls = tls;
+    s->group = eddy_loop_group_new(1, NULL);
+    assert_non_null(s->group);
+    if (s->child_config.set == 0) {
+        eddy_channel_config_init(&s->child_config);
+    }
+    eddy_addr_t any;
+    assert_int_equal(eddy_addr_ip(&any, "127.0.0.1", 0), 0);
+    eddy_listen_options_t o = {
+        .loop = eddy_loop_group_next(s->group),
+        .child_init = server_init_child,
+        .child_arg = s,
+        .child_config = &s->child_config,
+    };
+    eddy_future_t *f = eddy_channel_listen(&any, &o);
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(f), 0);
+    s->listener = eddy_channel_retain(eddy_future_channel(f));
+    eddy_future_release(f);
+    s->addr = *eddy_channel_local_addr(s->listener);
+}
+
+static void server_stop(server_t *s)
+{
+    eddy_channel_close(s->listener, NULL);
+    assert_int_equal(eddy_future_await(eddy_channel_close_future(s->listener), DEADLINE_MS), 0);
+    eddy_channel_release(s->listener);
+    eddy_future_t *t = eddy_loop_group_shutdown_gracefully(s->group, 0, 2000);
+    assert_int_equal(eddy_future_await(t, DEADLINE_MS), 0);
+    assert_int_equal(eddy_loop_group_free(s->group), 0);
+    eddy_tls_context_release(s->tls);
+}
+
+static eddy_tls_context_t *server_context(const char *cert_name, const char *key_name)
+{
+    eddy_tls_context_t *c = eddy_tls_context_new(EDDY_TLS_SERVER);
+    assert_non_null(c);
+    assert_int_equal(eddy_tls_context_use_certificate_file(c, cert(cert_name), cert(key_name)), 0);
+    return c;
+}
+
+static eddy_tls_context_t *client_context(const char *ca)
+{
+    eddy_tls_context_t *c = eddy_tls_context_new(EDDY_TLS_CLIENT);
+    assert_non_null(c);
+    if (ca != NULL) {
+        assert_int_equal(eddy_tls_context_trust_file(c, cert(ca)), 0);
+    }
+    return c;
+}
+
+typedef struct client_s {
+    eddy_tls_context_t *tls; /* borrowed */
+    eddy_tls_handler_options_t opts;
+    eddy_future_t *handshake; /* a reference */
+    eddy_channel_t *ch;       /* retained */
+    side_t side;
+} client_t;
+
+static int client_init(eddy_channel_t *ch, void *arg)
+{
+    client_t *c = arg;
+    int rc = eddy_tls_add(ch, c->tls, &c->opts, &c->handshake);
+    return rc != 0
+               ? rc
+               : eddy_pipeline_add_last(eddy_channel_pipeline(ch), "app", &app_ops, &c->side, NULL);
+}
+
+/* Connect c to addr on loop and wait for its handshake to end: its error (0: done). */
+static int client_connect(client_t *c, eddy_loop_t *loop, const eddy_addr_t *addr)
+{
+    eddy_future_t *f = eddy_channel_connect(loop, addr, NULL, client_init, c);
+    assert_non_null(f);
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(f), 0);
+    c->ch = eddy_channel_retain(eddy_future_channel(f));
+    eddy_future_release(f);
+    assert_non_null(c->handshake);
+    assert_int_equal(eddy_future_await(c->handshake, DEADLINE_MS), 0);
+    return eddy_future_error(c->handshake);
+}
+
+static void client_close(client_t *c)
+{
+    if (c->ch != NULL) {
+        eddy_channel_close(c->ch, NULL);
+        assert_int_equal(eddy_future_await(eddy_channel_close_future(c->ch), DEADLINE_MS), 0);
+        eddy_channel_release(c->ch);
+        c->ch = NULL;
+    }
+    eddy_future_release(c->handshake);
+    c->handshake = NULL;
+}
+
+static void send_text(client_t *c, const char *text)
+{
+    eddy_channel_write_and_flush(c->ch, eddy_buf_msg(eddy_buf_from_str(text)), NULL);
+}
+
+/* One loop for the clients of a test. */
+static eddy_loop_group_t *clients_new(void)
+{
+    eddy_loop_group_t *g = eddy_loop_group_new(1, NULL);
+    assert_non_null(g);
+    return g;
+}
+
+static void clients_free(eddy_loop_group_t *g)
+{
+    eddy_future_t *t = eddy_loop_group_shutdown_gracefully(g, 0, 2000);
+    assert_int_equal(eddy_future_await(t, DEADLINE_MS), 0);
+    assert_int_equal(eddy_loop_group_free(g), 0);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * eddy to eddy
+ */
+
+static void test_tls_eddy_client_echoes_through_eddy_server(void **state)
+{
+    (void)state;
+    server_t srv = {.side.echo = true};
+    eddy_tls_context_t *sc = server_context("server.pem", "server.key");
+    const char *server_alpn[] = {"http/1.1", "echo"};
+    assert_int_equal(eddy_tls_context_alpn(sc, server_alpn, 2), 0);
+    server_start(&srv, sc);
+
+    eddy_loop_group_t *g = clients_new();
+    eddy_tls_context_t *cc = client_context("ca.pem");
+    const char *client_alpn[] = {"echo", "h2"};
+    assert_int_equal(eddy_tls_context_alpn(cc, client_alpn, 2), 0);
+    for (int round = 0; round < 2; round++) {
+        client_t c = {.tls = cc, .opts.server_name = "localhost"};
+        assert_int_equal(client_connect(&c, eddy_loop_group_next(g), &srv.addr), 0);
+        WAIT_FOR(atomic_load(&c.side.hs_ok) == 1);
+        assert_string_equal(c.side.protocol, "TLSv1.3");
+        assert_string_equal(c.side.alpn, "echo");
+        /* The second connection resumes the session the first was given. */
+        assert_int_equal(atomic_load(&c.side.resumed), round == 1);
+        send_text(&c, "hello, tls");
+        WAIT_FOR(atomic_load(&c.side.received) == 10);
+        assert_string_equal(c.side.text, "hello, tls");
+        client_close(&c);
+        assert_int_equal(atomic_load(&c.side.errors), 0);
+    }
+    /* Our close sent close_notify: the server saw it, and no truncation. */
+    WAIT_FOR(atomic_load(&srv.side.close_notify) == 2);
+    WAIT_FOR(atomic_load(&srv.side.inactive) == 2);
+    assert_int_equal(atomic_load(&srv.side.hs_ok), 2);
+    assert_string_equal(srv.side.sni, "localhost");
+    assert_int_equal(eddy_tls_context_alpn(sc, server_alpn, 2), EDDY_EINVAL); /* in use */
+    assert_int_equal(atomic_load(&srv.side.errors), 0);
+    eddy_tls_context_release(cc);
+    clients_free(g);
+    server_stop(&srv);
+}
+
+static void start_handshake_task(void *arg)
+{
+    eddy_tls_handler_handshake(eddy_tls_handler_of(arg));
+}
+
+/* start_on_demand: nothing happens until the handshake is asked for; writes wait for it. */
+static void test_tls_handshake_on_demand(void **state)
+{
+    (void)state;
+    server_t srv = {.side.echo = true};
+    server_start(&srv, server_context("server.pem", "server.key"));
+    eddy_loop_group_t *g = clients_new();
+    eddy_tls_context_t *cc = client_context("ca.pem");
+    client_t c = {.tls = cc, .opts = {.server_name = "localhost", .start_on_demand = true}};
+    eddy_loop_t *loop = eddy_loop_group_next(g);
+    eddy_future_t *f = eddy_channel_connect(loop, &srv.addr, NULL, client_init, &c);
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    c.ch = eddy_channel_retain(eddy_future_channel(f));
+    eddy_future_release(f);
+    send_text(&c, "queued");
+    usleep(100 * 1000);
+    assert_false(eddy_future_is_done(c.handshake));
+    assert_int_equal(atomic_load(&srv.side.received), 0);
+    assert_int_equal(eddy_loop_execute(loop, start_handshake_task, c.ch), 0);
+    assert_int_equal(eddy_future_await(c.handshake, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(c.handshake), 0);
+    WAIT_FOR(atomic_load(&c.side.received) == 6);
+    assert_string_equal(c.side.text, "queued");
+    client_close(&c);
+    eddy_tls_context_release(cc);
+    clients_free(g);
+    server_stop(&srv);
+}
+
+/* SNI picks the server's context; both certificates come from the run-time helper. */
+static void test_tls_sni_chooses_context_with_self_signed_certificates(void **state)
+{
+    (void)state;
+    eddy_tls_self_signed_t *a, *b;
+    assert_int_equal(eddy_tls_self_signed_new("a.test", 0, &a), 0);
+    assert_int_equal(eddy_tls_self_signed_new("b.test", 0, &b), 0);
+    char certf[256], keyf[256];
+    snprintf(certf, sizeof(certf), "%s/ss-a.pem", EDDY_TLS_CERTS);
+    snprintf(keyf, sizeof(keyf), "%s/ss-a.key", EDDY_TLS_CERTS);
+    assert_int_equal(eddy_tls_self_signed_write(a, certf, keyf), 0);
+
+    eddy_tls_context_t *sa = eddy_tls_context_new(EDDY_TLS_SERVER);
+    eddy_tls_context_t *sb = eddy_tls_context_new(EDDY_TLS_SERVER);
+    assert_int_equal(eddy_tls_context_use_certificate_file(sa, certf, keyf), 0);
+    const char *bc = eddy_tls_self_signed_cert_pem(b), *bk = eddy_tls_self_signed_key_pem(b);
+    assert_int_equal(eddy_tls_context_use_certificate_pem(sb, bc, 0, bk, 0), 0);
+    assert_int_equal(eddy_tls_context_add_sni(sa, "b.test", sb), 0);
+    eddy_tls_context_release(sb);
+    server_t srv = {.side.echo = true};
+    server_start(&srv, sa);
+
+    eddy_loop_group_t *g = clients_new();
+    const char *names[] = {"b.test", "a.test"};
+    eddy_tls_self_signed_t *trust[] = {b, a};
+    for (int i = 0; i < 2; i++) {
+        eddy_tls_context_t *cc = eddy_tls_context_new(EDDY_TLS_CLIENT);
+        assert_int_equal(eddy_tls_context_trust_pem(cc, eddy_tls_self_signed_cert_pem(trust[i]), 0),
+                         0);
+        client_t c = {.tls = cc, .opts.server_name = names[i]};
+        assert_int_equal(client_connect(&c, eddy_loop_group_next(g), &srv.addr), 0);
+        client_close(&c);
+        eddy_tls_context_release(cc);
+    }
+    WAIT_FOR(atomic_load(&srv.side.hs_ok) == 2);
+    eddy_tls_self_signed_free(a);
+    eddy_tls_self_signed_free(b);
+    clients_free(g);
+    server_stop(&srv);
+}
+
+/* A server that requires client certificates: refused without one, served with one. */
+static void test_tls_server_requires_client_certificate(void **state)
+{
+    (void)state;
+    eddy_tls_context_t *sc = server_context("server.pem", "server.key");
+    assert_int_equal(eddy_tls_context_trust_file(sc, cert("ca.pem")), 0);
+    assert_int_equal(eddy_tls_context_verify(sc, EDDY_TLS_VERIFY_REQUIRE), 0);
+    server_t srv = {.side.echo = true};
+    server_start(&srv, sc);
+    eddy_loop_group_t *g = clients_new();
+
+    eddy_tls_context_t *anon = client_context("ca.pem");
+    client_t c1 = {.tls = anon, .opts.server_name = "localhost"};
+    /* TLS 1.3: the client's handshake ends before the server checks; the refusal arrives as
+     * an alert on the next read. Either way the connection fails and closes. */
+    int err = client_connect(&c1, eddy_loop_group_next(g), &srv.addr);
+    if (err == 0) {
+        send_text(&c1, "x");
+        WAIT_FOR(atomic_load(&c1.side.errors) >= 1);
+        assert_int_equal(atomic_load(&c1.side.last_error), EDDY_ETLS);
+    }
+    WAIT_FOR(atomic_load(&srv.side.hs_failed) == 1);
+    assert_non_null(strstr(srv.side.reason, "certificate"));
+    assert_true(eddy_future_await(eddy_channel_close_future(c1.ch), DEADLINE_MS) == 0);
+    client_close(&c1);
+    eddy_tls_context_release(anon);
+
+    eddy_tls_context_t *mine = client_context("ca.pem");
+    assert_int_equal(
+        eddy_tls_context_use_certificate_file(mine, cert("client.pem"), cert("client.key")), 0);
+    client_t c2 = {.tls = mine, .opts.server_name = "127.0.0.1"};
+    assert_int_equal(client_connect(&c2, eddy_loop_group_next(g), &srv.addr), 0);
+    send_text(&c2, "mutual");
+    WAIT_FOR(atomic_load(&c2.side.received) == 6);
+    client_close(&c2);
+    eddy_tls_context_release(mine);
+    clients_free(g);
+    server_stop(&srv);
+}
+
+/* A client that fails verification: the future fails with OpenSSL's reason, both close. */
+static void expect_client_failure(const char *server_cert, const char *server_key, const char *ca,
+                                  const char *name, const char *reason)
+{
+    server_t srv = {.side.echo = true};
+    server_start(&srv, server_context(server_cert, server_key));
+    eddy_loop_group_t *g = clients_new();
+    eddy_tls_context_t *cc = client_context(ca);
+    client_t c = {.tls = cc, .opts.server_name = name};
+    assert_int_equal(client_connect(&c, eddy_loop_group_next(g), &srv.addr), EDDY_ETLS);
+    WAIT_FOR(atomic_load(&c.side.hs_failed) == 1);
+    assert_int_equal(atomic_load(&c.side.hs_error), EDDY_ETLS);
+    assert_non_null(strstr(c.side.reason, reason));
+    assert_int_equal(atomic_load(&c.side.last_error), EDDY_ETLS);
+    assert_int_equal(eddy_future_await(eddy_channel_close_future(c.ch), DEADLINE_MS), 0);
+    /* The server learns of it from the client's alert. */
+    WAIT_FOR(atomic_load(&srv.side.hs_failed) == 1);
+    WAIT_FOR(atomic_load(&srv.side.inactive) == 1);
+    client_close(&c);
+    eddy_tls_context_release(cc);
+    clients_free(g);
+    server_stop(&srv);
+}
+
+static void test_tls_client_refuses_unknown_ca(void **state)
+{
+    (void)state;
+    expect_client_failure("server.pem", "server.key", "other-ca.pem", "localhost",
+                          "unable to get local issuer certificate");
+}
+
+static void test_tls_client_refuses_wrong_hostname(void **state)
+{
+    (void)state;
+    expect_client_failure("server.pem", "server.key", "ca.pem", "wrong.example",
+                          "hostname mismatch");
+}
+
+static void test_tls_client_refuses_expired_certificate(void **state)
+{
+    (void)state;
+    expect_client_failure("expired.pem", "expired.key", "ca.pem", "localhost",
+                          "certificate has expired");
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Raw sockets against the TLS server: plaintext, and silence
+ */
+
+static int raw_connect(const eddy_addr_t *addr)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, &addr->u.sa, addr->len), 0);
+    struct timeval tv = {DEADLINE_MS / 1000, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+/* Read until the peer closes: true when it did (EOF or reset) before the timeout. */
+static bool raw_sees_close(int fd)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+            return true;
+        }
+        if (n < 0 && errno != EINTR) {
+            return false;
+        }
+    }
+}
+
+static void test_tls_server_refuses_plaintext_client(void **state)
+{
+    (void)state;
+    server_t srv = {.side.echo = true};
+    server_start(&srv, server_context("server.pem", "server.key"));
+    int fd = raw_connect(&srv.addr);
+    const char req[] = "GET / HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    assert_int_equal(send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(req) - 1);
+    assert_true(raw_sees_close(fd));
+    close(fd);
+    WAIT_FOR(atomic_load(&srv.side.hs_failed) == 1);
+    assert_int_equal(atomic_load(&srv.side.hs_error), EDDY_ETLS);
+    assert_true(strlen(srv.side.reason) > 0);
+    WAIT_FOR(atomic_load(&srv.side.inactive) == 1);
+    assert_int_equal(atomic_load(&srv.side.received), 0);
+    server_stop(&srv);
+}
+
+static void test_tls_server_handshake_times_out(void **state)
+{
+    (void)state;
+    server_t srv = {.opts.handshake_timeout_ms = 200};
+    server_start(&srv, server_context("server.pem", "server.key"));
+    int64_t t0 = now_ms();
+    int fd = raw_connect(&srv.addr);
+    assert_true(raw_sees_close(fd)); /* we never say a word */
+    close(fd);
+    assert_true(now_ms() - t0 >= 150);
+    WAIT_FOR(atomic_load(&srv.side.hs_failed) == 1);
+    assert_int_equal(atomic_load(&srv.side.hs_error), EDDY_ETIMEDOUT);
+    assert_non_null(strstr(srv.side.reason, "timed out"));
+    assert_int_equal(atomic_load(&srv.side.last_error), EDDY_ETIMEDOUT);
+    server_stop(&srv);
+}
+
+/* A listener that accepts (the kernel does) and never answers: its fd. */
+static int silent_listener(eddy_addr_t *addr)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(eddy_addr_ip(addr, "127.0.0.1", 0), 0);
+    assert_int_equal(bind(lfd, &addr->u.sa, addr->len), 0);
+    assert_int_equal(listen(lfd, 4), 0);
+    addr->len = sizeof(addr->u.in4);
+    assert_int_equal(getsockname(lfd, &addr->u.sa, &addr->len), 0);
+    return lfd;
+}
+
+static void test_tls_client_handshake_times_out(void **state)
+{
+    (void)state;
+    eddy_addr_t addr;
+    int lfd = silent_listener(&addr);
+    eddy_loop_group_t *g = clients_new();
+    eddy_tls_context_t *cc = client_context("ca.pem");
+    client_t c = {.tls = cc, .opts = {.server_name = "localhost", .handshake_timeout_ms = 200}};
+    assert_int_equal(client_connect(&c, eddy_loop_group_next(g), &addr), EDDY_ETIMEDOUT);
+    assert_int_equal(eddy_future_await(eddy_channel_close_future(c.ch), DEADLINE_MS), 0);
+    assert_int_equal(atomic_load(&c.side.hs_error), EDDY_ETIMEDOUT);
+    client_close(&c);
+    eddy_tls_context_release(cc);
+    clients_free(g);
+    close(lfd);
+}
+
+/* Closed by the application mid-handshake: the future fails, nothing leaks. */
+static void test_tls_close_during_handshake_fails_future(void **state)
+{
+    (void)state;
+    eddy_addr_t addr;
+    int lfd = silent_listener(&addr);
+    eddy_loop_group_t *g = clients_new();
+    eddy_tls_context_t *cc = client_context("ca.pem");
+    client_t c = {.tls = cc, .opts.server_name = "localhost"};
+    eddy_future_t *f = eddy_channel_connect(eddy_loop_group_next(g), &addr, NULL, client_init, &c);
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    c.ch = eddy_channel_retain(eddy_future_channel(f));
+    eddy_future_release(f);
+    /* A write queued before the handshake fails with the close. */
+    eddy_promise_t *w = eddy_promise_new(NULL);
+    eddy_channel_write_and_flush(c.ch, eddy_buf_msg(eddy_buf_from_str("never")), w);
+    eddy_channel_close(c.ch, NULL);
+    assert_int_equal(eddy_future_await(c.handshake, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(c.handshake), EDDY_ECLOSED);
+    assert_int_equal(eddy_future_await(w, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(w), EDDY_ECLOSED);
+    eddy_future_release(w);
+    client_close(&c);
+    eddy_tls_context_release(cc);
+    clients_free(g);
+    close(lfd);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Volume, half-close, truncation
+ */
+
+#define BIG ((uint64_t)16 << 20)
+#define PIECE ((size_t)64 << 10)
+
+typedef struct sender_s {
+    eddy_channel_t *ch;
+} sender_t;
+
+/* On the client's loop: all 16 MiB as 64 KiB writes, flushed every 1 MiB. */
+static void send_big(void *arg)
+{
+    sender_t *s = arg;
+    for (uint64_t off = 0; off < BIG; off += PIECE) {
+        eddy_buf_t *b = eddy_buf_new(PIECE);
+        for (size_t i = 0; i < PIECE; i++) {
+            eddy_buf_write_u8(b, pattern(off + i));
+        }
+        eddy_channel_write(s->ch, eddy_buf_msg(b), NULL);
+        if ((off + PIECE) % ((uint64_t)1 << 20) == 0) {
+            eddy_channel_flush(s->ch);
+        }
+    }
+}
+
+static void test_tls_streams_16_mib_each_way(void **state)
+{
+    (void)state;
+    server_t srv = {.side.echo = true, .side.check = true};
+    server_start(&srv, server_context("server.pem", "server.key"));
+    eddy_loop_group_t *g = clients_new();
+    eddy_tls_context_t *cc = client_context("ca.pem");
+    client_t c = {.tls = cc, .opts.server_name = "localhost", .side.check = true};
+    eddy_loop_t *loop = eddy_loop_group_next(g);
+    assert_int_equal(client_connect(&c, loop, &srv.addr), 0);
+    sender_t s = {.ch = c.ch};
+    int64_t t0 = now_ms();
+    assert_int_equal(eddy_loop_execute(loop, send_big, &s), 0);
+    int64_t until = now_ms() + 20000;
+    while (atomic_load(&c.side.received) < BIG && now_ms() < until) {
+        usleep(2000);
+    }
+    assert_int_equal(atomic_load(&srv.side.received), BIG);
+    assert_int_equal(atomic_load(&c.side.received), BIG);
+    assert_int_equal(atomic_load(&srv.side.bad), 0);
+    assert_int_equal(atomic_load(&c.side.bad), 0);
+    print_message("16 MiB each way in %lld ms\n", (long long)(now_ms() - t0));
+    client_close(&c);
+    eddy_tls_context_release(cc);
+    clients_free(g);
+    server_stop(&srv);
+}
+
+typedef struct closer_arg_s {
+    eddy_channel_t *ch;
+    eddy_promise_t *p;
+} closer_arg_t;
+
+static void close_outbound(void *arg)
+{
+    closer_arg_t *a = arg;
+    eddy_tls_handler_close_outbound(eddy_tls_handler_of(a->ch), a->p);
+}
+
+/* The client says close_notify and keeps reading; the server answers "bye" and its own. */
+static void test_tls_half_close_with_close_notify(void **state)
+{
+    (void)state;
+    server_t srv = {.side.echo = true, .side.bye_on_close_notify = true};
+    eddy_channel_config_init(&srv.child_config);
+    eddy_channel_config_set(&srv.child_config, EDDY_ALLOW_HALF_CLOSURE, 1);
+    server_start(&srv, server_context("server.pem", "server.key"));
+    eddy_loop_group_t *g = clients_new();
+    eddy_tls_context_t *cc = client_context("ca.pem");
+    client_t c = {.tls = cc, .opts.server_name = "localhost"};
+    eddy_loop_t *loop = eddy_loop_group_next(g);
+    assert_int_equal(client_connect(&c, loop, &srv.addr), 0);
+    eddy_channel_write(c.ch, eddy_buf_msg(eddy_buf_from_str("last words, ")), NULL);
+    closer_arg_t a = {.ch = c.ch, .p = eddy_promise_new(NULL)};
+    assert_int_equal(eddy_loop_execute(loop, close_outbound, &a), 0);
+    assert_int_equal(eddy_future_await(a.p, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(a.p), 0);
+    eddy_future_release(a.p);
+    WAIT_FOR(atomic_load(&srv.side.close_notify) == 1);
+    WAIT_FOR(atomic_load(&c.side.close_notify) == 1);
+    assert_int_equal(eddy_future_await(eddy_channel_close_future(c.ch), DEADLINE_MS), 0);
+    assert_string_equal(c.side.text, "last words, bye");
+    assert_int_equal(atomic_load(&c.side.errors), 0);
+    WAIT_FOR(atomic_load(&srv.side.inactive) == 1);
+    assert_int_equal(atomic_load(&srv.side.errors), 0);
+    client_close(&c);
+    eddy_tls_context_release(cc);
+    clients_free(g);
+    server_stop(&srv);
+}
+
+/* A peer that drops the connection without close_notify: a truncation error, not an end. */
+static void test_tls_close_without_close_notify_is_truncation(void **state)
+{
+    (void)state;
+    server_t srv = {.side.truncate = true};
+    server_start(&srv, server_context("server.pem", "server.key"));
+    eddy_loop_group_t *g = clients_new();
+    eddy_tls_context_t *cc = client_context("ca.pem");
+    client_t c = {.tls = cc, .opts.server_name = "localhost"};
+    assert_int_equal(client_connect(&c, eddy_loop_group_next(g), &srv.addr), 0);
+    send_text(&c, "bye?");
+    assert_int_equal(eddy_future_await(eddy_channel_close_future(c.ch), DEADLINE_MS), 0);
+    WAIT_FOR(atomic_load(&c.side.errors) == 1);
+    assert_int_equal(atomic_load(&c.side.last_error), EDDY_ECONNABORTED);
+    assert_int_equal(atomic_load(&c.side.close_notify), 0);
+    client_close(&c);
+    eddy_tls_context_release(cc);
+    clients_free(g);
+    server_stop(&srv);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The openssl tool as the peer
+ */
+
+typedef struct child_s {
+    pid_t pid;
+    int in, out; /* its stdin (we write), its stdout and stderr (we read) */
+} child_t;
+
+static void child_start(child_t *c, const char *const argv[])
+{
+    int in[2], out[2];
+    assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+    c->pid = fork();
+    assert_true(c->pid >= 0);
+    if (c->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        dup2(out[1], 2);
+        char *args[32]; /* exec wants them writable (-Wwrite-strings): copies */
+        size_t n = 0;
+        for (; argv[n] != NULL && n < 31; n++) {
+            args[n] = strdup(argv[n]);
+        }
+        args[n] = NULL;
+        execvp(args[0], args);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    c->in = in[1];
+    c->out = out[0];
+}
+
+/* Read c's output until it contains needle (true) or ms pass or it ends (false). */
+static bool child_expect(child_t *c, const char *needle, int64_t ms)
+{
+    char buf[8192];
+    size_t len = 0;
+    int64_t until = now_ms() + ms;
+    while (now_ms() < until && len < sizeof(buf) - 1) {
+        struct pollfd pfd = {.fd = c->out, .events = POLLIN};
+        if (poll(&pfd, 1, 50) <= 0) {
+            continue;
+        }
+        ssize_t n = read(c->out, buf + len, sizeof(buf) - 1 - len);
+        if (n <= 0) {
+            break;
+        }
+        len += (size_t)n;
+        buf[len] = '\0';
+        if (strstr(buf, needle) != NULL) {
+            return true;
+        }
+    }
+    buf[len] = '\0';
+    print_message("openssl said: %s\n", buf);
+    return false;
+}
+
+/* Wait for c to exit (up to ms), then kill it regardless; its exit status or -1. */
+static int child_finish(child_t *c, int64_t ms)
+{
+    int status = -1;
+    int64_t until = now_ms() + ms;
+    while (waitpid(c->pid, &status, WNOHANG) == 0) {
+        if (now_ms() >= until) {
+            kill(c->pid, SIGKILL);
+            waitpid(c->pid, &status, 0);
+            status = -1;
+            break;
+        }
+        usleep(5000);
+    }
+    if (c->in >= 0) {
+        close(c->in);
+    }
+    close(c->out);
+    return status;
+}
+
+static void test_tls_openssl_s_client_to_eddy_server(void **state)
+{
+    (void)state;
+    server_t srv = {.side.echo = true};
+    server_start(&srv, server_context("server.pem", "server.key"));
+    char connect[64];
+    snprintf(connect, sizeof(connect), "127.0.0.1:%u", eddy_addr_port(&srv.addr));
+    const char *const argv[] = {"openssl",
+                                "s_client",
+                                "-connect",
+                                connect,
+                                "-CAfile",
+                                cert("ca.pem"),
+                                "-verify_return_error",
+                                "-verify_hostname",
+                                "localhost",
+                                "-quiet",
+                                "-no_ign_eof",
+                                NULL};
+    child_t c;
+    child_start(&c, argv);
+    const char line[] = "ping from openssl\n";
+    assert_int_equal(write(c.in, line, sizeof(line) - 1), (ssize_t)sizeof(line) - 1);
+    assert_true(child_expect(&c, "ping from openssl", DEADLINE_MS));
+    close(c.in); /* s_client ends on EOF, with close_notify */
+    c.in = -1;
+    assert_int_equal(child_finish(&c, DEADLINE_MS), 0);
+    WAIT_FOR(atomic_load(&srv.side.inactive) == 1);
+    assert_int_equal(atomic_load(&srv.side.hs_ok), 1);
+    assert_int_equal(atomic_load(&srv.side.close_notify), 1);
+    assert_int_equal(atomic_load(&srv.side.errors), 0);
+    server_stop(&srv);
+}
+
+/* A free port: bound to 0 and let go (s_server binds it a moment later). */
+static uint16_t free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    assert_int_equal(bind(fd, &a.u.sa, a.len), 0);
+    assert_int_equal(getsockname(fd, &a.u.sa, &a.len), 0);
+    close(fd);
+    return eddy_addr_port(&a);
+}
+
+static void test_tls_eddy_client_to_openssl_s_server(void **state)
+{
+    (void)state;
+    uint16_t port = free_port();
+    char accept[64];
+    snprintf(accept, sizeof(accept), "127.0.0.1:%u", port);
+    const char *const argv[] = {
+        "openssl", "s_server",         "-accept",  accept, "-cert", cert("server.pem"),
+        "-key",    cert("server.key"), "-naccept", "1",    "-rev",  NULL};
+    child_t child;
+    child_start(&child, argv);
+    assert_true(child_expect(&child, "ACCEPT", DEADLINE_MS));
+
+    eddy_loop_group_t *g = clients_new();
+    eddy_tls_context_t *cc = client_context("ca.pem");
+    client_t c = {.tls = cc, .opts.server_name = "localhost"};
+    eddy_addr_t addr;
+    eddy_addr_ip(&addr, "127.0.0.1", port);
+    assert_int_equal(client_connect(&c, eddy_loop_group_next(g), &addr), 0);
+    send_text(&c, "olleh\n");
+    WAIT_FOR(atomic_load(&c.side.received) >= 6);
+    assert_non_null(strstr(c.side.text, "hello"));
+    client_close(&c);
+    child_finish(&child, 2000);
+    eddy_tls_context_release(cc);
+    clients_free(g);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tls_eddy_client_echoes_through_eddy_server),
+        cmocka_unit_test(test_tls_handshake_on_demand),
+        cmocka_unit_test(test_tls_sni_chooses_context_with_self_signed_certificates),
+        cmocka_unit_test(test_tls_server_requires_client_certificate),
+        cmocka_unit_test(test_tls_client_refuses_unknown_ca),
+        cmocka_unit_test(test_tls_client_refuses_wrong_hostname),
+        cmocka_unit_test(test_tls_client_refuses_expired_certificate),
+        cmocka_unit_test(test_tls_server_refuses_plaintext_client),
+        cmocka_unit_test(test_tls_server_handshake_times_out),
+        cmocka_unit_test(test_tls_client_handshake_times_out),
+        cmocka_unit_test(test_tls_close_during_handshake_fails_future),
+        cmocka_unit_test(test_tls_streams_16_mib_each_way),
+        cmocka_unit_test(test_tls_half_close_with_close_notify),
+        cmocka_unit_test(test_tls_close_without_close_notify_is_truncation),
+        cmocka_unit_test(test_tls_openssl_s_client_to_eddy_server),
+        cmocka_unit_test(test_tls_eddy_client_to_openssl_s_server),
+    };
+    return cmocka_run_group_tests_name("pipeline.tls", tests, NULL, NULL);
+}
