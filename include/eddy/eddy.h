@@ -14,6 +14,7 @@
 #include <eddy/codec.h>
 #include <eddy/handler.h>
 #include <eddy/tls.h>
+#include <eddy/http.h>
 #include <eddy/bootstrap.h>
 
 #endif /* EDDY_EDDY_H */

@@ -5,3 +5,4 @@ list(APPEND EDDY_SOURCES
     pipeline/codec/encoder.c
     pipeline/codec/fixed_length.c
     pipeline/codec/length_field.c)
+include(${CMAKE_CURRENT_LIST_DIR}/http/sources.cmake)

@@ -1,0 +1,283 @@
+#!/usr/bin/env bash
+# bench/http: HTTP/1.1 hello-world servers side by side under wrk (-t1 -c64, keep-alive).
+# For each round, each server in turn (eddy-http-server --threads 1, nginx with one worker,
+# Netty's HttpServerCodec on one NioEventLoop: A B C A B C ...) is started pinned to one CPU,
+# warmed up, measured by wrk pinned to another CPU, and stopped. Prints the rounds, medians
+# (requests/s, p99 latency, the server's CPU time per request from /proc/PID/stat), eddy /
+# baseline ratios against the issue's targets (1.0x nginx, 1.5x Netty), and one
+# {"bench":"http",...} JSON line per comparison.
+#
+#   bash bench/http/run.sh BUILD_DIR [--rounds N] [--seconds S] [--warmup S] [--java-warmup S]
+#                          [--connections N] [--cpu N] [--client-cpu N] [--no-pin]
+#                          [--servers LIST] [--port N]
+#
+# Defaults: 3 rounds of 10 s (the issue's wrk -t1 -c64 -d10s), 1 s of warm-up (Netty: 5 s,
+# for its JIT), server on CPU 0, wrk on CPU 1, servers eddy,nginx,netty_http (those found).
+set -euo pipefail
+
+usage() {
+    sed -n '10,12p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2 # the usage lines above
+    exit 2
+}
+[[ $# -ge 1 ]] || usage
+build_dir=$1
+shift
+rounds=3 seconds=10 warmup=1 java_warmup=5 conns=64 cpu=0 client_cpu=1 port=18300 pin=1
+servers=eddy,nginx,netty_http
+while [[ $# -gt 0 ]]; do
+    if [[ $1 == --no-pin ]]; then
+        pin=0
+        shift
+        continue
+    fi
+    [[ $# -ge 2 ]] || usage
+    case $1 in
+    --rounds) rounds=$2 ;;
+    --seconds) seconds=$2 ;;
+    --warmup) warmup=$2 ;;
+    --java-warmup) java_warmup=$2 ;;
+    --connections) conns=$2 ;;
+    --cpu) cpu=$2 ;;
+    --client-cpu) client_cpu=$2 ;;
+    --servers) servers=$2 ;;
+    --port) port=$2 ;;
+    *) usage ;;
+    esac
+    shift 2
+done
+[[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
+[[ $seconds =~ ^[0-9]+$ && $seconds -ge 1 ]] || usage
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+eddy_server=$build_dir/examples/eddy-http-server
+for tool in wrk curl; do
+    if ! command -v $tool >/dev/null; then
+        echo "bench/http/run.sh: $tool is not installed (bash scripts/deps.sh --bench)" >&2
+        exit 1
+    fi
+done
+
+tmp=$(mktemp -d)
+server_pid=
+cleanup() {
+    if [[ -n $server_pid ]]; then
+        kill "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+    fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+: >"$tmp/rounds.txt"
+
+# Netty's jars (Debian libnetty-java) and the JDK; compiled once into $tmp/java.
+netty_cp=
+if [[ ,$servers, == *,netty_http,* ]]; then
+    for j in netty-buffer netty-common netty-transport netty-resolver netty-codec \
+        netty-codec-http; do
+        if [[ -r /usr/share/java/$j.jar ]]; then
+            netty_cp+=/usr/share/java/$j.jar:
+        else
+            netty_cp=
+            break
+        fi
+    done
+    if [[ -n $netty_cp ]] && command -v javac >/dev/null &&
+        javac -d "$tmp/java" -cp "$netty_cp" "$root/bench/http/java/NettyHttpServer.java"; then
+        netty_cp+=$tmp/java
+    else
+        netty_cp=
+    fi
+fi
+
+# nginx's configuration, everything in $tmp: one worker, no master, no logs of requests.
+write_nginx_conf() { # port
+    mkdir -p "$tmp/nginx"
+    cat >"$tmp/nginx/nginx.conf" <<EOF
+worker_processes 1;
+master_process off;
+daemon off;
+pid $tmp/nginx/nginx.pid;
+error_log $tmp/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    keepalive_requests 100000;
+    client_body_temp_path $tmp/nginx/body;
+    proxy_temp_path $tmp/nginx/proxy;
+    fastcgi_temp_path $tmp/nginx/fastcgi;
+    uwsgi_temp_path $tmp/nginx/uwsgi;
+    scgi_temp_path $tmp/nginx/scgi;
+    server {
+        listen 127.0.0.1:$1;
+        location = / { default_type text/plain; return 200 "Hello, World!"; }
+    }
+}
+EOF
+}
+
+subjects=()
+for s in ${servers//,/ }; do
+    case $s in
+    eddy)
+        if [[ -x $eddy_server ]]; then
+            subjects+=(eddy)
+        else
+            echo "bench/http/run.sh: $eddy_server is not built" >&2
+            exit 1
+        fi
+        ;;
+    nginx)
+        if command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]]; then
+            subjects+=(nginx)
+        else
+            echo "bench/http/run.sh: nginx is not installed (nginx-light); left out" >&2
+        fi
+        ;;
+    netty_http)
+        if [[ -n $netty_cp ]]; then
+            subjects+=(netty_http)
+        else
+            echo "bench/http/run.sh: netty_http needs a JDK and libnetty-java; left out" >&2
+        fi
+        ;;
+    *)
+        echo "bench/http/run.sh: unknown server $s (eddy, nginx, netty_http)" >&2
+        exit 2
+        ;;
+    esac
+done
+
+pin_server=() pin_client=() where="servers on CPU $cpu, wrk on CPU $client_cpu"
+if ((pin)); then
+    pin_server=(taskset -c "$cpu")
+    pin_client=(taskset -c "$client_cpu")
+else
+    where="nothing pinned"
+fi
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+
+# Starts server $1 on port $2, pinned; sets server_pid once it answers GET /.
+start_server() {
+    local log=$tmp/server.log cmd
+    case $1 in
+    eddy) cmd=("$eddy_server" --threads 1 --port "$2") ;;
+    nginx)
+        write_nginx_conf "$2"
+        cmd=("$nginx_bin" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf")
+        ;;
+    netty_http) cmd=(java -cp "$netty_cp" NettyHttpServer --port "$2") ;;
+    esac
+    "${pin_server[@]}" "${cmd[@]}" >"$log" 2>&1 &
+    server_pid=$!
+    for _ in $(seq 300); do
+        if curl -s --max-time 1 -o /dev/null "http://127.0.0.1:$2/"; then
+            return 0
+        fi
+        if ! kill -0 "$server_pid" 2>/dev/null; then
+            break
+        fi
+        sleep 0.05
+    done
+    echo "bench/http/run.sh: $1 did not start:" >&2
+    cat "$log" "$tmp/nginx/error.log" >&2 2>/dev/null || true
+    exit 1
+}
+
+stop_server() {
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=
+}
+
+# utime + stime of process $1, in clock ticks (fields 14 and 15 of /proc/PID/stat, counted
+# after the ")" that ends the command name, which may hold spaces).
+hz=$(getconf CLK_TCK)
+cpu_ticks() {
+    sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
+}
+
+# wrk's latency figure ("1.23ms", "456.00us", "1.01s") in milliseconds.
+to_ms() {
+    awk -v v="$1" 'BEGIN {
+        n = v + 0
+        if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n = n; else if (v ~ /s$/) n *= 1000
+        printf "%.3f", n }'
+}
+
+model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+echo "bench http: GET / \"Hello, World!\" keep-alive, wrk -t1 -c$conns -d${seconds}s, one server" \
+    "thread each (eddy: one loop for accept and I/O; nginx: one worker, no master)"
+echo "cpu: $model; $where; load average $(cut -d' ' -f1 /proc/loadavg) at start"
+echo "$rounds rounds, servers alternating: ${subjects[*]} (warm-up ${warmup} s," \
+    "Netty ${java_warmup} s)"
+
+n=0
+for ((r = 0; r < rounds; r++)); do
+    for s in "${subjects[@]}"; do
+        p=$((port + n % 500)) # a fresh port each time: nothing lingers from the last server
+        n=$((n + 1))
+        start_server "$s" "$p"
+        w=$warmup
+        [[ $s == netty_http ]] && w=$java_warmup
+        "${pin_client[@]}" wrk -t1 -c"$conns" -d"${w}s" "http://127.0.0.1:$p/" >/dev/null
+        cpu0=$(cpu_ticks "$server_pid")
+        "${pin_client[@]}" wrk -t1 -c"$conns" -d"${seconds}s" --latency \
+            "http://127.0.0.1:$p/" >"$tmp/wrk.txt"
+        cpu1=$(cpu_ticks "$server_pid")
+        stop_server
+        rps=$(awk '/^Requests\/sec:/ {print $2}' "$tmp/wrk.txt")
+        p99=$(awk '$1 == "99%" {print $2}' "$tmp/wrk.txt")
+        errors=$(grep -E 'Socket errors|Non-2xx' "$tmp/wrk.txt" | tr -s ' ' | tr '\n' ' ' || true)
+        if [[ -z $rps || -z $p99 ]]; then
+            echo "bench/http/run.sh: no figures from wrk against $s:" >&2
+            cat "$tmp/wrk.txt" >&2
+            exit 1
+        fi
+        p99=$(to_ms "$p99")
+        # The server's CPU time per request over the measured run (all its threads).
+        cpu_ns=$(awk -v t=$((cpu1 - cpu0)) -v hz="$hz" -v rps="$rps" -v s="$seconds" \
+            'BEGIN { printf "%.0f", t * 1e9 / hz / (rps * s) }')
+        printf 'round %d %-10s %12.0f req/s  p99 %8.3f ms  server CPU %6d ns/req  %s\n' \
+            "$r" "$s" "$rps" "$p99" "$cpu_ns" "$errors"
+        echo "$s $rps $p99 $cpu_ns" >>"$tmp/rounds.txt"
+    done
+done
+
+# Medians, ratios, JSON lines.
+awk -v seconds="$seconds" -v rounds="$rounds" -v conns="$conns" '
+function median(list, k,    a, i, j, t, m) {
+    m = split(list, a, " ")
+    for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] + 0 < a[i] + 0) {
+        t = a[i]; a[i] = a[j]; a[j] = t }
+    return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+}
+{
+    ops[$1] = ops[$1] " " $2; p99[$1] = p99[$1] " " $3; cpu[$1] = cpu[$1] " " $4
+    if (!($1 in seen)) { seen[$1] = 1; order[++ns] = $1 }
+}
+END {
+    printf "\n%-12s %14s %12s %16s %10s\n", "server", "req/s (med)", "p99 ms", "CPU ns/req", "eddy/x"
+    for (i = 1; i <= ns; i++) {
+        s = order[i]; mo[s] = median(ops[s]); mp[s] = median(p99[s]); mc[s] = median(cpu[s])
+    }
+    for (i = 1; i <= ns; i++) {
+        s = order[i]
+        ratio = ("eddy" in mo) && mo[s] > 0 ? sprintf("%.2fx", mo["eddy"] / mo[s]) : "-"
+        printf "%-12s %14.0f %12.3f %16.0f %10s\n", s, mo[s], mp[s], mc[s], s == "eddy" ? "" : ratio
+    }
+    target["nginx"] = 1.0; target["netty_http"] = 1.5
+    printf "\n"
+    for (i = 1; i <= ns; i++) {
+        s = order[i]
+        if (s == "eddy" || !("eddy" in mo) || mo[s] <= 0) continue
+        r = mo["eddy"] / mo[s]
+        printf "{\"bench\":\"http\",\"case\":\"hello\",\"subject\":\"eddy\",\"baseline\":\"%s\",", s
+        printf "\"ops_per_s\":%.0f,\"baseline_ops_per_s\":%.0f,\"ratio\":%.3f,", mo["eddy"], mo[s], r
+        printf "\"p99_ms\":%.3f,\"baseline_p99_ms\":%.3f,", mp["eddy"], mp[s]
+        printf "\"cpu_ns_per_req\":%.0f,\"baseline_cpu_ns_per_req\":%.0f,", mc["eddy"], mc[s]
+        printf "\"target_ratio\":%.1f,", target[s]
+        printf "\"target_met\":%s,\"connections\":%d,\"seconds\":%d,\"rounds\":%d}\n",
+            (r >= target[s] ? "true" : "false"), conns, seconds, rounds
+    }
+}' "$tmp/rounds.txt"
+echo "load average $(cut -d' ' -f1 /proc/loadavg) at the end"

@@ -1,0 +1,426 @@
+/*
+ * eddy-http-server: an HTTP/1.1 server on eddy's HTTP codec (include/eddy/http.h).
+ *
+ *   eddy-http-server [--host ADDR] [--port N] [--threads N] [--idle-timeout S]
+ *
+ *   GET /        200 "Hello, World!" as text/plain, keep-alive
+ *   GET /stats   the server's counters as JSON: connections, requests, each loop's metrics
+ *   otherwise    404
+ *
+ * Bad requests are answered (400, 413, 414, 431, 501, 505) with "Connection: close" and the
+ * connection closes once the answer is written; the others go on being served. Pipelined
+ * requests are answered in order, the answers of one read flushed together in one writev.
+ * SIGINT or SIGTERM stop it gracefully.
+ */
+#include <eddy/eddy.h>
+#include <eddy/http.h>
+
+#include "example_util.h"
+
+#include <signal.h>
+#include <stdalign.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char hello_body[] = "Hello, World!";
+
+/* Requests answered, one counter per loop: each loop writes only its own (no lock prefix,
+ * no shared cache line), /stats sums them. */
+typedef struct loop_stats_s {
+    alignas(64) _Atomic uint64_t requests;
+} loop_stats_t;
+
+static eddy_loop_group_t *loops;
+static loop_stats_t *stats;
+static eddy_server_bootstrap_t *server;
+static int64_t idle_timeout_ms = 60000;
+
+/* The answer to GET / with keep-alive, pre-encoded per loop thread and rebuilt when the
+ * second of its Date header changes (checked at most every 100 ms of loop time). */
+typedef struct hello_cache_s {
+    int64_t checked_ns;
+    time_t sec;
+    char date[40]; /* "Tue, 01 Dec 2026 13:18:47 GMT" */
+    size_t len;
+    char bytes[256];
+} hello_cache_t;
+
+static _Thread_local hello_cache_t hello;
+
+static void hello_refresh(eddy_loop_t *loop)
+{
+    int64_t now = eddy_loop_now_ns(loop);
+    if (hello.len > 0 && now - hello.checked_ns < 100 * 1000000LL) {
+        return;
+    }
+    hello.checked_ns = now;
+    time_t t = time(NULL);
+    if (t == hello.sec && hello.len > 0) {
+        return;
+    }
+    hello.sec = t;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(hello.date, sizeof(hello.date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    int n = snprintf(hello.bytes, sizeof(hello.bytes),
+                     "HTTP/1.1 200 OK\r\nServer: eddy\r\nDate: %s\r\n"
+                     "Content-Type: text/plain\r\nContent-Length: %zu\r\n\r\n%s",
+                     hello.date, sizeof(hello_body) - 1, hello_body);
+    hello.len = n > 0 && (size_t)n < sizeof(hello.bytes) ? (size_t)n : 0;
+}
+
+/* Per connection: the answer being built, and whether we are closing. */
+typedef struct conn_s {
+    eddy_buf_t *out;      /* the answer being built */
+    loop_stats_t *stats;  /* this connection's loop's counters */
+    eddy_timer_t *linger; /* closing: the deadline for the peer to finish */
+    eddy_channel_t *ch;   /* closing: the channel (borrowed: the timer ends with it) */
+    bool wrote;           /* answers were written since the last flush */
+    bool closing;         /* answered with Connection: close: ignore the rest */
+} conn_t;
+
+/* How long a closing connection reads and drops what the peer still sends (nginx's
+ * lingering_timeout is 5 s; our answers are small, a second is plenty on a LAN). */
+#define LINGER_MS 1000
+
+/* The buffer for the current request's answer. NULL when out of memory. */
+static eddy_buf_t *conn_out(eddy_ctx_t *ctx, conn_t *c)
+{
+    if (c->out == NULL) {
+        c->out = eddy_buf_alloc(eddy_ctx_alloc(ctx), 256, EDDY_BUF_DEFAULT_MAX_CAPACITY);
+    }
+    return c->out;
+}
+
+/* Append an answer to the current one: status, optional content type and body (taken over). */
+static void respond(eddy_ctx_t *ctx, conn_t *c, const eddy_http_request_t *req, int status,
+                    const char *type, eddy_buf_t *body)
+{
+    eddy_http_response_t *r = eddy_http_response_new(status);
+    eddy_buf_t *out = conn_out(ctx, c);
+    if (r == NULL || out == NULL) {
+        if (r != NULL) {
+            eddy_msg_release(eddy_http_response_msg(r));
+        }
+        if (body != NULL) {
+            eddy_buf_release(body);
+        }
+        c->closing = true;
+        return;
+    }
+    r->version = req->version == 10 ? 10 : 11;
+    r->keep_alive = req->keep_alive && req->error == 0;
+    r->head_only = req->method == EDDY_HTTP_HEAD;
+    eddy_http_response_add_header(r, "Server", "eddy");
+    eddy_http_response_add_header(r, "Date", hello.date);
+    if (type != NULL) {
+        eddy_http_response_add_header(r, "Content-Type", type);
+    }
+    eddy_http_response_set_body(r, body);
+    if (eddy_http_response_encode(r, out) != 0 || !r->keep_alive) {
+        c->closing = true;
+    }
+    eddy_msg_release(eddy_http_response_msg(r));
+}
+
+/* Append JSON text, formatted, to b (errors leave it short: /stats is best effort). */
+static void put(eddy_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(eddy_buf_t *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n > 0) {
+        eddy_buf_write_bytes(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+    }
+}
+
+static eddy_buf_t *stats_json(void)
+{
+    eddy_buf_t *b = eddy_buf_new(1024);
+    if (b == NULL) {
+        return NULL;
+    }
+    eddy_server_counters_t sc;
+    eddy_server_bootstrap_counters(server, &sc);
+    size_t n = eddy_loop_group_size(loops);
+    uint64_t requests = 0;
+    for (size_t i = 0; i < n; i++) {
+        requests += atomic_load_explicit(&stats[i].requests, memory_order_relaxed);
+    }
+    put(b, "{\"connections\":{\"current\":%llu,\"total\":%llu},\"requests\":%llu,\"loops\":[",
+        (unsigned long long)sc.active, (unsigned long long)sc.accepted,
+        (unsigned long long)requests);
+    for (size_t i = 0; i < n; i++) {
+        eddy_loop_metrics_t m;
+        eddy_loop_metrics(eddy_loop_group_loop(loops, i), &m);
+        put(b,
+            "%s{\"loop\":%zu,\"requests\":%llu,\"turns\":%llu,\"io_events\":%llu,"
+            "\"tasks_run\":%llu,\"timers_fired\":%llu,\"wakeups\":%llu,\"poll_ns\":%llu,"
+            "\"io_ns\":%llu,\"task_ns\":%llu,\"task_queue_depth\":%lld,\"lag_max_ns\":%llu,"
+            "\"stalls\":%llu}",
+            i > 0 ? "," : "", i,
+            (unsigned long long)atomic_load_explicit(&stats[i].requests, memory_order_relaxed),
+            (unsigned long long)m.turns, (unsigned long long)m.io_events,
+            (unsigned long long)m.tasks_run, (unsigned long long)m.timers_fired,
+            (unsigned long long)m.wakeups, (unsigned long long)m.poll_ns,
+            (unsigned long long)m.io_ns, (unsigned long long)m.task_ns,
+            (long long)m.task_queue_depth, (unsigned long long)m.lag_max_ns,
+            (unsigned long long)m.stalls);
+    }
+    put(b, "]}\n");
+    return b;
+}
+
+static void handle(eddy_ctx_t *ctx, conn_t *c, const eddy_http_request_t *req)
+{
+    hello_refresh(eddy_ctx_loop(ctx));
+    uint64_t n = atomic_load_explicit(&c->stats->requests, memory_order_relaxed);
+    atomic_store_explicit(&c->stats->requests, n + 1, memory_order_relaxed);
+    if (req->error != 0) {
+        char text[64];
+        snprintf(text, sizeof(text), "%s\n", eddy_http_reason(req->error));
+        respond(ctx, c, req, req->error, "text/plain", eddy_buf_from_str(text));
+        return;
+    }
+    bool get = req->method == EDDY_HTTP_GET || req->method == EDDY_HTTP_HEAD;
+    if (get && eddy_http_str_eq(req->target, "/")) {
+        if (req->method == EDDY_HTTP_GET && req->version == 11 && req->keep_alive &&
+            hello.len > 0) {
+            /* The hot path: the pre-encoded answer, appended. */
+            eddy_buf_t *out = conn_out(ctx, c);
+            if (out == NULL || eddy_buf_write_bytes(out, hello.bytes, hello.len) != 0) {
+                c->closing = true;
+            }
+            return;
+        }
+        respond(ctx, c, req, 200, "text/plain", eddy_buf_from(hello_body, sizeof(hello_body) - 1));
+    } else if (get && eddy_http_str_eq(req->target, "/stats")) {
+        respond(ctx, c, req, 200, "application/json", stats_json());
+    } else {
+        respond(ctx, c, req, 404, "text/plain", eddy_buf_from_str("Not Found\n"));
+    }
+}
+
+static void http_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    conn_t *c = eddy_ctx_state(ctx);
+    eddy_http_request_t *req = eddy_http_request_of(msg);
+    if (req != NULL && msg->type == EDDY_MSG_HTTP_FULL_REQUEST && !c->closing) {
+        handle(ctx, c, req);
+        if (c->out != NULL) {
+            /* Queued now, flushed with the rest of the read: in order with what other
+             * handlers write meanwhile (the aggregator's "100 Continue"). */
+            eddy_ctx_write(ctx, eddy_buf_msg(c->out), NULL);
+            c->out = NULL;
+            c->wrote = true;
+        }
+    }
+    eddy_msg_release(msg);
+}
+
+/* The peer has had LINGER_MS to read our last answer and stop sending. */
+static void linger_done(eddy_timer_t *t, void *arg)
+{
+    (void)t;
+    conn_t *c = arg;
+    eddy_timer_release(c->linger);
+    c->linger = NULL;
+    eddy_channel_close(c->ch, NULL);
+}
+
+/* One flush per read: every answer of a pipelined batch goes out in one writev. */
+static void http_read_complete(eddy_ctx_t *ctx)
+{
+    conn_t *c = eddy_ctx_state(ctx);
+    if (c->wrote) {
+        c->wrote = false;
+        eddy_ctx_flush(ctx);
+    }
+    if (c->closing && c->linger == NULL) {
+        /* A lingering close (as nginx's): FIN after the answer, then read and drop what the
+         * peer still sends until it closes or LINGER_MS pass. Closing at once would reset
+         * the connection over unread bytes, and the peer could lose the answer with them. */
+        c->ch = eddy_ctx_channel(ctx);
+        eddy_channel_shutdown_output(c->ch, NULL);
+        c->linger = eddy_loop_schedule(eddy_ctx_loop(ctx), LINGER_MS, linger_done, c);
+        if (c->linger == NULL) {
+            eddy_ctx_close(ctx, NULL);
+        }
+    }
+}
+
+static void http_exception(eddy_ctx_t *ctx, int err)
+{
+    (void)err; /* resets and such are the clients' business */
+    eddy_ctx_close(ctx, NULL);
+}
+
+static void http_removed(eddy_ctx_t *ctx)
+{
+    conn_t *c = eddy_ctx_state(ctx);
+    if (c->out != NULL) {
+        eddy_buf_release(c->out);
+        c->out = NULL;
+    }
+    if (c->linger != NULL) {
+        eddy_timer_cancel(c->linger);
+        eddy_timer_release(c->linger);
+        c->linger = NULL;
+    }
+}
+
+static const eddy_handler_ops_t http_ops = {
+    .name = "http",
+    .handler_removed = http_removed,
+    .channel_read = http_read,
+    .channel_read_complete = http_read_complete,
+    .exception_caught = http_exception,
+};
+
+/* Add a handler whose state comes from a constructor: NULL (no memory) fails here, rather
+ * than the handler later. The state is taken over, also when the add fails. */
+static int add_handler(eddy_pipeline_t *p, const char *name, const eddy_handler_ops_t *ops,
+                       void *state)
+{
+    return state != NULL ? eddy_pipeline_add_last(p, name, ops, state, eddy_free_state)
+                         : EDDY_ENOMEM;
+}
+
+static int init_child(eddy_channel_t *ch, void *arg)
+{
+    (void)arg;
+    conn_t *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        return EDDY_ENOMEM;
+    }
+    eddy_loop_t *loop = eddy_channel_loop(ch);
+    c->stats = &stats[0];
+    for (size_t i = 0; i < eddy_loop_group_size(loops); i++) {
+        if (eddy_loop_group_loop(loops, i) == loop) {
+            c->stats = &stats[i];
+        }
+    }
+    eddy_pipeline_t *p = eddy_channel_pipeline(ch);
+    int err = 0;
+    if (idle_timeout_ms > 0) {
+        err = add_handler(p, "timeout", eddy_read_timeout_handler_ops(),
+                          eddy_read_timeout_handler_new(idle_timeout_ms));
+    }
+    if (err == 0) {
+        err = add_handler(p, "decoder", eddy_http_request_decoder_ops(),
+                          eddy_http_request_decoder_new(NULL));
+    }
+    if (err == 0) {
+        err = add_handler(p, "aggregator", eddy_http_aggregator_ops(), eddy_http_aggregator_new(0));
+    }
+    if (err == 0) {
+        return eddy_pipeline_add_last(p, "http", &http_ops, c, eddy_free_state);
+    }
+    free(c);
+    return err;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: eddy-http-server [--host ADDR] [--port N] [--threads N] [--idle-timeout S]\n"
+               "  --host ADDR   address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
+               "  --port N      port (default 8080; 0 picks one)\n"
+               "  --threads N   loops, one of which also accepts (default: one per CPU)\n"
+               "  --idle-timeout S  close connections that send nothing for S seconds\n"
+               "                (default 60; 0: never)\n"
+               "GET / answers \"Hello, World!\", GET /stats the counters as JSON, the rest 404.\n"
+               "SIGINT or SIGTERM stop it gracefully.\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *host = "127.0.0.1";
+    unsigned long port = 8080, threads = 0, idle = 60;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--host") == 0 && v != NULL) {
+            host = v;
+        } else if (strcmp(a, "--port") == 0 && v != NULL && example_parse_uint(v, 65535, &port)) {
+        } else if (strcmp(a, "--threads") == 0 && v != NULL &&
+                   example_parse_uint(v, 1024, &threads)) {
+        } else if (strcmp(a, "--idle-timeout") == 0 && v != NULL &&
+                   example_parse_uint(v, 86400, &idle)) {
+        } else {
+            usage(stderr);
+            return 2;
+        }
+        i++;
+    }
+    /* The signals are taken by sigwait() below, on this thread only. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    idle_timeout_ms = (int64_t)idle * 1000;
+
+    /* One group accepts and serves, as nginx's workers do: with --threads 1, one loop. */
+    eddy_loop_options_t opts = {.name = "http"};
+    loops = eddy_loop_group_new(threads, &opts);
+    server = eddy_server_bootstrap_new();
+    size_t stats_size = loops != NULL ? eddy_loop_group_size(loops) * sizeof(*stats) : 0;
+    stats = stats_size > 0 ? aligned_alloc(alignof(loop_stats_t), stats_size) : NULL;
+    if (stats != NULL) {
+        memset(stats, 0, stats_size);
+    }
+    if (loops == NULL || server == NULL || stats == NULL) {
+        fprintf(stderr, "eddy-http-server: out of memory or threads\n");
+        return 1;
+    }
+    eddy_server_bootstrap_group(server, loops, NULL);
+    eddy_server_bootstrap_option(server, EDDY_SO_BACKLOG, 1024);
+    eddy_server_bootstrap_child_option(server, EDDY_TCP_NODELAY, 1);
+    eddy_server_bootstrap_child_option(server, EDDY_PAUSE_READ_WHEN_UNWRITABLE, 1);
+    eddy_server_bootstrap_child_init(server, init_child, NULL);
+
+    eddy_future_t *bound = eddy_server_bootstrap_bind(server, host, (uint16_t)port);
+    if (bound == NULL || eddy_future_await(bound, -1) != 0 || eddy_future_error(bound) != 0) {
+        fprintf(stderr, "eddy-http-server: cannot listen on %s:%lu: %s\n", host, port,
+                bound != NULL ? eddy_strerror(eddy_future_error(bound)) : "out of memory");
+        return 1;
+    }
+    eddy_channel_t *listener = eddy_channel_retain(eddy_future_channel(bound));
+    eddy_future_release(bound);
+    char addr[80];
+    printf("eddy-http-server: listening on %s, %zu loops (eddy %s)\n",
+           eddy_addr_format(eddy_channel_local_addr(listener), addr, sizeof(addr)),
+           eddy_loop_group_size(loops), eddy_version());
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&stop, &sig);
+    eddy_channel_close(listener, NULL);
+    eddy_future_await(eddy_channel_close_future(listener), 2000);
+    eddy_channel_release(listener);
+    eddy_server_counters_t c;
+    eddy_server_bootstrap_counters(server, &c);
+    uint64_t requests = 0;
+    for (size_t i = 0; i < eddy_loop_group_size(loops); i++) {
+        requests += atomic_load(&stats[i].requests);
+    }
+    eddy_future_await(eddy_loop_group_shutdown_gracefully(loops, 0, 2000), 5000);
+    eddy_server_bootstrap_free(server);
+    int rc = eddy_loop_group_free(loops);
+    free(stats);
+    printf("eddy-http-server: stopped by %s; %llu connections, %llu requests served\n",
+           sig == SIGINT ? "SIGINT" : "SIGTERM", (unsigned long long)c.accepted,
+           (unsigned long long)requests);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,96 @@
+/*
+ * The HTTP/1.1 response encoder (Netty's HttpResponseEncoder), on the message-to-byte encoder
+ * base: a response becomes its head and body; content after a chunked response becomes
+ * chunks, after any other response raw bytes.
+ */
+#include "pipeline/codec/http/internal.h"
+
+typedef struct http_encoder_s {
+    bool chunked; /* the response being written is chunked */
+} http_encoder_t;
+
+static bool http_accept(void *self, const eddy_msg_t *msg)
+{
+    (void)self;
+    return msg->type == EDDY_MSG_HTTP_RESPONSE || msg->type == EDDY_MSG_HTTP_CONTENT;
+}
+
+static size_t http_size_hint(void *self, const eddy_msg_t *msg)
+{
+    (void)self;
+    eddy_msg_t *m = (eddy_msg_t *)(uintptr_t)msg; /* the _of accessors only look */
+    eddy_http_response_t *r = eddy_http_response_of(m);
+    if (r != NULL) {
+        return 128 + (r->_headers != NULL ? eddy_buf_readable(r->_headers) : 0) +
+               (r->body != NULL ? eddy_buf_readable(r->body) : 0);
+    }
+    eddy_http_content_t *c = eddy_http_content_of(m);
+    return 32 + (c->data != NULL ? eddy_buf_readable(c->data) : 0);
+}
+
+static int encode_chunk(eddy_http_content_t *c, eddy_buf_t *out)
+{
+    size_t n = c->data != NULL ? eddy_buf_readable(c->data) : 0;
+    int err = eddy_buf_ensure_writable(out, n + 32);
+    if (err != 0) {
+        return err;
+    }
+    if (n > 0) {
+        static const char hex[] = "0123456789abcdef";
+        char num[20];
+        size_t i = sizeof(num);
+        for (size_t v = n; v != 0; v >>= 4) {
+            num[--i] = hex[v & 15];
+        }
+        eddy_buf_write_bytes(out, num + i, sizeof(num) - i);
+        eddy_buf_write_bytes(out, "\r\n", 2);
+        eddy_buf_write_bytes(out, eddy_buf_read_ptr(c->data), n);
+        eddy_buf_write_bytes(out, "\r\n", 2);
+    }
+    if (c->last) {
+        eddy_buf_write_bytes(out, "0\r\n\r\n", 5);
+    }
+    return 0;
+}
+
+static int http_encode(eddy_ctx_t *ctx, void *self, eddy_msg_t *msg, eddy_buf_t *out)
+{
+    (void)ctx;
+    http_encoder_t *e = self;
+    eddy_http_response_t *r = eddy_http_response_of(msg);
+    if (r != NULL) {
+        e->chunked = r->chunked;
+        return eddy_http_response_encode(r, out);
+    }
+    eddy_http_content_t *c = eddy_http_content_of(msg);
+    if (e->chunked) {
+        if (c->last) {
+            e->chunked = false;
+        }
+        return encode_chunk(c, out);
+    }
+    if (c->data != NULL) {
+        return eddy_buf_write_bytes(out, eddy_buf_read_ptr(c->data), eddy_buf_readable(c->data));
+    }
+    return 0;
+}
+
+static const eddy_encoder_ops_t http_response_encoder = {
+    .name = "http_response_encoder",
+    .accept = http_accept,
+    .encode = http_encode,
+    .size_hint = http_size_hint,
+};
+
+static const eddy_handler_ops_t http_response_encoder_handler =
+    EDDY_ENCODER_HANDLER_OPS("http_response_encoder");
+
+eddy_encoder_t *eddy_http_response_encoder_new(void)
+{
+    return eddy_encoder_new(&http_response_encoder, sizeof(http_encoder_t));
+}
+
+const eddy_handler_ops_t *eddy_http_response_encoder_ops(void)
+{
+    return &http_response_encoder_handler;
+}

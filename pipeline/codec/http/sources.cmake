@@ -1,0 +1,6 @@
+# The HTTP/1.1 codec (include/eddy/http.h): request decoder, aggregator, response encoder.
+list(APPEND EDDY_SOURCES
+    pipeline/codec/http/aggregator.c
+    pipeline/codec/http/decoder.c
+    pipeline/codec/http/encoder.c
+    pipeline/codec/http/message.c)
