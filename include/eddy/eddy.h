@@ -15,6 +15,7 @@
 #include <eddy/handler.h>
 #include <eddy/tls.h>
 #include <eddy/http.h>
+#include <eddy/resp.h>
 #include <eddy/bootstrap.h>
 
 #endif /* EDDY_EDDY_H */

@@ -6,3 +6,4 @@ list(APPEND EDDY_SOURCES
     pipeline/codec/fixed_length.c
     pipeline/codec/length_field.c)
 include(${CMAKE_CURRENT_LIST_DIR}/http/sources.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/resp/sources.cmake)

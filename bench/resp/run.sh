@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# bench/resp: eddy-resp-server (one loop) against redis-server (Debian's, single-threaded,
+# persistence off), both driven by redis-benchmark -c 50 -t ping,set,get, pipelining 1 and
+# 16. For each pipelining depth and round, each server in turn (eddy, redis: A B A B ...) is
+# started pinned to one CPU on a free port, redis-benchmark runs pinned to another, and the
+# server is stopped. Prints medians, min-max and eddy / redis-server ratios per row
+# (PING_INLINE, PING_MBULK, SET, GET), then one {"bench":"resp",...} JSON line per row.
+#
+#   bash bench/resp/run.sh BUILD_DIR [--rounds N] [--requests N] [--clients N]
+#                          [--pipelines LIST] [--cpu N] [--client-cpu N] [--no-pin]
+#
+# Defaults: 3 rounds, 50 clients, pipelines 1,16, server on CPU 0, redis-benchmark on CPU 1;
+# --requests per row: 300000 at -P 1 and 3000000 at -P 16, about 2 s a row on the EPYC of
+# bench/RESULTS.md (a given --requests applies to every depth). --no-pin: no taskset. Other
+# --options (bench/run.sh passes its arguments to every benchmark) are ignored with a word.
+set -euo pipefail
+
+usage() {
+    sed -n '9,10p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2 # the usage lines above
+    exit 2
+}
+[[ $# -ge 1 ]] || usage
+build_dir=$1
+shift
+rounds=3 requests= clients=50 pipelines=1,16 cpu=0 client_cpu=1 pin=1
+while [[ $# -gt 0 ]]; do
+    if [[ $1 == --no-pin ]]; then
+        pin=0
+        shift
+        continue
+    fi
+    [[ $# -ge 2 ]] || usage
+    case $1 in
+    --rounds) rounds=$2 ;;
+    --requests) requests=$2 ;;
+    --clients) clients=$2 ;;
+    --pipelines) pipelines=$2 ;;
+    --cpu) cpu=$2 ;;
+    --client-cpu) client_cpu=$2 ;;
+    --*) echo "bench/resp/run.sh: $1 $2 ignored (an option of another benchmark?)" >&2 ;;
+    *) usage ;;
+    esac
+    shift 2
+done
+[[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
+[[ -z $requests || $requests =~ ^[0-9]+$ ]] || usage
+
+eddy=$build_dir/examples/eddy-resp-server
+if [[ ! -x $eddy ]]; then
+    echo "bench/resp/run.sh: $eddy is not built" >&2
+    exit 1
+fi
+for tool in redis-server redis-benchmark redis-cli; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "bench/resp/run.sh: $tool is missing (scripts/deps.sh --bench installs it)" >&2
+        exit 1
+    fi
+done
+
+tmp=$(mktemp -d)
+server_pid=
+cleanup() {
+    if [[ -n $server_pid ]]; then
+        kill "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+    fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+: >"$tmp/rounds.txt"
+
+pin_server= pin_client= where="servers on CPU $cpu, redis-benchmark on CPU $client_cpu"
+if ((pin)); then
+    pin_server="taskset -c $cpu"
+    pin_client="taskset -c $client_cpu"
+else
+    where="nothing pinned"
+fi
+
+# A port nothing listens on, from a random start.
+free_port() {
+    local p
+    for _ in $(seq 200); do
+        p=$((20000 + RANDOM % 20000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "$p"
+            return 0
+        fi
+    done
+    echo "bench/resp/run.sh: no free port found" >&2
+    exit 1
+}
+
+# Starts server $1 on a free port pinned; sets server_pid and port once it answers PING.
+start_server() {
+    port=$(free_port)
+    local log=$tmp/server.log
+    if [[ $1 == eddy ]]; then
+        # shellcheck disable=SC2086 # pin_server holds several words on purpose
+        $pin_server "$eddy" --port "$port" --threads 1 >"$log" 2>&1 &
+    else
+        # shellcheck disable=SC2086
+        $pin_server redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+            --daemonize no --dir "$tmp" --loglevel warning >"$log" 2>&1 &
+    fi
+    server_pid=$!
+    for _ in $(seq 200); do
+        if [[ $(redis-cli -h 127.0.0.1 -p "$port" PING 2>/dev/null) == PONG ]]; then
+            return 0
+        fi
+        if ! kill -0 "$server_pid" 2>/dev/null; then
+            break
+        fi
+        sleep 0.05
+    done
+    echo "bench/resp/run.sh: $1 did not start:" >&2
+    cat "$log" >&2
+    exit 1
+}
+
+stop_server() {
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=
+}
+
+model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+echo "bench resp: redis-benchmark -c $clients -t ping,set,get against eddy-resp-server" \
+    "(--threads 1) and $(redis-server --version | cut -d' ' -f1-3) (--save \"\" --appendonly no)"
+echo "cpu: $model; $where; load average $(cut -d' ' -f1 /proc/loadavg) at start"
+echo "$rounds rounds, servers alternating: eddy redis_server; ops: requests per second"
+
+for pl in ${pipelines//,/ }; do
+    n=$requests
+    if [[ -z $n ]]; then
+        n=$((pl > 1 ? 3000000 : 300000))
+    fi
+    for ((r = 0; r < rounds; r++)); do
+        for s in eddy redis_server; do
+            start_server "$s"
+            # shellcheck disable=SC2086
+            if ! out=$($pin_client redis-benchmark -h 127.0.0.1 -p "$port" -c "$clients" \
+                -P "$pl" -t ping,set,get -n "$n" --csv -q 2>&1); then
+                echo "bench/resp/run.sh: redis-benchmark failed against $s (-P $pl): $out" >&2
+                exit 1
+            fi
+            stop_server
+            # "PING_INLINE","123456.79",... one line per test after the header.
+            tr -d '\r"' <<<"$out" | awk -F, -v pl="$pl" -v s="$s" -v r="$r" \
+                '$1 ~ /^(PING_INLINE|PING_MBULK|SET|GET)$/ { print pl, s, r, $1, $2 }' \
+                >>"$tmp/rounds.txt"
+        done
+    done
+done
+
+# Medians (middle value; mean of the two middle ones when even), min-max, ratios, JSON.
+awk -v rounds="$rounds" '
+function median(list,    a, k, i, j, t) {
+    k = split(list, a, " ")
+    for (i = 2; i <= k; i++) {
+        t = a[i]
+        for (j = i - 1; j >= 1 && a[j] > t; j--)
+            a[j + 1] = a[j]
+        a[j + 1] = t
+    }
+    lo = a[1]
+    hi = a[k]
+    return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+}
+{
+    key = $1 SUBSEP $4
+    if (!(key in seen)) {
+        seen[key] = 1
+        order[++nk] = key
+    }
+    v[key, $2] = v[key, $2] " " $5
+}
+END {
+    printf "\n%-16s %12s %21s %12s %21s %7s\n", "case", "eddy ops/s", "(min-max)",
+        "redis ops/s", "(min-max)", "ratio"
+    for (i = 1; i <= nk; i++) {
+        split(order[i], kk, SUBSEP)
+        name = tolower(kk[2]) "_p" kk[1]
+        e = median(v[order[i], "eddy"]); erange = sprintf("(%.0f-%.0f)", lo, hi)
+        b = median(v[order[i], "redis_server"]); brange = sprintf("(%.0f-%.0f)", lo, hi)
+        ratio = b > 0 ? e / b : 0
+        printf "%-16s %12.0f %21s %12.0f %21s %6.2fx\n", name, e, erange, b, brange, ratio
+        json[i] = sprintf("{\"bench\":\"resp\",\"case\":\"%s\",\"subject\":\"eddy\"," \
+            "\"baseline\":\"redis_server\",\"ops_per_s\":%.0f,\"baseline_ops_per_s\":%.0f," \
+            "\"ratio\":%.3f,\"target_ratio\":1.0,\"target_met\":%s,\"rounds\":%d}",
+            name, e, b, ratio, ratio >= 1.0 ? "true" : "false", rounds)
+    }
+    printf "\n"
+    for (i = 1; i <= nk; i++)
+        print json[i]
+}' "$tmp/rounds.txt"
+echo "load average $(cut -d' ' -f1 /proc/loadavg) at the end"
