@@ -372,8 +372,8 @@ static void attempt_done(eddy_future_t *f, void *arg)
     if (c->reconnect.on_close) {
         /* The watcher is a job of its own, waiting for the close; free stops it. */
         job_t *w = job_new(c, j->host, j->port, j->host == NULL ? &j->unix_addr : NULL);
-        if (w != NULL &&
-            eddy_future_add_listener(eddy_channel_close_future(ch), on_connection_lost, w) != 0) {
+        eddy_future_t *cf = w != NULL ? eddy_channel_close_future(ch) : NULL;
+        if (w != NULL && (cf == NULL || eddy_future_add_listener(cf, on_connection_lost, w) != 0)) {
             job_finish(w, NULL, EDDY_ENOMEM);
         }
     }

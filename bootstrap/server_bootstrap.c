@@ -11,6 +11,8 @@
  */
 #include <eddy/bootstrap.h>
 
+#include "pipeline/internal.h" /* the close hook */
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -38,6 +40,7 @@ typedef struct server_s {
     void *handler_arg, *child_arg;
     bool reuseport;
     uint64_t max_connections, accepts_per_second;
+    eddy__close_hook_t child_hook; /* child_closed, for every live child */
 
     /* Counters: relaxed, they are statistics; active is also the limit's count, where
      * fetch_add makes each admission see every earlier one. */
@@ -129,9 +132,9 @@ static void log_rejected(server_t *s, const char *why, uint64_t limit)
             (unsigned long long)atomic_load_explicit(&s->rejected_rate, memory_order_relaxed));
 }
 
-static void child_closed(eddy_future_t *f, void *arg)
+static void child_closed(eddy_channel_t *ch, void *arg)
 {
-    (void)f;
+    (void)ch;
     server_t *s = arg;
     atomic_fetch_sub_explicit(&s->active, 1, memory_order_relaxed);
     server_release(s);
@@ -155,11 +158,8 @@ static int child_init(eddy_channel_t *ch, void *arg)
         log_rejected(s, "max connections reached", s->max_connections);
         return eddy__bootstrap_refuse(ch, EDDY_ECONNABORTED);
     }
-    server_retain(s);
-    if (eddy_future_add_listener(eddy_channel_close_future(ch), child_closed, s) != 0) {
-        child_closed(NULL, s);
-        return eddy__bootstrap_refuse(ch, EDDY_ENOMEM);
-    }
+    server_retain(s); /* the child's: the hook lives in s */
+    eddy__channel_set_close_hook(ch, &s->child_hook);
     int rc = attrs_apply(ch, s->child_attrs, s->nchild_attrs);
     if (rc == 0) {
         rc = s->child_init(ch, s->child_arg);
@@ -276,7 +276,8 @@ static void bind_complete(bind_t *bt)
         for (size_t i = 1; i < bt->want; i++) {
             sib->ch[i - 1] = bt->slot[i].ch;
         }
-        if (eddy_future_add_listener(eddy_channel_close_future(first), close_siblings, sib) != 0) {
+        eddy_future_t *cf = eddy_channel_close_future(first); /* NULL without memory */
+        if (cf == NULL || eddy_future_add_listener(cf, close_siblings, sib) != 0) {
             free(sib);
             bind_fail(bt, EDDY_ENOMEM);
             return;
@@ -309,7 +310,8 @@ static void listener_bound(eddy_future_t *f, void *arg)
         } else {
             cl->s = s;
             cl->children = bt->reuseport ? NULL : s->workers;
-            if (eddy_future_add_listener(eddy_channel_close_future(ch), listener_closed, cl) != 0) {
+            eddy_future_t *cf = eddy_channel_close_future(ch); /* NULL without memory */
+            if (cf == NULL || eddy_future_add_listener(cf, listener_closed, cl) != 0) {
                 free(cl);
                 err = EDDY_ENOMEM;
                 eddy_channel_close(ch, NULL);
@@ -465,6 +467,7 @@ eddy_server_bootstrap_t *eddy_server_bootstrap_new(void)
         return NULL;
     }
     atomic_init(&s->refcnt, 1);
+    s->child_hook = (eddy__close_hook_t){child_closed, s};
     eddy_channel_config_init(&s->config);
     eddy_channel_config_init(&s->child_config);
     b->s = s;

@@ -11,6 +11,10 @@
 
 static _Atomic uint64_t next_id = 1;
 
+/* ch->close_future of a channel that closed before anyone asked for its close future. */
+static char closed_no_future;
+#define CLOSED_NO_FUTURE ((eddy_promise_t *)(void *)&closed_no_future)
+
 bool eddy__log_debug(void)
 {
     static int cached = -1;
@@ -96,27 +100,31 @@ const char *eddy_addr_format(const eddy_addr_t *a, char *out, size_t n)
  * Options
  */
 
-static const int64_t option_defaults[EDDY_OPTION_COUNT_] = {
-    [EDDY_SO_BACKLOG] = 1024,
-    [EDDY_SO_REUSEADDR] = 0,
-    [EDDY_SO_REUSEPORT] = 0,
-    [EDDY_TCP_NODELAY] = 1,
-    [EDDY_SO_KEEPALIVE] = 0,
-    [EDDY_SO_RCVBUF] = 0,
-    [EDDY_SO_SNDBUF] = 0,
-    [EDDY_SO_LINGER] = -1,
-    [EDDY_CONNECT_TIMEOUT_MS] = 30000,
-    [EDDY_WRITE_BUFFER_LOW_WATER_MARK] = 32 * 1024,
-    [EDDY_WRITE_BUFFER_HIGH_WATER_MARK] = 64 * 1024,
-    [EDDY_AUTO_READ] = 1,
-    [EDDY_ALLOW_HALF_CLOSURE] = 0,
-    [EDDY_MAX_MESSAGES_PER_READ] = 16,
-    [EDDY_WRITE_SPIN_COUNT] = 16,
-    [EDDY_RCVBUF_ALLOC_MIN] = 64,
-    [EDDY_RCVBUF_ALLOC_INITIAL] = 2048,
-    [EDDY_RCVBUF_ALLOC_MAX] = 65536,
-    [EDDY_PAUSE_READ_WHEN_UNWRITABLE] = 0,
-    [EDDY_MAX_PENDING_OUTBOUND] = 0,
+/* The defaults every channel starts with, shared until its first write. */
+static eddy__options_t default_options = {
+    .value =
+        {
+            [EDDY_SO_BACKLOG] = 1024,
+            [EDDY_SO_REUSEADDR] = 0,
+            [EDDY_SO_REUSEPORT] = 0,
+            [EDDY_TCP_NODELAY] = 1,
+            [EDDY_SO_KEEPALIVE] = 0,
+            [EDDY_SO_RCVBUF] = 0,
+            [EDDY_SO_SNDBUF] = 0,
+            [EDDY_SO_LINGER] = -1,
+            [EDDY_CONNECT_TIMEOUT_MS] = 30000,
+            [EDDY_WRITE_BUFFER_LOW_WATER_MARK] = 32 * 1024,
+            [EDDY_WRITE_BUFFER_HIGH_WATER_MARK] = 64 * 1024,
+            [EDDY_AUTO_READ] = 1,
+            [EDDY_ALLOW_HALF_CLOSURE] = 0,
+            [EDDY_MAX_MESSAGES_PER_READ] = 16,
+            [EDDY_WRITE_SPIN_COUNT] = 16,
+            [EDDY_RCVBUF_ALLOC_MIN] = 64,
+            [EDDY_RCVBUF_ALLOC_INITIAL] = 2048,
+            [EDDY_RCVBUF_ALLOC_MAX] = 65536,
+            [EDDY_PAUSE_READ_WHEN_UNWRITABLE] = 0,
+            [EDDY_MAX_PENDING_OUTBOUND] = 0,
+        },
 };
 
 static bool option_valid(eddy_option_t opt, int64_t v)
@@ -153,9 +161,18 @@ static bool option_valid(eddy_option_t opt, int64_t v)
     }
 }
 
+/* A low mark above the high one, or a high mark below the low one: refused. */
+static bool marks_conflict(const int64_t *v, eddy_option_t opt, int64_t value)
+{
+    return (opt == EDDY_WRITE_BUFFER_LOW_WATER_MARK &&
+            value > v[EDDY_WRITE_BUFFER_HIGH_WATER_MARK]) ||
+           (opt == EDDY_WRITE_BUFFER_HIGH_WATER_MARK &&
+            value < v[EDDY_WRITE_BUFFER_LOW_WATER_MARK]);
+}
+
 void eddy_channel_config_init(eddy_channel_config_t *cfg)
 {
-    memcpy(cfg->value, option_defaults, sizeof(cfg->value));
+    memcpy(cfg->value, default_options.value, sizeof(cfg->value));
     cfg->set = 0;
 }
 
@@ -169,30 +186,84 @@ int eddy_channel_config_set(eddy_channel_config_t *cfg, eddy_option_t opt, int64
     return 0;
 }
 
+static void options_retain(eddy__options_t *o)
+{
+    if (o != &default_options) {
+        atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+    }
+}
+
+void eddy__options_release(eddy__options_t *o)
+{
+    /* acq_rel, pairing with itself: the last releaser, on whichever loop, sees the block as
+     * it was made. */
+    if (o != NULL && o != &default_options &&
+        atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1) {
+        free(o);
+    }
+}
+
+static eddy__options_t *options_of(const eddy_channel_t *ch)
+{
+    return EDDY_CONTAINER_OF(ch->opt, eddy__options_t, value);
+}
+
+/* The channel's own copy of its values, made at the first write. The shared block stays
+ * referenced until the channel is freed (the copy's `shared`): another thread may be
+ * reading it. */
+static int options_own(eddy_channel_t *ch)
+{
+    eddy__options_t *cur = options_of(ch);
+    if (cur->shared != NULL) {
+        return 0; /* ours already */
+    }
+    eddy__options_t *own = malloc(sizeof(*own));
+    if (own == NULL) {
+        return EDDY_ENOMEM;
+    }
+    atomic_init(&own->refs, 0);
+    own->shared = cur; /* the channel's reference moves to the copy */
+    memcpy(own->value, cur->value, sizeof(own->value));
+    ch->opt = own->value;
+    return 0;
+}
+
+int eddy__channel_option_store(eddy_channel_t *ch, eddy_option_t opt, int64_t value)
+{
+    if (ch->opt[opt] == value) {
+        return 0; /* no copy for a value the channel has */
+    }
+    int err = options_own(ch);
+    if (err == 0) {
+        ch->opt[opt] = value;
+    }
+    return err;
+}
+
 int eddy_channel_set_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value)
 {
     if ((unsigned)opt >= EDDY_OPTION_COUNT_ || !option_valid(opt, value)) {
         return EDDY_EINVAL;
     }
-    if ((opt == EDDY_WRITE_BUFFER_LOW_WATER_MARK &&
-         value > ch->opt[EDDY_WRITE_BUFFER_HIGH_WATER_MARK]) ||
-        (opt == EDDY_WRITE_BUFFER_HIGH_WATER_MARK &&
-         value < ch->opt[EDDY_WRITE_BUFFER_LOW_WATER_MARK])) {
+    if (marks_conflict(ch->opt, opt, value)) {
         return EDDY_EINVAL;
     }
-    if (ch->ops->set_socket_option != NULL && ch->fd >= 0) {
-        int err = ch->ops->set_socket_option(ch, opt, value);
-        if (err != 0) {
-            return err;
-        }
-    }
     int64_t old = ch->opt[opt];
-    ch->opt[opt] = value;
+    int err = old != value ? options_own(ch) : 0;
+    if (err == 0 && ch->ops->set_socket_option != NULL && ch->fd >= 0) {
+        err = ch->ops->set_socket_option(ch, opt, value);
+    }
+    if (err != 0) {
+        return err;
+    }
+    if (old != value) {
+        ch->opt[opt] = value; /* our own copy by now */
+    }
     if (opt == EDDY_AUTO_READ && value == 1 && old == 0 && (ch->flags & EDDY__CH_ACTIVE)) {
         eddy_channel_read(ch);
     }
     if (opt == EDDY_WRITE_BUFFER_LOW_WATER_MARK || opt == EDDY_WRITE_BUFFER_HIGH_WATER_MARK) {
-        if (eddy_loop_in_event_loop(ch->loop)) {
+        if (eddy_loop_in_event_loop(eddy__loop_of(ch))) {
             eddy__outbound_update_writability(ch);
         }
     }
@@ -207,6 +278,14 @@ int64_t eddy_channel_option(const eddy_channel_t *ch, eddy_option_t opt)
     return ch->opt[opt];
 }
 
+static void log_not_applied(const eddy_channel_t *ch, unsigned o, int err)
+{
+    if (eddy__log_debug()) {
+        fprintf(stderr, "eddy: channel %llu: option %u not applied: %s\n",
+                (unsigned long long)ch->id, o, eddy_strerror(err));
+    }
+}
+
 void eddy__channel_apply_config(eddy_channel_t *ch, const eddy_channel_config_t *cfg)
 {
     if (cfg == NULL) {
@@ -214,15 +293,67 @@ void eddy__channel_apply_config(eddy_channel_t *ch, const eddy_channel_config_t 
     }
     /* The water marks first in an order that keeps low <= high at every step. */
     if (cfg->set & (1ull << EDDY_WRITE_BUFFER_HIGH_WATER_MARK)) {
-        ch->opt[EDDY_WRITE_BUFFER_HIGH_WATER_MARK] = cfg->value[EDDY_WRITE_BUFFER_HIGH_WATER_MARK];
+        int err = eddy__channel_option_store(ch, EDDY_WRITE_BUFFER_HIGH_WATER_MARK,
+                                             cfg->value[EDDY_WRITE_BUFFER_HIGH_WATER_MARK]);
+        if (err != 0) {
+            log_not_applied(ch, EDDY_WRITE_BUFFER_HIGH_WATER_MARK, err);
+        }
     }
     for (unsigned o = 0; o < EDDY_OPTION_COUNT_; o++) {
         if ((cfg->set & (1ull << o)) && o != EDDY_WRITE_BUFFER_HIGH_WATER_MARK) {
             int err = eddy_channel_set_option(ch, (eddy_option_t)o, cfg->value[o]);
-            if (err != 0 && eddy__log_debug()) {
-                fprintf(stderr, "eddy: channel %llu: option %u not applied: %s\n",
-                        (unsigned long long)ch->id, o, eddy_strerror(err));
+            if (err != 0) {
+                log_not_applied(ch, o, err);
             }
+        }
+    }
+}
+
+eddy__options_t *eddy__options_new(const eddy_channel_config_t *cfg)
+{
+    if (cfg->set == 0) {
+        return &default_options;
+    }
+    eddy__options_t *o = malloc(sizeof(*o));
+    if (o == NULL) {
+        return NULL;
+    }
+    atomic_init(&o->refs, 1);
+    o->shared = NULL;
+    int64_t *v = o->value;
+    memcpy(v, default_options.value, sizeof(o->value));
+    /* The values eddy__channel_apply_config() leaves on a new channel, in its order. */
+    if (cfg->set & (1ull << EDDY_WRITE_BUFFER_HIGH_WATER_MARK)) {
+        v[EDDY_WRITE_BUFFER_HIGH_WATER_MARK] = cfg->value[EDDY_WRITE_BUFFER_HIGH_WATER_MARK];
+    }
+    for (unsigned i = 0; i < EDDY_OPTION_COUNT_; i++) {
+        if ((cfg->set & (1ull << i)) && i != EDDY_WRITE_BUFFER_HIGH_WATER_MARK &&
+            option_valid((eddy_option_t)i, cfg->value[i]) &&
+            !marks_conflict(v, (eddy_option_t)i, cfg->value[i])) {
+            v[i] = cfg->value[i];
+        }
+    }
+    return o;
+}
+
+void eddy__channel_share_config(eddy_channel_t *ch, eddy__options_t *o,
+                                const eddy_channel_config_t *cfg)
+{
+    /* ch is new: it holds the static defaults, nothing to release. */
+    options_retain(o);
+    ch->opt = o->value;
+    if (ch->ops->set_socket_option == NULL || ch->fd < 0) {
+        return;
+    }
+    for (unsigned i = 0; i < EDDY_OPTION_COUNT_; i++) {
+        if (!(cfg->set & (1ull << i)) || o->value[i] != cfg->value[i]) {
+            continue; /* not given, or refused when the block was made */
+        }
+        int err = ch->ops->set_socket_option(ch, (eddy_option_t)i, cfg->value[i]);
+        if (err != 0) {
+            /* As eddy_channel_set_option(): a value the socket refused is not the channel's. */
+            eddy__channel_option_store(ch, (eddy_option_t)i, default_options.value[i]);
+            log_not_applied(ch, i, err);
         }
     }
 }
@@ -237,22 +368,16 @@ eddy_channel_t *eddy__channel_new(eddy_loop_t *loop, const eddy__channel_ops_t *
     if (ch == NULL) {
         return NULL;
     }
-    ch->close_future = eddy_promise_new(loop);
-    if (ch->close_future == NULL) {
-        free(ch);
-        return NULL;
-    }
+    atomic_init(&ch->close_future, NULL);
+    atomic_init(&ch->addrs, NULL);
     atomic_init(&ch->refs, 1); /* the loop's (open channel's) reference */
     ch->id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
     ch->ops = ops;
-    ch->loop = loop;
+    eddy_io_init(&ch->io, loop, fd, NULL, ch); /* socket kinds give it a callback later */
     ch->fd = fd;
-    ch->reserve_fd = -1;
-    ch->alloc = eddy_allocator_default();
-    memcpy(ch->opt, option_defaults, sizeof(ch->opt));
+    ch->opt = default_options.value;
     atomic_init(&ch->writable, true);
-    ch->recv_index = 0;
-    eddy__pipeline_init(&ch->pipeline, ch);
+    eddy__pipeline_init(&ch->pipeline);
     return ch;
 }
 
@@ -287,7 +412,18 @@ void eddy_channel_release(eddy_channel_t *ch)
         e = next;
     }
     eddy__pipeline_free(&ch->pipeline);
-    eddy_future_release(ch->close_future);
+    eddy__options_t *o = options_of(ch);
+    if (o->shared != NULL) {
+        eddy__options_t *shared = o->shared;
+        free(o);
+        o = shared;
+    }
+    eddy__options_release(o);
+    eddy_promise_t *cf = atomic_load_explicit(&ch->close_future, memory_order_acquire);
+    if (cf != CLOSED_NO_FUTURE) {
+        eddy_future_release(cf);
+    }
+    free(atomic_load_explicit(&ch->addrs, memory_order_relaxed)); /* the last reference */
     free(ch->attrs);
     free(ch);
 }
@@ -338,16 +474,6 @@ void eddy__channel_do_close(eddy_channel_t *ch, int why, eddy_promise_t *p)
         ch->ops->do_close(ch);
     }
     eddy__outbound_fail_all(ch, EDDY_ECLOSED);
-    if (ch->connect_promise != NULL) {
-        eddy_promise_fail(ch->connect_promise, EDDY_ECLOSED);
-        eddy_future_release(ch->connect_promise);
-        ch->connect_promise = NULL;
-    }
-    if (ch->connect_timer != NULL) {
-        eddy_timer_cancel(ch->connect_timer);
-        eddy_timer_release(ch->connect_timer);
-        ch->connect_timer = NULL;
-    }
     if (was_active) {
         eddy__pipeline_fire_inactive(&ch->pipeline);
     }
@@ -357,7 +483,16 @@ void eddy__channel_do_close(eddy_channel_t *ch, int why, eddy_promise_t *p)
     }
     eddy__pipeline_destroy(&ch->pipeline);
     eddy__pipeline_leave(&ch->pipeline);
-    eddy_promise_succeed(ch->close_future, NULL);
+    if (ch->close_hook != NULL) {
+        ch->close_hook->closed(ch, ch->close_hook->arg);
+    }
+    /* A close future made by now completes; otherwise the marker says a later one is made
+     * completed. Acquire: pairs with the release CAS in eddy_channel_close_future(). */
+    eddy_promise_t *cf = NULL;
+    if (!atomic_compare_exchange_strong_explicit(&ch->close_future, &cf, CLOSED_NO_FUTURE,
+                                                 memory_order_acq_rel, memory_order_acquire)) {
+        eddy_promise_succeed(cf, NULL);
+    }
     eddy__promise_done(p, 0);
     eddy_channel_release(ch); /* the open channel's reference */
 }
@@ -380,7 +515,7 @@ static void on_loop_run(void *arg)
 
 void eddy__channel_on_loop(eddy_channel_t *ch, void (*fn)(eddy_channel_t *, void *), void *arg)
 {
-    if (eddy_loop_in_event_loop(ch->loop)) {
+    if (eddy_loop_in_event_loop(eddy__loop_of(ch))) {
         fn(ch, arg);
         return;
     }
@@ -395,13 +530,13 @@ void eddy__channel_on_loop(eddy_channel_t *ch, void (*fn)(eddy_channel_t *, void
     t->ch = eddy_channel_retain(ch);
     t->fn = fn;
     t->arg = arg;
-    int err = eddy_loop_execute(ch->loop, on_loop_run, t);
+    int err = eddy_loop_execute(eddy__loop_of(ch), on_loop_run, t);
     if (err != 0) {
         /* The loop is shutting down and takes no more tasks from other threads. Once it has
          * terminated nothing else touches the channel: run the operation here, where it finds
          * the channel closed and fails its promise, releasing its message. */
-        if (eddy_future_await(eddy_loop_termination_future(ch->loop), 5000) == 0) {
-            eddy_loop_t *prev = eddy__loop_enter(ch->loop);
+        if (eddy_future_await(eddy_loop_termination_future(eddy__loop_of(ch)), 5000) == 0) {
+            eddy_loop_t *prev = eddy__loop_enter(eddy__loop_of(ch));
             on_loop_run(t);
             eddy__loop_leave(prev);
             return;
@@ -479,7 +614,7 @@ uint64_t eddy_channel_id(const eddy_channel_t *ch)
 
 eddy_loop_t *eddy_channel_loop(const eddy_channel_t *ch)
 {
-    return ch->loop;
+    return eddy__loop_of(ch);
 }
 
 eddy_pipeline_t *eddy_channel_pipeline(eddy_channel_t *ch)
@@ -487,14 +622,79 @@ eddy_pipeline_t *eddy_channel_pipeline(eddy_channel_t *ch)
     return &ch->pipeline;
 }
 
+/* ip as an eddy_addr_t (zero length when there is none). */
+static void addr_from_ip(eddy_addr_t *a, const eddy__ip_addr_t *ip)
+{
+    memset(a, 0, sizeof(*a));
+    if (ip->sa.sa_family == AF_INET) {
+        a->u.in4 = ip->in4;
+        a->len = sizeof(ip->in4);
+    } else if (ip->sa.sa_family == AF_INET6) {
+        a->u.in6 = ip->in6;
+        a->len = sizeof(ip->in6);
+    }
+}
+
+/* ch->addrs, made from the inline addresses if it is not yet: any thread; NULL without
+ * memory. */
+static eddy__addrs_t *addrs_get(eddy_channel_t *ch)
+{
+    /* Acquire: pairs with the release CAS below, so the block is seen filled. */
+    eddy__addrs_t *b = atomic_load_explicit(&ch->addrs, memory_order_acquire);
+    if (b != NULL) {
+        return b;
+    }
+    b = malloc(sizeof(*b));
+    if (b == NULL) {
+        return NULL;
+    }
+    addr_from_ip(&b->local, &ch->local_ip);
+    addr_from_ip(&b->remote, &ch->remote_ip);
+    eddy__addrs_t *prev = NULL;
+    if (!atomic_compare_exchange_strong_explicit(&ch->addrs, &prev, b, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        free(b); /* another thread made it first */
+        return prev;
+    }
+    return b;
+}
+
+void eddy__channel_set_addr(eddy_channel_t *ch, bool remote, const eddy_addr_t *a)
+{
+    eddy__ip_addr_t *ip = remote ? &ch->remote_ip : &ch->local_ip;
+    sa_family_t f = a->len > 0 ? a->u.sa.sa_family : AF_UNSPEC;
+    memset(ip, 0, sizeof(*ip));
+    bool is_ip =
+        (f == AF_INET && a->len >= sizeof(ip->in4)) || (f == AF_INET6 && a->len >= sizeof(ip->in6));
+    if (f == AF_INET && is_ip) {
+        ip->in4 = a->u.in4;
+    } else if (is_ip) {
+        ip->in6 = a->u.in6;
+    }
+    /* A Unix socket's address has no inline form; a block made already is kept current.
+     * Acquire: pairs with the release CAS in addrs_get(). */
+    eddy__addrs_t *b = is_ip || a->len == 0 ? atomic_load_explicit(&ch->addrs, memory_order_acquire)
+                                            : addrs_get(ch);
+    if (b != NULL) {
+        *(remote ? &b->remote : &b->local) = *a;
+    }
+}
+
+/* Borrowed by the accessors when there was no memory for ch->addrs: unknown. */
+static const eddy_addr_t no_addr;
+
+/* The accessors take a const channel, as callers see it; making ch->addrs does not change
+ * what the channel is. */
 const eddy_addr_t *eddy_channel_local_addr(const eddy_channel_t *ch)
 {
-    return &ch->local;
+    const eddy__addrs_t *b = addrs_get((eddy_channel_t *)(uintptr_t)ch);
+    return b != NULL ? &b->local : &no_addr;
 }
 
 const eddy_addr_t *eddy_channel_remote_addr(const eddy_channel_t *ch)
 {
-    return &ch->remote;
+    const eddy__addrs_t *b = addrs_get((eddy_channel_t *)(uintptr_t)ch);
+    return b != NULL ? &b->remote : &no_addr;
 }
 
 int eddy_channel_fd(const eddy_channel_t *ch)
@@ -522,35 +722,68 @@ bool eddy_channel_is_writable(const eddy_channel_t *ch)
     return atomic_load_explicit(&ch->writable, memory_order_relaxed);
 }
 
+/*
+ * Made on demand: most connections never ask (an idle one would carry a future for nothing).
+ * Any thread, racing the close on the loop: whoever publishes first wins. A future made
+ * after the close, or losing to it, is completed before it is published.
+ */
 eddy_future_t *eddy_channel_close_future(eddy_channel_t *ch)
 {
-    return ch->close_future;
+    /* Acquire: pairs with the release CASes below and in eddy__channel_do_close(). */
+    eddy_promise_t *cf = atomic_load_explicit(&ch->close_future, memory_order_acquire);
+    if (cf != NULL && cf != CLOSED_NO_FUTURE) {
+        return cf;
+    }
+    eddy_promise_t *p = eddy_promise_new(eddy__loop_of(ch));
+    if (p == NULL) {
+        return NULL;
+    }
+    for (;;) {
+        if (cf == CLOSED_NO_FUTURE) {
+            eddy_promise_succeed(p, NULL); /* EDDY_EALREADY on a second turn: fine */
+        }
+        if (atomic_compare_exchange_weak_explicit(&ch->close_future, &cf, p, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+            return p;
+        }
+        if (cf != NULL && cf != CLOSED_NO_FUTURE) {
+            eddy_future_release(p); /* another thread published one first */
+            return cf;
+        }
+    }
+}
+
+void eddy__channel_set_close_hook(eddy_channel_t *ch, const eddy__close_hook_t *hook)
+{
+    ch->close_hook = hook;
 }
 
 int eddy_channel_attr_set(eddy_channel_t *ch, const void *key, void *value)
 {
-    for (size_t i = 0; i < ch->nattrs; i++) {
-        if (ch->attrs[i].key == key) {
-            ch->attrs[i].value = value;
+    size_t n = ch->attrs != NULL ? ch->attrs->n : 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ch->attrs->a[i].key == key) {
+            ch->attrs->a[i].value = value;
             return 0;
         }
     }
-    eddy__attr_t *a = realloc(ch->attrs, (ch->nattrs + 1) * sizeof(*a));
-    if (a == NULL) {
+    eddy__attrs_t *attrs = realloc(ch->attrs, sizeof(*attrs) + (n + 1) * sizeof(attrs->a[0]));
+    if (attrs == NULL) {
         return EDDY_ENOMEM;
     }
-    ch->attrs = a;
-    a[ch->nattrs].key = key;
-    a[ch->nattrs].value = value;
-    ch->nattrs++;
+    attrs->a[n].key = key;
+    attrs->a[n].value = value;
+    attrs->n = n + 1;
+    ch->attrs = attrs;
     return 0;
 }
 
 void *eddy_channel_attr(const eddy_channel_t *ch, const void *key)
 {
-    for (size_t i = 0; i < ch->nattrs; i++) {
-        if (ch->attrs[i].key == key) {
-            return ch->attrs[i].value;
+    size_t n = ch->attrs != NULL ? ch->attrs->n : 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ch->attrs->a[i].key == key) {
+            return ch->attrs->a[i].value;
         }
     }
     return NULL;
@@ -562,5 +795,5 @@ void eddy_channel_counters(const eddy_channel_t *ch, eddy_channel_counters_t *c)
     c->bytes_written = atomic_load_explicit(&ch->bytes_written, memory_order_relaxed);
     c->msgs_read = atomic_load_explicit(&ch->msgs_read, memory_order_relaxed);
     c->msgs_written = atomic_load_explicit(&ch->msgs_written, memory_order_relaxed);
-    c->pending_outbound_bytes = atomic_load_explicit(&ch->pending_snapshot, memory_order_relaxed);
+    c->pending_outbound_bytes = eddy__pending(ch);
 }

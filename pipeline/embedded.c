@@ -55,7 +55,7 @@ static size_t q_drain(eddy__msgq_t *q)
 
 void eddy__embedded_inbound(eddy_channel_t *ch, eddy_msg_t *msg)
 {
-    if (!q_push(&ch->in_q, msg)) {
+    if (!q_push(&ch->embedded->in_q, msg)) {
         eddy_msg_release(msg);
     }
 }
@@ -69,11 +69,10 @@ static void embedded_flush(eddy_channel_t *ch)
         if (ch->out_head == NULL) {
             ch->out_tail = NULL;
         }
-        ch->pending -= e->bytes;
-        atomic_store_explicit(&ch->pending_snapshot, ch->pending, memory_order_relaxed);
+        eddy__pending_set(ch, eddy__pending(ch) - e->bytes);
         atomic_fetch_add_explicit(&ch->bytes_written, e->bytes, memory_order_relaxed);
         atomic_fetch_add_explicit(&ch->msgs_written, 1, memory_order_relaxed);
-        if (!q_push(&ch->out_q, e->msg)) {
+        if (!q_push(&ch->embedded->out_q, e->msg)) {
             eddy_msg_release(e->msg);
         }
         if (e->p != NULL) {
@@ -99,8 +98,13 @@ static void embedded_shutdown_output(eddy_channel_t *ch, eddy_promise_t *p)
 
 static void embedded_destroy(eddy_channel_t *ch)
 {
-    q_drain(&ch->in_q);
-    q_drain(&ch->out_q);
+    if (ch->embedded == NULL) {
+        return; /* made without memory for it */
+    }
+    q_drain(&ch->embedded->in_q);
+    q_drain(&ch->embedded->out_q);
+    free(ch->embedded);
+    ch->embedded = NULL;
 }
 
 static const eddy__channel_ops_t embedded_ops = {
@@ -118,14 +122,14 @@ typedef struct scope_s {
 
 static scope_t enter(eddy_channel_t *ch)
 {
-    scope_t s = {eddy__loop_enter(ch->loop)};
+    scope_t s = {eddy__loop_enter(eddy__loop_of(ch))};
     eddy__pipeline_enter(&ch->pipeline);
     return s;
 }
 
 static void leave(eddy_channel_t *ch, scope_t s)
 {
-    eddy__loop_run_pending(ch->loop);
+    eddy__loop_run_pending(eddy__loop_of(ch));
     eddy__pipeline_leave(&ch->pipeline);
     eddy__loop_leave(s.prev);
 }
@@ -138,6 +142,12 @@ eddy_channel_t *eddy_embedded_channel_new(void)
     }
     eddy_channel_t *ch = eddy__channel_new(loop, &embedded_ops, -1);
     if (ch == NULL) {
+        eddy__loop_free_manual(loop);
+        return NULL;
+    }
+    ch->embedded = calloc(1, sizeof(*ch->embedded));
+    if (ch->embedded == NULL) {
+        eddy_channel_release(ch);
         eddy__loop_free_manual(loop);
         return NULL;
     }
@@ -166,7 +176,7 @@ bool eddy_embedded_write_inbound(eddy_channel_t *ch, eddy_msg_t *msg)
         }
     }
     leave(ch, s);
-    return ch->in_q.n > 0;
+    return ch->embedded->in_q.n > 0;
 }
 
 bool eddy_embedded_write_outbound(eddy_channel_t *ch, eddy_msg_t *msg)
@@ -174,41 +184,42 @@ bool eddy_embedded_write_outbound(eddy_channel_t *ch, eddy_msg_t *msg)
     scope_t s = enter(ch);
     eddy__pipeline_write(&ch->pipeline, msg, NULL, true);
     leave(ch, s);
-    return ch->out_q.n > 0;
+    return ch->embedded->out_q.n > 0;
 }
 
 eddy_msg_t *eddy_embedded_read_inbound(eddy_channel_t *ch)
 {
-    return q_pop(&ch->in_q);
+    return q_pop(&ch->embedded->in_q);
 }
 
 eddy_msg_t *eddy_embedded_read_outbound(eddy_channel_t *ch)
 {
-    return q_pop(&ch->out_q);
+    return q_pop(&ch->embedded->out_q);
 }
 
 int eddy_embedded_error(eddy_channel_t *ch)
 {
-    int err = ch->last_error;
-    ch->last_error = 0;
+    int err = ch->embedded->last_error;
+    ch->embedded->last_error = 0;
     return err;
 }
 
 size_t eddy_embedded_events(eddy_channel_t *ch, int *events, size_t n)
 {
-    size_t count = ch->nevents;
+    eddy__embedded_t *e = ch->embedded;
+    size_t count = e->nevents;
     for (size_t i = 0; i < count && i < n; i++) {
-        events[i] = ch->events[i];
+        events[i] = e->events[i];
     }
-    ch->nevents = 0;
+    e->nevents = 0;
     return count;
 }
 
 size_t eddy_embedded_run_pending(eddy_channel_t *ch)
 {
-    eddy_loop_t *prev = eddy__loop_enter(ch->loop);
+    eddy_loop_t *prev = eddy__loop_enter(eddy__loop_of(ch));
     eddy__pipeline_enter(&ch->pipeline);
-    size_t ran = eddy__loop_run_pending(ch->loop);
+    size_t ran = eddy__loop_run_pending(eddy__loop_of(ch));
     eddy__pipeline_leave(&ch->pipeline);
     eddy__loop_leave(prev);
     return ran;
@@ -217,7 +228,7 @@ size_t eddy_embedded_run_pending(eddy_channel_t *ch)
 void eddy_embedded_advance_time(eddy_channel_t *ch, int64_t ms)
 {
     if (ms > 0) {
-        eddy__loop_advance(ch->loop, ms * 1000000);
+        eddy__loop_advance(eddy__loop_of(ch), ms * 1000000);
     }
     eddy_embedded_run_pending(ch);
 }
@@ -245,10 +256,11 @@ bool eddy_embedded_finish(eddy_channel_t *ch)
         eddy__channel_do_close(ch, 0, NULL);
     }
     leave(ch, s);
-    bool clean = ch->in_q.n == 0 && ch->out_q.n == 0 && ch->last_error == 0;
-    q_drain(&ch->in_q);
-    q_drain(&ch->out_q);
-    eddy_loop_t *loop = ch->loop;
+    eddy__embedded_t *e = ch->embedded;
+    bool clean = e->in_q.n == 0 && e->out_q.n == 0 && e->last_error == 0;
+    q_drain(&e->in_q);
+    q_drain(&e->out_q);
+    eddy_loop_t *loop = eddy__loop_of(ch);
     eddy_channel_release(ch); /* the test's reference: frees the channel */
     eddy__loop_free_manual(loop);
     return clean;

@@ -34,26 +34,29 @@ enum {
     EDDY__EV_FLUSH = 1u << 16,
 };
 
+/* A handler's context is one allocation: the context, its carrier when it is offloaded, and
+ * its name (NUL-terminated); the pipeline's end (its head and tail) is named by its ops
+ * (pipeline.c, ctx_carrier() and ctx_name()). 64 B: with a name of up to 8 bytes (NUL
+ * included) it is one 80 B malloc chunk. */
 struct eddy_ctx_s {
     eddy_ctx_t *prev, *next; /* a removed context keeps both, so a walk through it goes on */
     eddy_pipeline_t *pipeline;
     const eddy_handler_ops_t *ops;
     void *state;
     eddy_state_free_cb free_state;
-    char *name;
+    eddy_ctx_t *grave_next; /* removed, waiting until no event can be inside it */
     unsigned mask;
     bool removed;
-    eddy_carrier_t *carrier; /* offloaded handler: its events run there */
-    eddy_ctx_t *grave_next;  /* removed, waiting until no event can be inside it */
+    bool on_carrier; /* offloaded handler: its events run on the carrier after it */
 };
 
 struct eddy_pipeline_s {
-    eddy_ctx_t head, tail;
-    eddy_channel_t *ch;
-    unsigned depth;         /* nested entries into the pipeline (the loop's thread) */
-    eddy_ctx_t *graveyard;  /* removed contexts, freed when depth is back to 0 */
+    /* The head and the tail in one: the list is a ring through it. Never removed, so its
+     * grave_next heads the graveyard: removed contexts, freed when depth is back to 0. */
+    eddy_ctx_t end;
+    unsigned depth;             /* nested entries into the pipeline (the loop's thread) */
     _Atomic unsigned offloaded; /* events in flight on carriers */
-    unsigned names;         /* counter for generated names */
+    unsigned names;             /* counter for generated names */
 };
 
 /* What the head does with outbound operations: one table per channel kind (Netty's Unsafe). */
@@ -108,70 +111,171 @@ typedef struct eddy__attr_s {
     void *value;
 } eddy__attr_t;
 
+typedef struct eddy__attrs_s {
+    size_t n;
+    eddy__attr_t a[];
+} eddy__attrs_t;
+
+/* A stream socket's connect in progress (socket.c). */
+typedef struct eddy__connecting_s {
+    eddy_promise_t *promise;
+    eddy_timer_t *timer; /* CONNECT_TIMEOUT_MS */
+} eddy__connecting_t;
+
 typedef struct eddy__msgq_s {
     eddy_msg_t **items;
     size_t head, n, cap;
 } eddy__msgq_t;
 
-struct eddy_channel_s {
-    _Atomic uint32_t refs;
-    uint64_t id;
-    const eddy__channel_ops_t *ops;
-    eddy_loop_t *loop;
-    int fd;
-    unsigned flags;
-    eddy_io_t io;
-    eddy__closer_t closer; /* closed with the loop's shutdown (registered socket kinds) */
-    eddy_pipeline_t pipeline;
+/* An IP socket address as the kernel gives it; the family says the length. AF_UNSPEC: none
+ * (not known, or not IP). */
+typedef union eddy__ip_addr_u {
+    struct sockaddr sa;
+    struct sockaddr_in in4;
+    struct sockaddr_in6 in6;
+} eddy__ip_addr_t;
+
+/* A channel's addresses as the API returns them: made on the first eddy_channel_local_addr()
+ * or eddy_channel_remote_addr() call (at once for a Unix socket's), freed with the channel. */
+typedef struct eddy__addrs_s {
     eddy_addr_t local, remote;
-    int64_t opt[EDDY_OPTION_COUNT_];
-    eddy_allocator_t *alloc;
-    eddy_promise_t *close_future;
+} eddy__addrs_t;
 
-    /* The outbound buffer: entries from out_head up to `unflushed` (exclusive; NULL: all) are
-     * flushed, the rest written but not yet flushed. */
-    eddy__entry_t *out_head, *out_tail, *unflushed; /* unflushed: first entry not flushed */
-    size_t pending; /* bytes queued (flushed or not) */
-    _Atomic bool writable;
+/* Called once at close on the loop, after the handlers are removed and before the close
+ * future completes. One hook serves many channels (the server bootstrap's count of live
+ * children): a close-future listener would cost every connection a future. Its owner keeps
+ * it alive until those channels closed. */
+typedef struct eddy__close_hook_s {
+    void (*closed)(eddy_channel_t *ch, void *arg);
+    void *arg;
+} eddy__close_hook_t;
 
-    /* The adaptive receive buffer (AdaptiveRecvByteBufAllocator). */
-    size_t recv_index;
-    bool recv_shrink_next;
+/* A block of option values (channel.c). A shared block (the static defaults, a listener's
+ * child options) is immutable and refcounted; a channel's own copy, made at its first write,
+ * keeps a reference to the shared block it came from until the channel is freed, since a
+ * reader on another thread may still hold the old values. */
+typedef struct eddy__options_s {
+    _Atomic uint32_t refs;          /* shared blocks; 0 for the static defaults, never freed */
+    struct eddy__options_s *shared; /* a channel's own copy: where it came from; else NULL */
+    int64_t value[EDDY_OPTION_COUNT_];
+} eddy__options_t;
 
-    _Atomic uint64_t bytes_read, bytes_written, msgs_read, msgs_written;
-    _Atomic uint64_t pending_snapshot;
-
-    eddy__attr_t *attrs;
-    size_t nattrs;
-
-    /* Listening channels. */
+/* What only listening channels have (socket.c). */
+typedef struct eddy__listener_s {
     eddy_loop_group_t *children;
     eddy_channel_init_cb child_init;
     void *child_arg;
     eddy_channel_config_t child_config;
+    eddy__options_t *child_opts; /* child_config's values, shared by every child */
     unsigned accepts_per_wakeup;
     int reserve_fd;               /* closed to accept-and-close when out of descriptors */
     eddy_timer_t *accept_backoff; /* EMFILE: accepting resumes when it fires */
+} eddy__listener_t;
 
-    /* Connecting channels. */
-    eddy_promise_t *connect_promise;
-    eddy_timer_t *connect_timer;
-
-    /* Embedded channels. */
+/* What only embedded channels have (embedded.c): what the test reads back. */
+typedef struct eddy__embedded_s {
     eddy__msgq_t in_q, out_q;
     int last_error;
     int events[64];
     size_t nevents;
+} eddy__embedded_t;
+
+struct eddy_channel_s {
+    _Atomic uint32_t refs;
+    unsigned flags;
+    uint64_t id;
+    const eddy__channel_ops_t *ops;
+    int fd;
+    _Atomic bool writable;
+    /* The adaptive receive buffer (AdaptiveRecvByteBufAllocator): 1 + an index into
+     * socket.c's sizes, 0 before the first read. */
+    uint8_t recv_index;
+    bool recv_shrink_next;
+    eddy_io_t io;          /* every kind's: its loop is the channel's, eddy__loop_of() */
+    eddy__closer_t closer; /* closed with the loop's shutdown (registered socket kinds) */
+    eddy_pipeline_t pipeline;
+    /* IP addresses inline, 28 B each where eddy_addr_t takes 136; eddy_addr_t copies, and
+     * Unix socket addresses, live in `addrs`, made when first needed. Set them through
+     * eddy__channel_set_addr(). */
+    eddy__ip_addr_t local_ip, remote_ip;
+    _Atomic(eddy__addrs_t *) addrs;
+    /* The option values, read as ch->opt[EDDY_...]: a shared block's values (the defaults,
+     * or the listener's child options) until the first write gives the channel a copy of
+     * its own (eddy__options_t says how). Write only through eddy__channel_option_store(). */
+    int64_t *opt;
+    /* Made on the first eddy_channel_close_future() call: NULL until then, or a marker
+     * once closed without one (channel.c, CLOSED_NO_FUTURE). */
+    _Atomic(eddy_promise_t *) close_future;
+    const eddy__close_hook_t *close_hook; /* NULL: none */
+
+    /* The outbound buffer: entries from out_head up to `unflushed` (exclusive; NULL: all) are
+     * flushed, the rest written but not yet flushed. */
+    eddy__entry_t *out_head, *out_tail, *unflushed; /* unflushed: first entry not flushed */
+    /* Bytes queued (flushed or not): written on the loop, read by eddy_channel_counters()
+     * anywhere, so relaxed atomic loads and stores (plain moves on x86): eddy__pending(). */
+    _Atomic size_t pending;
+
+    _Atomic uint64_t bytes_read, bytes_written, msgs_read, msgs_written;
+
+    eddy__attrs_t *attrs; /* NULL: none */
+
+    /* What only one kind has, allocated by that kind, so an accepted connection carries
+     * none of it. The flags say which: LISTENER, EMBEDDED, else a stream socket's connect
+     * in progress (NULL when there is none). */
+    union {
+        eddy__listener_t *listener;
+        eddy__embedded_t *embedded;
+        eddy__connecting_t *connecting;
+    };
 };
+
+/* The channel's loop, kept once, in its io: the io is initialised for every kind (embedded
+ * ones never start it). */
+static inline eddy_loop_t *eddy__loop_of(const eddy_channel_t *ch)
+{
+    return ch->io._loop;
+}
+
+static inline size_t eddy__pending(const eddy_channel_t *ch)
+{
+    return atomic_load_explicit(&ch->pending, memory_order_relaxed);
+}
+
+static inline void eddy__pending_set(eddy_channel_t *ch, size_t n)
+{
+    atomic_store_explicit(&ch->pending, n, memory_order_relaxed);
+}
+
+/* The channel a pipeline is embedded in. */
+static inline eddy_channel_t *eddy__pipeline_channel(eddy_pipeline_t *p)
+{
+    return EDDY_CONTAINER_OF(p, eddy_channel_t, pipeline);
+}
 
 /* Channels (channel.c). */
 eddy_channel_t *eddy__channel_new(eddy_loop_t *loop, const eddy__channel_ops_t *ops, int fd);
 void eddy__channel_apply_config(eddy_channel_t *ch, const eddy_channel_config_t *cfg);
+/* Set one option's value (no socket call, no side effect): 0 or EDDY_ENOMEM (the copy). */
+int eddy__channel_option_store(eddy_channel_t *ch, eddy_option_t opt, int64_t value);
+/* The values cfg gives a channel, as a block to share (one reference), or NULL without
+ * memory. */
+eddy__options_t *eddy__options_new(const eddy_channel_config_t *cfg);
+void eddy__options_release(eddy__options_t *o);
+/* A new channel takes o's values (a reference) and cfg's socket options, as
+ * eddy__channel_apply_config() would, without a copy of its own. */
+void eddy__channel_share_config(eddy_channel_t *ch, eddy__options_t *o,
+                                const eddy_channel_config_t *cfg);
+/* Set ch's local or remote address (the loop, before the channel is handed to another
+ * thread). A Unix socket's address that finds no memory is left unknown. */
+void eddy__channel_set_addr(eddy_channel_t *ch, bool remote, const eddy_addr_t *a);
+/* Set ch's close hook (the loop, before it closes; one per channel). */
+void eddy__channel_set_close_hook(eddy_channel_t *ch, const eddy__close_hook_t *hook);
 /* Registered and (for connected kinds) active: fire the events in Netty's order. */
 void eddy__channel_registered(eddy_channel_t *ch);
 void eddy__channel_activate(eddy_channel_t *ch);
 /* The generic close on the loop: fail the outbound buffer, fire inactive and unregistered,
- * remove the handlers, complete the close future, drop the loop's reference. */
+ * remove the handlers, call the close hook, complete the close future, drop the loop's
+ * reference. */
 void eddy__channel_do_close(eddy_channel_t *ch, int why, eddy_promise_t *p);
 /* Run fn(ch, arg) on the channel's loop: at once when already there, else as a task (the
  * channel is retained meanwhile). */
@@ -198,7 +302,7 @@ void eddy__outbound_update_writability(eddy_channel_t *ch);
 size_t eddy__msg_bytes(eddy_msg_t *msg);
 
 /* Pipelines (pipeline.c). */
-void eddy__pipeline_init(eddy_pipeline_t *p, eddy_channel_t *ch);
+void eddy__pipeline_init(eddy_pipeline_t *p);
 /* Free removed contexts still waiting (the channel is being freed: nothing is inside). */
 void eddy__pipeline_free(eddy_pipeline_t *p);
 /* Remove every handler (handler_removed, state freed), at close. */

@@ -26,19 +26,14 @@ static void fail_msg(eddy_msg_t *msg, eddy_promise_t *p, int err)
     eddy__promise_done(p, err);
 }
 
-static void set_pending(eddy_channel_t *ch, size_t pending)
-{
-    ch->pending = pending;
-    atomic_store_explicit(&ch->pending_snapshot, pending, memory_order_relaxed);
-}
-
 void eddy__outbound_update_writability(eddy_channel_t *ch)
 {
     bool writable = atomic_load_explicit(&ch->writable, memory_order_relaxed);
     bool now = writable;
-    if (writable && ch->pending > (size_t)ch->opt[EDDY_WRITE_BUFFER_HIGH_WATER_MARK]) {
+    size_t pending = eddy__pending(ch);
+    if (writable && pending > (size_t)ch->opt[EDDY_WRITE_BUFFER_HIGH_WATER_MARK]) {
         now = false;
-    } else if (!writable && ch->pending < (size_t)ch->opt[EDDY_WRITE_BUFFER_LOW_WATER_MARK]) {
+    } else if (!writable && pending < (size_t)ch->opt[EDDY_WRITE_BUFFER_LOW_WATER_MARK]) {
         now = true;
     }
     if (now == writable) {
@@ -79,7 +74,7 @@ void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
     }
     size_t bytes = eddy__msg_bytes(msg);
     int64_t cap = ch->opt[EDDY_MAX_PENDING_OUTBOUND];
-    if (cap > 0 && ch->pending + bytes > (size_t)cap) {
+    if (cap > 0 && eddy__pending(ch) + bytes > (size_t)cap) {
         fail_msg(msg, p, EDDY_ENOBUFS);
         return;
     }
@@ -102,7 +97,7 @@ void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
     if (ch->unflushed == NULL) {
         ch->unflushed = e;
     }
-    set_pending(ch, ch->pending + bytes);
+    eddy__pending_set(ch, eddy__pending(ch) + bytes);
     eddy__outbound_update_writability(ch);
 }
 
@@ -121,7 +116,7 @@ static void pop_head(eddy_channel_t *ch, int err)
     if (ch->unflushed == e) {
         ch->unflushed = e->next;
     }
-    set_pending(ch, ch->pending - (e->bytes - e->done));
+    eddy__pending_set(ch, eddy__pending(ch) - (e->bytes - e->done));
     if (err == 0) {
         atomic_fetch_add_explicit(&ch->msgs_written, 1, memory_order_relaxed);
     }
@@ -142,7 +137,7 @@ void eddy__outbound_remove_written(eddy_channel_t *ch, size_t bytes)
         if (bytes < left) {
             if (bytes > 0) {
                 e->done += bytes;
-                set_pending(ch, ch->pending - bytes);
+                eddy__pending_set(ch, eddy__pending(ch) - bytes);
                 if (e->msg->type == EDDY_MSG_BUF) {
                     eddy_buf_skip(eddy_buf_of(e->msg), bytes);
                 } else {
@@ -163,7 +158,7 @@ void eddy__outbound_fail_all(eddy_channel_t *ch, int err)
         pop_head(ch, err);
     }
     ch->unflushed = NULL;
-    set_pending(ch, 0);
+    eddy__pending_set(ch, 0);
     /* No writability event on a closing channel: inactive follows. */
     atomic_store_explicit(&ch->writable, true, memory_order_relaxed);
 }

@@ -5,6 +5,11 @@
  * channel. Removed contexts keep their links, so an event walking through one goes on, and
  * are freed only when no event can be inside them (the outermost entry into the pipeline
  * left, and no offloaded event is in flight).
+ *
+ * The head and the tail are one context, `end`, and the list a ring through it: the head
+ * implements only outbound operations and the tail only inbound events, so one mask serves
+ * both, an inbound walk stops there as at the tail and an outbound walk as at the head. One
+ * context less per channel (72 B).
  */
 #include "pipeline/internal.h"
 
@@ -47,7 +52,7 @@ static unsigned mask_of(const eddy_handler_ops_t *o)
 
 static void head_bind(eddy_ctx_t *ctx, const eddy_addr_t *local, eddy_promise_t *p)
 {
-    eddy_channel_t *ch = ctx->pipeline->ch;
+    eddy_channel_t *ch = eddy__pipeline_channel(ctx->pipeline);
     if (ch->ops->bind == NULL) {
         eddy__promise_done(p, EDDY_ENOTSUP);
         return;
@@ -58,7 +63,7 @@ static void head_bind(eddy_ctx_t *ctx, const eddy_addr_t *local, eddy_promise_t 
 static void head_connect(eddy_ctx_t *ctx, const eddy_addr_t *remote, const eddy_addr_t *local,
                          eddy_promise_t *p)
 {
-    eddy_channel_t *ch = ctx->pipeline->ch;
+    eddy_channel_t *ch = eddy__pipeline_channel(ctx->pipeline);
     if (ch->ops->connect == NULL) {
         eddy__promise_done(p, EDDY_ENOTSUP);
         return;
@@ -68,12 +73,12 @@ static void head_connect(eddy_ctx_t *ctx, const eddy_addr_t *remote, const eddy_
 
 static void head_close(eddy_ctx_t *ctx, eddy_promise_t *p)
 {
-    eddy__channel_do_close(ctx->pipeline->ch, 0, p);
+    eddy__channel_do_close(eddy__pipeline_channel(ctx->pipeline), 0, p);
 }
 
 static void head_read(eddy_ctx_t *ctx)
 {
-    eddy_channel_t *ch = ctx->pipeline->ch;
+    eddy_channel_t *ch = eddy__pipeline_channel(ctx->pipeline);
     if (ch->ops->begin_read != NULL && !(ch->flags & EDDY__CH_CLOSED)) {
         ch->ops->begin_read(ch);
     }
@@ -81,33 +86,21 @@ static void head_read(eddy_ctx_t *ctx)
 
 static void head_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
 {
-    eddy__outbound_add(ctx->pipeline->ch, msg, p);
+    eddy__outbound_add(eddy__pipeline_channel(ctx->pipeline), msg, p);
 }
 
 static void head_flush(eddy_ctx_t *ctx)
 {
-    eddy_channel_t *ch = ctx->pipeline->ch;
+    eddy_channel_t *ch = eddy__pipeline_channel(ctx->pipeline);
     eddy__outbound_mark_flushed(ch);
     if (!(ch->flags & EDDY__CH_CLOSED)) {
         ch->ops->flush(ch);
     }
 }
 
-static const eddy_handler_ops_t head_ops = {
-    .name = "head",
-    .bind = head_bind,
-    .connect = head_connect,
-    .disconnect = head_close,
-    .close = head_close,
-    .deregister = head_close,
-    .read = head_read,
-    .write = head_write,
-    .flush = head_flush,
-};
-
 static void tail_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 {
-    eddy_channel_t *ch = ctx->pipeline->ch;
+    eddy_channel_t *ch = eddy__pipeline_channel(ctx->pipeline);
     if (ch->flags & EDDY__CH_EMBEDDED) {
         /* The embedded channel keeps what comes out for eddy_embedded_read_inbound(). */
         eddy__embedded_inbound(ch, msg);
@@ -124,18 +117,20 @@ static void tail_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 static void tail_user_event(eddy_ctx_t *ctx, int event, void *data)
 {
     (void)data;
-    eddy_channel_t *ch = ctx->pipeline->ch;
-    if ((ch->flags & EDDY__CH_EMBEDDED) &&
-        ch->nevents < sizeof(ch->events) / sizeof(ch->events[0])) {
-        ch->events[ch->nevents++] = event;
+    eddy_channel_t *ch = eddy__pipeline_channel(ctx->pipeline);
+    if (ch->flags & EDDY__CH_EMBEDDED) {
+        eddy__embedded_t *e = ch->embedded;
+        if (e->nevents < sizeof(e->events) / sizeof(e->events[0])) {
+            e->events[e->nevents++] = event;
+        }
     }
 }
 
 static void tail_exception(eddy_ctx_t *ctx, int err)
 {
-    eddy_channel_t *ch = ctx->pipeline->ch;
+    eddy_channel_t *ch = eddy__pipeline_channel(ctx->pipeline);
     if (ch->flags & EDDY__CH_EMBEDDED) {
-        ch->last_error = err;
+        ch->embedded->last_error = err;
         return;
     }
     fprintf(stderr,
@@ -149,8 +144,9 @@ static void tail_nothing(eddy_ctx_t *ctx)
     (void)ctx;
 }
 
-static const eddy_handler_ops_t tail_ops = {
-    .name = "tail",
+/* The head's outbound operations and the tail's inbound events. */
+static const eddy_handler_ops_t end_ops = {
+    .name = "end",
     .channel_registered = tail_nothing,
     .channel_unregistered = tail_nothing,
     .channel_active = tail_nothing,
@@ -160,23 +156,24 @@ static const eddy_handler_ops_t tail_ops = {
     .channel_read = tail_read,
     .user_event_triggered = tail_user_event,
     .exception_caught = tail_exception,
+    .bind = head_bind,
+    .connect = head_connect,
+    .disconnect = head_close,
+    .close = head_close,
+    .deregister = head_close,
+    .read = head_read,
+    .write = head_write,
+    .flush = head_flush,
 };
 
-void eddy__pipeline_init(eddy_pipeline_t *p, eddy_channel_t *ch)
+void eddy__pipeline_init(eddy_pipeline_t *p)
 {
     memset(p, 0, sizeof(*p));
-    p->ch = ch;
-    p->head.pipeline = p;
-    p->head.ops = &head_ops;
-    p->head.mask = mask_of(&head_ops);
-    static char head_name[] = "head", tail_name[] = "tail";
-    p->head.name = head_name;
-    p->head.next = &p->tail;
-    p->tail.pipeline = p;
-    p->tail.ops = &tail_ops;
-    p->tail.mask = mask_of(&tail_ops);
-    p->tail.name = tail_name;
-    p->tail.prev = &p->head;
+    p->end.pipeline = p;
+    p->end.ops = &end_ops;
+    p->end.mask = mask_of(&end_ops);
+    p->end.next = &p->end;
+    p->end.prev = &p->end;
     atomic_init(&p->offloaded, 0);
 }
 
@@ -184,12 +181,26 @@ void eddy__pipeline_init(eddy_pipeline_t *p, eddy_channel_t *ch)
  * Lifetime of contexts
  */
 
+static eddy_carrier_t *ctx_carrier(const eddy_ctx_t *ctx)
+{
+    eddy_carrier_t *c;
+    memcpy(&c, ctx + 1, sizeof(c));
+    return c;
+}
+
+static const char *ctx_name(const eddy_ctx_t *ctx)
+{
+    if (ctx->ops == &end_ops) {
+        return ctx->ops->name;
+    }
+    return (const char *)(ctx + 1) + (ctx->on_carrier ? sizeof(eddy_carrier_t *) : 0);
+}
+
 static void ctx_free(eddy_ctx_t *ctx)
 {
     if (ctx->free_state != NULL && ctx->state != NULL) {
         ctx->free_state(ctx->state);
     }
-    free(ctx->name);
     free(ctx);
 }
 
@@ -198,18 +209,18 @@ static void bury_dead(eddy_pipeline_t *p)
     if (p->depth != 0 || atomic_load_explicit(&p->offloaded, memory_order_acquire) != 0) {
         return;
     }
-    while (p->graveyard != NULL) {
-        eddy_ctx_t *ctx = p->graveyard;
-        p->graveyard = ctx->grave_next;
+    while (p->end.grave_next != NULL) {
+        eddy_ctx_t *ctx = p->end.grave_next;
+        p->end.grave_next = ctx->grave_next;
         ctx_free(ctx);
     }
 }
 
 void eddy__pipeline_free(eddy_pipeline_t *p)
 {
-    while (p->graveyard != NULL) {
-        eddy_ctx_t *ctx = p->graveyard;
-        p->graveyard = ctx->grave_next;
+    while (p->end.grave_next != NULL) {
+        eddy_ctx_t *ctx = p->end.grave_next;
+        p->end.grave_next = ctx->grave_next;
         ctx_free(ctx);
     }
 }
@@ -221,7 +232,7 @@ void eddy__pipeline_enter(eddy_pipeline_t *p)
 
 void eddy__pipeline_leave(eddy_pipeline_t *p)
 {
-    if (--p->depth == 0 && p->graveyard != NULL) {
+    if (--p->depth == 0 && p->end.grave_next != NULL) {
         bury_dead(p);
     }
 }
@@ -233,9 +244,9 @@ static void unlink_ctx(eddy_pipeline_t *p, eddy_ctx_t *ctx)
 {
     ctx->prev->next = ctx->next;
     ctx->next->prev = ctx->prev;
-    ctx->grave_next = p->graveyard;
-    p->graveyard = ctx;
-    if (ctx->carrier != NULL) {
+    ctx->grave_next = p->end.grave_next;
+    p->end.grave_next = ctx;
+    if (ctx->on_carrier) {
         /* An offloaded handler is removed on its carrier, after the events already sent
          * there (channel_inactive at close among them): Netty runs handlerRemoved on the
          * handler's executor too. The context stays unburied until that ran. */
@@ -256,8 +267,8 @@ static void unlink_ctx(eddy_pipeline_t *p, eddy_ctx_t *ctx)
 void eddy__pipeline_destroy(eddy_pipeline_t *p)
 {
     eddy__pipeline_enter(p);
-    while (p->head.next != &p->tail) {
-        unlink_ctx(p, p->head.next);
+    while (p->end.next != &p->end) {
+        unlink_ctx(p, p->end.next);
     }
     eddy__pipeline_leave(p);
 }
@@ -268,8 +279,8 @@ void eddy__pipeline_destroy(eddy_pipeline_t *p)
 
 static eddy_ctx_t *find_name(eddy_pipeline_t *p, const char *name)
 {
-    for (eddy_ctx_t *c = p->head.next; c != &p->tail; c = c->next) {
-        if (strcmp(c->name, name) == 0) {
+    for (eddy_ctx_t *c = p->end.next; c != &p->end; c = c->next) {
+        if (strcmp(ctx_name(c), name) == 0) {
             return c;
         }
     }
@@ -278,7 +289,7 @@ static eddy_ctx_t *find_name(eddy_pipeline_t *p, const char *name)
 
 static eddy_ctx_t *find_ops(eddy_pipeline_t *p, const eddy_handler_ops_t *ops)
 {
-    for (eddy_ctx_t *c = p->head.next; c != &p->tail; c = c->next) {
+    for (eddy_ctx_t *c = p->end.next; c != &p->end; c = c->next) {
         if (c->ops == ops) {
             return c;
         }
@@ -308,12 +319,11 @@ static int apply_add(change_t *c)
     eddy_ctx_t *base = NULL;
     char gen[32];
     const char *name = c->name;
-    if (p->ch->flags & EDDY__CH_CLOSED) {
+    if (eddy__pipeline_channel(p)->flags & EDDY__CH_CLOSED) {
         err = EDDY_ECLOSED;
     } else if (c->ops == NULL) {
         err = EDDY_EINVAL;
-    } else if (c->where == WHERE_BEFORE || c->where == WHERE_AFTER ||
-               c->where == WHERE_REPLACE) {
+    } else if (c->where == WHERE_BEFORE || c->where == WHERE_AFTER || c->where == WHERE_REPLACE) {
         base = c->base != NULL ? find_name(p, c->base) : NULL;
         if (base == NULL) {
             err = EDDY_ENOENT;
@@ -324,14 +334,14 @@ static int apply_add(change_t *c)
                  p->names++);
         name = gen;
     }
-    if (err == 0 && find_name(p, name) != NULL && !(base != NULL && c->where == WHERE_REPLACE &&
-                                                     strcmp(base->name, name) == 0)) {
+    if (err == 0 && find_name(p, name) != NULL &&
+        !(base != NULL && c->where == WHERE_REPLACE && strcmp(ctx_name(base), name) == 0)) {
         err = EDDY_EEXIST;
     }
     if (err == 0 && !c->ops->sharable && c->state != NULL) {
         /* A handler instance is its ops and its state: a non-sharable one (per-channel state)
          * may not sit twice in a pipeline. Several instances of one ops table are fine. */
-        for (eddy_ctx_t *x = p->head.next; x != &p->tail; x = x->next) {
+        for (eddy_ctx_t *x = p->end.next; x != &p->end; x = x->next) {
             if (x->ops == c->ops && x->state == c->state &&
                 !(c->where == WHERE_REPLACE && x == base)) {
                 err = EDDY_EINVAL;
@@ -340,14 +350,17 @@ static int apply_add(change_t *c)
     }
     eddy_ctx_t *ctx = NULL;
     if (err == 0) {
-        ctx = calloc(1, sizeof(*ctx));
-        char *copy = strdup(name);
-        if (ctx == NULL || copy == NULL) {
-            free(ctx);
-            free(copy);
+        /* One allocation with the carrier and the name after the context: an idle
+         * connection's handlers cost one malloc chunk each. */
+        size_t n = strlen(name) + 1;
+        size_t extra = c->carrier != NULL ? sizeof(c->carrier) : 0;
+        ctx = calloc(1, sizeof(*ctx) + extra + n);
+        if (ctx == NULL) {
             err = EDDY_ENOMEM;
         } else {
-            ctx->name = copy;
+            ctx->on_carrier = c->carrier != NULL;
+            memcpy(ctx + 1, &c->carrier, extra);
+            memcpy((char *)(ctx + 1) + extra, name, n);
         }
     }
     if (err != 0) {
@@ -361,14 +374,13 @@ static int apply_add(change_t *c)
     ctx->state = c->state;
     ctx->free_state = c->free_state;
     ctx->mask = mask_of(c->ops);
-    ctx->carrier = c->carrier;
     eddy_ctx_t *prev;
     switch (c->where) {
     case WHERE_FIRST:
-        prev = &p->head;
+        prev = &p->end;
         break;
     case WHERE_LAST:
-        prev = p->tail.prev;
+        prev = p->end.prev;
         break;
     case WHERE_BEFORE:
         prev = base->prev;
@@ -428,8 +440,8 @@ static int change(eddy_pipeline_t *p, int where, const char *base, const char *n
 {
     change_t local = {p, where, base, name, {NULL, NULL}, ops, state, free_state, carrier,
                       remove};
-    eddy_channel_t *ch = p->ch;
-    if (eddy_loop_in_event_loop(ch->loop)) {
+    eddy_channel_t *ch = eddy__pipeline_channel(p);
+    if (eddy_loop_in_event_loop(eddy__loop_of(ch))) {
         return remove ? apply_remove(&local) : apply_add(&local);
     }
     change_t *c = calloc(1, sizeof(*c));
@@ -531,9 +543,9 @@ eddy_ctx_t *eddy_pipeline_context_ops(eddy_pipeline_t *p, const eddy_handler_ops
 size_t eddy_pipeline_names(eddy_pipeline_t *p, const char **names, size_t n)
 {
     size_t i = 0;
-    for (eddy_ctx_t *c = p->head.next; c != &p->tail; c = c->next, i++) {
+    for (eddy_ctx_t *c = p->end.next; c != &p->end; c = c->next, i++) {
         if (i < n) {
-            names[i] = c->name;
+            names[i] = ctx_name(c);
         }
     }
     return i;
@@ -541,7 +553,7 @@ size_t eddy_pipeline_names(eddy_pipeline_t *p, const char **names, size_t n)
 
 eddy_channel_t *eddy_pipeline_channel(eddy_pipeline_t *p)
 {
-    return p->ch;
+    return eddy__pipeline_channel(p);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -580,7 +592,7 @@ static int offload_run(void *arg, void **result)
     offload_t *o = arg;
     eddy_ctx_t *ctx = o->ctx;
     eddy_pipeline_t *p = ctx->pipeline;
-    eddy_channel_t *ch = p->ch;
+    eddy_channel_t *ch = eddy__pipeline_channel(p);
     if (o->kind == OFF_REMOVED) {
         ctx->removed = true;
         if (ctx->ops->handler_removed != NULL) {
@@ -603,6 +615,7 @@ static void offload(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event
                     int err)
 {
     eddy_pipeline_t *p = ctx->pipeline;
+    eddy_channel_t *ch = eddy__pipeline_channel(p);
     offload_t *o = malloc(sizeof(*o));
     if (o == NULL) {
         if (msg != NULL) {
@@ -612,8 +625,8 @@ static void offload(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event
     }
     *o = (offload_t){ctx, kind, msg, event, data, err};
     atomic_fetch_add_explicit(&p->offloaded, 1, memory_order_relaxed);
-    eddy_channel_retain(p->ch);
-    eddy_future_t *f = eddy_carrier_execute(ctx->carrier, p->ch->id, offload_run, o);
+    eddy_channel_retain(ch);
+    eddy_future_t *f = eddy_carrier_execute(ctx_carrier(ctx), ch->id, offload_run, o);
     if (f == NULL || (eddy_future_is_done(f) && eddy_future_error(f) != 0)) {
         /* Refused (the carrier closed): offload_run will not run; the event is lost to this
          * handler, and we say so. A removal runs here instead, so the state is freed. */
@@ -628,9 +641,9 @@ static void offload(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event
         }
         free(o);
         atomic_fetch_sub_explicit(&p->offloaded, 1, memory_order_release);
-        eddy_channel_release(p->ch);
+        eddy_channel_release(ch);
         fprintf(stderr, "eddy: channel %llu: handler %s: its carrier refused an event\n",
-                (unsigned long long)p->ch->id, ctx->name);
+                (unsigned long long)ch->id, ctx_name(ctx));
     }
     eddy_future_release(f);
 }
@@ -700,13 +713,13 @@ static void fire_from(eddy_ctx_t *from, off_kind_t kind, eddy_msg_t *msg, int ev
         ctx = ctx->next;
     }
     eddy_pipeline_t *p = ctx->pipeline;
-    if (ctx->carrier != NULL) {
+    if (ctx->on_carrier) {
         offload(ctx, kind, msg, event, data, err);
         return;
     }
     p->depth++;
     call_inbound(ctx, kind, msg, event, data, err);
-    if (--p->depth == 0 && p->graveyard != NULL) {
+    if (--p->depth == 0 && p->end.grave_next != NULL) {
         bury_dead(p);
     }
 }
@@ -725,7 +738,8 @@ static void fire(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event, v
                  int err)
 {
     eddy_pipeline_t *p = ctx->pipeline;
-    if (eddy_loop_in_event_loop(p->ch->loop)) {
+    eddy_channel_t *ch = eddy__pipeline_channel(p);
+    if (eddy_loop_in_event_loop(eddy__loop_of(ch))) {
         fire_from(ctx, kind, msg, event, data, err);
         return;
     }
@@ -739,7 +753,7 @@ static void fire(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event, v
     *h = (offload_t){ctx, kind, msg, event, data, err};
     /* The context stays (not buried) until the hop ran. */
     atomic_fetch_add_explicit(&p->offloaded, 1, memory_order_relaxed);
-    eddy__channel_on_loop(p->ch, hop_inbound, h);
+    eddy__channel_on_loop(ch, hop_inbound, h);
 }
 
 void eddy_ctx_fire_channel_registered(eddy_ctx_t *ctx)
@@ -789,47 +803,47 @@ void eddy_ctx_fire_exception(eddy_ctx_t *ctx, int err)
 
 void eddy__pipeline_fire_registered(eddy_pipeline_t *p)
 {
-    fire_from(&p->head, OFF_REGISTERED, NULL, 0, NULL, 0);
+    fire_from(&p->end, OFF_REGISTERED, NULL, 0, NULL, 0);
 }
 
 void eddy__pipeline_fire_unregistered(eddy_pipeline_t *p)
 {
-    fire_from(&p->head, OFF_UNREGISTERED, NULL, 0, NULL, 0);
+    fire_from(&p->end, OFF_UNREGISTERED, NULL, 0, NULL, 0);
 }
 
 void eddy__pipeline_fire_active(eddy_pipeline_t *p)
 {
-    fire_from(&p->head, OFF_ACTIVE, NULL, 0, NULL, 0);
+    fire_from(&p->end, OFF_ACTIVE, NULL, 0, NULL, 0);
 }
 
 void eddy__pipeline_fire_inactive(eddy_pipeline_t *p)
 {
-    fire_from(&p->head, OFF_INACTIVE, NULL, 0, NULL, 0);
+    fire_from(&p->end, OFF_INACTIVE, NULL, 0, NULL, 0);
 }
 
 void eddy__pipeline_fire_writability(eddy_pipeline_t *p)
 {
-    fire_from(&p->head, OFF_WRITABILITY, NULL, 0, NULL, 0);
+    fire_from(&p->end, OFF_WRITABILITY, NULL, 0, NULL, 0);
 }
 
 void eddy_pipeline_fire_channel_read(eddy_pipeline_t *p, eddy_msg_t *msg)
 {
-    fire_from(&p->head, OFF_READ, msg, 0, NULL, 0);
+    fire_from(&p->end, OFF_READ, msg, 0, NULL, 0);
 }
 
 void eddy_pipeline_fire_channel_read_complete(eddy_pipeline_t *p)
 {
-    fire_from(&p->head, OFF_READ_COMPLETE, NULL, 0, NULL, 0);
+    fire_from(&p->end, OFF_READ_COMPLETE, NULL, 0, NULL, 0);
 }
 
 void eddy_pipeline_fire_user_event(eddy_pipeline_t *p, int event, void *data)
 {
-    fire_from(&p->head, OFF_USER_EVENT, NULL, event, data, 0);
+    fire_from(&p->end, OFF_USER_EVENT, NULL, event, data, 0);
 }
 
 void eddy_pipeline_fire_exception(eddy_pipeline_t *p, int err)
 {
-    fire_from(&p->head, OFF_EXCEPTION, NULL, 0, NULL, err);
+    fire_from(&p->end, OFF_EXCEPTION, NULL, 0, NULL, err);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -914,7 +928,7 @@ static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_pr
         out_from(from, OUT_FLUSH, NULL, NULL, NULL, NULL);
         break;
     }
-    if (--p->depth == 0 && p->graveyard != NULL) {
+    if (--p->depth == 0 && p->end.grave_next != NULL) {
         bury_dead(p);
     }
 }
@@ -933,7 +947,8 @@ static void out(eddy_ctx_t *ctx, out_kind_t kind, eddy_msg_t *msg, eddy_promise_
                 const eddy_addr_t *a, const eddy_addr_t *b)
 {
     eddy_pipeline_t *p = ctx->pipeline;
-    if (eddy_loop_in_event_loop(p->ch->loop)) {
+    eddy_channel_t *ch = eddy__pipeline_channel(p);
+    if (eddy_loop_in_event_loop(eddy__loop_of(ch))) {
         out_from(ctx, kind, msg, pr, a, b);
         return;
     }
@@ -957,7 +972,7 @@ static void out(eddy_ctx_t *ctx, out_kind_t kind, eddy_msg_t *msg, eddy_promise_
         h->has_b = true;
     }
     atomic_fetch_add_explicit(&p->offloaded, 1, memory_order_relaxed);
-    eddy__channel_on_loop(p->ch, out_hop, h);
+    eddy__channel_on_loop(ch, out_hop, h);
 }
 
 void eddy_ctx_bind(eddy_ctx_t *ctx, const eddy_addr_t *local, eddy_promise_t *p)
@@ -1016,22 +1031,22 @@ void eddy_ctx_write_and_flush(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *
 
 void eddy__pipeline_write(eddy_pipeline_t *p, eddy_msg_t *msg, eddy_promise_t *pr, bool flush)
 {
-    out(&p->tail, flush ? OUT_WRITE_FLUSH : OUT_WRITE, msg, pr, NULL, NULL);
+    out(&p->end, flush ? OUT_WRITE_FLUSH : OUT_WRITE, msg, pr, NULL, NULL);
 }
 
 void eddy__pipeline_flush(eddy_pipeline_t *p)
 {
-    out(&p->tail, OUT_FLUSH, NULL, NULL, NULL, NULL);
+    out(&p->end, OUT_FLUSH, NULL, NULL, NULL, NULL);
 }
 
 void eddy__pipeline_close(eddy_pipeline_t *p, eddy_promise_t *pr)
 {
-    out(&p->tail, OUT_CLOSE, NULL, pr, NULL, NULL);
+    out(&p->end, OUT_CLOSE, NULL, pr, NULL, NULL);
 }
 
 void eddy__pipeline_read(eddy_pipeline_t *p)
 {
-    out(&p->tail, OUT_READ, NULL, NULL, NULL, NULL);
+    out(&p->end, OUT_READ, NULL, NULL, NULL, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -1045,12 +1060,12 @@ void *eddy_ctx_state(const eddy_ctx_t *ctx)
 
 const char *eddy_ctx_name(const eddy_ctx_t *ctx)
 {
-    return ctx->name;
+    return ctx_name(ctx);
 }
 
 eddy_channel_t *eddy_ctx_channel(const eddy_ctx_t *ctx)
 {
-    return ctx->pipeline->ch;
+    return eddy__pipeline_channel(ctx->pipeline);
 }
 
 eddy_pipeline_t *eddy_ctx_pipeline(const eddy_ctx_t *ctx)
@@ -1060,12 +1075,12 @@ eddy_pipeline_t *eddy_ctx_pipeline(const eddy_ctx_t *ctx)
 
 eddy_loop_t *eddy_ctx_loop(const eddy_ctx_t *ctx)
 {
-    return ctx->pipeline->ch->loop;
+    return eddy__loop_of(eddy__pipeline_channel(ctx->pipeline));
 }
 
 eddy_allocator_t *eddy_ctx_alloc(const eddy_ctx_t *ctx)
 {
-    return ctx->pipeline->ch->alloc;
+    return eddy_allocator_default();
 }
 
 bool eddy_ctx_is_removed(const eddy_ctx_t *ctx)

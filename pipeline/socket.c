@@ -75,7 +75,8 @@ static int new_socket(int family)
 
 static bool is_tcp(const eddy_channel_t *ch)
 {
-    sa_family_t f = ch->local.len ? ch->local.u.sa.sa_family : ch->remote.u.sa.sa_family;
+    sa_family_t f = ch->local_ip.sa.sa_family != AF_UNSPEC ? ch->local_ip.sa.sa_family
+                                                           : ch->remote_ip.sa.sa_family;
     return f == AF_INET || f == AF_INET6;
 }
 
@@ -113,17 +114,21 @@ static int socket_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value)
     }
 }
 
-static void fill_addrs(eddy_channel_t *ch)
+/* The addresses the kernel gives: local always, remote when asked (accept gave it). */
+static void fill_addrs(eddy_channel_t *ch, bool remote)
 {
-    ch->local.len = sizeof(ch->local.u);
-    if (getsockname(ch->fd, &ch->local.u.sa, &ch->local.len) != 0) {
-        ch->local.len = 0;
+    eddy_addr_t a;
+    a.len = sizeof(a.u);
+    if (getsockname(ch->fd, &a.u.sa, &a.len) != 0) {
+        a.len = 0;
     }
-    if (!(ch->flags & EDDY__CH_LISTENER)) {
-        ch->remote.len = sizeof(ch->remote.u);
-        if (getpeername(ch->fd, &ch->remote.u.sa, &ch->remote.len) != 0) {
-            ch->remote.len = 0;
+    eddy__channel_set_addr(ch, false, &a);
+    if (remote) {
+        a.len = sizeof(a.u);
+        if (getpeername(ch->fd, &a.u.sa, &a.len) != 0) {
+            a.len = 0;
         }
+        eddy__channel_set_addr(ch, true, &a);
     }
 }
 
@@ -181,7 +186,7 @@ static size_t recv_guess(eddy_channel_t *ch)
         while (i + 1 < NSIZES && recv_sizes[i] < want) {
             i++;
         }
-        ch->recv_index = i + 1;
+        ch->recv_index = (uint8_t)(i + 1);
     }
     size_t size = recv_sizes[ch->recv_index - 1];
     return size < lo ? lo : size > hi ? hi : size;
@@ -210,19 +215,20 @@ static void recv_record(eddy_channel_t *ch, size_t got, size_t asked)
     } else {
         ch->recv_shrink_next = false;
     }
-    ch->recv_index = i + 1;
+    ch->recv_index = (uint8_t)(i + 1);
 }
 
 void eddy__socket_read(eddy_channel_t *ch)
 {
     eddy_pipeline_t *p = &ch->pipeline;
     int64_t max_msgs = ch->opt[EDDY_MAX_MESSAGES_PER_READ];
+    eddy_allocator_t *alloc = eddy_allocator_default();
     int64_t msgs = 0;
     int err = 0;
     bool eof = false;
     while (msgs < max_msgs && !(ch->flags & (EDDY__CH_CLOSED | EDDY__CH_PAUSED))) {
         size_t size = recv_guess(ch);
-        eddy_buf_t *buf = eddy_buf_alloc(ch->alloc, size, size);
+        eddy_buf_t *buf = eddy_buf_alloc(alloc, size, size);
         if (buf == NULL) {
             err = EDDY_ENOMEM;
             break;
@@ -385,7 +391,7 @@ static void stream_flush(eddy_channel_t *ch)
         update_interest(ch);
     } else if (more) {
         /* Spun enough: let the loop serve others, and come back (Netty's incompleteWrite). */
-        if (eddy_loop_execute(ch->loop, flush_later, eddy_channel_retain(ch)) != 0) {
+        if (eddy_loop_execute(eddy__loop_of(ch), flush_later, eddy_channel_retain(ch)) != 0) {
             eddy_channel_release(ch);
         }
     } else if (ch->flags & EDDY__CH_SHUTDOWN_PENDING) {
@@ -421,21 +427,24 @@ static void stream_shutdown_output(eddy_channel_t *ch, eddy_promise_t *p)
  * Close
  */
 
-static void stream_do_close(eddy_channel_t *ch)
+static void close_fd(eddy_channel_t *ch)
 {
     if (ch->fd >= 0) {
         eddy_io_stop(&ch->io);
         close(ch->fd);
         ch->fd = -1;
     }
-    if (ch->reserve_fd >= 0) {
-        close(ch->reserve_fd);
-        ch->reserve_fd = -1;
-    }
-    if (ch->accept_backoff != NULL) {
-        eddy_timer_cancel(ch->accept_backoff);
-        eddy_timer_release(ch->accept_backoff);
-        ch->accept_backoff = NULL;
+}
+
+static eddy_promise_t *connect_end(eddy_channel_t *ch);
+
+static void stream_do_close(eddy_channel_t *ch)
+{
+    close_fd(ch);
+    eddy_promise_t *p = connect_end(ch); /* closed while connecting */
+    if (p != NULL) {
+        eddy_promise_fail(p, EDDY_ECLOSED);
+        eddy_future_release(p);
     }
 }
 
@@ -445,26 +454,33 @@ static void stream_destroy(eddy_channel_t *ch)
         close(ch->fd); /* never registered */
         ch->fd = -1;
     }
-    if (ch->reserve_fd >= 0) {
-        close(ch->reserve_fd);
-        ch->reserve_fd = -1;
-    }
 }
 
 /* ---------------------------------------------------------------------------------------
  * Connecting
  */
 
+/* The connect is over: its timer stopped, its promise (NULL: none) handed to the caller. */
+static eddy_promise_t *connect_end(eddy_channel_t *ch)
+{
+    eddy__connecting_t *c = ch->connecting;
+    ch->flags &= ~EDDY__CH_CONNECTING;
+    if (c == NULL) {
+        return NULL;
+    }
+    ch->connecting = NULL;
+    if (c->timer != NULL) {
+        eddy_timer_cancel(c->timer);
+        eddy_timer_release(c->timer);
+    }
+    eddy_promise_t *p = c->promise;
+    free(c);
+    return p;
+}
+
 static void connect_done(eddy_channel_t *ch, int err)
 {
-    ch->flags &= ~EDDY__CH_CONNECTING;
-    if (ch->connect_timer != NULL) {
-        eddy_timer_cancel(ch->connect_timer);
-        eddy_timer_release(ch->connect_timer);
-        ch->connect_timer = NULL;
-    }
-    eddy_promise_t *p = ch->connect_promise;
-    ch->connect_promise = NULL;
+    eddy_promise_t *p = connect_end(ch);
     if (err != 0) {
         if (p != NULL) {
             eddy_promise_fail(p, err);
@@ -473,7 +489,7 @@ static void connect_done(eddy_channel_t *ch, int err)
         eddy__channel_do_close(ch, err, NULL);
         return;
     }
-    fill_addrs(ch);
+    fill_addrs(ch, true);
     update_interest(ch);
     if (p != NULL) {
         eddy_promise_succeed(p, ch);
@@ -518,8 +534,15 @@ static void stream_connect(eddy_channel_t *ch, const eddy_addr_t *remote,
         eddy__channel_do_close(ch, err, NULL);
         return;
     }
-    ch->remote = *remote;
-    ch->connect_promise = p != NULL ? eddy_future_retain(p) : NULL;
+    eddy__connecting_t *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        eddy__promise_done(p, EDDY_ENOMEM);
+        eddy__channel_do_close(ch, EDDY_ENOMEM, NULL);
+        return;
+    }
+    ch->connecting = c;
+    eddy__channel_set_addr(ch, true, remote);
+    c->promise = p != NULL ? eddy_future_retain(p) : NULL;
     int rc;
     do {
         rc = connect(ch->fd, &remote->u.sa, remote->len);
@@ -536,7 +559,7 @@ static void stream_connect(eddy_channel_t *ch, const eddy_addr_t *remote,
     update_interest(ch);
     int64_t ms = ch->opt[EDDY_CONNECT_TIMEOUT_MS];
     if (ms > 0) {
-        ch->connect_timer = eddy_loop_schedule(ch->loop, ms, connect_timeout, ch);
+        c->timer = eddy_loop_schedule(eddy__loop_of(ch), ms, connect_timeout, ch);
     }
 }
 
@@ -592,9 +615,9 @@ static void close_with_loop(eddy__closer_t *c)
 /* Register a socket channel with its loop (on the loop). */
 void eddy__socket_register(eddy_channel_t *ch)
 {
-    eddy_io_init(&ch->io, ch->loop, ch->fd, on_io, ch);
+    eddy_io_init(&ch->io, eddy__loop_of(ch), ch->fd, on_io, ch);
     ch->closer.close = close_with_loop;
-    eddy__loop_closer_add(ch->loop, &ch->closer);
+    eddy__loop_closer_add(eddy__loop_of(ch), &ch->closer);
     eddy__channel_registered(ch);
 }
 
@@ -619,13 +642,43 @@ static void listener_flush(eddy_channel_t *ch)
     (void)ch; /* nothing to write on a listening socket */
 }
 
+static void listener_do_close(eddy_channel_t *ch)
+{
+    close_fd(ch);
+    eddy__listener_t *l = ch->listener;
+    if (l->reserve_fd >= 0) {
+        close(l->reserve_fd);
+        l->reserve_fd = -1;
+    }
+    if (l->accept_backoff != NULL) {
+        eddy_timer_cancel(l->accept_backoff);
+        eddy_timer_release(l->accept_backoff);
+        l->accept_backoff = NULL;
+    }
+}
+
+static void listener_destroy(eddy_channel_t *ch)
+{
+    stream_destroy(ch);
+    eddy__listener_t *l = ch->listener;
+    if (l == NULL) {
+        return; /* made without memory for it */
+    }
+    if (l->reserve_fd >= 0) {
+        close(l->reserve_fd);
+    }
+    eddy__options_release(l->child_opts);
+    free(l);
+    ch->listener = NULL;
+}
+
 static const eddy__channel_ops_t listener_ops = {
     .kind = "listener",
     .begin_read = stream_begin_read,
     .flush = listener_flush,
-    .do_close = stream_do_close,
+    .do_close = listener_do_close,
     .set_socket_option = socket_option,
-    .destroy = stream_destroy,
+    .destroy = listener_destroy,
 };
 
 typedef struct child_s {
@@ -655,9 +708,10 @@ static void resume_accept(eddy_timer_t *t, void *arg)
 {
     (void)t;
     eddy_channel_t *ch = arg;
-    if (ch->accept_backoff != NULL) {
-        eddy_timer_release(ch->accept_backoff);
-        ch->accept_backoff = NULL;
+    eddy__listener_t *l = ch->listener;
+    if (l->accept_backoff != NULL) {
+        eddy_timer_release(l->accept_backoff);
+        l->accept_backoff = NULL;
     }
     if (!(ch->flags & EDDY__CH_CLOSED)) {
         ch->flags |= EDDY__CH_READING;
@@ -673,16 +727,17 @@ static void resume_accept(eddy_timer_t *t, void *arg)
  */
 static void out_of_descriptors(eddy_channel_t *ch, int err)
 {
-    if (ch->reserve_fd >= 0) {
-        close(ch->reserve_fd);
-        ch->reserve_fd = -1;
+    eddy__listener_t *l = ch->listener;
+    if (l->reserve_fd >= 0) {
+        close(l->reserve_fd);
+        l->reserve_fd = -1;
         int fd = accept(ch->fd, NULL, NULL);
         if (fd >= 0) {
-            struct linger l = {1, 0};
-            setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+            struct linger reset = {1, 0};
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
             close(fd);
         }
-        ch->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        l->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     }
     static _Atomic int64_t last_log;
     int64_t now = eddy_now_ns();
@@ -695,14 +750,15 @@ static void out_of_descriptors(eddy_channel_t *ch, int err)
     }
     ch->flags &= ~EDDY__CH_READING;
     update_interest(ch);
-    if (ch->accept_backoff == NULL) {
-        ch->accept_backoff = eddy_loop_schedule(ch->loop, 100, resume_accept, ch);
+    if (l->accept_backoff == NULL) {
+        l->accept_backoff = eddy_loop_schedule(eddy__loop_of(ch), 100, resume_accept, ch);
     }
 }
 
 void eddy__listener_accept(eddy_channel_t *ch)
 {
-    unsigned cap = ch->accepts_per_wakeup ? ch->accepts_per_wakeup : 64;
+    eddy__listener_t *l = ch->listener;
+    unsigned cap = l->accepts_per_wakeup ? l->accepts_per_wakeup : 64;
     for (unsigned i = 0; i < cap && !(ch->flags & EDDY__CH_CLOSED); i++) {
         eddy_addr_t peer;
         peer.len = sizeof(peer.u);
@@ -727,7 +783,8 @@ void eddy__listener_accept(eddy_channel_t *ch)
             }
             return;
         }
-        eddy_loop_t *loop = ch->children != NULL ? eddy_loop_group_next(ch->children) : ch->loop;
+        eddy_loop_t *loop =
+            l->children != NULL ? eddy_loop_group_next(l->children) : eddy__loop_of(ch);
         eddy_channel_t *child = eddy__channel_new(loop, &stream_ops, fd);
         child_t *c = child != NULL ? malloc(sizeof(*c)) : NULL;
         if (c == NULL) {
@@ -739,16 +796,16 @@ void eddy__listener_accept(eddy_channel_t *ch)
             eddy_pipeline_fire_exception(&ch->pipeline, EDDY_ENOMEM);
             continue;
         }
-        child->remote = peer;
-        fill_addrs(child);
-        eddy__channel_apply_config(child, &ch->child_config);
-        if (is_tcp(child) && !(ch->child_config.set & (1ull << EDDY_TCP_NODELAY))) {
+        eddy__channel_set_addr(child, true, &peer);
+        fill_addrs(child, false); /* no getpeername(): accept gave the peer */
+        eddy__channel_share_config(child, l->child_opts, &l->child_config);
+        if (is_tcp(child) && !(l->child_config.set & (1ull << EDDY_TCP_NODELAY))) {
             socket_option(child, EDDY_TCP_NODELAY, 1);
         }
         c->ch = child;
-        c->init = ch->child_init;
-        c->arg = ch->child_arg;
-        if (loop == ch->loop) {
+        c->init = l->child_init;
+        c->arg = l->child_arg;
+        if (loop == eddy__loop_of(ch)) {
             child_start(c);
         } else if (eddy_loop_execute(loop, child_start, c) != 0) {
             free(c);
@@ -781,20 +838,30 @@ static void listen_on_loop(void *arg)
         if (ch == NULL) {
             close(fd);
             err = EDDY_ENOMEM;
+        } else {
+            ch->flags |= EDDY__CH_LISTENER;
+            ch->listener = malloc(sizeof(*ch->listener));
+            err = ch->listener == NULL ? EDDY_ENOMEM : 0;
         }
     }
     if (err == 0) {
-        ch->flags |= EDDY__CH_LISTENER;
-        ch->local = r->addr;
-        ch->children = r->opts.children;
-        ch->child_init = r->opts.child_init;
-        ch->child_arg = r->opts.child_arg;
-        ch->child_config = r->child_config;
-        ch->accepts_per_wakeup = r->opts.accepts_per_wakeup;
-        ch->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        eddy__listener_t *l = ch->listener;
+        eddy__channel_set_addr(ch, false, &r->addr);
+        l->children = r->opts.children;
+        l->child_init = r->opts.child_init;
+        l->child_arg = r->opts.child_arg;
+        l->child_config = r->child_config;
+        l->accepts_per_wakeup = r->opts.accepts_per_wakeup;
+        l->accept_backoff = NULL;
+        l->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        l->child_opts = eddy__options_new(&r->child_config);
+        if (l->child_opts == NULL) {
+            err = EDDY_ENOMEM;
+        }
+    }
+    if (err == 0) {
         if (r->addr.u.sa.sa_family != AF_UNIX) {
-            socket_option(ch, EDDY_SO_REUSEADDR, 1);
-            ch->opt[EDDY_SO_REUSEADDR] = 1;
+            eddy_channel_set_option(ch, EDDY_SO_REUSEADDR, 1);
         }
         if (r->has_config) {
             eddy__channel_apply_config(ch, &r->config);
@@ -812,7 +879,7 @@ static void listen_on_loop(void *arg)
         }
         eddy_promise_fail(r->p, err);
     } else {
-        fill_addrs(ch);
+        fill_addrs(ch, false);
         eddy_channel_retain(ch); /* a handler may close it while it becomes active */
         eddy__pipeline_enter(&ch->pipeline);
         eddy__socket_register(ch);
@@ -890,7 +957,7 @@ static void connect_on_loop(void *arg)
         }
         eddy_promise_fail(r->p, fd < 0 ? fd : EDDY_ENOMEM);
     } else {
-        ch->remote = r->remote;
+        eddy__channel_set_addr(ch, true, &r->remote);
         if (r->has_config) {
             eddy__channel_apply_config(ch, &r->config);
         }

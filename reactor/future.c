@@ -1,9 +1,16 @@
 /*
  * Futures and promises (Netty's DefaultPromise): complete once, listeners on the owner loop,
  * await with a timeout from other threads.
+ *
+ * A future has no lock of its own: futures are many and small (promises of writes, close,
+ * listen and connect futures), and a mutex and a condition variable each would make one 136 B
+ * instead of 48 B. A fixed table of striped pairs, chosen by a hash of the future's address,
+ * guards listeners and waiters instead. Futures sharing a stripe share its condition
+ * variable: completion broadcasts and every waiter re-checks its own future's `done`.
  */
 #include "reactor/loop_internal.h"
 
+#include <stdalign.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -20,12 +27,45 @@ struct eddy_future_s {
     int err;
     void *result;
     eddy_loop_t *loop;
-    pthread_mutex_t lock; /* listeners, waiters */
-    pthread_cond_t cond;
-    listener_t *listeners; /* newest first */
+    listener_t *listeners; /* newest first; under the stripe's lock, as waiters */
     int waiters;
     _Atomic int in_flight; /* listeners travelling to the owner loop as tasks */
 };
+
+/* 64 stripes: far more than threads that block on futures at once in practice (awaits are
+ * for tests, shutdown and bootstraps); a collision costs a spurious wake-up, not a wrong
+ * result. Each pair on its own cache lines, so loops completing futures do not share one. */
+#define STRIPES_LOG2 6
+#define STRIPES (1u << STRIPES_LOG2)
+
+typedef struct stripe_s {
+    alignas(128) pthread_mutex_t lock;
+    pthread_cond_t cond; /* CLOCK_MONOTONIC, for timed awaits */
+} stripe_t;
+
+static stripe_t stripes[STRIPES];
+static pthread_once_t stripes_once = PTHREAD_ONCE_INIT;
+
+static void stripes_init(void)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    for (size_t i = 0; i < STRIPES; i++) {
+        pthread_mutex_init(&stripes[i].lock, NULL);
+        pthread_cond_init(&stripes[i].cond, &attr);
+    }
+    pthread_condattr_destroy(&attr);
+}
+
+static stripe_t *stripe_of(const eddy_future_t *f)
+{
+    pthread_once(&stripes_once, stripes_init);
+    /* Fibonacci hashing of the address: malloc's 16-byte alignment leaves the low bits
+     * zero, the multiply spreads the rest into the top bits. */
+    uint64_t h = (uint64_t)(uintptr_t)f * UINT64_C(0x9E3779B97F4A7C15);
+    return &stripes[h >> (64 - STRIPES_LOG2)];
+}
 
 static eddy_future_t *future_new(eddy_loop_t *loop)
 {
@@ -41,12 +81,6 @@ static eddy_future_t *future_new(eddy_loop_t *loop)
     f->listeners = NULL;
     f->waiters = 0;
     atomic_init(&f->in_flight, 0);
-    pthread_mutex_init(&f->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&f->cond, &attr);
-    pthread_condattr_destroy(&attr);
     return f;
 }
 
@@ -77,8 +111,6 @@ void eddy_future_release(eddy_future_t *f)
         free(l);
         l = next;
     }
-    pthread_cond_destroy(&f->cond);
-    pthread_mutex_destroy(&f->lock);
     free(f);
 }
 
@@ -120,9 +152,10 @@ static int complete(eddy_future_t *f, int err, void *result)
     /* Our own reference from before `done` is visible: a waiter may drop the last other
      * one the moment it sees the future complete, while we still notify listeners. */
     eddy_future_retain(f);
-    pthread_mutex_lock(&f->lock);
+    stripe_t *st = stripe_of(f);
+    pthread_mutex_lock(&st->lock);
     if (atomic_load_explicit(&f->done, memory_order_relaxed)) {
-        pthread_mutex_unlock(&f->lock);
+        pthread_mutex_unlock(&st->lock);
         eddy_future_release(f);
         return EDDY_EALREADY;
     }
@@ -132,9 +165,9 @@ static int complete(eddy_future_t *f, int err, void *result)
     listener_t *l = f->listeners;
     f->listeners = NULL;
     if (f->waiters > 0) {
-        pthread_cond_broadcast(&f->cond);
+        pthread_cond_broadcast(&st->cond); /* other futures' waiters re-check and sleep on */
     }
-    pthread_mutex_unlock(&f->lock);
+    pthread_mutex_unlock(&st->lock);
     /* Listeners run in the order they were added: reverse the newest-first list. The
      * future stays alive while they run (our reference) even if one of them, or a waiter,
      * drops the last other one. */
@@ -201,14 +234,15 @@ int eddy_future_add_listener(eddy_future_t *f, eddy_future_cb cb, void *arg)
     l->cb = cb;
     l->arg = arg;
     l->f = NULL;
-    pthread_mutex_lock(&f->lock);
+    stripe_t *st = stripe_of(f);
+    pthread_mutex_lock(&st->lock);
     if (!atomic_load_explicit(&f->done, memory_order_relaxed)) {
         l->next = f->listeners;
         f->listeners = l;
-        pthread_mutex_unlock(&f->lock);
+        pthread_mutex_unlock(&st->lock);
         return 0;
     }
-    pthread_mutex_unlock(&f->lock);
+    pthread_mutex_unlock(&st->lock);
     notify(f, l);
     return 0;
 }
@@ -228,18 +262,19 @@ int eddy_future_await(eddy_future_t *f, int64_t timeout_ms)
         until.tv_nsec = t % 1000000000;
     }
     int rc = 0;
-    pthread_mutex_lock(&f->lock);
+    stripe_t *st = stripe_of(f);
+    pthread_mutex_lock(&st->lock);
     f->waiters++;
     while (!atomic_load_explicit(&f->done, memory_order_relaxed)) {
         if (timeout_ms < 0) {
-            pthread_cond_wait(&f->cond, &f->lock);
-        } else if (pthread_cond_timedwait(&f->cond, &f->lock, &until) != 0 &&
+            pthread_cond_wait(&st->cond, &st->lock);
+        } else if (pthread_cond_timedwait(&st->cond, &st->lock, &until) != 0 &&
                    !atomic_load_explicit(&f->done, memory_order_relaxed)) {
             rc = EDDY_ETIMEDOUT;
             break;
         }
     }
     f->waiters--;
-    pthread_mutex_unlock(&f->lock);
+    pthread_mutex_unlock(&st->lock);
     return rc;
 }
