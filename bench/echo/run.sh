@@ -242,7 +242,12 @@ for c in ${cases//,/ }; do
 done
 "$bin/echo_report" "$tmp/rounds.txt" --seconds "$seconds" --chart-data "$tmp/chart.dat"
 if command -v gnuplot >/dev/null && [[ -s $tmp/chart.dat ]]; then
-    if gnuplot -e "datafile='$tmp/chart.dat'; outfile='$chart'" "$root/bench/echo/chart.gp"; then
+    panels=2
+    if grep -q '^idle_rss ' "$tmp/chart.dat"; then
+        panels=3
+    fi
+    if gnuplot -e "datafile='$tmp/chart.dat'; outfile='$chart'; panels=$panels" \
+        "$root/bench/echo/chart.gp"; then
         echo "chart: ${chart#"$root"/}"
     fi
 else
