@@ -60,6 +60,11 @@ while [[ $# -gt 0 ]]; do
     shift 2
 done
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
+# --port 0: a base port of this run's own (the tests run the drivers while other runs may hold
+# the default ports).
+if [[ $port == 0 ]]; then
+    port=$((10000 + ($$ * 37) % 20000)) # below the ephemeral range (32768 and up)
+fi
 
 bin=$build_dir/bench/echo
 loadgen=$bin/bench_echo_loadgen
@@ -159,7 +164,7 @@ start_server() {
         "${cmd[@]}" --port "$2" >"$log" 2>&1 &
     fi
     server_pid=$!
-    for _ in $(seq 300); do
+    for _ in $(seq 600); do # up to 30 s: a JVM on a loaded machine starts slowly
         if grep -q 'listening on' "$log"; then
             return 0
         fi

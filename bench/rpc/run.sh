@@ -38,6 +38,11 @@ while [[ $# -gt 0 ]]; do
     shift 2
 done
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $calls =~ ^[0-9]+$ && $calls -ge 1000 ]] || usage
+# --port 0: a base port of this run's own (the tests run the drivers while other runs may hold
+# the default ports).
+if [[ $port == 0 ]]; then
+    port=$((10000 + ($$ * 37) % 20000)) # below the ephemeral range (32768 and up)
+fi
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 server=$build_dir/examples/eddy-rpc-server
