@@ -10,6 +10,8 @@
  */
 #include <eddy/bootstrap.h>
 
+#include "pipeline/internal.h"
+
 #include <netdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -294,7 +296,7 @@ static void job_finish(job_t *j, eddy_channel_t *ch, int err)
     pthread_mutex_unlock(&c->lock);
     if (j->p != NULL) {
         if (ch != NULL) {
-            eddy_promise_succeed(j->p, ch);
+            eddy__promise_succeed_channel(j->p, ch);
         } else {
             eddy_promise_fail(j->p, err);
         }

@@ -283,7 +283,7 @@ static void bind_complete(bind_t *bt)
             return;
         }
     }
-    eddy_promise_succeed(bt->p, first);
+    eddy__promise_succeed_channel(bt->p, first);
     eddy_channel_release(first);
     bind_free(bt);
 }

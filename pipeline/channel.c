@@ -381,6 +381,16 @@ eddy_channel_t *eddy__channel_new(eddy_loop_t *loop, const eddy__channel_ops_t *
     return ch;
 }
 
+static void release_channel(void *ch)
+{
+    eddy_channel_release(ch);
+}
+
+int eddy__promise_succeed_channel(eddy_promise_t *p, eddy_channel_t *ch)
+{
+    return eddy__promise_succeed_owned(p, eddy_channel_retain(ch), release_channel);
+}
+
 eddy_channel_t *eddy_channel_retain(eddy_channel_t *ch)
 {
     atomic_fetch_add_explicit(&ch->refs, 1, memory_order_relaxed);

@@ -253,6 +253,9 @@ static inline eddy_channel_t *eddy__pipeline_channel(eddy_pipeline_t *p)
 }
 
 /* Channels (channel.c). */
+/* Complete a listen or connect future with ch: the future holds a reference to ch until it is
+ * freed, so eddy_future_channel() is safe while the caller holds the future. */
+int eddy__promise_succeed_channel(eddy_promise_t *p, eddy_channel_t *ch);
 eddy_channel_t *eddy__channel_new(eddy_loop_t *loop, const eddy__channel_ops_t *ops, int fd);
 void eddy__channel_apply_config(eddy_channel_t *ch, const eddy_channel_config_t *cfg);
 /* Set one option's value (no socket call, no side effect): 0 or EDDY_ENOMEM (the copy). */

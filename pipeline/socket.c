@@ -492,7 +492,7 @@ static void connect_done(eddy_channel_t *ch, int err)
     fill_addrs(ch, true);
     update_interest(ch);
     if (p != NULL) {
-        eddy_promise_succeed(p, ch);
+        eddy__promise_succeed_channel(p, ch);
         eddy_future_release(p);
     }
     eddy__channel_activate(ch);
@@ -887,7 +887,7 @@ static void listen_on_loop(void *arg)
         eddy__pipeline_fire_active(&ch->pipeline);
         stream_begin_read(ch);
         eddy__pipeline_leave(&ch->pipeline);
-        eddy_promise_succeed(r->p, ch);
+        eddy__promise_succeed_channel(r->p, ch);
         eddy_channel_release(ch);
     }
     eddy_future_release(r->p);

@@ -4,7 +4,7 @@
  *
  * A future has no lock of its own: futures are many and small (promises of writes, close,
  * listen and connect futures), and a mutex and a condition variable each would make one 136 B
- * instead of 48 B. A fixed table of striped pairs, chosen by a hash of the future's address,
+ * instead of 56 B. A fixed table of striped pairs, chosen by a hash of the future's address,
  * guards listeners and waiters instead. Futures sharing a stripe share its condition
  * variable: completion broadcasts and every waiter re-checks its own future's `done`.
  */
@@ -27,6 +27,7 @@ struct eddy_future_s {
     int err;
     void *result;
     eddy_loop_t *loop;
+    void (*result_release)(void *result); /* the result's owner reference, dropped at free */
     listener_t *listeners; /* newest first; under the stripe's lock, as waiters */
     int waiters;
     _Atomic int in_flight; /* listeners travelling to the owner loop as tasks */
@@ -78,6 +79,7 @@ static eddy_future_t *future_new(eddy_loop_t *loop)
     f->err = EDDY_EAGAIN;
     f->result = NULL;
     f->loop = loop;
+    f->result_release = NULL;
     f->listeners = NULL;
     f->waiters = 0;
     atomic_init(&f->in_flight, 0);
@@ -104,6 +106,9 @@ void eddy_future_release(eddy_future_t *f)
 {
     if (f == NULL || atomic_fetch_sub_explicit(&f->refcnt, 1, memory_order_acq_rel) != 1) {
         return;
+    }
+    if (f->result_release != NULL) {
+        f->result_release(f->result);
     }
     listener_t *l = f->listeners; /* never completed: listeners that will not run */
     while (l != NULL) {
@@ -147,7 +152,7 @@ static void notify(eddy_future_t *f, listener_t *l)
     free(l);
 }
 
-static int complete(eddy_future_t *f, int err, void *result)
+static int complete(eddy_future_t *f, int err, void *result, void (*result_release)(void *))
 {
     /* Our own reference from before `done` is visible: a waiter may drop the last other
      * one the moment it sees the future complete, while we still notify listeners. */
@@ -161,6 +166,7 @@ static int complete(eddy_future_t *f, int err, void *result)
     }
     f->err = err;
     f->result = result;
+    f->result_release = result_release;
     atomic_store_explicit(&f->done, true, memory_order_release);
     listener_t *l = f->listeners;
     f->listeners = NULL;
@@ -189,7 +195,16 @@ static int complete(eddy_future_t *f, int err, void *result)
 
 int eddy_promise_succeed(eddy_promise_t *p, void *result)
 {
-    return complete(p, 0, result);
+    return complete(p, 0, result, NULL);
+}
+
+int eddy__promise_succeed_owned(eddy_promise_t *p, void *result, void (*release)(void *))
+{
+    int rc = complete(p, 0, result, release);
+    if (rc != 0) {
+        release(result); /* completed before: the reference is not the future's to keep */
+    }
+    return rc;
 }
 
 int eddy_promise_fail(eddy_promise_t *p, int err)
@@ -197,12 +212,12 @@ int eddy_promise_fail(eddy_promise_t *p, int err)
     if (err >= 0) {
         return EDDY_EINVAL;
     }
-    return complete(p, err, NULL);
+    return complete(p, err, NULL, NULL);
 }
 
 int eddy_future_cancel(eddy_future_t *f)
 {
-    return complete(f, EDDY_ECANCELED, NULL);
+    return complete(f, EDDY_ECANCELED, NULL, NULL);
 }
 
 bool eddy_future_is_done(const eddy_future_t *f)

@@ -189,6 +189,12 @@ static inline void eddy__callback_end(eddy_loop_t *loop)
 /* Register c to be closed when the loop starts shutting down, or take it off (closed
  * before). The loop's thread. */
 void eddy__loop_closer_add(eddy_loop_t *loop, eddy__closer_t *c);
+
+/* Futures (future.c): succeed with a result the future owns one reference to, dropped with
+ * release(result) when the future is freed, so eddy_future_result() stays valid for as long as
+ * the caller holds the future. When p had completed already, release(result) runs at once and
+ * EDDY_EALREADY is returned. */
+int eddy__promise_succeed_owned(eddy_promise_t *p, void *result, void (*release)(void *));
 void eddy__loop_closer_remove(eddy__closer_t *c);
 
 /* The loop's clock (eddy_loop_now_ns). */

@@ -107,7 +107,7 @@ EDDY_EXTERN void eddy_server_bootstrap_counters(const eddy_server_bootstrap_t *b
  * thread (the first address returned is used); NULL or "": every interface (0.0.0.0). port 0:
  * an ephemeral port (read it from eddy_channel_local_addr of the future's channel). Returns a
  * future the caller releases; it completes with the listening channel (eddy_future_channel;
- * not retained: take a reference to keep it past close), or fails with EDDY_EINVAL (no group
+ * valid while the future is held: retain it to keep it after releasing the future), or fails with EDDY_EINVAL (no group
  * or no child_init: one line on stderr names it), EDDY_ENOENT (unknown host),
  * EDDY_EADDRINUSE... NULL only without memory. Any thread.
  */
@@ -186,7 +186,7 @@ EDDY_EXTERN int eddy_bootstrap_reconnect(eddy_bootstrap_t *b, const eddy_reconne
  * Connect to host:port: a numeric address, or a name resolved on a helper thread, its
  * addresses (IPv6 and IPv4) tried in turn until one connects; EDDY_CONNECT_TIMEOUT_MS holds
  * for each try. Returns a future the caller releases; it completes with the connected
- * channel (not retained) or fails with the last try's error (EDDY_ECONNREFUSED,
+ * channel (valid while the future is held) or fails with the last try's error (EDDY_ECONNREFUSED,
  * EDDY_ETIMEDOUT...), EDDY_ENOENT (unknown host), or EDDY_EINVAL (no group: one line on
  * stderr). NULL only without memory. Any thread.
  */

@@ -137,7 +137,9 @@ EDDY_EXTERN eddy_future_t *eddy_channel_connect(eddy_loop_t *loop, const eddy_ad
                                                 const eddy_channel_config_t *config,
                                                 eddy_channel_init_cb init, void *arg);
 
-/** The channel a listen or connect future completed with, or NULL. */
+/** The channel a listen or connect future completed with, or NULL. The future holds a
+ * reference to it: valid while the caller holds the future; eddy_channel_retain() it to keep it
+ * after eddy_future_release(). */
 EDDY_EXTERN eddy_channel_t *eddy_future_channel(const eddy_future_t *f);
 
 /* ---------------------------------------------------------------------------------------
