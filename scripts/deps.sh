@@ -18,6 +18,7 @@ PACKAGES=(
     make
     openssl             # the TLS tests make their certificates with the openssl tool
     pkg-config
+    python3             # tests/examples/hostile.py, the hostile clients
     redis-tools         # redis-cli and redis-benchmark: the RESP server's tests and benchmark
 )
 
