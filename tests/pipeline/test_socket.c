@@ -32,19 +32,7 @@
 
 #define DEADLINE_MS 10000
 
-static int64_t now_ms(void)
-{
-    return eddy_now_ns() / 1000000;
-}
-
-/* Wait until cond() holds or the deadline passes. */
-#define WAIT_FOR(cond)                                                                         \
-    do {                                                                                       \
-        int64_t until_ = now_ms() + DEADLINE_MS;                                               \
-        while (!(cond) && now_ms() < until_)                                                   \
-            usleep(1000);                                                                      \
-        assert_true(cond);                                                                     \
-    } while (0)
+#include "support/wait_util.h"
 
 /* ---------------------------------------------------------------------------------------
  * A server whose handlers the tests choose, on one loop.

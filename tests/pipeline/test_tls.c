@@ -30,18 +30,7 @@
 
 #define DEADLINE_MS 10000
 
-static int64_t now_ms(void)
-{
-    return eddy_now_ns() / 1000000;
-}
-
-#define WAIT_FOR(cond)                                                                             \
-    do {                                                                                           \
-        int64_t until_ = now_ms() + DEADLINE_MS;                                                   \
-        while (!(cond) && now_ms() < until_)                                                       \
-            usleep(1000);                                                                          \
-        assert_true(cond);                                                                         \
-    } while (0)
+#include "support/wait_util.h"
 
 static const char *cert(const char *name)
 {
