@@ -154,6 +154,9 @@ field() {
 # Starts server $1 on port $2, pinned; sets server_pid once it listens.
 start_server() {
     local log=$tmp/server.log
+    # Emptied here, not by the redirection below: that runs in the child, maybe after the wait
+    # loop has already read the last server's "listening on".
+    : >"$log"
     local cmd=("$bin/${exe_of[$1]}")
     if [[ $1 == netty_nio ]]; then
         cmd=(java -cp "$netty_cp" NettyEchoServer)

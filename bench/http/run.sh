@@ -159,6 +159,7 @@ nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 # Starts server $1 on port $2, pinned; sets server_pid once it answers GET /.
 start_server() {
     local log=$tmp/server.log cmd
+    : >"$log" # here, not in the child: the wait below must not read the last server's log
     case $1 in
     eddy) cmd=("$eddy_server" --threads 1 --port "$2") ;;
     nginx)

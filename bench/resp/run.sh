@@ -95,6 +95,7 @@ free_port() {
 start_server() {
     port=$(free_port)
     local log=$tmp/server.log
+    : >"$log" # here, not in the child: the wait below must not read the last server's log
     if [[ $1 == eddy ]]; then
         # shellcheck disable=SC2086 # pin_server holds several words on purpose
         $pin_server "$eddy" --port "$port" --threads 1 >"$log" 2>&1 &

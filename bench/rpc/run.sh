@@ -90,6 +90,7 @@ server_ticks() {
 }
 
 start_server() {
+    : >"$tmp/server.log" # here, not in the child: the wait must not read the last server's log
     taskset -c "$cpu" "$server" --port "$1" --threads 1 >"$tmp/server.log" 2>&1 &
     server_pid=$!
     for _ in $(seq 100); do

@@ -97,6 +97,7 @@ fi
 
 start_server() { # name
     local log=$tmp/server.log
+    : >"$log" # here, not in the child: the wait below must not read the last server's log
     case $1 in
     eddy)
         "${server_pin[@]}" "$bench" server "$port" "$tmp/cert.pem" "$tmp/key.pem" >"$log" 2>&1 &
