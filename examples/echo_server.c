@@ -151,12 +151,8 @@ int main(int argc, char **argv)
     if (tls_cert != NULL && (tls = tls_context(tls_cert, tls_key, tls_ca)) == NULL) {
         return 1;
     }
-    /* The signals are taken by sigwait() below, on this thread only. */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    sigset_t stop; /* taken by sigwait() below, on this thread only */
+    example_block_stop_signals(&stop);
 
     eddy_loop_options_t boss_opts = {.name = "echo-boss"};
     eddy_loop_options_t worker_opts = {.name = "echo-worker"};
@@ -173,14 +169,10 @@ int main(int argc, char **argv)
     eddy_server_bootstrap_child_option(b, EDDY_PAUSE_READ_WHEN_UNWRITABLE, 1);
     eddy_server_bootstrap_child_init(b, init_child, tls);
 
-    eddy_future_t *bound = eddy_server_bootstrap_bind(b, host, (uint16_t)port);
-    if (bound == NULL || eddy_future_await(bound, -1) != 0 || eddy_future_error(bound) != 0) {
-        fprintf(stderr, "eddy-echo-server: cannot listen on %s:%lu: %s\n", host, port,
-                bound != NULL ? eddy_strerror(eddy_future_error(bound)) : "out of memory");
+    eddy_channel_t *server = example_bind(b, host, port, "eddy-echo-server");
+    if (server == NULL) {
         return 1;
     }
-    eddy_channel_t *server = eddy_channel_retain(eddy_future_channel(bound));
-    eddy_future_release(bound);
     char addr[80];
     printf("eddy-echo-server: listening on %s%s, %zu worker loops (eddy %s)\n",
            eddy_addr_format(eddy_channel_local_addr(server), addr, sizeof(addr)),

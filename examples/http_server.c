@@ -363,12 +363,8 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    /* The signals are taken by sigwait() below, on this thread only. */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    sigset_t stop; /* taken by sigwait() below, on this thread only */
+    example_block_stop_signals(&stop);
     idle_timeout_ms = (int64_t)idle * 1000;
 
     /* One group accepts and serves, as nginx's workers do: with --threads 1, one loop. */
@@ -390,14 +386,10 @@ int main(int argc, char **argv)
     eddy_server_bootstrap_child_option(server, EDDY_PAUSE_READ_WHEN_UNWRITABLE, 1);
     eddy_server_bootstrap_child_init(server, init_child, NULL);
 
-    eddy_future_t *bound = eddy_server_bootstrap_bind(server, host, (uint16_t)port);
-    if (bound == NULL || eddy_future_await(bound, -1) != 0 || eddy_future_error(bound) != 0) {
-        fprintf(stderr, "eddy-http-server: cannot listen on %s:%lu: %s\n", host, port,
-                bound != NULL ? eddy_strerror(eddy_future_error(bound)) : "out of memory");
+    eddy_channel_t *listener = example_bind(server, host, port, "eddy-http-server");
+    if (listener == NULL) {
         return 1;
     }
-    eddy_channel_t *listener = eddy_channel_retain(eddy_future_channel(bound));
-    eddy_future_release(bound);
     char addr[80];
     printf("eddy-http-server: listening on %s, %zu loops (eddy %s)\n",
            eddy_addr_format(eddy_channel_local_addr(listener), addr, sizeof(addr)),

@@ -240,12 +240,8 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    /* The signals are taken by sigwait() below, on this thread only. */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    sigset_t stop; /* taken by sigwait() below, on this thread only */
+    example_block_stop_signals(&stop);
 
     server_t srv = {.store = resp_store_new(), .limits = {.max_bulk_len = max_bulk}};
     eddy_loop_options_t boss_opts = {.name = "resp-boss"};
@@ -265,14 +261,10 @@ int main(int argc, char **argv)
     eddy_server_bootstrap_child_option(b, EDDY_PAUSE_READ_WHEN_UNWRITABLE, 1);
     eddy_server_bootstrap_child_init(b, init_child, &srv);
 
-    eddy_future_t *bound = eddy_server_bootstrap_bind(b, host, (uint16_t)port);
-    if (bound == NULL || eddy_future_await(bound, -1) != 0 || eddy_future_error(bound) != 0) {
-        fprintf(stderr, "eddy-resp-server: cannot listen on %s:%lu: %s\n", host, port,
-                bound != NULL ? eddy_strerror(eddy_future_error(bound)) : "out of memory");
+    eddy_channel_t *server = example_bind(b, host, port, "eddy-resp-server");
+    if (server == NULL) {
         return 1;
     }
-    eddy_channel_t *server = eddy_channel_retain(eddy_future_channel(bound));
-    eddy_future_release(bound);
     resp_store_set_server_info(srv.store, eddy_addr_port(eddy_channel_local_addr(server)),
                                (unsigned)loops);
     for (size_t i = 0; i < loops; i++) {

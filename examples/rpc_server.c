@@ -239,13 +239,8 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    /* The signals are taken by sigwait() below, on this thread only: block them before any
-     * thread starts, so that every thread inherits the mask. */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    sigset_t stop; /* taken by sigwait() below, on this thread only */
+    example_block_stop_signals(&stop);
 
     /* One partition per carrier thread, dealt round-robin: channel ids are consecutive, so
      * connections made together land on different threads. IF_POSSIBLE: a full partition
@@ -278,14 +273,10 @@ int main(int argc, char **argv)
     eddy_server_bootstrap_child_option(b, EDDY_PAUSE_READ_WHEN_UNWRITABLE, 1);
     eddy_server_bootstrap_child_init(b, init_child, &srv);
 
-    eddy_future_t *bound = eddy_server_bootstrap_bind(b, host, (uint16_t)port);
-    if (bound == NULL || eddy_future_await(bound, -1) != 0 || eddy_future_error(bound) != 0) {
-        fprintf(stderr, "eddy-rpc-server: cannot listen on %s:%lu: %s\n", host, port,
-                bound != NULL ? eddy_strerror(eddy_future_error(bound)) : "out of memory");
+    eddy_channel_t *server = example_bind(b, host, port, "eddy-rpc-server");
+    if (server == NULL) {
         return 1;
     }
-    eddy_channel_t *server = eddy_channel_retain(eddy_future_channel(bound));
-    eddy_future_release(bound);
     char addr[80];
     printf("eddy-rpc-server: listening on %s, %zu worker loops, %lu offload threads, "
            "frames up to %lu bytes (eddy %s)\n",
