@@ -374,6 +374,7 @@ eddy_channel_t *eddy__channel_new(eddy_loop_t *loop, const eddy__channel_ops_t *
     ch->id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
     ch->ops = ops;
     eddy_io_init(&ch->io, loop, fd, NULL, ch); /* socket kinds give it a callback later */
+    eddy__loop_retain(loop); /* the loop's memory stays while the channel can reach it */
     ch->fd = fd;
     ch->opt = default_options.value;
     atomic_init(&ch->writable, true);
@@ -435,7 +436,9 @@ void eddy_channel_release(eddy_channel_t *ch)
     }
     free(atomic_load_explicit(&ch->addrs, memory_order_relaxed)); /* the last reference */
     free(ch->attrs);
+    eddy_loop_t *loop = eddy__loop_of(ch);
     free(ch);
+    eddy__loop_release(loop);
 }
 
 void eddy__channel_registered(eddy_channel_t *ch)

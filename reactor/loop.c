@@ -267,6 +267,7 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
         return NULL;
     }
     loop->closers.prev = loop->closers.next = &loop->closers;
+    atomic_init(&loop->users, 1); /* the owner's, dropped by eddy_loop_free */
     loop->now_ns = eddy__loop_now(loop);
     return loop;
 }
@@ -323,8 +324,22 @@ int eddy_loop_free(eddy_loop_t *loop)
         free(o);
         o = next;
     }
-    loop_release_parts(loop);
+    eddy__loop_release(loop);
     return 0;
+}
+
+void eddy__loop_retain(eddy_loop_t *loop)
+{
+    atomic_fetch_add_explicit(&loop->users, 1, memory_order_relaxed);
+}
+
+void eddy__loop_release(eddy_loop_t *loop)
+{
+    /* acq_rel: the last user sees every write of the others (and of the loop's thread,
+     * joined by eddy_loop_free) before it frees. */
+    if (atomic_fetch_sub_explicit(&loop->users, 1, memory_order_acq_rel) == 1) {
+        loop_release_parts(loop);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -122,6 +122,9 @@ struct eddy_loop_s {
     int64_t now_ns; /* read once per turn, and after long work */
     _Atomic int64_t clock_offset_ns; /* added to the monotonic clock; a manual loop's time */
     bool manual; /* driven by hand on the caller's thread (eddy__loop_new_manual) */
+    /* The owner's reference plus one per object that keeps a pointer to the loop past its
+     * free (channels): the memory goes with the last (eddy__loop_release). */
+    _Atomic unsigned users;
     eddy__closer_t closers; /* sentinel of the closers' ring (the loop's thread) */
     int64_t poll_return_ns; /* when the poller's system call returned, set by the backend */
 
@@ -222,6 +225,15 @@ size_t eddy__loop_run_pending(eddy_loop_t *loop);
 void eddy__loop_advance(eddy_loop_t *loop, int64_t ns);
 /* Run what is pending, refuse new tasks, cancel timers, free. The caller has not entered. */
 void eddy__loop_free_manual(eddy_loop_t *loop);
+
+/*
+ * A channel keeps a pointer to its loop for its whole life, and an offloaded handler or a
+ * user's reference can make it outlive eddy_loop_free(). Such objects hold a use: freeing
+ * the loop stops it and joins its thread, and its memory (queue, poller, timers) stays until
+ * the last use is dropped. A task given to it then is refused as to any terminated loop.
+ */
+void eddy__loop_retain(eddy_loop_t *loop);
+void eddy__loop_release(eddy_loop_t *loop);
 
 /* Timers (timer.c). */
 int eddy__timers_init(eddy__timer_heap_t *h);
