@@ -2,8 +2,8 @@
  * bench_ring: events (longs) through eddy's ring, after the Disruptor's own perf tests, against
  * a mutex/condition-variable bounded queue (Java's ArrayBlockingQueue in C) and
  * concurrencykit's ck_ring, alternating in the same run (DESIGN.md, Benchmarks). The Java
- * Disruptor's figures come from java/RingBench.java (run.sh runs it just before this program
- * and passes its output with --java-results).
+ * Disruptor (java/RingBench.java) runs as a co-process given with --java (run.sh compiles and
+ * passes it): its 1p1c and 2p1c runs take their turn in every round like the others.
  *
  * Cases (ring and queues 65536 slots):
  *   1p1c       one producer, one consumer (SP sequencer). Producer on CPU 0, consumer on CPU 1.
@@ -19,7 +19,7 @@
  * Options: --events N (per eddy run, k/m suffixes; default 50m for 1p1c/2p1c, 10m for the
  * oversubscribed cases), --baseline-events N (mutex queue: default 5m, it is slow; ck_ring
  * runs the eddy count), --rounds N (default 3, after one warm-up round), --case NAME,
- * --java-results FILE, --no-pin.
+ * --java CMD, --no-pin.
  */
 #include <eddy/ring.h>
 
@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "support/bench_util.h"
@@ -439,60 +440,66 @@ typedef struct {
     int n;
 } samples_t;
 
-typedef struct {
-    char name[64];
-    bench_stats_t st;
-    int rounds;
-} java_t;
+/*
+ * The Java Disruptor, as a co-process: `RingBench --serve` (java/RingBench.java) reads
+ * "CASE STRATEGY EVENTS" lines and answers each with the ops/s of one run. Its runs alternate
+ * with ours round by round; between them the JVM waits on its stdin, its JIT warm.
+ */
+static FILE *java_in, *java_out;
+static pid_t java_pid;
 
-static java_t java[C_N * W_N];
-static int njava;
-
-static double json_num(const char *line, const char *key)
+static bool java_start(const char *cmd)
 {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(line, pat);
-    return p ? strtod(p + strlen(pat), NULL) : 0;
+    int to[2], from[2];
+    if (pipe(to) != 0 || pipe(from) != 0) {
+        perror("bench_ring: pipe");
+        return false;
+    }
+    java_pid = fork();
+    if (java_pid < 0) {
+        perror("bench_ring: fork");
+        return false;
+    }
+    if (java_pid == 0) {
+        dup2(to[0], STDIN_FILENO);
+        dup2(from[1], STDOUT_FILENO);
+        close(to[0]), close(to[1]), close(from[0]), close(from[1]);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    java_in = fdopen(to[1], "w");
+    java_out = fdopen(from[0], "r");
+    return java_in != NULL && java_out != NULL;
 }
 
-static void read_java(const char *path)
+/* One run of the JVM's; 0 when it did not answer (then the Java figures are left out). */
+static double run_java(int c, int w, int64_t n)
 {
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        fprintf(stderr, "bench_ring: cannot read %s\n", path);
+    if (java_in == NULL)
+        return 0;
+    fprintf(java_in, "%s %s %lld\n", case_names[c], ws_names[w], (long long)n);
+    fflush(java_in);
+    char line[128];
+    double v = 0;
+    if (fgets(line, sizeof line, java_out) == NULL || (v = strtod(line, NULL)) <= 0) {
+        fprintf(stderr, "bench_ring: the Java Disruptor did not answer; going on without it\n");
+        fclose(java_in);
+        java_in = NULL;
+        return 0;
+    }
+    return v;
+}
+
+static void java_stop(void)
+{
+    if (java_pid <= 0)
         return;
-    }
-    char line[1024];
-    while (fgets(line, sizeof line, f) && njava < C_N * W_N) {
-        if (strstr(line, "\"subject\":\"java_disruptor\"") == NULL)
-            continue;
-        const char *p = strstr(line, "\"case\":\"");
-        if (p == NULL)
-            continue;
-        p += 8;
-        java_t *j = &java[njava];
-        size_t k = 0;
-        while (*p && *p != '"' && k < sizeof j->name - 1)
-            j->name[k++] = *p++;
-        j->name[k] = 0;
-        j->st.median = json_num(line, "ops_per_s");
-        j->st.min = json_num(line, "min");
-        j->st.max = json_num(line, "max");
-        j->rounds = (int)json_num(line, "rounds");
-        if (j->st.median > 0)
-            njava++;
-    }
-    fclose(f);
-}
-
-static const java_t *java_for(const char *name)
-{
-    for (int i = 0; i < njava; i++) {
-        if (strcmp(java[i].name, name) == 0)
-            return &java[i];
-    }
-    return NULL;
+    if (java_in != NULL)
+        fclose(java_in); /* end of input: the JVM returns from main */
+    fclose(java_out);
+    waitpid(java_pid, NULL, 0);
 }
 
 static int64_t parse_count(const char *s)
@@ -522,7 +529,7 @@ int main(int argc, char **argv)
     int64_t events = 0, base_events = 5000000;
     int rounds = 3;
     int only = -1;
-    const char *java_path = NULL;
+    const char *java_cmd = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
         if (strcmp(argv[i], "--events") == 0) {
@@ -540,23 +547,23 @@ int main(int argc, char **argv)
                 return 2;
             }
             i++;
-        } else if (strcmp(argv[i], "--java-results") == 0) {
-            java_path = v, i++;
+        } else if (strcmp(argv[i], "--java") == 0) {
+            java_cmd = v, i++;
         } else if (strcmp(argv[i], "--no-pin") == 0) {
             pin = false;
         } else if (strcmp(argv[i], "--ops") == 0) {
             events = parse_count(v), i++; /* bench/run.sh passes the same flags to all */
         } else {
             fprintf(stderr, "usage: bench_ring [--events N] [--baseline-events N] [--rounds N] "
-                            "[--case 1p1c|2p1c|pipeline3|diamond] [--java-results FILE] "
+                            "[--case 1p1c|2p1c|pipeline3|diamond] [--java CMD] "
                             "[--no-pin]\n");
             return 2;
         }
     }
     if (rounds < 1 || rounds > MAX_ROUNDS - 1)
         rounds = 3;
-    if (java_path != NULL)
-        read_java(java_path);
+    if (java_cmd != NULL && !java_start(java_cmd))
+        return 1;
 
     cpu_set_t allowed;
     sched_getaffinity(0, sizeof allowed, &allowed);
@@ -572,7 +579,7 @@ int main(int argc, char **argv)
         fclose(la);
     }
     printf("bench ring: longs through eddy's ring (ring %d) vs mutex queue vs ck_ring%s\n",
-           RING_SIZE, njava ? " vs the Java Disruptor (from --java-results)" : "");
+           RING_SIZE, java_cmd ? " vs the Java Disruptor (a co-process)" : "");
     printf("%ld CPUs online; 1p1c pinned to CPUs %d and %d%s; other cases oversubscribe the "
            "cores and run unpinned; load average %.2f at start\n",
            ncpu, cpus[0], cpus[1], pin ? "" : " (--no-pin: not pinned)", load[0]);
@@ -588,7 +595,8 @@ int main(int argc, char **argv)
 #ifdef EDDY_BENCH_HAVE_CK
         have_ck = c != C_DIAMOND;
 #endif
-        samples_t e[W_N] = {0}, b[B_N] = {0};
+        samples_t e[W_N] = {0}, b[B_N] = {0}, jv[W_N] = {0};
+        bool have_java = java_cmd != NULL && c <= C_2P1C;
         for (int r = 0; r <= rounds; r++) {
             for (int w = 0; w < W_N; w++) {
                 double v = run_eddy(c, w, n);
@@ -603,11 +611,18 @@ int main(int argc, char **argv)
                 if (r > 0)
                     b[B_CK].v[b[B_CK].n++] = v;
             }
+            for (int w = 0; have_java && w < W_N; w++) {
+                v = run_java(c, w, n);
+                if (v <= 0)
+                    have_java = false;
+                else if (r > 0)
+                    jv[w].v[jv[w].n++] = v;
+            }
         }
         printf("\n%s: %lld events per eddy/ck_ring run, %lld per mutex_queue run\n",
                case_names[c], (long long)n, (long long)mn);
         printf("  %-26s %14s %26s\n", "subject", "median Mops/s", "min - max");
-        bench_stats_t es[W_N], bs[B_N];
+        bench_stats_t es[W_N], bs[B_N], js[W_N];
         for (int w = 0; w < W_N; w++) {
             es[w] = bench_stats(e[w].v, e[w].n);
             char name[64];
@@ -622,25 +637,20 @@ int main(int argc, char **argv)
             printf("  %-26s %14.2f %12.2f - %-12.2f\n", base_names[k], bs[k].median / 1e6,
                    bs[k].min / 1e6, bs[k].max / 1e6);
         }
-        for (int w = 0; w < W_N; w++) {
-            char cname[64];
-            snprintf(cname, sizeof cname, "%s_%s", case_names[c], ws_names[w]);
-            const java_t *j = java_for(cname);
-            if (j != NULL)
-                printf("  %-26s %14.2f %12.2f - %-12.2f (%d rounds, run before this program)\n",
-                       "java_disruptor", j->st.median / 1e6, j->st.min / 1e6, j->st.max / 1e6,
-                       j->rounds);
+        for (int w = 0; have_java && w < W_N; w++) {
+            js[w] = bench_stats(jv[w].v, jv[w].n);
+            char name[64];
+            snprintf(name, sizeof name, "java_disruptor %s", ws_names[w]);
+            printf("  %-26s %14.2f %12.2f - %-12.2f\n", name, js[w].median / 1e6,
+                   js[w].min / 1e6, js[w].max / 1e6);
         }
         printf("  ratios:");
         for (int w = 0; w < W_N; w++) {
             printf(" %s: %.2fx mutex", ws_names[w], es[w].median / bs[B_MUTEX].median);
             if (have_ck)
                 printf(", %.2fx ck_ring", es[w].median / bs[B_CK].median);
-            char cname[64];
-            snprintf(cname, sizeof cname, "%s_%s", case_names[c], ws_names[w]);
-            const java_t *j = java_for(cname);
-            if (j != NULL)
-                printf(", %.2fx java", es[w].median / j->st.median);
+            if (have_java)
+                printf(", %.2fx java", es[w].median / js[w].median);
             printf(";");
         }
         printf("\n");
@@ -650,11 +660,11 @@ int main(int argc, char **argv)
             json_line(cname, "mutex_queue", es[w], bs[B_MUTEX], rounds, n, mn);
             if (have_ck)
                 json_line(cname, "ck_ring", es[w], bs[B_CK], rounds, n, n);
-            const java_t *j = java_for(cname);
-            if (j != NULL)
-                json_line(cname, "java_disruptor", es[w], j->st, rounds, n, n);
+            if (have_java)
+                json_line(cname, "java_disruptor", es[w], js[w], rounds, n, n);
         }
         fflush(stdout);
     }
+    java_stop();
     return 0;
 }

@@ -1,8 +1,15 @@
 // The Java Disruptor 3.4.4 baseline for bench_ring: the same events (longs), ring size and
-// cases (1p1c, 2p1c) with the busy-spin, yielding and blocking wait strategies. One warm-up
-// round, then ROUNDS rounds, strategies alternating within each round; prints one JSON line per
-// case with the median and min-max ops/s. Threads are not pinned (the JDK cannot).
+// cases (1p1c, 2p1c) with the busy-spin, yielding and blocking wait strategies. Threads are not
+// pinned (the JDK cannot).
 //   java -cp disruptor.jar:. RingBench [events] [rounds]
+//       one warm-up round, then ROUNDS rounds, strategies alternating within each round; one
+//       JSON line per case with the median and min-max ops/s.
+//   java -cp disruptor.jar:. RingBench --serve
+//       bench_ring's mode: reads "CASE STRATEGY EVENTS" lines on stdin, runs each once and
+//       answers with its ops/s on a line of its own, so bench_ring alternates the JVM's runs
+//       with its own in one process tree, round by round, the JIT staying warm between them.
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import com.lmax.disruptor.*;
 import com.lmax.disruptor.dsl.Disruptor;
 import com.lmax.disruptor.dsl.ProducerType;
@@ -74,7 +81,27 @@ public final class RingBench {
         return ops;
     }
 
+    static void serve() throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] f = line.trim().split("\\s+");
+            if (f.length != 3) {
+                System.out.println("error");
+                System.out.flush();
+                continue;
+            }
+            double ops = run(f[0].equals("1p1c") ? 1 : 2, f[1], Long.parseLong(f[2]));
+            System.out.printf("%.6g%n", ops);
+            System.out.flush();
+        }
+    }
+
     public static void main(String[] args) throws Exception {
+        if (args.length > 0 && args[0].equals("--serve")) {
+            serve();
+            return;
+        }
         long n = args.length > 0 ? Long.parseLong(args[0]) : 50_000_000L;
         int rounds = args.length > 1 ? Integer.parseInt(args[1]) : 3;
         String[] cases = {"1p1c", "2p1c"};
