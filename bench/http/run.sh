@@ -190,12 +190,8 @@ stop_server() {
     server_pid=
 }
 
-# utime + stime of process $1, in clock ticks (fields 14 and 15 of /proc/PID/stat, counted
-# after the ")" that ends the command name, which may hold spaces).
-hz=$(getconf CLK_TCK)
-cpu_ticks() {
-    sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
-}
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks
 
 # wrk's latency figure ("1.23ms", "456.00us", "1.01s") in milliseconds.
 to_ms() {

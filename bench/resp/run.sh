@@ -2,9 +2,11 @@
 # bench/resp: eddy-resp-server (one loop) against redis-server (Debian's, single-threaded,
 # persistence off), both driven by redis-benchmark -c 50 -t ping,set,get, pipelining 1 and
 # 16. For each pipelining depth and round, each server in turn (eddy, redis: A B A B ...) is
-# started pinned to one CPU on a free port, redis-benchmark runs pinned to another, and the
+# started pinned to one CPU on a free port, redis-benchmark runs pinned to another, one test
+# per invocation so that the server's CPU time (/proc/PID/stat) is counted per row, and the
 # server is stopped. Prints medians, min-max and eddy / redis-server ratios per row
-# (PING_INLINE, PING_MBULK, SET, GET), then one {"bench":"resp",...} JSON line per row.
+# (PING_INLINE, PING_MBULK, SET, GET) with each server's CPU per request, then one
+# {"bench":"resp",...} JSON line per row.
 #
 #   bash bench/resp/run.sh BUILD_DIR [--rounds N] [--requests N] [--clients N]
 #                          [--pipelines LIST] [--cpu N] [--client-cpu N] [--no-pin]
@@ -56,6 +58,9 @@ for tool in redis-server redis-benchmark redis-cli; do
         exit 1
     fi
 done
+
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks
 
 tmp=$(mktemp -d)
 server_pid=
@@ -139,17 +144,23 @@ for pl in ${pipelines//,/ }; do
     for ((r = 0; r < rounds; r++)); do
         for s in eddy redis_server; do
             start_server "$s"
-            # shellcheck disable=SC2086
-            if ! out=$($pin_client redis-benchmark -h 127.0.0.1 -p "$port" -c "$clients" \
-                -P "$pl" -t ping,set,get -n "$n" --csv -q 2>&1); then
-                echo "bench/resp/run.sh: redis-benchmark failed against $s (-P $pl): $out" >&2
-                exit 1
-            fi
+            for t in ping_inline ping_mbulk set get; do
+                t0=$(cpu_ticks "$server_pid")
+                # shellcheck disable=SC2086
+                if ! out=$($pin_client redis-benchmark -h 127.0.0.1 -p "$port" -c "$clients" \
+                    -P "$pl" -t "$t" -n "$n" --csv -q 2>&1); then
+                    echo "bench/resp/run.sh: redis-benchmark failed against $s (-P $pl): $out" >&2
+                    exit 1
+                fi
+                t1=$(cpu_ticks "$server_pid")
+                # "PING_INLINE","123456.79",... the test's line after the header; then the
+                # server's CPU nanoseconds per request.
+                tr -d '\r"' <<<"$out" | awk -F, -v pl="$pl" -v s="$s" -v r="$r" \
+                    -v ticks=$((t1 - t0)) -v hz="$hz" -v n="$n" \
+                    '$1 ~ /^(PING_INLINE|PING_MBULK|SET|GET)$/ {
+                        print pl, s, r, $1, $2, ticks * 1e9 / hz / n }' >>"$tmp/rounds.txt"
+            done
             stop_server
-            # "PING_INLINE","123456.79",... one line per test after the header.
-            tr -d '\r"' <<<"$out" | awk -F, -v pl="$pl" -v s="$s" -v r="$r" \
-                '$1 ~ /^(PING_INLINE|PING_MBULK|SET|GET)$/ { print pl, s, r, $1, $2 }' \
-                >>"$tmp/rounds.txt"
         done
     done
 done
@@ -175,21 +186,25 @@ function median(list,    a, k, i, j, t) {
         order[++nk] = key
     }
     v[key, $2] = v[key, $2] " " $5
+    c[key, $2] = c[key, $2] " " $6
 }
 END {
-    printf "\n%-16s %12s %21s %12s %21s %7s\n", "case", "eddy ops/s", "(min-max)",
-        "redis ops/s", "(min-max)", "ratio"
+    printf "\n%-16s %12s %21s %12s %21s %7s %11s %11s\n", "case", "eddy ops/s", "(min-max)",
+        "redis ops/s", "(min-max)", "ratio", "eddy ns/req", "redis ns/req"
     for (i = 1; i <= nk; i++) {
         split(order[i], kk, SUBSEP)
         name = tolower(kk[2]) "_p" kk[1]
         e = median(v[order[i], "eddy"]); erange = sprintf("(%.0f-%.0f)", lo, hi)
         b = median(v[order[i], "redis_server"]); brange = sprintf("(%.0f-%.0f)", lo, hi)
         ratio = b > 0 ? e / b : 0
-        printf "%-16s %12.0f %21s %12.0f %21s %6.2fx\n", name, e, erange, b, brange, ratio
+        ec = median(c[order[i], "eddy"]); bc = median(c[order[i], "redis_server"])
+        printf "%-16s %12.0f %21s %12.0f %21s %6.2fx %11.0f %11.0f\n", name, e, erange, b,
+            brange, ratio, ec, bc
         json[i] = sprintf("{\"bench\":\"resp\",\"case\":\"%s\",\"subject\":\"eddy\"," \
             "\"baseline\":\"redis_server\",\"ops_per_s\":%.0f,\"baseline_ops_per_s\":%.0f," \
-            "\"ratio\":%.3f,\"target_ratio\":1.0,\"target_met\":%s,\"rounds\":%d}",
-            name, e, b, ratio, ratio >= 1.0 ? "true" : "false", rounds)
+            "\"ratio\":%.3f,\"cpu_ns_per_req\":%.0f,\"baseline_cpu_ns_per_req\":%.0f," \
+            "\"target_ratio\":1.0,\"target_met\":%s,\"rounds\":%d}",
+            name, e, b, ratio, ec, bc, ratio >= 1.0 ? "true" : "false", rounds)
     }
     printf "\n"
     for (i = 1; i <= nk; i++)
