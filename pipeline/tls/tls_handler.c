@@ -52,10 +52,14 @@
 #define DEFAULT_HANDSHAKE_TIMEOUT_MS 10000
 #define DEFAULT_CLOSE_NOTIFY_TIMEOUT_MS 3000 /* Netty's closeNotifyFlushTimeout */
 
+/* A write waiting for the flush that encrypts it. Its plaintext counts in the channel's
+ * pending bytes meanwhile (Netty's PendingWriteQueue does the same), so the water marks and
+ * the hard cap see what an application wrote through TLS before it flushed. */
 typedef struct pending_s {
     struct pending_s *next;
     eddy_msg_t *msg;
     eddy_promise_t *p; /* a reference, or NULL */
+    size_t bytes;      /* plaintext, counted in the channel's pending bytes */
 } pending_t;
 
 struct eddy_tls_handler_s {
@@ -182,7 +186,22 @@ void eddy_tls_handler_free(void *state)
  * Output: the write BIO into ciphertext buffers
  */
 
-static void fail_pending(eddy_tls_handler_t *s, int err)
+/* Take the queued plaintext out of the channel's pending bytes (the loop's thread). */
+static size_t uncount_pending(eddy_tls_handler_t *s)
+{
+    size_t bytes = 0;
+    for (pending_t *e = s->head; e != NULL; e = e->next) {
+        bytes += e->bytes;
+    }
+    if (bytes > 0) {
+        eddy_channel_t *ch = eddy_ctx_channel(s->ctx);
+        eddy__pending_set(ch, eddy__pending(ch) - bytes);
+    }
+    return bytes;
+}
+
+/* Fail the queued writes; their bytes are already out of the count. */
+static void drop_pending(eddy_tls_handler_t *s, int err)
 {
     while (s->head != NULL) {
         pending_t *e = s->head;
@@ -193,6 +212,16 @@ static void fail_pending(eddy_tls_handler_t *s, int err)
         free(e);
     }
     s->tail = NULL;
+}
+
+static void fail_pending(eddy_tls_handler_t *s, int err)
+{
+    if (s->head == NULL) {
+        return;
+    }
+    uncount_pending(s);
+    drop_pending(s, err);
+    eddy__outbound_update_writability(eddy_ctx_channel(s->ctx));
 }
 
 /* Write what the write BIO holds downstream as one buffer, p (may be NULL) on it; p completes
@@ -278,19 +307,16 @@ static int seal_msg(eddy_tls_handler_t *s, eddy_msg_t *msg)
 
 static void tls_fail(eddy_tls_handler_t *s, int err);
 
-/* Encrypt every queued write and hand the records on; no flush. */
-static void seal_pending(eddy_tls_handler_t *s)
+/* Encrypt the queued writes (out of the count already) and hand the records on. */
+static void seal_queued(eddy_tls_handler_t *s)
 {
-    if (s->head == NULL) {
-        return;
-    }
     size_t promises = 0;
     for (pending_t *e = s->head; e != NULL; e = e->next) {
         promises += e->p != NULL;
     }
     batch_t *batch = NULL;
     if (promises > 1 && (batch = malloc(sizeof(*batch) + promises * sizeof(batch->p[0]))) == NULL) {
-        fail_pending(s, EDDY_ENOMEM);
+        drop_pending(s, EDDY_ENOMEM);
         return;
     }
     eddy_promise_t *last = NULL; /* the one promise, when there is one */
@@ -344,6 +370,19 @@ static void seal_pending(eddy_tls_handler_t *s)
         emit(s, last);
         eddy_future_release(last);
     }
+}
+
+/* Encrypt every queued write and hand the records on; no flush. The plaintext leaves the
+ * channel's pending count before its records enter the outbound buffer, so the two are never
+ * counted together; writability is looked at again once, at the end. */
+static void seal_pending(eddy_tls_handler_t *s)
+{
+    if (s->head == NULL) {
+        return;
+    }
+    uncount_pending(s);
+    seal_queued(s);
+    eddy__outbound_update_writability(eddy_ctx_channel(s->ctx));
 }
 
 /* close_notify into the write BIO and out, p on it. */
@@ -720,6 +759,12 @@ static void tls_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
     } else if (eddy_buf_of(msg) == NULL && eddy_composite_of(msg) == NULL) {
         err = EDDY_ENOTSUP; /* an encoder is missing */
     }
+    eddy_channel_t *ch = eddy_ctx_channel(ctx);
+    size_t bytes = err == 0 ? eddy__msg_bytes(msg) : 0;
+    int64_t cap = ch->opt[EDDY_MAX_PENDING_OUTBOUND];
+    if (err == 0 && cap > 0 && eddy__pending(ch) + bytes > (size_t)cap) {
+        err = EDDY_ENOBUFS; /* the hard cap, as the channel applies it */
+    }
     pending_t *e = err == 0 ? malloc(sizeof(*e)) : NULL;
     if (e == NULL) {
         eddy_msg_release(msg);
@@ -729,12 +774,15 @@ static void tls_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
     e->next = NULL;
     e->msg = msg;
     e->p = p != NULL ? eddy_future_retain(p) : NULL;
+    e->bytes = bytes;
     if (s->tail != NULL) {
         s->tail->next = e;
     } else {
         s->head = e;
     }
     s->tail = e;
+    eddy__pending_set(ch, eddy__pending(ch) + bytes);
+    eddy__outbound_update_writability(ch);
 }
 
 static void tls_flush(eddy_ctx_t *ctx)

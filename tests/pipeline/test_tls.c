@@ -635,6 +635,54 @@ typedef struct sender_s {
 } sender_t;
 
 /* On the client's loop: all 16 MiB as 64 KiB writes, flushed every 1 MiB. */
+/* Plaintext written but not flushed yet (before the handshake completes the writes wait in
+ * the handler) counts in the channel's pending bytes, as without TLS: the high water mark
+ * turns the channel unwritable, the hard cap refuses more with EDDY_ENOBUFS, and what was
+ * queued fails with EDDY_ECLOSED at close, the count going back down. */
+static void test_tls_queued_plaintext_counts_against_water_marks(void **state)
+{
+    (void)state;
+    eddy_tls_context_t *tls = client_context(NULL);
+    eddy_channel_t *ch = eddy_embedded_channel_new();
+    assert_non_null(ch);
+    assert_int_equal(eddy_channel_set_option(ch, EDDY_WRITE_BUFFER_LOW_WATER_MARK, 1024), 0);
+    assert_int_equal(eddy_channel_set_option(ch, EDDY_WRITE_BUFFER_HIGH_WATER_MARK, 4096), 0);
+    assert_int_equal(eddy_channel_set_option(ch, EDDY_MAX_PENDING_OUTBOUND, 17000), 0);
+    assert_int_equal(eddy_tls_add(ch, tls, NULL, NULL), 0);
+    eddy_msg_t *m;
+    while ((m = eddy_embedded_read_outbound(ch)) != NULL) {
+        eddy_msg_release(m); /* the ClientHello: nobody answers it here */
+    }
+    static char chunk[2000];
+    memset(chunk, 'p', sizeof(chunk));
+    eddy_promise_t *p[9];
+    for (int i = 0; i < 9; i++) {
+        p[i] = eddy_promise_new(eddy_channel_loop(ch));
+        eddy_channel_write(ch, eddy_buf_msg(eddy_buf_from(chunk, sizeof(chunk))), p[i]);
+        if (i == 0) {
+            assert_true(eddy_channel_is_writable(ch)); /* 2000 bytes < 4096 */
+        }
+        if (i == 2) {
+            assert_false(eddy_channel_is_writable(ch)); /* 6000 bytes > 4096 */
+        }
+    }
+    for (int i = 0; i < 8; i++) {
+        assert_false(eddy_future_is_done(p[i])); /* queued for the flush after the handshake */
+    }
+    assert_true(eddy_future_is_done(p[8]));
+    assert_int_equal(eddy_future_error(p[8]), EDDY_ENOBUFS); /* 18000 > 17000 */
+    eddy_channel_close(ch, NULL);
+    for (int i = 0; i < 9; i++) {
+        assert_true(eddy_future_is_done(p[i]));
+        if (i < 8) {
+            assert_int_equal(eddy_future_error(p[i]), EDDY_ECLOSED);
+        }
+        eddy_future_release(p[i]);
+    }
+    eddy_embedded_finish(ch);
+    eddy_tls_context_release(tls);
+}
+
 static void send_big(void *arg)
 {
     sender_t *s = arg;
@@ -913,6 +961,7 @@ int main(void)
         cmocka_unit_test(test_tls_server_handshake_times_out),
         cmocka_unit_test(test_tls_client_handshake_times_out),
         cmocka_unit_test(test_tls_close_during_handshake_fails_future),
+        cmocka_unit_test(test_tls_queued_plaintext_counts_against_water_marks),
         cmocka_unit_test(test_tls_streams_16_mib_each_way),
         cmocka_unit_test(test_tls_half_close_with_close_notify),
         cmocka_unit_test(test_tls_close_without_close_notify_is_truncation),
