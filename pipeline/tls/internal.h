@@ -61,4 +61,8 @@ void eddy__tls_error_text(SSL *ssl, char *out, size_t n);
 /* True when s is a numeric IPv4 or IPv6 address. */
 bool eddy__tls_is_ip(const char *s);
 
+/* What the handler's two memory BIOs hold allocated, read plus write (the loop's thread);
+ * for tests of the trim. */
+size_t eddy__tls_handler_bio_capacity(eddy_tls_handler_t *h);
+
 #endif /* EDDY_PIPELINE_TLS_INTERNAL_H */

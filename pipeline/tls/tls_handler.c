@@ -33,6 +33,7 @@
 
 #include <eddy/tls.h>
 
+#include <openssl/buffer.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
@@ -48,6 +49,16 @@
  * large enough to make writev's batches long, small enough not to copy a 16 MiB write
  * twice. */
 #define COALESCE_MAX ((size_t)256 << 10)
+
+/*
+ * A memory BIO never gives back what it grew to: after a bulk transfer an idle connection
+ * would keep a read BIO the size of its largest read and a write BIO the size of its largest
+ * flush (up to COALESCE_MAX), about 250 KB after echoing 1 MiB. Once a BIO grew past
+ * BIO_KEEP, a timer looks again after BIO_TRIM_DELAY_MS and swaps each empty BIO for a new
+ * one; a streaming connection pays one regrowth per delay, an idle one keeps nothing.
+ */
+#define BIO_KEEP ((size_t)32 << 10)
+#define BIO_TRIM_DELAY_MS 1000
 
 #define DEFAULT_HANDSHAKE_TIMEOUT_MS 10000
 #define DEFAULT_CLOSE_NOTIFY_TIMEOUT_MS 3000 /* Netty's closeNotifyFlushTimeout */
@@ -68,7 +79,7 @@ struct eddy_tls_handler_s {
     BIO *rbio, *wbio;         /* the SSL's: network to SSL, SSL to network */
     eddy_ctx_t *ctx;
     eddy_promise_t *handshake;
-    eddy_timer_t *hs_timer;
+    eddy_timer_t *timer; /* the handshake's timeout until it completes, then the BIO trim */
     pending_t *head, *tail;
     int64_t hs_timeout_ms, cn_timeout_ms;
     bool client, start_on_demand;
@@ -76,6 +87,7 @@ struct eddy_tls_handler_s {
     bool flush_pending;        /* a flush came before the handshake completed */
     bool cn_sent, cn_received; /* close_notify */
     bool fired;                /* plaintext went on since the last read_complete */
+    bool big_bios;             /* a BIO grew past BIO_KEEP since the last trim */
     char server_name[256];
     char key[EDDY__TLS_KEY_MAX]; /* the client session cache's key */
     char protocol[32], cipher[96], alpn[256];
@@ -96,6 +108,16 @@ const char *eddy__tls_handler_session_key(SSL *ssl)
 /* ---------------------------------------------------------------------------------------
  * Making and freeing
  */
+
+/* A memory BIO for which empty means "retry later" (WANT_READ), not the end of the stream. */
+static BIO *mem_bio_new(void)
+{
+    BIO *b = BIO_new(BIO_s_mem());
+    if (b != NULL) {
+        BIO_set_mem_eof_return(b, -1);
+    }
+    return b;
+}
 
 static eddy_tls_handler_t *handler_make(eddy_tls_context_t *c,
                                         const eddy_tls_handler_options_t *opts, int *err)
@@ -126,8 +148,8 @@ static eddy_tls_handler_t *handler_make(eddy_tls_context_t *c,
     s->handshake = eddy_promise_new(NULL);
     ERR_clear_error();
     s->ssl = SSL_new(c->ssl_ctx);
-    s->rbio = BIO_new(BIO_s_mem());
-    s->wbio = BIO_new(BIO_s_mem());
+    s->rbio = mem_bio_new();
+    s->wbio = mem_bio_new();
     if (s->handshake == NULL || s->ssl == NULL || s->rbio == NULL || s->wbio == NULL) {
         BIO_free(s->rbio);
         BIO_free(s->wbio);
@@ -135,9 +157,6 @@ static eddy_tls_handler_t *handler_make(eddy_tls_context_t *c,
         eddy_tls_handler_free(s);
         return NULL;
     }
-    /* An empty read BIO is "retry later" (WANT_READ), not the end of the stream. */
-    BIO_set_mem_eof_return(s->rbio, -1);
-    BIO_set_mem_eof_return(s->wbio, -1);
     SSL_set_bio(s->ssl, s->rbio, s->wbio);
     SSL_set_ex_data(s->ssl, eddy__tls_ssl_index(), s);
     bool ok = true;
@@ -238,6 +257,7 @@ static int emit(eddy_tls_handler_t *s, eddy_promise_t *p)
         eddy__promise_done(p, EDDY_ENOMEM);
         return EDDY_ENOMEM;
     }
+    s->big_bios |= n > BIO_KEEP;
     int r = BIO_read(s->wbio, eddy_buf_write_ptr(b), (int)n);
     eddy_buf_produce(b, r > 0 ? (size_t)r : 0);
     eddy_ctx_write(s->ctx, eddy_buf_msg(b), p);
@@ -410,10 +430,75 @@ static void send_output(eddy_tls_handler_t *s)
 
 static void stop_timer(eddy_tls_handler_t *s)
 {
-    if (s->hs_timer != NULL) {
-        eddy_timer_cancel(s->hs_timer);
-        eddy_timer_release(s->hs_timer);
-        s->hs_timer = NULL;
+    if (s->timer != NULL) {
+        eddy_timer_cancel(s->timer);
+        eddy_timer_release(s->timer);
+        s->timer = NULL;
+    }
+}
+
+/* Swap bio (the SSL's read BIO when read) for a new one if it is empty but holds more than
+ * BIO_KEEP; false when it is still in use (not empty). */
+static bool trim_bio(eddy_tls_handler_t *s, bool read)
+{
+    BIO *b = read ? s->rbio : s->wbio;
+    if (BIO_ctrl_pending(b) > 0) {
+        return false;
+    }
+    BUF_MEM *m = NULL;
+    BIO_get_mem_ptr(b, &m);
+    if (m == NULL || m->max <= BIO_KEEP) {
+        return true;
+    }
+    BIO *fresh = mem_bio_new();
+    if (fresh == NULL) {
+        return true; /* keep the big one: it still works */
+    }
+    if (read) {
+        SSL_set0_rbio(s->ssl, fresh); /* frees the old one */
+        s->rbio = fresh;
+    } else {
+        SSL_set0_wbio(s->ssl, fresh);
+        s->wbio = fresh;
+    }
+    return true;
+}
+
+size_t eddy__tls_handler_bio_capacity(eddy_tls_handler_t *h)
+{
+    size_t total = 0;
+    BIO *bios[2] = {h->rbio, h->wbio};
+    for (int i = 0; i < 2; i++) {
+        BUF_MEM *m = NULL;
+        if (bios[i] != NULL && (BIO_get_mem_ptr(bios[i], &m), m != NULL)) {
+            total += m->max;
+        }
+    }
+    return total;
+}
+
+static void bios_trim_due(eddy_timer_t *t, void *arg)
+{
+    eddy_tls_handler_t *s = arg; /* alive: handler_removed and failures cancel this timer */
+    eddy_timer_release(t);
+    s->timer = NULL;
+    if (s->ssl == NULL || s->failed) {
+        return;
+    }
+    /* Both must be looked at: && would skip the write BIO after a busy read BIO. */
+    bool read_done = trim_bio(s, true);
+    bool write_done = trim_bio(s, false);
+    s->big_bios = !(read_done && write_done);
+    if (s->big_bios) {
+        s->timer = eddy_loop_schedule(eddy_ctx_loop(s->ctx), BIO_TRIM_DELAY_MS, bios_trim_due, s);
+    }
+}
+
+/* After a read batch or a flush: a BIO that grew gets a trim later. */
+static void schedule_trim(eddy_tls_handler_t *s)
+{
+    if (s->big_bios && s->timer == NULL && s->done && !s->failed && s->ssl != NULL) {
+        s->timer = eddy_loop_schedule(eddy_ctx_loop(s->ctx), BIO_TRIM_DELAY_MS, bios_trim_due, s);
     }
 }
 
@@ -500,7 +585,7 @@ static void handshake_timed_out(eddy_timer_t *t, void *arg)
 {
     eddy_tls_handler_t *s = arg; /* alive: handler_removed cancels this timer */
     eddy_timer_release(t);
-    s->hs_timer = NULL;
+    s->timer = NULL;
     if (s->done || s->failed) {
         return;
     }
@@ -522,7 +607,7 @@ static void start_handshake(eddy_tls_handler_t *s)
     }
     s->started = true;
     if (s->hs_timeout_ms > 0) {
-        s->hs_timer =
+        s->timer =
             eddy_loop_schedule(eddy_ctx_loop(s->ctx), s->hs_timeout_ms, handshake_timed_out, s);
     }
     if (!s->client) {
@@ -640,6 +725,7 @@ static int feed(eddy_tls_handler_t *s, eddy_msg_t *msg)
             return EDDY_ENOMEM;
         }
     }
+    s->big_bios |= BIO_ctrl_pending(s->rbio) > BIO_KEEP;
     if (c != NULL && eddy_composite_readable(c) > 0 && n == 64) {
         size_t done = 0;
         for (int i = 0; i < n; i++) {
@@ -682,6 +768,7 @@ static void tls_read_complete(eddy_ctx_t *ctx)
     eddy_tls_handler_t *s = state_of(ctx);
     bool fired = s->fired;
     s->fired = false;
+    schedule_trim(s);
     /* Handshake bytes only: without auto-read nobody downstream would ask for more. */
     if (!fired && !eddy_channel_option(eddy_ctx_channel(ctx), EDDY_AUTO_READ)) {
         eddy_ctx_read(ctx);
@@ -794,6 +881,7 @@ static void tls_flush(eddy_ctx_t *ctx)
     }
     if (!s->failed) {
         seal_pending(s);
+        schedule_trim(s);
     }
     if (!eddy_ctx_is_removed(ctx)) {
         eddy_ctx_flush(ctx);

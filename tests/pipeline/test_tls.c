@@ -31,6 +31,7 @@
 #define DEADLINE_MS 10000
 
 #include "support/wait_util.h"
+#include "pipeline/tls/internal.h" /* eddy__tls_handler_bio_capacity */
 
 static const char *cert(const char *name)
 {
@@ -683,6 +684,84 @@ static void test_tls_queued_plaintext_counts_against_water_marks(void **state)
     eddy_tls_context_release(tls);
 }
 
+/* Carry what each embedded channel flushed into the other until nothing moves. */
+static void pump(eddy_channel_t *a, eddy_channel_t *b)
+{
+    for (bool moved = true; moved;) {
+        moved = false;
+        eddy_msg_t *m;
+        while ((m = eddy_embedded_read_outbound(a)) != NULL) {
+            eddy_embedded_write_inbound(b, m);
+            moved = true;
+        }
+        while ((m = eddy_embedded_read_outbound(b)) != NULL) {
+            eddy_embedded_write_inbound(a, m);
+            moved = true;
+        }
+    }
+}
+
+/* Plaintext that reached the tail of ch: its bytes, the messages released. */
+static size_t drain_inbound(eddy_channel_t *ch)
+{
+    size_t n = 0;
+    eddy_msg_t *m;
+    while ((m = eddy_embedded_read_inbound(ch)) != NULL) {
+        n += eddy_buf_readable(eddy_buf_of(m));
+        eddy_msg_release(m);
+    }
+    return n;
+}
+
+/* A memory BIO keeps what it grew to: after a bulk transfer both ends hold hundreds of KB of
+ * BIO buffers. A second after, the emptied BIOs are swapped for new ones, and the
+ * connection goes on working. */
+static void test_tls_big_bios_are_trimmed_when_idle(void **state)
+{
+    (void)state;
+    eddy_tls_context_t *sc = server_context("server.pem", "server.key");
+    eddy_tls_context_t *cc = client_context("ca.pem");
+    eddy_channel_t *srv = eddy_embedded_channel_new();
+    eddy_channel_t *cli = eddy_embedded_channel_new();
+    assert_int_equal(eddy_tls_add(srv, sc, NULL, NULL), 0);
+    eddy_tls_handler_options_t o = {.server_name = "localhost"};
+    assert_int_equal(eddy_tls_add(cli, cc, &o, NULL), 0);
+    pump(cli, srv);
+    eddy_tls_handler_t *sh = eddy_tls_handler_of(srv), *ch = eddy_tls_handler_of(cli);
+    assert_true(eddy_tls_handler_is_handshake_done(sh));
+    assert_true(eddy_tls_handler_is_handshake_done(ch));
+    drain_inbound(srv);
+
+    size_t big = (size_t)1 << 20;
+    eddy_buf_t *b = eddy_buf_new(big);
+    memset(eddy_buf_write_ptr(b), 'b', big);
+    eddy_buf_produce(b, big);
+    eddy_embedded_write_outbound(cli, eddy_buf_msg(b));
+    pump(cli, srv);
+    assert_int_equal(drain_inbound(srv), big);
+    /* The client's write BIO held a coalesced flush, the server's read BIO what it was fed. */
+    assert_true(eddy__tls_handler_bio_capacity(ch) > (size_t)128 << 10);
+    assert_true(eddy__tls_handler_bio_capacity(sh) > (size_t)128 << 10);
+
+    eddy_embedded_advance_time(cli, 1000);
+    eddy_embedded_advance_time(srv, 1000);
+    assert_true(eddy__tls_handler_bio_capacity(ch) <= (size_t)64 << 10);
+    assert_true(eddy__tls_handler_bio_capacity(sh) <= (size_t)64 << 10);
+
+    /* Still a working connection, both ways. */
+    eddy_embedded_write_outbound(cli, eddy_buf_msg(eddy_buf_from_str("after")));
+    pump(cli, srv);
+    assert_int_equal(drain_inbound(srv), 5);
+    eddy_embedded_write_outbound(srv, eddy_buf_msg(eddy_buf_from_str("back")));
+    pump(cli, srv);
+    assert_int_equal(drain_inbound(cli), 4);
+
+    eddy_embedded_finish(cli);
+    eddy_embedded_finish(srv);
+    eddy_tls_context_release(cc);
+    eddy_tls_context_release(sc);
+}
+
 static void send_big(void *arg)
 {
     sender_t *s = arg;
@@ -962,6 +1041,7 @@ int main(void)
         cmocka_unit_test(test_tls_client_handshake_times_out),
         cmocka_unit_test(test_tls_close_during_handshake_fails_future),
         cmocka_unit_test(test_tls_queued_plaintext_counts_against_water_marks),
+        cmocka_unit_test(test_tls_big_bios_are_trimmed_when_idle),
         cmocka_unit_test(test_tls_streams_16_mib_each_way),
         cmocka_unit_test(test_tls_half_close_with_close_notify),
         cmocka_unit_test(test_tls_close_without_close_notify_is_truncation),
