@@ -37,6 +37,7 @@
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,11 +89,29 @@ struct eddy_tls_handler_s {
     bool cn_sent, cn_received; /* close_notify */
     bool fired;                /* plaintext went on since the last read_complete */
     bool big_bios;             /* a BIO grew past BIO_KEEP since the last trim */
-    char server_name[256];
-    char key[EDDY__TLS_KEY_MAX]; /* the client session cache's key */
-    char protocol[32], cipher[96], alpn[256];
-    char error[512];
+    /* Strings, allocated when there is something to say, so that a connection carries no
+     * fixed text arrays: NULL reads as "". */
+    char *server_name;            /* a client's, as given */
+    char *key;                    /* a client's session cache key */
+    const char *protocol, *cipher; /* OpenSSL's own static names, after the handshake */
+    char *alpn;                   /* the protocol ALPN chose */
+    char *error;                  /* why this handler failed */
 };
+
+/* Set s->error (replacing what it said); out of memory leaves it unset. */
+static void set_error(eddy_tls_handler_t *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void set_error(eddy_tls_handler_t *s, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    free(s->error);
+    s->error = strdup(text);
+}
 
 static eddy_tls_handler_t *state_of(eddy_ctx_t *ctx)
 {
@@ -142,8 +161,11 @@ static eddy_tls_handler_t *handler_make(eddy_tls_context_t *c,
         o.handshake_timeout_ms == 0 ? DEFAULT_HANDSHAKE_TIMEOUT_MS : o.handshake_timeout_ms;
     s->cn_timeout_ms =
         o.close_notify_timeout_ms > 0 ? o.close_notify_timeout_ms : DEFAULT_CLOSE_NOTIFY_TIMEOUT_MS;
-    if (o.server_name != NULL) {
-        snprintf(s->server_name, sizeof(s->server_name), "%s", o.server_name);
+    s->protocol = s->cipher = "";
+    if (o.server_name != NULL && o.server_name[0] != '\0' &&
+        (s->server_name = strdup(o.server_name)) == NULL) {
+        eddy_tls_handler_free(s);
+        return NULL;
     }
     s->handshake = eddy_promise_new(NULL);
     ERR_clear_error();
@@ -163,10 +185,10 @@ static eddy_tls_handler_t *handler_make(eddy_tls_context_t *c,
     if (s->client) {
         SSL_set_connect_state(s->ssl);
         const char *name = s->server_name;
-        if (name[0] != '\0' && eddy__tls_is_ip(name)) {
+        if (name != NULL && eddy__tls_is_ip(name)) {
             /* No SNI for addresses (RFC 6066); the certificate must name the address. */
             ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s->ssl), name) == 1;
-        } else if (name[0] != '\0') {
+        } else if (name != NULL) {
             ok = SSL_set_tlsext_host_name(s->ssl, name) == 1 && SSL_set1_host(s->ssl, name) == 1;
         }
     } else {
@@ -198,6 +220,10 @@ void eddy_tls_handler_free(void *state)
     SSL_free(s->ssl); /* and its BIOs */
     eddy_future_release(s->handshake);
     eddy_tls_context_release(s->tctx);
+    free(s->server_name);
+    free(s->key);
+    free(s->alpn);
+    free(s->error);
     free(s);
 }
 
@@ -506,10 +532,10 @@ static void fire_handshake_event(eddy_tls_handler_t *s, int err)
 {
     eddy_tls_handshake_event_t ev = {
         .error = err,
-        .reason = err != 0 ? s->error : "",
+        .reason = err != 0 && s->error != NULL ? s->error : "",
         .protocol = s->protocol,
         .cipher = s->cipher,
-        .alpn = s->alpn,
+        .alpn = s->alpn != NULL ? s->alpn : "",
         .resumed = err == 0 && SSL_session_reused(s->ssl) == 1,
     };
     eddy_ctx_fire_user_event(s->ctx, EDDY_EVENT_TLS_HANDSHAKE, &ev);
@@ -526,8 +552,10 @@ static void tls_fail(eddy_tls_handler_t *s, int err)
     }
     s->failed = true;
     stop_timer(s);
-    if (s->error[0] == '\0') {
-        eddy__tls_error_text(s->ssl, s->error, sizeof(s->error));
+    if (s->error == NULL) {
+        char text[512];
+        eddy__tls_error_text(s->ssl, text, sizeof(text));
+        set_error(s, "%s", text);
     }
     ERR_clear_error();
     eddy_ctx_t *ctx = s->ctx;
@@ -549,13 +577,18 @@ static void handshake_done(eddy_tls_handler_t *s)
 {
     s->done = true;
     stop_timer(s);
-    snprintf(s->protocol, sizeof(s->protocol), "%s", SSL_get_version(s->ssl));
-    snprintf(s->cipher, sizeof(s->cipher), "%s", SSL_get_cipher_name(s->ssl));
+    s->protocol = SSL_get_version(s->ssl);     /* a literal */
+    s->cipher = SSL_get_cipher_name(s->ssl);   /* from OpenSSL's static cipher table */
+    if (s->cipher == NULL) {
+        s->cipher = "";
+    }
     const unsigned char *alpn = NULL;
     unsigned alpn_len = 0;
     SSL_get0_alpn_selected(s->ssl, &alpn, &alpn_len);
-    snprintf(s->alpn, sizeof(s->alpn), "%.*s", (int)alpn_len,
-             alpn != NULL ? (const char *)alpn : "");
+    if (alpn != NULL && alpn_len > 0 && (s->alpn = malloc(alpn_len + 1)) != NULL) {
+        memcpy(s->alpn, alpn, alpn_len);
+        s->alpn[alpn_len] = '\0';
+    }
     eddy_promise_succeed(s->handshake, NULL);
     fire_handshake_event(s, 0);
     if (!eddy_ctx_is_removed(s->ctx) && s->flush_pending && !s->failed) {
@@ -589,7 +622,7 @@ static void handshake_timed_out(eddy_timer_t *t, void *arg)
     if (s->done || s->failed) {
         return;
     }
-    snprintf(s->error, sizeof(s->error), "handshake timed out after %lld ms",
+    set_error(s, "handshake timed out after %lld ms",
              (long long)s->hs_timeout_ms);
     /* Outside any pipeline event: hold the channel and the pipeline (freeing removed
      * contexts, this state among them) until tls_fail has finished with s. */
@@ -616,8 +649,13 @@ static void start_handshake(eddy_tls_handler_t *s)
     if (s->tctx->resumption) {
         char addr[128];
         eddy_addr_format(eddy_channel_remote_addr(eddy_ctx_channel(s->ctx)), addr, sizeof(addr));
-        snprintf(s->key, sizeof(s->key), "%s|%s", s->server_name, addr);
-        SSL_SESSION *sess = eddy__tls_session_get(s->tctx, s->key);
+        free(s->key);
+        size_t n = (s->server_name != NULL ? strlen(s->server_name) : 0) + strlen(addr) + 2;
+        s->key = n <= EDDY__TLS_KEY_MAX ? malloc(n) : NULL; /* none: no resumption */
+        if (s->key != NULL) {
+            snprintf(s->key, n, "%s|%s", s->server_name != NULL ? s->server_name : "", addr);
+        }
+        SSL_SESSION *sess = s->key != NULL ? eddy__tls_session_get(s->tctx, s->key) : NULL;
         if (sess != NULL) {
             SSL_set_session(s->ssl, sess);
             SSL_SESSION_free(sess);
@@ -659,7 +697,7 @@ static void unseal(eddy_tls_handler_t *s)
         if (buf == NULL) {
             buf = eddy_buf_alloc(eddy_ctx_alloc(ctx), READ_CHUNK, EDDY_BUF_DEFAULT_MAX_CAPACITY);
             if (buf == NULL) {
-                snprintf(s->error, sizeof(s->error), "out of memory");
+                set_error(s, "out of memory");
                 tls_fail(s, EDDY_ENOMEM);
                 return;
             }
@@ -747,7 +785,7 @@ static void tls_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
     int rc = feed(s, msg);
     eddy_msg_release(msg);
     if (rc != 0) {
-        snprintf(s->error, sizeof(s->error), "out of memory");
+        set_error(s, "out of memory");
         tls_fail(s, rc);
         return;
     }
@@ -793,7 +831,7 @@ static void tls_inactive(eddy_ctx_t *ctx)
     if (!s->failed && !s->done) {
         s->failed = true;
         stop_timer(s);
-        snprintf(s->error, sizeof(s->error), "connection closed during the TLS handshake");
+        set_error(s, "connection closed during the TLS handshake");
         eddy_promise_fail(s->handshake, EDDY_ECLOSED);
         if (s->started) {
             fire_handshake_event(s, EDDY_ECLOSED);
@@ -803,7 +841,7 @@ static void tls_inactive(eddy_ctx_t *ctx)
         /* (The loop's shutdown closes channels without the pipeline's close: our doing, not
          * the peer's.) */
         s->failed = true;
-        snprintf(s->error, sizeof(s->error), "the peer closed without close_notify (truncation)");
+        set_error(s, "the peer closed without close_notify (truncation)");
         eddy_ctx_fire_exception(ctx, EDDY_ECONNABORTED);
     }
     fail_pending(s, EDDY_ECLOSED);
@@ -817,12 +855,11 @@ static void tls_user_event(eddy_ctx_t *ctx, int event, void *data)
     eddy_tls_handler_t *s = state_of(ctx);
     if (event == EDDY_EVENT_INPUT_SHUTDOWN && !s->failed && !s->cn_received) {
         if (!s->done) {
-            snprintf(s->error, sizeof(s->error), "the peer shut down during the TLS handshake");
+            set_error(s, "the peer shut down during the TLS handshake");
             tls_fail(s, EDDY_ECLOSED);
             return;
         }
-        snprintf(s->error, sizeof(s->error),
-                 "the peer shut down without close_notify (truncation)");
+        set_error(s, "the peer shut down without close_notify (truncation)");
         eddy_ctx_fire_exception(ctx, EDDY_ECONNABORTED);
         if (eddy_ctx_is_removed(ctx)) {
             return;
@@ -991,8 +1028,8 @@ static void tls_removed(eddy_ctx_t *ctx)
     eddy_tls_handler_t *s = state_of(ctx);
     stop_timer(s);
     fail_pending(s, EDDY_ECLOSED);
-    if (!s->done && eddy_promise_fail(s->handshake, EDDY_ECLOSED) == 0 && s->error[0] == '\0') {
-        snprintf(s->error, sizeof(s->error), "the TLS handler was removed before the handshake");
+    if (!s->done && eddy_promise_fail(s->handshake, EDDY_ECLOSED) == 0 && s->error == NULL) {
+        set_error(s, "the TLS handler was removed before the handshake");
     }
     s->failed = s->failed || !s->done;
     SSL_free(s->ssl);
@@ -1084,7 +1121,7 @@ const char *eddy_tls_handler_cipher(const eddy_tls_handler_t *h)
 
 const char *eddy_tls_handler_alpn(const eddy_tls_handler_t *h)
 {
-    return h->alpn;
+    return h->alpn != NULL ? h->alpn : "";
 }
 
 const char *eddy_tls_handler_server_name(const eddy_tls_handler_t *h)
@@ -1104,7 +1141,7 @@ bool eddy_tls_handler_is_handshake_done(const eddy_tls_handler_t *h)
 
 const char *eddy_tls_handler_error(const eddy_tls_handler_t *h)
 {
-    return h->error;
+    return h->error != NULL ? h->error : "";
 }
 
 struct ssl_st *eddy_tls_handler_ssl(eddy_tls_handler_t *h)
