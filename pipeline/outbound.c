@@ -158,7 +158,8 @@ void eddy__outbound_fail_all(eddy_channel_t *ch, int err)
         pop_head(ch, err);
     }
     ch->unflushed = NULL;
-    eddy__pending_set(ch, 0);
-    /* No writability event on a closing channel: inactive follows. */
+    /* pop_head took every entry out of the count; what is left belongs to handlers that queue
+     * writes themselves (TLS), which take it out as they fail them. No writability event on a
+     * closing channel: inactive follows. */
     atomic_store_explicit(&ch->writable, true, memory_order_relaxed);
 }

@@ -196,7 +196,8 @@ EDDY_EXTERN const char *eddy_tls_handler_server_name(const eddy_tls_handler_t *h
 EDDY_EXTERN bool eddy_tls_handler_session_reused(const eddy_tls_handler_t *h);
 /** True once the handshake completed successfully. */
 EDDY_EXTERN bool eddy_tls_handler_is_handshake_done(const eddy_tls_handler_t *h);
-/** OpenSSL's reason for the failure that ended the handler ("" if none). Borrowed. */
+/** The reason for the first failure of the handler (OpenSSL's, or eddy's: a timeout, a
+ * truncation), "" if none. Borrowed: valid while h is, never changed once set. */
 EDDY_EXTERN const char *eddy_tls_handler_error(const eddy_tls_handler_t *h);
 /** The SSL object, for what this API does not cover. Borrowed. */
 EDDY_EXTERN struct ssl_st *eddy_tls_handler_ssl(eddy_tls_handler_t *h);

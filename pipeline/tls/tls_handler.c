@@ -89,6 +89,7 @@ struct eddy_tls_handler_s {
     bool cn_sent, cn_received; /* close_notify */
     bool fired;                /* plaintext went on since the last read_complete */
     bool big_bios;             /* a BIO grew past BIO_KEEP since the last trim */
+    bool sealing, reseal;      /* inside seal_pending; a flush came meanwhile */
     /* Strings, allocated when there is something to say, so that a connection carries no
      * fixed text arrays: NULL reads as "". */
     char *server_name;            /* a client's, as given */
@@ -98,18 +99,21 @@ struct eddy_tls_handler_s {
     char *error;                  /* why this handler failed */
 };
 
-/* Set s->error (replacing what it said); out of memory leaves it unset. */
+/* Set s->error unless it is set: the first reason stays, and so does every pointer
+ * eddy_tls_handler_error() gave out. Out of memory leaves it unset. */
 static void set_error(eddy_tls_handler_t *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void set_error(eddy_tls_handler_t *s, const char *fmt, ...)
 {
+    if (s->error != NULL) {
+        return;
+    }
     char text[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    free(s->error);
     s->error = strdup(text);
 }
 
@@ -353,16 +357,39 @@ static int seal_msg(eddy_tls_handler_t *s, eddy_msg_t *msg)
 
 static void tls_fail(eddy_tls_handler_t *s, int err);
 
-/* Encrypt the queued writes (out of the count already) and hand the records on. */
-static void seal_queued(eddy_tls_handler_t *s)
+/* Take one queued write's plaintext out of the channel's pending count. */
+static void uncount(eddy_tls_handler_t *s, const pending_t *e)
+{
+    if (e->bytes > 0) {
+        eddy_channel_t *ch = eddy_ctx_channel(s->ctx);
+        eddy__pending_set(ch, eddy__pending(ch) - e->bytes);
+    }
+}
+
+/*
+ * Encrypt the writes of list (detached from the queue) and hand the records on. Each write's
+ * plaintext leaves the channel's pending count just before its records enter the outbound
+ * buffer, so the two are never counted together and the count never drops below what is
+ * still queued. Handing records on can fire writability (and so new writes, even a flush)
+ * into the application: those queue anew on s->head, after this list.
+ */
+static void seal_list(eddy_tls_handler_t *s, pending_t *list)
 {
     size_t promises = 0;
-    for (pending_t *e = s->head; e != NULL; e = e->next) {
+    for (pending_t *e = list; e != NULL; e = e->next) {
         promises += e->p != NULL;
     }
     batch_t *batch = NULL;
     if (promises > 1 && (batch = malloc(sizeof(*batch) + promises * sizeof(batch->p[0]))) == NULL) {
-        drop_pending(s, EDDY_ENOMEM);
+        while (list != NULL) {
+            pending_t *e = list;
+            list = e->next;
+            uncount(s, e);
+            eddy_msg_release(e->msg);
+            eddy__promise_done(e->p, EDDY_ENOMEM);
+            eddy_future_release(e->p);
+            free(e);
+        }
         return;
     }
     eddy_promise_t *last = NULL; /* the one promise, when there is one */
@@ -370,9 +397,10 @@ static void seal_queued(eddy_tls_handler_t *s)
     if (batch != NULL) {
         batch->n = 0;
     }
-    while (s->head != NULL) {
-        pending_t *e = s->head;
-        s->head = e->next;
+    while (list != NULL) {
+        pending_t *e = list;
+        list = e->next;
+        uncount(s, e);
         if (rc == 0) {
             rc = seal_msg(s, e->msg);
         }
@@ -387,7 +415,6 @@ static void seal_queued(eddy_tls_handler_t *s)
         }
         free(e);
     }
-    s->tail = NULL;
     if (rc != 0) {
         for (size_t i = 0; batch != NULL && i < batch->n; i++) {
             eddy__promise_done(batch->p[i], rc);
@@ -418,16 +445,27 @@ static void seal_queued(eddy_tls_handler_t *s)
     }
 }
 
-/* Encrypt every queued write and hand the records on; no flush. The plaintext leaves the
- * channel's pending count before its records enter the outbound buffer, so the two are never
- * counted together; writability is looked at again once, at the end. */
+/*
+ * Encrypt every queued write and hand the records on; no flush (the callers flush after).
+ * A flush asked for while sealing (from a writability event the records caused) only marks
+ * another pass, so writes keep their order; the pass seals what was queued meanwhile.
+ */
 static void seal_pending(eddy_tls_handler_t *s)
 {
-    if (s->head == NULL) {
+    if (s->sealing) {
+        s->reseal = true;
         return;
     }
-    uncount_pending(s);
-    seal_queued(s);
+    s->sealing = true;
+    do {
+        s->reseal = false;
+        pending_t *list = s->head;
+        s->head = s->tail = NULL;
+        if (list != NULL) {
+            seal_list(s, list);
+        }
+    } while (s->reseal && !s->failed && s->head != NULL);
+    s->sealing = false;
     eddy__outbound_update_writability(eddy_ctx_channel(s->ctx));
 }
 
@@ -876,7 +914,7 @@ static void tls_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
 {
     eddy_tls_handler_t *s = state_of(ctx);
     int err = 0;
-    if (s->failed || s->ssl == NULL) {
+    if (s->failed || s->ssl == NULL || (eddy_ctx_channel(ctx)->flags & EDDY__CH_CLOSED)) {
         err = EDDY_ECLOSED;
     } else if (s->cn_sent) {
         err = EDDY_EPIPE;
@@ -980,7 +1018,10 @@ static void closer_timed_out(eddy_timer_t *t, void *arg)
 static void tls_close(eddy_ctx_t *ctx, eddy_promise_t *p)
 {
     eddy_tls_handler_t *s = state_of(ctx);
-    fail_pending(s, EDDY_ECLOSED); /* written but never flushed, as the channel does */
+    /* Written but never flushed: failed, as the channel does, and without a writability
+     * event, which would invite writes into a closing channel. */
+    uncount_pending(s);
+    drop_pending(s, EDDY_ECLOSED);
     if (!s->done || s->failed || s->cn_sent || s->ssl == NULL ||
         !eddy_channel_is_active(eddy_ctx_channel(ctx))) {
         eddy_ctx_close(ctx, p);
@@ -1032,8 +1073,9 @@ static void tls_removed(eddy_ctx_t *ctx)
         set_error(s, "the TLS handler was removed before the handshake");
     }
     s->failed = s->failed || !s->done;
-    SSL_free(s->ssl);
+    SSL_free(s->ssl); /* and its BIOs */
     s->ssl = NULL;
+    s->rbio = s->wbio = NULL;
 }
 
 static const eddy_handler_ops_t tls_ops = {

@@ -713,19 +713,49 @@ static size_t drain_inbound(eddy_channel_t *ch)
     return n;
 }
 
+/* A TLS client and server on two embedded channels, driven by pump(). */
+typedef struct pair_s {
+    eddy_tls_context_t *sc, *cc;
+    eddy_channel_t *srv, *cli;
+} pair_t;
+
+/* The pair with its handlers added, the client's app handler (may be NULL) after its TLS
+ * handler, before the handshake. */
+static pair_t pair_new(bool client_half_closure, const eddy_handler_ops_t *app, void *app_state)
+{
+    pair_t p = {server_context("server.pem", "server.key"), client_context("ca.pem"),
+                eddy_embedded_channel_new(), eddy_embedded_channel_new()};
+    assert_non_null(p.srv);
+    assert_non_null(p.cli);
+    if (client_half_closure) {
+        assert_int_equal(eddy_channel_set_option(p.cli, EDDY_ALLOW_HALF_CLOSURE, 1), 0);
+    }
+    assert_int_equal(eddy_tls_add(p.srv, p.sc, NULL, NULL), 0);
+    eddy_tls_handler_options_t o = {.server_name = "localhost"};
+    assert_int_equal(eddy_tls_add(p.cli, p.cc, &o, NULL), 0);
+    if (app != NULL) {
+        assert_int_equal(
+            eddy_pipeline_add_last(eddy_channel_pipeline(p.cli), "app", app, app_state, NULL), 0);
+    }
+    return p;
+}
+
+static void pair_free(pair_t *p)
+{
+    eddy_embedded_finish(p->cli);
+    eddy_embedded_finish(p->srv);
+    eddy_tls_context_release(p->cc);
+    eddy_tls_context_release(p->sc);
+}
+
 /* A memory BIO keeps what it grew to: after a bulk transfer both ends hold hundreds of KB of
  * BIO buffers. A second after, the emptied BIOs are swapped for new ones, and the
  * connection goes on working. */
 static void test_tls_big_bios_are_trimmed_when_idle(void **state)
 {
     (void)state;
-    eddy_tls_context_t *sc = server_context("server.pem", "server.key");
-    eddy_tls_context_t *cc = client_context("ca.pem");
-    eddy_channel_t *srv = eddy_embedded_channel_new();
-    eddy_channel_t *cli = eddy_embedded_channel_new();
-    assert_int_equal(eddy_tls_add(srv, sc, NULL, NULL), 0);
-    eddy_tls_handler_options_t o = {.server_name = "localhost"};
-    assert_int_equal(eddy_tls_add(cli, cc, &o, NULL), 0);
+    pair_t pr = pair_new(false, NULL, NULL);
+    eddy_channel_t *srv = pr.srv, *cli = pr.cli;
     pump(cli, srv);
     eddy_tls_handler_t *sh = eddy_tls_handler_of(srv), *ch = eddy_tls_handler_of(cli);
     assert_true(eddy_tls_handler_is_handshake_done(sh));
@@ -755,11 +785,167 @@ static void test_tls_big_bios_are_trimmed_when_idle(void **state)
     eddy_embedded_write_outbound(srv, eddy_buf_msg(eddy_buf_from_str("back")));
     pump(cli, srv);
     assert_int_equal(drain_inbound(cli), 4);
+    pair_free(&pr);
+}
 
-    eddy_embedded_finish(cli);
-    eddy_embedded_finish(srv);
-    eddy_tls_context_release(cc);
-    eddy_tls_context_release(sc);
+static uint64_t pending_of(eddy_channel_t *ch)
+{
+    eddy_channel_counters_t c;
+    eddy_channel_counters(ch, &c);
+    return c.pending_outbound_bytes;
+}
+
+/* The channel closing by itself (the peer's FIN) with writes still queued in the handler:
+ * they fail, and their bytes leave the count once, not twice. */
+static void test_tls_queued_plaintext_leaves_the_count_once_at_close(void **state)
+{
+    (void)state;
+    eddy_tls_context_t *tls = client_context(NULL);
+    eddy_channel_t *ch = eddy_embedded_channel_new();
+    assert_int_equal(eddy_tls_add(ch, tls, NULL, NULL), 0);
+    eddy_msg_t *m;
+    while ((m = eddy_embedded_read_outbound(ch)) != NULL) {
+        eddy_msg_release(m);
+    }
+    eddy_promise_t *p = eddy_promise_new(eddy_channel_loop(ch));
+    eddy_channel_write(ch, eddy_buf_msg(eddy_buf_from("0123456789", 10)), p);
+    assert_int_equal(pending_of(ch), 10);
+    eddy_embedded_shutdown_input(ch); /* no half-closure: the channel closes */
+    assert_true(eddy_future_is_done(p));
+    assert_int_equal(eddy_future_error(p), EDDY_ECLOSED);
+    assert_int_equal(pending_of(ch), 0);
+    eddy_future_release(p);
+    /* A write after the close is refused, not queued. */
+    p = eddy_promise_new(eddy_channel_loop(ch));
+    eddy_channel_write(ch, eddy_buf_msg(eddy_buf_from("x", 1)), p);
+    assert_int_equal(eddy_future_error(p), EDDY_ECLOSED);
+    assert_int_equal(pending_of(ch), 0);
+    eddy_future_release(p);
+    eddy_embedded_finish(ch);
+    eddy_tls_context_release(tls);
+}
+
+/* An application that writes and flushes again from the writability event a big flush
+ * fires: its second write goes out after the first whole, and the count ends at zero. */
+typedef struct rewriter_s {
+    int rewrites;
+} rewriter_t;
+
+static void rewrite_on_writable(eddy_ctx_t *ctx)
+{
+    rewriter_t *r = eddy_ctx_state(ctx);
+    if (eddy_channel_is_writable(eddy_ctx_channel(ctx)) && r->rewrites++ == 0) {
+        eddy_buf_t *b = eddy_buf_new(1000);
+        memset(eddy_buf_write_ptr(b), 'z', 1000);
+        eddy_buf_produce(b, 1000);
+        eddy_ctx_write_and_flush(ctx, eddy_buf_msg(b), NULL);
+    }
+    eddy_ctx_fire_channel_writability_changed(ctx);
+}
+
+static const eddy_handler_ops_t rewriter_ops = {
+    .name = "rewriter",
+    .channel_writability_changed = rewrite_on_writable,
+};
+
+static void test_tls_flush_from_a_writability_event_keeps_order(void **state)
+{
+    (void)state;
+    rewriter_t r = {0};
+    pair_t pr = pair_new(false, &rewriter_ops, &r);
+    eddy_channel_t *srv = pr.srv, *cli = pr.cli;
+    pump(cli, srv);
+    assert_true(eddy_tls_handler_is_handshake_done(eddy_tls_handler_of(cli)));
+    drain_inbound(srv);
+    assert_int_equal(eddy_channel_set_option(cli, EDDY_WRITE_BUFFER_HIGH_WATER_MARK, 1 << 20), 0);
+    assert_int_equal(eddy_channel_set_option(cli, EDDY_WRITE_BUFFER_LOW_WATER_MARK, 512 << 10), 0);
+    /* Two 1 MiB writes: 2 MiB pending, unwritable; the flush hands records on in 256 KiB
+     * buffers, and the count passing under the low mark makes the channel writable again in
+     * the middle of the flush: the rewriter writes and flushes 1000 bytes of 'z' there. */
+    size_t big = (size_t)1 << 20;
+    for (int i = 0; i < 2; i++) {
+        eddy_buf_t *b = eddy_buf_new(big);
+        memset(eddy_buf_write_ptr(b), 'a' + i, big);
+        eddy_buf_produce(b, big);
+        eddy_channel_write(cli, eddy_buf_msg(b), NULL);
+    }
+    assert_false(eddy_channel_is_writable(cli));
+    eddy_channel_flush(cli);
+    assert_int_equal(r.rewrites, 1);
+    pump(cli, srv);
+    /* The server got 'a' * 1 MiB, 'b' * 1 MiB, then 'z' * 1000, in that order. */
+    size_t at = 0;
+    eddy_msg_t *m;
+    while ((m = eddy_embedded_read_inbound(srv)) != NULL) {
+        eddy_buf_t *b = eddy_buf_of(m);
+        const uint8_t *d = eddy_buf_read_ptr(b);
+        for (size_t i = 0; i < eddy_buf_readable(b); i++, at++) {
+            char want = at < big ? 'a' : at < 2 * big ? 'b' : 'z';
+            if (d[i] != (uint8_t)want) {
+                fail_msg("byte %zu is %c, not %c", at, d[i], want);
+            }
+        }
+        eddy_msg_release(m);
+    }
+    assert_int_equal(at, 2 * big + 1000);
+    assert_int_equal(pending_of(cli), 0);
+    assert_true(eddy_channel_is_writable(cli));
+    pair_free(&pr);
+}
+
+/* The error text stays valid once given out: an application that keeps it from
+ * exception_caught (a truncation, with half-closure) reads it again in channel_inactive,
+ * after the end of the connection gave the handler a second reason. */
+typedef struct keeper_s {
+    const char *text;
+    char copy[512];
+    bool checked;
+} keeper_t;
+
+static void keep_error(eddy_ctx_t *ctx, int err)
+{
+    (void)err;
+    keeper_t *k = eddy_ctx_state(ctx);
+    if (k->text == NULL) { /* the first failure's text, kept */
+        k->text = eddy_tls_handler_error(eddy_tls_handler_of(eddy_ctx_channel(ctx)));
+        snprintf(k->copy, sizeof(k->copy), "%s", k->text);
+    }
+}
+
+static void check_error(eddy_ctx_t *ctx)
+{
+    keeper_t *k = eddy_ctx_state(ctx);
+    if (k->text != NULL) {
+        assert_string_equal(k->text, k->copy);
+        k->checked = true;
+    }
+    eddy_ctx_fire_channel_inactive(ctx);
+}
+
+static const eddy_handler_ops_t keeper_ops = {
+    .name = "keeper",
+    .exception_caught = keep_error,
+    .channel_inactive = check_error,
+};
+
+static void test_tls_error_text_stays_valid(void **state)
+{
+    (void)state;
+    keeper_t k = {0};
+    pair_t pr = pair_new(true, &keeper_ops, &k);
+    eddy_channel_t *srv = pr.srv, *cli = pr.cli;
+    pump(cli, srv);
+    assert_true(eddy_tls_handler_is_handshake_done(eddy_tls_handler_of(cli)));
+    eddy_embedded_shutdown_input(cli); /* FIN without close_notify: truncation */
+    assert_non_null(k.text);
+    assert_true(k.copy[0] != '\0');
+    eddy_embedded_error(cli);
+    /* Then the connection ends without our close (no close_notify of ours either): the
+     * handler finds a second reason at channel_inactive. */
+    assert_int_equal(eddy_channel_set_option(cli, EDDY_ALLOW_HALF_CLOSURE, 0), 0);
+    eddy_embedded_shutdown_input(cli);
+    assert_true(k.checked);
+    pair_free(&pr);
 }
 
 static void send_big(void *arg)
@@ -1042,6 +1228,9 @@ int main(void)
         cmocka_unit_test(test_tls_close_during_handshake_fails_future),
         cmocka_unit_test(test_tls_queued_plaintext_counts_against_water_marks),
         cmocka_unit_test(test_tls_big_bios_are_trimmed_when_idle),
+        cmocka_unit_test(test_tls_queued_plaintext_leaves_the_count_once_at_close),
+        cmocka_unit_test(test_tls_flush_from_a_writability_event_keeps_order),
+        cmocka_unit_test(test_tls_error_text_stays_valid),
         cmocka_unit_test(test_tls_streams_16_mib_each_way),
         cmocka_unit_test(test_tls_half_close_with_close_notify),
         cmocka_unit_test(test_tls_close_without_close_notify_is_truncation),
