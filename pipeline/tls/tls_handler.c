@@ -90,6 +90,10 @@ struct eddy_tls_handler_s {
     bool fired;                /* plaintext went on since the last read_complete */
     bool big_bios;             /* a BIO grew past BIO_KEEP since the last trim */
     bool sealing, reseal;      /* inside seal_pending; a flush came meanwhile */
+    /* Closes asked for while sealing (from an event the records fired): run once the
+     * sealing is over, so close_notify never lands between two flushed writes. */
+    bool deferred_cn, deferred_close;
+    eddy_promise_t *deferred_cn_p, *deferred_close_p; /* references, or NULL */
     /* Strings, allocated when there is something to say, so that a connection carries no
      * fixed text arrays: NULL reads as "". */
     char *server_name;            /* a client's, as given */
@@ -224,6 +228,8 @@ void eddy_tls_handler_free(void *state)
     SSL_free(s->ssl); /* and its BIOs */
     eddy_future_release(s->handshake);
     eddy_tls_context_release(s->tctx);
+    eddy_future_release(s->deferred_cn_p); /* NULL unless freed mid-seal, which cannot be */
+    eddy_future_release(s->deferred_close_p);
     free(s->server_name);
     free(s->key);
     free(s->alpn);
@@ -277,6 +283,10 @@ static void fail_pending(eddy_tls_handler_t *s, int err)
  * at once when there is nothing. 0 or EDDY_ENOMEM (p failed). No flush. */
 static int emit(eddy_tls_handler_t *s, eddy_promise_t *p)
 {
+    if (s->wbio == NULL) {
+        eddy__promise_done(p, EDDY_ECLOSED); /* removed: nothing goes out any more */
+        return EDDY_ECLOSED;
+    }
     size_t n = BIO_ctrl_pending(s->wbio);
     if (n == 0) {
         eddy__promise_done(p, 0);
@@ -311,11 +321,22 @@ static void batch_done(eddy_future_t *f, void *arg)
     free(b);
 }
 
+/* Sealing must stop: handing records on fired an event in which the application closed
+ * the channel or removed this handler (the SSL is gone), or TLS failed. */
+static bool seal_stopped(const eddy_tls_handler_t *s)
+{
+    return s->ssl == NULL || s->failed || s->cn_sent;
+}
+
 /* Feed len plaintext bytes to SSL_write, a record at a time, handing ciphertext on whenever
- * COALESCE_MAX of it has piled up. 0, EDDY_ETLS or EDDY_ENOMEM. */
+ * COALESCE_MAX of it has piled up. 0, EDDY_ETLS, EDDY_ENOMEM, or EDDY_ECLOSED when sealing
+ * had to stop (seal_stopped). */
 static int seal(eddy_tls_handler_t *s, const uint8_t *data, size_t len)
 {
     while (len > 0) {
+        if (seal_stopped(s)) {
+            return EDDY_ECLOSED;
+        }
         int chunk = (int)(len < WRITE_CHUNK ? len : WRITE_CHUNK);
         ERR_clear_error();
         int r = SSL_write(s->ssl, data, chunk);
@@ -327,8 +348,11 @@ static int seal(eddy_tls_handler_t *s, const uint8_t *data, size_t len)
         }
         data += r;
         len -= (size_t)r;
-        if ((r == 0 || BIO_ctrl_pending(s->wbio) >= COALESCE_MAX) && emit(s, NULL) != 0) {
-            return EDDY_ENOMEM;
+        if (r == 0 || BIO_ctrl_pending(s->wbio) >= COALESCE_MAX) {
+            int rc = emit(s, NULL);
+            if (rc != 0) {
+                return rc;
+            }
         }
     }
     return 0;
@@ -356,6 +380,7 @@ static int seal_msg(eddy_tls_handler_t *s, eddy_msg_t *msg)
 }
 
 static void tls_fail(eddy_tls_handler_t *s, int err);
+static void tls_close(eddy_ctx_t *ctx, eddy_promise_t *p);
 
 /* Take one queued write's plaintext out of the channel's pending count. */
 static void uncount(eddy_tls_handler_t *s, const pending_t *e)
@@ -390,6 +415,7 @@ static void seal_list(eddy_tls_handler_t *s, pending_t *list)
             eddy_future_release(e->p);
             free(e);
         }
+        tls_fail(s, EDDY_ENOMEM); /* the stream has a gap now: it cannot go on */
         return;
     }
     eddy_promise_t *last = NULL; /* the one promise, when there is one */
@@ -423,25 +449,32 @@ static void seal_list(eddy_tls_handler_t *s, pending_t *list)
         free(batch);
         eddy__promise_done(last, rc);
         eddy_future_release(last);
-        tls_fail(s, rc);
+        if (rc != EDDY_ECLOSED) {
+            tls_fail(s, rc); /* ECLOSED: it ended already, in the application's hands */
+        }
         return;
     }
+    int err = 0;
     if (batch != NULL) {
         eddy_promise_t *all = eddy_promise_new(eddy_ctx_loop(s->ctx));
         if (all == NULL || eddy_future_add_listener(all, batch_done, batch) != 0) {
             eddy_future_release(all);
-            all = NULL;
             for (size_t i = 0; i < batch->n; i++) {
                 eddy_promise_fail(batch->p[i], EDDY_ENOMEM);
                 eddy_future_release(batch->p[i]);
             }
             free(batch);
+            err = EDDY_ENOMEM; /* the writes' promises are gone: end it rather than lie */
+        } else {
+            err = emit(s, all);
+            eddy_future_release(all);
         }
-        emit(s, all);
-        eddy_future_release(all);
     } else {
-        emit(s, last);
+        err = emit(s, last);
         eddy_future_release(last);
+    }
+    if (err == EDDY_ENOMEM) {
+        tls_fail(s, err);
     }
 }
 
@@ -464,9 +497,23 @@ static void seal_pending(eddy_tls_handler_t *s)
         if (list != NULL) {
             seal_list(s, list);
         }
-    } while (s->reseal && !s->failed && s->head != NULL);
+    } while (s->reseal && !seal_stopped(s) && s->head != NULL);
     s->sealing = false;
     eddy__outbound_update_writability(eddy_ctx_channel(s->ctx));
+    if (s->deferred_cn) {
+        eddy_promise_t *p = s->deferred_cn_p;
+        s->deferred_cn = false;
+        s->deferred_cn_p = NULL;
+        eddy_tls_handler_close_outbound(s, p);
+        eddy_future_release(p);
+    }
+    if (s->deferred_close) {
+        eddy_promise_t *p = s->deferred_close_p;
+        s->deferred_close = false;
+        s->deferred_close_p = NULL;
+        tls_close(s->ctx, p);
+        eddy_future_release(p);
+    }
 }
 
 /* close_notify into the write BIO and out, p on it. */
@@ -958,9 +1005,9 @@ static void tls_flush(eddy_ctx_t *ctx)
         seal_pending(s);
         schedule_trim(s);
     }
-    if (!eddy_ctx_is_removed(ctx)) {
-        eddy_ctx_flush(ctx);
-    }
+    /* Passed on even when the application removed this handler while it sealed: the records
+     * handed on before that are what it asked to flush. */
+    eddy_ctx_flush(ctx);
 }
 
 /* A close waiting for its close_notify to be written: the first of the write's completion
@@ -1018,6 +1065,13 @@ static void closer_timed_out(eddy_timer_t *t, void *arg)
 static void tls_close(eddy_ctx_t *ctx, eddy_promise_t *p)
 {
     eddy_tls_handler_t *s = state_of(ctx);
+    if (s->sealing && !s->deferred_close) {
+        /* From an event the records being sealed fired: after them, and after what was
+         * flushed meanwhile. */
+        s->deferred_close = true;
+        s->deferred_close_p = p != NULL ? eddy_future_retain(p) : NULL;
+        return;
+    }
     /* Written but never flushed: failed, as the channel does, and without a writability
      * event, which would invite writes into a closing channel. */
     uncount_pending(s);
@@ -1130,10 +1184,28 @@ eddy_future_t *eddy_tls_handler_handshake_future(eddy_tls_handler_t *h)
     return eddy_future_retain(h->handshake);
 }
 
+/* These two may be called outside any pipeline event (a timer, a task): hold the channel
+ * and the pipeline, as handshake_timed_out does, so that a close the application makes in
+ * an event they fire does not free h under them. */
+static eddy_channel_t *hold(eddy_tls_handler_t *h)
+{
+    eddy_channel_t *ch = eddy_channel_retain(eddy_ctx_channel(h->ctx));
+    eddy__pipeline_enter(eddy_channel_pipeline(ch));
+    return ch;
+}
+
+static void unhold(eddy_channel_t *ch)
+{
+    eddy__pipeline_leave(eddy_channel_pipeline(ch));
+    eddy_channel_release(ch);
+}
+
 void eddy_tls_handler_handshake(eddy_tls_handler_t *h)
 {
     if (h->ctx != NULL && eddy_channel_is_active(eddy_ctx_channel(h->ctx))) {
+        eddy_channel_t *ch = hold(h);
         start_handshake(h);
+        unhold(ch);
     }
 }
 
@@ -1143,12 +1215,23 @@ void eddy_tls_handler_close_outbound(eddy_tls_handler_t *h, eddy_promise_t *p)
         eddy__promise_done(p, h->cn_sent ? EDDY_EALREADY : EDDY_ENOTCONN);
         return;
     }
+    if (h->sealing) {
+        if (h->deferred_cn) {
+            eddy__promise_done(p, EDDY_EALREADY);
+            return;
+        }
+        h->deferred_cn = true; /* after the sealing, see seal_pending */
+        h->deferred_cn_p = p != NULL ? eddy_future_retain(p) : NULL;
+        return;
+    }
+    eddy_channel_t *ch = hold(h);
     seal_pending(h); /* what was written goes before close_notify */
-    if (!h->failed && !eddy_ctx_is_removed(h->ctx)) {
+    if (!seal_stopped(h) && !eddy_ctx_is_removed(h->ctx)) {
         send_close_notify(h, p);
     } else {
         eddy__promise_done(p, EDDY_ECLOSED);
     }
+    unhold(ch);
 }
 
 const char *eddy_tls_handler_protocol(const eddy_tls_handler_t *h)

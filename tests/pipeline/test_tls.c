@@ -948,6 +948,122 @@ static void test_tls_error_text_stays_valid(void **state)
     pair_free(&pr);
 }
 
+/* An application that ends TLS from the unwritable event a big flush fires while the
+ * handler is still sealing (a "close slow consumers" policy): a close, the handler's removal,
+ * or close_notify. Nothing crashes, every promise completes, the count ends at zero; a close
+ * or close_notify comes after everything that was flushed. */
+typedef enum { END_CLOSE, END_REMOVE, END_CLOSE_OUTBOUND } end_how_t;
+
+typedef struct ender_s {
+    end_how_t how;
+    int ended;
+    eddy_promise_t *cn; /* close_outbound's */
+} ender_t;
+
+static void end_on_unwritable(eddy_ctx_t *ctx)
+{
+    ender_t *e = eddy_ctx_state(ctx);
+    eddy_channel_t *ch = eddy_ctx_channel(ctx);
+    if (!eddy_channel_is_writable(ch) && e->ended++ == 0) {
+        if (e->how == END_CLOSE) {
+            eddy_channel_close(ch, NULL);
+        } else if (e->how == END_REMOVE) {
+            assert_int_equal(eddy_pipeline_remove(eddy_channel_pipeline(ch), "tls"), 0);
+        } else {
+            e->cn = eddy_promise_new(eddy_channel_loop(ch));
+            eddy_tls_handler_close_outbound(eddy_tls_handler_of(ch), e->cn);
+        }
+    }
+    eddy_ctx_fire_channel_writability_changed(ctx);
+}
+
+static const eddy_handler_ops_t ender_ops = {
+    .name = "ender",
+    .channel_writability_changed = end_on_unwritable,
+};
+
+static void end_tls_mid_seal(end_how_t how)
+{
+    ender_t e = {.how = how};
+    pair_t pr = pair_new(true, &ender_ops, &e);
+    eddy_channel_t *srv = pr.srv, *cli = pr.cli;
+    pump(cli, srv);
+    drain_inbound(srv);
+    eddy_embedded_events(srv, (int[8]){0}, 8);
+    /* A and B seal to more than COALESCE_MAX of records: handed on while C still waits. The
+     * high water mark is exactly A + B + C of plaintext, which those records pass. */
+    size_t sizes[3] = {160 << 10, 96 << 10, 1000}, total = 0;
+    eddy_promise_t *p[3];
+    for (int i = 0; i < 3; i++) {
+        total += sizes[i];
+    }
+    assert_int_equal(eddy_channel_set_option(cli, EDDY_WRITE_BUFFER_HIGH_WATER_MARK, (int64_t)total),
+                     0);
+    for (int i = 0; i < 3; i++) {
+        eddy_buf_t *b = eddy_buf_new(sizes[i]);
+        memset(eddy_buf_write_ptr(b), 'a' + i, sizes[i]);
+        eddy_buf_produce(b, sizes[i]);
+        p[i] = eddy_promise_new(eddy_channel_loop(cli));
+        eddy_channel_write(cli, eddy_buf_msg(b), p[i]);
+    }
+    assert_true(eddy_channel_is_writable(cli));
+    eddy_channel_flush(cli);
+    assert_int_equal(e.ended, 1);
+    pump(cli, srv);
+    for (int i = 0; i < 3; i++) {
+        assert_true(eddy_future_is_done(p[i]));
+    }
+    assert_int_equal(pending_of(cli), 0);
+    size_t got = drain_inbound(srv);
+    int events[8];
+    size_t nev = eddy_embedded_events(srv, events, 8);
+    bool cn = false;
+    for (size_t i = 0; i < nev; i++) {
+        cn |= events[i] == EDDY_EVENT_TLS_CLOSE_NOTIFY;
+    }
+    if (how == END_REMOVE) {
+        /* Sealing stopped with the SSL gone: C never went out, and says so. */
+        assert_int_equal(eddy_future_error(p[2]), EDDY_ECLOSED);
+        assert_true(got < total);
+    } else {
+        /* The close or close_notify waited for the sealing: all of A, B, C, then it. */
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(eddy_future_error(p[i]), 0);
+        }
+        assert_int_equal(got, total);
+        assert_true(cn);
+    }
+    if (e.cn != NULL) {
+        assert_true(eddy_future_is_done(e.cn));
+        assert_int_equal(eddy_future_error(e.cn), 0);
+        eddy_future_release(e.cn);
+    }
+    for (int i = 0; i < 3; i++) {
+        eddy_future_release(p[i]);
+    }
+    eddy_embedded_error(cli);
+    eddy_embedded_error(srv);
+    pair_free(&pr);
+}
+
+static void test_tls_close_from_an_event_mid_seal(void **state)
+{
+    (void)state;
+    end_tls_mid_seal(END_CLOSE);
+}
+
+static void test_tls_removal_from_an_event_mid_seal(void **state)
+{
+    (void)state;
+    end_tls_mid_seal(END_REMOVE);
+}
+
+static void test_tls_close_outbound_from_an_event_mid_seal(void **state)
+{
+    (void)state;
+    end_tls_mid_seal(END_CLOSE_OUTBOUND);
+}
+
 static void send_big(void *arg)
 {
     sender_t *s = arg;
@@ -1231,6 +1347,9 @@ int main(void)
         cmocka_unit_test(test_tls_queued_plaintext_leaves_the_count_once_at_close),
         cmocka_unit_test(test_tls_flush_from_a_writability_event_keeps_order),
         cmocka_unit_test(test_tls_error_text_stays_valid),
+        cmocka_unit_test(test_tls_close_from_an_event_mid_seal),
+        cmocka_unit_test(test_tls_removal_from_an_event_mid_seal),
+        cmocka_unit_test(test_tls_close_outbound_from_an_event_mid_seal),
         cmocka_unit_test(test_tls_streams_16_mib_each_way),
         cmocka_unit_test(test_tls_half_close_with_close_notify),
         cmocka_unit_test(test_tls_close_without_close_notify_is_truncation),
