@@ -96,9 +96,14 @@ eddy_future_t *eddy__future_new_unowned(void)
     return future_new(NULL);
 }
 
+/* NULL stands for a future a call could not make without memory: it reads as failed with
+ * EDDY_ENOMEM (loop.h). */
+
 eddy_future_t *eddy_future_retain(eddy_future_t *f)
 {
-    atomic_fetch_add_explicit(&f->refcnt, 1, memory_order_relaxed);
+    if (f != NULL) {
+        atomic_fetch_add_explicit(&f->refcnt, 1, memory_order_relaxed);
+    }
     return f;
 }
 
@@ -217,31 +222,37 @@ int eddy_promise_fail(eddy_promise_t *p, int err)
 
 int eddy_future_cancel(eddy_future_t *f)
 {
-    return complete(f, EDDY_ECANCELED, NULL, NULL);
+    return f != NULL ? complete(f, EDDY_ECANCELED, NULL, NULL) : EDDY_EALREADY;
 }
 
 bool eddy_future_is_done(const eddy_future_t *f)
 {
-    return atomic_load_explicit(&f->done, memory_order_acquire);
+    return f == NULL || atomic_load_explicit(&f->done, memory_order_acquire);
 }
 
 int eddy_future_error(const eddy_future_t *f)
 {
+    if (f == NULL) {
+        return EDDY_ENOMEM;
+    }
     return atomic_load_explicit(&f->done, memory_order_acquire) ? f->err : EDDY_EAGAIN;
 }
 
 void *eddy_future_result(const eddy_future_t *f)
 {
-    return atomic_load_explicit(&f->done, memory_order_acquire) ? f->result : NULL;
+    return f != NULL && atomic_load_explicit(&f->done, memory_order_acquire) ? f->result : NULL;
 }
 
 eddy_loop_t *eddy_future_loop(const eddy_future_t *f)
 {
-    return f->loop;
+    return f != NULL ? f->loop : NULL;
 }
 
 int eddy_future_add_listener(eddy_future_t *f, eddy_future_cb cb, void *arg)
 {
+    if (f == NULL) {
+        return EDDY_ENOMEM; /* cb is not called */
+    }
     listener_t *l = malloc(sizeof(*l));
     if (l == NULL) {
         return EDDY_ENOMEM;
@@ -264,6 +275,9 @@ int eddy_future_add_listener(eddy_future_t *f, eddy_future_cb cb, void *arg)
 
 int eddy_future_await(eddy_future_t *f, int64_t timeout_ms)
 {
+    if (f == NULL) {
+        return EDDY_ENOMEM;
+    }
     if (atomic_load_explicit(&f->done, memory_order_acquire)) {
         return 0;
     }

@@ -166,7 +166,8 @@ EDDY_EXTERN bool eddy_channel_is_open(const eddy_channel_t *ch);
 /** Pending outbound bytes below the high water mark (or back below the low one). */
 EDDY_EXTERN bool eddy_channel_is_writable(const eddy_channel_t *ch);
 /** The future that completes (with 0) once the channel closed. Borrowed: retain to keep.
- * Made on the first call (any thread); NULL only without memory. */
+ * Made on the first call (any thread); NULL only without memory, which the future
+ * functions read as failed with EDDY_ENOMEM. */
 EDDY_EXTERN eddy_future_t *eddy_channel_close_future(eddy_channel_t *ch);
 
 /* Outbound operations from the tail: any thread (off the loop they travel as a task, in

@@ -185,6 +185,10 @@ EDDY_EXTERN bool eddy_timer_is_done(const eddy_timer_t *t);
  * Futures and promises. A future completes once: with a result (a pointer, possibly NULL) or
  * an error code. Listeners run on the owner loop (at once when added to a completed future on
  * that loop); a future without an owner runs them on the completing thread.
+ *
+ * The eddy_future_* functions accept NULL, the future a call returns when it could not make
+ * one without memory: it reads as failed with EDDY_ENOMEM (done; error and await return
+ * EDDY_ENOMEM; add_listener returns EDDY_ENOMEM and never calls cb; result and loop NULL).
  */
 
 /** A new incomplete future owned by loop (may be NULL). The caller holds one reference. */

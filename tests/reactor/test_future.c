@@ -416,6 +416,29 @@ static void test_termination_future_has_no_owner_and_fires_its_listeners(void **
     assert_int_equal(eddy_loop_free(loop), 0);
 }
 
+/* NULL, the future a call could not make without memory, reads as failed with ENOMEM: a
+ * caller that awaits or checks it learns so instead of crashing. */
+static void never_called(eddy_future_t *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+    fail_msg("a listener of the NULL future ran");
+}
+
+static void test_null_future_reads_as_failed_with_enomem(void **state)
+{
+    (void)state;
+    assert_true(eddy_future_is_done(NULL));
+    assert_int_equal(eddy_future_error(NULL), EDDY_ENOMEM);
+    assert_int_equal(eddy_future_await(NULL, 1000), EDDY_ENOMEM);
+    assert_int_equal(eddy_future_add_listener(NULL, never_called, NULL), EDDY_ENOMEM);
+    assert_null(eddy_future_result(NULL));
+    assert_null(eddy_future_loop(NULL));
+    assert_null(eddy_future_retain(NULL));
+    assert_int_equal(eddy_future_cancel(NULL), EDDY_EALREADY);
+    eddy_future_release(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -433,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_listener_may_drop_the_last_reference),
         cmocka_unit_test(test_listener_of_a_terminated_loop_still_runs_once),
         cmocka_unit_test(test_termination_future_has_no_owner_and_fires_its_listeners),
+        cmocka_unit_test(test_null_future_reads_as_failed_with_enomem),
     };
     return cmocka_run_group_tests_name("reactor.future", tests, NULL, NULL);
 }
