@@ -414,21 +414,26 @@ static void test_aggregator_rejects_bodies_over_its_limit_with_413(void **state)
     char *out = outbound_str(ch);
     assert_string_equal(out, "");
     free(out);
-    /* The content is dropped; the decoder itself is still in step. */
-    eddy_http_request_t *req = next_full(ch);
-    assert_int_equal(req->error, 0);
-    release_req(req);
+    /* The rejected request is the last message (http.h): the GET pipelined after it is not
+     * served, or its answer would follow a "Connection: close" one. */
+    expect_nothing(ch);
     finish_clean(ch, live);
-    /* Chunked: rejected once the chunks add up to more. */
-    for (int mode = 0; mode < FEED_MODES; mode++) {
-        ch = http_channel(NULL, 8);
-        feed_str(ch,
-                 "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
-                 "5\r\n12345\r\n5\r\n67890\r\n5\r\nabcde\r\n0\r\n\r\n",
-                 mode);
-        expect_rejected(ch, 413);
-        expect_nothing(ch);
-        finish_clean(ch, live);
+    /* Chunked: rejected once the chunks add up to more. Then (found by fuzzing) garbage the
+     * decoder would reject with 400, or a request: neither comes after the 413. */
+    static const char *const chunked[] = {
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "5\r\n12345\r\n5\r\n67890\r\n5\r\nabcde\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "9\r\n123456789\r\nzz\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof(chunked) / sizeof(chunked[0]); i++) {
+        for (int mode = 0; mode < FEED_MODES; mode++) {
+            ch = http_channel(NULL, 8);
+            feed_str(ch, chunked[i], mode);
+            expect_rejected(ch, 413);
+            expect_nothing(ch);
+            finish_clean(ch, live);
+        }
     }
 }
 

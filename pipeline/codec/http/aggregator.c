@@ -2,7 +2,8 @@
  * The HTTP aggregator (Netty's HttpObjectAggregator): a request head and its content pieces
  * become one full request. The body never grows past the limit: a request announcing more
  * is rejected (413) before any of its body is kept, one whose chunks add up to more is
- * rejected when they do, and the rest of its content is dropped as it arrives.
+ * rejected when they do. A rejected request is the last message of the connection (http.h),
+ * as one the decoder rejects is: everything after it is dropped as it arrives.
  */
 #include "pipeline/codec/http/internal.h"
 
@@ -12,7 +13,7 @@ typedef struct http_aggregator_s {
     size_t max;
     eddy_http_request_t *req; /* the head being completed, or NULL */
     eddy_buf_t *body;         /* its body so far, or NULL */
-    bool discarding;          /* dropping content until the last piece (after a 413) */
+    bool done;                /* a request was rejected: nothing more goes on */
 } http_aggregator_t;
 
 static void drop_held(http_aggregator_t *s)
@@ -27,9 +28,10 @@ static void drop_held(http_aggregator_t *s)
     }
 }
 
-/* Pass req on as a rejected request: status, close after the answer. */
-static void reject(eddy_ctx_t *ctx, eddy_http_request_t *req, int status)
+/* Pass req on as a rejected request: status, close after the answer; the last message. */
+static void reject(eddy_ctx_t *ctx, http_aggregator_t *s, eddy_http_request_t *req, int status)
 {
+    s->done = true;
     req->error = status;
     req->keep_alive = false;
     req->_msg.type = EDDY_MSG_HTTP_FULL_REQUEST;
@@ -39,10 +41,8 @@ static void reject(eddy_ctx_t *ctx, eddy_http_request_t *req, int status)
 static void on_head(eddy_ctx_t *ctx, http_aggregator_t *s, eddy_http_request_t *req)
 {
     drop_held(s);
-    s->discarding = false;
     if (req->content_length > 0 && (uint64_t)req->content_length > s->max) {
-        s->discarding = true;
-        reject(ctx, req, 413);
+        reject(ctx, s, req, 413);
         return;
     }
     if (req->expect_continue) {
@@ -58,9 +58,8 @@ static void on_head(eddy_ctx_t *ctx, http_aggregator_t *s, eddy_http_request_t *
 
 static void on_content(eddy_ctx_t *ctx, http_aggregator_t *s, eddy_http_content_t *c)
 {
-    if (s->discarding || s->req == NULL) {
-        s->discarding = s->discarding && !c->last;
-        eddy_msg_release(&c->_msg);
+    if (s->req == NULL) {
+        eddy_msg_release(&c->_msg); /* content of a head already dropped (out of memory) */
         return;
     }
     size_t n = c->data != NULL ? eddy_buf_readable(c->data) : 0;
@@ -69,9 +68,8 @@ static void on_content(eddy_ctx_t *ctx, http_aggregator_t *s, eddy_http_content_
         eddy_http_request_t *req = s->req;
         s->req = NULL;
         drop_held(s);
-        s->discarding = !c->last;
         eddy_msg_release(&c->_msg);
-        reject(ctx, req, 413);
+        reject(ctx, s, req, 413);
         return;
     }
     if (s->body == NULL && c->last && n > 0) {
@@ -84,8 +82,7 @@ static void on_content(eddy_ctx_t *ctx, http_aggregator_t *s, eddy_http_content_
         }
         if (s->body == NULL || eddy_buf_write_buf(s->body, c->data, n) != 0) {
             eddy_msg_release(&c->_msg);
-            drop_held(s);
-            s->discarding = !c->last;
+            drop_held(s); /* the rest of this request's content is dropped as it comes */
             eddy_ctx_fire_exception(ctx, EDDY_ENOMEM);
             return;
         }
@@ -111,15 +108,20 @@ static void aggregator_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
         eddy_ctx_fire_exception(ctx, EDDY_EINVAL);
         return;
     }
+    if (s->done) {
+        eddy_msg_release(msg); /* after a rejected request: nothing is served */
+        return;
+    }
     if (msg->type == EDDY_MSG_HTTP_REQUEST) {
         on_head(ctx, s, eddy_http_request_of(msg));
     } else if (msg->type == EDDY_MSG_HTTP_CONTENT) {
         on_content(ctx, s, eddy_http_content_of(msg));
     } else {
         if (msg->type == EDDY_MSG_HTTP_FULL_REQUEST) {
-            /* Complete already, or a rejection in the middle of the held request's body. */
+            /* Complete already, or the decoder's rejection in the middle of the held
+             * request's body. */
             drop_held(s);
-            s->discarding = false;
+            s->done = eddy_http_request_of(msg)->error != 0;
         }
         eddy_ctx_fire_channel_read(ctx, msg);
     }
