@@ -1,10 +1,10 @@
 # The front door. CMake is the build; these targets install what is missing, then build and run.
 #   make run    the demo          make test   every test: normal, ASan+UBSan, TSan builds
-#   make bench  the benchmarks    make clean  remove build/
+#   make bench  the benchmarks    make fuzz   fuzz the decoders    make clean  remove build/
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-normal test-asan test-tsan bench clean
+.PHONY: all deps build run test test-normal test-asan test-tsan bench fuzz clean
 
 all: build
 
@@ -46,6 +46,17 @@ test-tsan:
 bench: build
 	@bash scripts/deps.sh --bench
 	@bash bench/run.sh build/release
+
+# libFuzzer on the HTTP and RESP decoders (clang, ASan, UBSan), FUZZ_SECONDS per target.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@bash scripts/deps.sh --fuzz
+	@cmake -S . -B build/fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+		-DEDDY_BUILD_FUZZ=ON -DEDDY_BUILD_EXAMPLES=OFF -DEDDY_BUILD_BENCH=OFF -DEDDY_WERROR=OFF \
+		-DCMAKE_C_FLAGS="-O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+		-fno-sanitize-recover=undefined" >/dev/null
+	@cmake --build build/fuzz -j $(JOBS) --target fuzz_http fuzz_resp
+	@bash fuzz/run.sh build/fuzz $(FUZZ_SECONDS)
 
 clean:
 	rm -rf build

@@ -4,6 +4,7 @@
 # to the lists; keep them sorted.
 #   scripts/deps.sh          what `make run` and `make test` need
 #   scripts/deps.sh --bench  that, plus the baselines `make bench` runs against
+#   scripts/deps.sh --fuzz   that, plus clang and its libFuzzer runtime for `make fuzz`
 set -euo pipefail
 
 PACKAGES=(
@@ -33,8 +34,15 @@ BENCH_PACKAGES=(
     wrk                   # bench/http's load generator
 )
 
+FUZZ_PACKAGES=(
+    clang                 # make fuzz builds with clang's -fsanitize=fuzzer
+    libclang-rt-14-dev    # libFuzzer and clang's sanitizer runtimes
+)
+
 if [ "${1:-}" = "--bench" ]; then
     PACKAGES+=("${BENCH_PACKAGES[@]}")
+elif [ "${1:-}" = "--fuzz" ]; then
+    PACKAGES+=("${FUZZ_PACKAGES[@]}")
 fi
 
 missing=()
