@@ -76,7 +76,9 @@ static void app_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
     side_t *s = side_of(ctx);
     eddy_buf_t *b = eddy_buf_of(msg);
     size_t n = eddy_buf_readable(b);
-    uint64_t at = atomic_fetch_add(&s->received, n);
+    /* Only this side's loop writes received: the bytes go into text first, and the count
+     * after them publishes them to the test thread that waits for it. */
+    uint64_t at = atomic_load_explicit(&s->received, memory_order_relaxed);
     if (s->check) {
         const uint8_t *p = eddy_buf_read_ptr(b);
         for (size_t i = 0; i < n; i++) {
@@ -88,6 +90,7 @@ static void app_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
     } else if (at + n < sizeof(s->text)) {
         memcpy(s->text + at, eddy_buf_read_ptr(b), n);
     }
+    atomic_fetch_add(&s->received, n);
     if (s->truncate) {
         eddy_msg_release(msg);
         eddy_pipeline_remove(eddy_ctx_pipeline(ctx), "tls");
