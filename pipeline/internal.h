@@ -299,6 +299,9 @@ void eddy__outbound_mark_flushed(eddy_channel_t *ch);
 void eddy__outbound_remove_written(eddy_channel_t *ch, size_t bytes);
 /* Fail every entry with err, messages released. */
 void eddy__outbound_fail_all(eddy_channel_t *ch, int err);
+/* The channel is closing and pending dropped: writable again, silently, when below the low
+ * water mark (a handler that queues writes itself, TLS, failing them at close). */
+void eddy__outbound_closing(eddy_channel_t *ch);
 /* Re-evaluate writability after pending changed; fires the event when it flips. */
 void eddy__outbound_update_writability(eddy_channel_t *ch);
 /* The readable bytes of a message the outbound buffer can write (buf, composite), else 0. */

@@ -152,6 +152,14 @@ void eddy__outbound_remove_written(eddy_channel_t *ch, size_t bytes)
     eddy__outbound_update_writability(ch);
 }
 
+void eddy__outbound_closing(eddy_channel_t *ch)
+{
+    /* No writability event on a closing channel: it would invite writes that can only fail. */
+    if (eddy__pending(ch) < (size_t)ch->opt[EDDY_WRITE_BUFFER_LOW_WATER_MARK]) {
+        atomic_store_explicit(&ch->writable, true, memory_order_relaxed);
+    }
+}
+
 void eddy__outbound_fail_all(eddy_channel_t *ch, int err)
 {
     while (ch->out_head != NULL) {

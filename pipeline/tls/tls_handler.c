@@ -1076,6 +1076,7 @@ static void tls_close(eddy_ctx_t *ctx, eddy_promise_t *p)
      * event, which would invite writes into a closing channel. */
     uncount_pending(s);
     drop_pending(s, EDDY_ECLOSED);
+    eddy__outbound_closing(eddy_ctx_channel(ctx));
     if (!s->done || s->failed || s->cn_sent || s->ssl == NULL ||
         !eddy_channel_is_active(eddy_ctx_channel(ctx))) {
         eddy_ctx_close(ctx, p);

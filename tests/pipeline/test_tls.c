@@ -1067,6 +1067,42 @@ static void test_tls_close_outbound_from_an_event_mid_seal(void **state)
     end_tls_mid_seal(END_CLOSE_OUTBOUND);
 }
 
+/* Closing with writes queued in the handler past the high water mark: they fail, and no
+ * writability event invites new writes into the closing channel. */
+static void count_writability(eddy_ctx_t *ctx)
+{
+    (*(int *)eddy_ctx_state(ctx))++;
+    eddy_ctx_fire_channel_writability_changed(ctx);
+}
+
+static const eddy_handler_ops_t writability_counter_ops = {
+    .name = "counter",
+    .channel_writability_changed = count_writability,
+};
+
+static void test_tls_close_fires_no_writability_event(void **state)
+{
+    (void)state;
+    int events = 0;
+    pair_t pr = pair_new(false, &writability_counter_ops, &events);
+    pump(pr.cli, pr.srv);
+    assert_int_equal(eddy_channel_set_option(pr.cli, EDDY_WRITE_BUFFER_LOW_WATER_MARK, 1000), 0);
+    assert_int_equal(eddy_channel_set_option(pr.cli, EDDY_WRITE_BUFFER_HIGH_WATER_MARK, 2000), 0);
+    static char chunk[3000];
+    memset(chunk, 'w', sizeof(chunk));
+    eddy_promise_t *p = eddy_promise_new(eddy_channel_loop(pr.cli));
+    eddy_channel_write(pr.cli, eddy_buf_msg(eddy_buf_from(chunk, sizeof(chunk))), p);
+    assert_false(eddy_channel_is_writable(pr.cli));
+    assert_int_equal(events, 1); /* unwritable */
+    eddy_channel_close(pr.cli, NULL);
+    assert_int_equal(eddy_future_error(p), EDDY_ECLOSED);
+    assert_int_equal(events, 1); /* nothing more while closing */
+    eddy_future_release(p);
+    pump(pr.cli, pr.srv);
+    eddy_embedded_error(pr.srv);
+    pair_free(&pr);
+}
+
 static void send_big(void *arg)
 {
     sender_t *s = arg;
@@ -1353,6 +1389,7 @@ int main(void)
         cmocka_unit_test(test_tls_close_from_an_event_mid_seal),
         cmocka_unit_test(test_tls_removal_from_an_event_mid_seal),
         cmocka_unit_test(test_tls_close_outbound_from_an_event_mid_seal),
+        cmocka_unit_test(test_tls_close_fires_no_writability_event),
         cmocka_unit_test(test_tls_streams_16_mib_each_way),
         cmocka_unit_test(test_tls_half_close_with_close_notify),
         cmocka_unit_test(test_tls_close_without_close_notify_is_truncation),
