@@ -54,4 +54,43 @@ static inline eddy_channel_t *example_bind(eddy_server_bootstrap_t *b, const cha
     return listener;
 }
 
+/* The servers' bootstrap: boss accepts and workers serve (NULL: boss serves too), a backlog
+ * of 1024, TCP_NODELAY, and reading paused while a peer does not take what it is sent
+ * (bounded memory against slow readers); init(child, arg) adds each connection's handlers. */
+static inline void example_configure(eddy_server_bootstrap_t *b, eddy_loop_group_t *boss,
+                                     eddy_loop_group_t *workers, eddy_channel_init_cb init,
+                                     void *arg)
+{
+    eddy_server_bootstrap_group(b, boss, workers);
+    eddy_server_bootstrap_option(b, EDDY_SO_BACKLOG, 1024);
+    eddy_server_bootstrap_child_option(b, EDDY_TCP_NODELAY, 1);
+    eddy_server_bootstrap_child_option(b, EDDY_PAUSE_READ_WHEN_UNWRITABLE, 1);
+    eddy_server_bootstrap_child_init(b, init, arg);
+}
+
+/* Stop accepting: close the listener (waiting up to 2 s) and release it. */
+static inline void example_unbind(eddy_channel_t *listener)
+{
+    eddy_channel_close(listener, NULL);
+    eddy_future_await(eddy_channel_close_future(listener), 2000);
+    eddy_channel_release(listener);
+}
+
+/* Let the loops close every connection (each gets one last try at what it flushed) and end,
+ * workers first (either group may be NULL); then free b and the groups. 0, or 1 when a group
+ * would not free. Read b's counters before. */
+static inline int example_shutdown(eddy_server_bootstrap_t *b, eddy_loop_group_t *workers,
+                                   eddy_loop_group_t *boss)
+{
+    eddy_loop_group_t *groups[2] = {workers, boss};
+    for (int i = 0; i < 2; i++) {
+        if (groups[i] != NULL) {
+            eddy_future_await(eddy_loop_group_shutdown_gracefully(groups[i], 0, 2000), 5000);
+        }
+    }
+    eddy_server_bootstrap_free(b);
+    int rc = eddy_loop_group_free(workers) | eddy_loop_group_free(boss);
+    return rc == 0 ? 0 : 1;
+}
+
 #endif /* EDDY_EXAMPLES_EXAMPLE_UTIL_H */

@@ -380,11 +380,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "eddy-http-server: out of memory or threads\n");
         return 1;
     }
-    eddy_server_bootstrap_group(server, loops, NULL);
-    eddy_server_bootstrap_option(server, EDDY_SO_BACKLOG, 1024);
-    eddy_server_bootstrap_child_option(server, EDDY_TCP_NODELAY, 1);
-    eddy_server_bootstrap_child_option(server, EDDY_PAUSE_READ_WHEN_UNWRITABLE, 1);
-    eddy_server_bootstrap_child_init(server, init_child, NULL);
+    example_configure(server, loops, NULL, init_child, NULL);
 
     eddy_channel_t *listener = example_bind(server, host, port, "eddy-http-server");
     if (listener == NULL) {
@@ -398,21 +394,17 @@ int main(int argc, char **argv)
 
     int sig = 0;
     sigwait(&stop, &sig);
-    eddy_channel_close(listener, NULL);
-    eddy_future_await(eddy_channel_close_future(listener), 2000);
-    eddy_channel_release(listener);
+    example_unbind(listener);
     eddy_server_counters_t c;
     eddy_server_bootstrap_counters(server, &c);
     uint64_t requests = 0;
     for (size_t i = 0; i < eddy_loop_group_size(loops); i++) {
         requests += atomic_load(&stats[i].requests);
     }
-    eddy_future_await(eddy_loop_group_shutdown_gracefully(loops, 0, 2000), 5000);
-    eddy_server_bootstrap_free(server);
-    int rc = eddy_loop_group_free(loops);
+    int rc = example_shutdown(server, loops, NULL);
     free(stats);
     printf("eddy-http-server: stopped by %s; %llu connections, %llu requests served\n",
            sig == SIGINT ? "SIGINT" : "SIGTERM", (unsigned long long)c.accepted,
            (unsigned long long)requests);
-    return rc == 0 ? 0 : 1;
+    return rc;
 }

@@ -255,11 +255,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "eddy-resp-server: out of memory or threads\n");
         return 1;
     }
-    eddy_server_bootstrap_group(b, boss, workers);
-    eddy_server_bootstrap_option(b, EDDY_SO_BACKLOG, 1024);
-    eddy_server_bootstrap_child_option(b, EDDY_TCP_NODELAY, 1);
-    eddy_server_bootstrap_child_option(b, EDDY_PAUSE_READ_WHEN_UNWRITABLE, 1);
-    eddy_server_bootstrap_child_init(b, init_child, &srv);
+    example_configure(b, boss, workers, init_child, &srv);
 
     eddy_channel_t *server = example_bind(b, host, port, "eddy-resp-server");
     if (server == NULL) {
@@ -283,15 +279,10 @@ int main(int argc, char **argv)
     sigwait(&stop, &sig);
     /* Stop accepting, then let the loops close every connection (each gets one last try at
      * what it flushed) and end; shutting down cancels the sweepers. */
-    eddy_channel_close(server, NULL);
-    eddy_future_await(eddy_channel_close_future(server), 2000);
-    eddy_channel_release(server);
+    example_unbind(server);
     eddy_server_counters_t c;
     eddy_server_bootstrap_counters(b, &c);
-    eddy_future_await(eddy_loop_group_shutdown_gracefully(workers, 0, 2000), 5000);
-    eddy_future_await(eddy_loop_group_shutdown_gracefully(boss, 0, 2000), 5000);
-    eddy_server_bootstrap_free(b);
-    int rc = eddy_loop_group_free(workers) | eddy_loop_group_free(boss);
+    int rc = example_shutdown(b, workers, boss);
     for (size_t i = 0; i < loops; i++) {
         eddy_timer_release(sweepers[i].timer);
     }
@@ -302,5 +293,5 @@ int main(int argc, char **argv)
            "%llu errors\n",
            sig == SIGINT ? "SIGINT" : "SIGTERM", (unsigned long long)c.accepted, keys,
            (unsigned long long)atomic_load(&errors_seen));
-    return rc == 0 ? 0 : 1;
+    return rc;
 }

@@ -267,11 +267,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "eddy-rpc-server: out of memory or threads\n");
         return 1;
     }
-    eddy_server_bootstrap_group(b, boss, workers);
-    eddy_server_bootstrap_option(b, EDDY_SO_BACKLOG, 1024);
-    eddy_server_bootstrap_child_option(b, EDDY_TCP_NODELAY, 1);
-    eddy_server_bootstrap_child_option(b, EDDY_PAUSE_READ_WHEN_UNWRITABLE, 1);
-    eddy_server_bootstrap_child_init(b, init_child, &srv);
+    example_configure(b, boss, workers, init_child, &srv);
 
     eddy_channel_t *server = example_bind(b, host, port, "eddy-rpc-server");
     if (server == NULL) {
@@ -290,21 +286,16 @@ int main(int argc, char **argv)
     /* Stop accepting; let the sleeps under way finish and the queued ones be answered (status
      * 3) while the loops still run; then close the connections and end the loops. The
      * carrier is freed last: a loop may still offer to it until it ended. */
-    eddy_channel_close(server, NULL);
-    eddy_future_await(eddy_channel_close_future(server), 2000);
-    eddy_channel_release(server);
+    example_unbind(server);
     eddy_carrier_shutdown(srv.carrier, EDDY_CARRIER_DRAIN);
     eddy_server_counters_t c;
     eddy_server_bootstrap_counters(b, &c);
-    eddy_future_await(eddy_loop_group_shutdown_gracefully(workers, 0, 2000), 5000);
-    eddy_future_await(eddy_loop_group_shutdown_gracefully(boss, 0, 2000), 5000);
-    eddy_server_bootstrap_free(b);
-    int rc = eddy_loop_group_free(workers) | eddy_loop_group_free(boss);
+    int rc = example_shutdown(b, workers, boss);
     eddy_carrier_free(srv.carrier);
     printf("eddy-rpc-server: stopped by %s; %llu connections served, %llu calls answered, "
            "%llu connections closed on errors\n",
            sig == SIGINT ? "SIGINT" : "SIGTERM", (unsigned long long)c.accepted,
            (unsigned long long)atomic_load(&calls_served),
            (unsigned long long)atomic_load(&errors_seen));
-    return rc == 0 ? 0 : 1;
+    return rc;
 }
