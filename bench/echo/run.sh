@@ -75,15 +75,11 @@ for exe in "$loadgen" "$bin/echo_report"; do
     fi
 done
 
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks, stop_server, cleanup
+
 tmp=$(mktemp -d)
 server_pid=
-cleanup() {
-    if [[ -n $server_pid ]]; then
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
-    rm -rf "$tmp"
-}
 trap cleanup EXIT
 
 # Netty's jars (Debian libnetty-java) and the JDK; compiled once into $tmp/java.
@@ -179,12 +175,6 @@ start_server() {
     echo "bench/echo/run.sh: $1 did not start:" >&2
     cat "$log" >&2
     exit 1
-}
-
-stop_server() {
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=
 }
 
 pin_client= pin_args= where="servers on CPU $cpu, load generator on CPU $client_cpu"

@@ -57,15 +57,11 @@ for tool in wrk curl; do
     fi
 done
 
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks, stop_server, cleanup
+
 tmp=$(mktemp -d)
 server_pid=
-cleanup() {
-    if [[ -n $server_pid ]]; then
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
-    rm -rf "$tmp"
-}
 trap cleanup EXIT
 : >"$tmp/rounds.txt"
 
@@ -183,15 +179,6 @@ start_server() {
     cat "$log" "$tmp/nginx/error.log" >&2 2>/dev/null || true
     exit 1
 }
-
-stop_server() {
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=
-}
-
-# shellcheck source=bench/support/proc.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks
 
 # wrk's latency figure ("1.23ms", "456.00us", "1.01s") in milliseconds.
 to_ms() {

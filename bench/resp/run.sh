@@ -60,17 +60,10 @@ for tool in redis-server redis-benchmark redis-cli; do
 done
 
 # shellcheck source=bench/support/proc.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks, stop_server, cleanup
 
 tmp=$(mktemp -d)
 server_pid=
-cleanup() {
-    if [[ -n $server_pid ]]; then
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
-    rm -rf "$tmp"
-}
 trap cleanup EXIT
 : >"$tmp/rounds.txt"
 
@@ -122,12 +115,6 @@ start_server() {
     echo "bench/resp/run.sh: $1 did not start:" >&2
     cat "$log" >&2
     exit 1
-}
-
-stop_server() {
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=
 }
 
 model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)

@@ -54,15 +54,11 @@ for exe in "$server" "$client"; do
     fi
 done
 
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks, stop_server, cleanup
+
 tmp=$(mktemp -d)
 server_pid=
-cleanup() {
-    if [[ -n $server_pid ]]; then
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
-    rm -rf "$tmp"
-}
 trap cleanup EXIT
 
 subjects=(eddy_client)
@@ -84,11 +80,6 @@ else
         "(bash scripts/deps.sh --bench); left out" >&2
 fi
 
-# utime + stime of the server in clock ticks
-server_ticks() {
-    sed 's/.*) //' "/proc/$server_pid/stat" | awk '{print $12 + $13}'
-}
-
 start_server() {
     : >"$tmp/server.log" # here, not in the child: the wait must not read the last server's log
     taskset -c "$cpu" "$server" --port "$1" --threads 1 >"$tmp/server.log" 2>&1 &
@@ -104,12 +95,6 @@ start_server() {
     exit 1
 }
 
-stop_server() {
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=
-}
-
 model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "bench rpc: \"echo\" calls, 64 B bodies, 64 in flight on one connection, against" \
     "eddy-rpc-server (one loop)"
@@ -120,13 +105,12 @@ echo "$rounds rounds x $calls calls, clients alternating: ${subjects[*]}" \
 
 : >"$tmp/rounds.txt"
 n=0
-hz=$(getconf CLK_TCK)
 for ((r = 0; r < rounds; r++)); do
     for s in "${subjects[@]}"; do
         p=$((port + n % 100))
         n=$((n + 1))
         start_server "$p"
-        t0=$(server_ticks)
+        t0=$(cpu_ticks "$server_pid")
         if [[ $s == eddy_client ]]; then
             served=$calls
             out=$(taskset -c "$client_cpu" "$client" --port "$p" --calls "$calls" --inflight 64 \
@@ -142,7 +126,7 @@ for ((r = 0; r < rounds; r++)); do
                 exit 1
             }
         fi
-        t1=$(server_ticks)
+        t1=$(cpu_ticks "$server_pid")
         stop_server
         # "  X calls/s; latency p50 A us, p99 B us..."
         read -r cps p50 p99 < <(sed -n 's/^ *\([0-9.]*\) calls\/s; latency p50 \([0-9.]*\) us, p99 \([0-9.]*\) us.*/\1 \2 \3/p' <<<"$out")
