@@ -483,6 +483,10 @@ void eddy__channel_do_close(eddy_channel_t *ch, int why, eddy_promise_t *p)
     bool was_active = (ch->flags & EDDY__CH_ACTIVE) != 0;
     ch->flags &= ~EDDY__CH_ACTIVE;
     eddy__pipeline_enter(&ch->pipeline);
+    if ((why == 0 || why == EDDY_ESHUTDOWN) && was_active && ch->ops->discard_input != NULL &&
+        !(ch->flags & EDDY__CH_INPUT_SHUTDOWN) && ch->opt[EDDY_SO_LINGER] != 0) {
+        ch->ops->discard_input(ch);
+    }
     if (ch->ops->do_close != NULL) {
         ch->ops->do_close(ch);
     }

@@ -71,6 +71,9 @@ typedef struct eddy__channel_ops_s {
     void (*update_interest)(eddy_channel_t *ch);
     /* Write what is flushed in the outbound buffer (the head's flush). */
     void (*flush)(eddy_channel_t *ch);
+    /* Before a requested close: throw away input the application never read, so that the
+     * close sends FIN after what was written, not a reset; NULL: the kind has none. */
+    void (*discard_input)(eddy_channel_t *ch);
     /* Release the kind's resources at close (the fd); the generic close does the rest. */
     void (*do_close)(eddy_channel_t *ch);
     void (*shutdown_output)(eddy_channel_t *ch, eddy_promise_t *p);

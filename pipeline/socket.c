@@ -436,6 +436,49 @@ static void close_fd(eddy_channel_t *ch)
     }
 }
 
+/* Most a requested close throws away before it gives up and lets the kernel reset. */
+#define DISCARD_MAX (1024 * 1024)
+
+/*
+ * close() on a TCP socket with unread input sends a reset, not FIN (RFC 2525), and a reset
+ * throws away what the kernel still held of our writes: a reply the application wrote and
+ * saw succeed would be cut short whenever the peer had sent anything more (a pipelined
+ * request behind a Connection: close, the rest of a rejected upload, TLS session tickets).
+ * A requested close therefore first discards what is waiting, up to DISCARD_MAX: one
+ * system call that finds nothing in the common case. What arrives after the close still
+ * meets a reset; nginx's lingering close is the fuller answer and is not here.
+ */
+static void stream_discard_input(eddy_channel_t *ch)
+{
+    if (ch->fd < 0) {
+        return;
+    }
+    int family = ch->local_ip.sa.sa_family;
+    bool tcp = family == AF_INET || family == AF_INET6;
+    char sink[4096];
+    size_t left = DISCARD_MAX;
+    while (left > 0) {
+        ssize_t n;
+#ifdef __linux__
+        if (tcp) {
+            /* MSG_TRUNC on TCP drops the bytes without copying them anywhere. */
+            n = recv(ch->fd, NULL, left, MSG_TRUNC | MSG_DONTWAIT);
+        } else
+#endif
+        {
+            (void)tcp;
+            n = recv(ch->fd, sink, left < sizeof(sink) ? left : sizeof(sink), MSG_DONTWAIT);
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return; /* drained (EAGAIN), at the peer's FIN, or an error: close() decides */
+        }
+        left -= (size_t)n < left ? (size_t)n : left;
+    }
+}
+
 static eddy_promise_t *connect_end(eddy_channel_t *ch);
 
 static void stream_do_close(eddy_channel_t *ch)
@@ -627,6 +670,7 @@ static const eddy__channel_ops_t stream_ops = {
     .begin_read = stream_begin_read,
     .update_interest = update_interest,
     .flush = stream_flush,
+    .discard_input = stream_discard_input,
     .do_close = stream_do_close,
     .shutdown_output = stream_shutdown_output,
     .set_socket_option = socket_option,

@@ -178,9 +178,10 @@ EDDY_EXTERN void eddy_channel_write_and_flush(eddy_channel_t *ch, eddy_msg_t *ms
                                               eddy_promise_t *p);
 /** Ask for a read (with AUTO_READ off, the channel reads only when asked). */
 EDDY_EXTERN void eddy_channel_read(eddy_channel_t *ch);
-/** Close: queued writes fail with EDDY_ECLOSED (messages released), channel_inactive and
- * channel_unregistered fire, handlers are removed, the close future completes. Any number of
- * times; p completes once it is closed. */
+/** Close: what was flushed gets one non-blocking try, the rest fails with EDDY_ECLOSED
+ * (messages released); input not yet read is discarded (up to 1 MiB) so the peer sees FIN
+ * after our bytes, not a reset; channel_inactive and channel_unregistered fire, handlers are
+ * removed, the close future completes. Any number of times; p completes once it is closed. */
 EDDY_EXTERN void eddy_channel_close(eddy_channel_t *ch, eddy_promise_t *p);
 /** Send FIN after what is flushed (shutdown(SHUT_WR)); reading goes on. */
 EDDY_EXTERN void eddy_channel_shutdown_output(eddy_channel_t *ch, eddy_promise_t *p);

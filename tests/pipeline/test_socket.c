@@ -750,6 +750,79 @@ static void test_socket_auto_read_off_reads_on_request(void **state)
     server_stop(&s);
 }
 
+/* The server writes, every write lands in its socket buffer (the promises succeed), and it
+ * closes while bytes the client sent sit unread: the client still gets every byte and then an
+ * end of stream. A plain close() there sends a reset instead, which throws away what the
+ * kernel had not yet sent (the client reads slowly, so most of it). */
+static void close_with_unread_input(const eddy_addr_t *a)
+{
+    server_t s = {0};
+    eddy_channel_config_init(&s.child_config);
+    eddy_channel_config_set(&s.child_config, EDDY_AUTO_READ, 0);
+    eddy_channel_config_set(&s.child_config, EDDY_SO_SNDBUF, 512 * 1024);
+    server_start(&s, a);
+    int fd = socket(a->u.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    int small = 8 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    assert_int_equal(connect(fd, &s.addr.u.sa, s.addr.len), 0);
+    struct timeval tv = {DEADLINE_MS / 1000, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    send_all(fd, "never read by the server", 24);
+    WAIT_FOR(atomic_load(&s.child) != NULL);
+    eddy_channel_t *child = atomic_load(&s.child);
+    enum { N = 4, PIECE = 64 * 1024 };
+    eddy_promise_t *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = eddy_promise_new(NULL);
+        eddy_buf_t *b = eddy_buf_new(PIECE);
+        memset(eddy_buf_write_ptr(b), 'a' + i, PIECE);
+        eddy_buf_produce(b, PIECE);
+        eddy_channel_write_and_flush(child, eddy_buf_msg(b), p[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(eddy_future_await(p[i], DEADLINE_MS), 0);
+        assert_int_equal(eddy_future_error(p[i]), 0);
+        eddy_future_release(p[i]);
+    }
+    eddy_promise_t *closed = eddy_promise_new(NULL);
+    eddy_channel_close(child, closed);
+    assert_int_equal(eddy_future_await(closed, DEADLINE_MS), 0);
+    eddy_future_release(closed);
+    size_t got = 0;
+    bool ok = true;
+    char buf[16 * 1024];
+    for (;;) {
+        ssize_t r = recv(fd, buf, sizeof(buf), 0);
+        if (r <= 0) {
+            assert_int_equal(r, 0); /* an end of stream, not ECONNRESET (TCP or Unix) */
+            break;
+        }
+        for (ssize_t i = 0; i < r; i++) {
+            ok &= buf[i] == (char)('a' + (got + (size_t)i) / PIECE);
+        }
+        got += (size_t)r;
+    }
+    assert_int_equal(got, (size_t)N * PIECE);
+    assert_true(ok);
+    close(fd);
+    server_stop(&s);
+}
+
+static void test_socket_close_with_unread_input_delivers_what_was_written(void **state)
+{
+    (void)state;
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    close_with_unread_input(&a);
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/eddy-test-unread-%d.sock", (int)getpid());
+    unlink(path);
+    assert_int_equal(eddy_addr_unix(&a, path), 0);
+    close_with_unread_input(&a);
+    unlink(path);
+}
+
 /* Out of descriptors: the listener neither spins nor dies; once descriptors free up it
  * serves again. The limit is lowered for this process, whose client sockets count too. */
 static void test_socket_listener_survives_descriptor_exhaustion(void **state)
@@ -854,6 +927,7 @@ int main(void)
         cmocka_unit_test(test_socket_offloaded_handler_outlives_its_loop_group),
         cmocka_unit_test(test_socket_loop_shutdown_closes_channels),
         cmocka_unit_test(test_socket_auto_read_off_reads_on_request),
+        cmocka_unit_test(test_socket_close_with_unread_input_delivers_what_was_written),
         cmocka_unit_test(test_socket_listener_survives_descriptor_exhaustion),
         cmocka_unit_test(test_socket_refusing_init_closes_cleanly),
     };
