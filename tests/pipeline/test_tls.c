@@ -985,6 +985,27 @@ static const eddy_handler_ops_t ender_ops = {
     .channel_writability_changed = end_on_unwritable,
 };
 
+/* Write A, B and C, unflushed, with the high water mark at exactly their plaintext: A and B
+ * seal to more than COALESCE_MAX of records, handed on while C still waits, and those records
+ * pass the mark. Returns A + B + C. */
+static size_t write_abc_past_the_mark(eddy_channel_t *ch, eddy_promise_t *p[3])
+{
+    size_t sizes[3] = {160 << 10, 96 << 10, 1000}, total = 0;
+    for (int i = 0; i < 3; i++) {
+        total += sizes[i];
+    }
+    assert_int_equal(eddy_channel_set_option(ch, EDDY_WRITE_BUFFER_HIGH_WATER_MARK, (int64_t)total),
+                     0);
+    for (int i = 0; i < 3; i++) {
+        eddy_buf_t *b = eddy_buf_new(sizes[i]);
+        memset(eddy_buf_write_ptr(b), 'a' + i, sizes[i]);
+        eddy_buf_produce(b, sizes[i]);
+        p[i] = eddy_promise_new(eddy_channel_loop(ch));
+        eddy_channel_write(ch, eddy_buf_msg(b), p[i]);
+    }
+    return total;
+}
+
 static void end_tls_mid_seal(end_how_t how)
 {
     ender_t e = {.how = how};
@@ -993,22 +1014,8 @@ static void end_tls_mid_seal(end_how_t how)
     pump(cli, srv);
     drain_inbound(srv);
     eddy_embedded_events(srv, (int[8]){0}, 8);
-    /* A and B seal to more than COALESCE_MAX of records: handed on while C still waits. The
-     * high water mark is exactly A + B + C of plaintext, which those records pass. */
-    size_t sizes[3] = {160 << 10, 96 << 10, 1000}, total = 0;
     eddy_promise_t *p[3];
-    for (int i = 0; i < 3; i++) {
-        total += sizes[i];
-    }
-    assert_int_equal(eddy_channel_set_option(cli, EDDY_WRITE_BUFFER_HIGH_WATER_MARK, (int64_t)total),
-                     0);
-    for (int i = 0; i < 3; i++) {
-        eddy_buf_t *b = eddy_buf_new(sizes[i]);
-        memset(eddy_buf_write_ptr(b), 'a' + i, sizes[i]);
-        eddy_buf_produce(b, sizes[i]);
-        p[i] = eddy_promise_new(eddy_channel_loop(cli));
-        eddy_channel_write(cli, eddy_buf_msg(b), p[i]);
-    }
+    size_t total = write_abc_past_the_mark(cli, p);
     assert_true(eddy_channel_is_writable(cli));
     eddy_channel_flush(cli);
     assert_int_equal(e.ended, 1);
@@ -1187,6 +1194,85 @@ static void test_tls_half_close_with_close_notify(void **state)
     eddy_tls_context_release(cc);
     clients_free(g);
     server_stop(&srv);
+}
+
+/* close_outbound called from a task, outside any pipeline event, on a socket channel: the
+ * sealing of queued writes passes the high water mark, and the writability event it fires
+ * removes the TLS handler or closes the channel. The handler holds the pipeline, so it is not
+ * freed under close_outbound (the embedded cases above run inside an event and cannot reach
+ * this). */
+typedef struct task_end_s {
+    eddy_channel_t *ch;
+    ender_t e;
+    eddy_promise_t *cn;
+    eddy_promise_t *p[3];
+    size_t total;
+    _Atomic int done;
+} task_end_t;
+
+static void close_outbound_after_queued_writes(void *arg)
+{
+    task_end_t *t = arg;
+    eddy_channel_t *ch = t->ch;
+    assert_int_equal(
+        eddy_pipeline_add_last(eddy_channel_pipeline(ch), "ender", &ender_ops, &t->e, NULL), 0);
+    t->total = write_abc_past_the_mark(ch, t->p);
+    t->cn = eddy_promise_new(eddy_channel_loop(ch));
+    eddy_tls_handler_close_outbound(eddy_tls_handler_of(ch), t->cn);
+    atomic_store(&t->done, 1);
+}
+
+static void end_tls_from_a_task(end_how_t how)
+{
+    server_t srv = {0};
+    server_start(&srv, server_context("server.pem", "server.key"));
+    eddy_loop_group_t *g = clients_new();
+    eddy_tls_context_t *cc = client_context("ca.pem");
+    client_t c = {.tls = cc, .opts.server_name = "localhost"};
+    eddy_loop_t *loop = eddy_loop_group_next(g);
+    assert_int_equal(client_connect(&c, loop, &srv.addr), 0);
+    task_end_t t = {.ch = c.ch, .e.how = how};
+    assert_int_equal(eddy_loop_execute(loop, close_outbound_after_queued_writes, &t), 0);
+    WAIT_FOR(atomic_load(&t.done) == 1);
+    assert_int_equal(t.e.ended, 1);
+    assert_int_equal(eddy_future_await(t.cn, DEADLINE_MS), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(eddy_future_await(t.p[i], DEADLINE_MS), 0);
+    }
+    if (how == END_REMOVE) {
+        /* The SSL went with the handler: C and close_notify never went out, and say so. */
+        assert_int_equal(eddy_future_error(t.p[2]), EDDY_ECLOSED);
+        assert_int_equal(eddy_future_error(t.cn), EDDY_ECLOSED);
+        assert_null(eddy_tls_handler_of(c.ch));
+    } else {
+        /* The close waited for the sealing: A, B and C went, then the channel closed. The
+         * close_notify asked for after it finds the channel closing. */
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(eddy_future_error(t.p[i]), 0);
+        }
+        assert_int_equal(eddy_future_await(eddy_channel_close_future(c.ch), DEADLINE_MS), 0);
+        WAIT_FOR(atomic_load(&srv.side.received) == t.total);
+    }
+    for (int i = 0; i < 3; i++) {
+        eddy_future_release(t.p[i]);
+    }
+    eddy_future_release(t.cn);
+    client_close(&c);
+    eddy_tls_context_release(cc);
+    clients_free(g);
+    server_stop(&srv);
+}
+
+static void test_tls_removal_mid_seal_of_close_outbound_from_a_task(void **state)
+{
+    (void)state;
+    end_tls_from_a_task(END_REMOVE);
+}
+
+static void test_tls_close_mid_seal_of_close_outbound_from_a_task(void **state)
+{
+    (void)state;
+    end_tls_from_a_task(END_CLOSE);
 }
 
 /* A peer that drops the connection without close_notify: a truncation error, not an end. */
@@ -1392,6 +1478,8 @@ int main(void)
         cmocka_unit_test(test_tls_close_fires_no_writability_event),
         cmocka_unit_test(test_tls_streams_16_mib_each_way),
         cmocka_unit_test(test_tls_half_close_with_close_notify),
+        cmocka_unit_test(test_tls_removal_mid_seal_of_close_outbound_from_a_task),
+        cmocka_unit_test(test_tls_close_mid_seal_of_close_outbound_from_a_task),
         cmocka_unit_test(test_tls_close_without_close_notify_is_truncation),
         cmocka_unit_test(test_tls_openssl_s_client_to_eddy_server),
         cmocka_unit_test(test_tls_eddy_client_to_openssl_s_server),
