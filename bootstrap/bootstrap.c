@@ -412,6 +412,14 @@ static void retry_timer(eddy_timer_t *t, void *arg)
     job_start(j);
 }
 
+static void job_round_failed(job_t *j, int err);
+
+static void round_failed_task(void *arg)
+{
+    job_t *j = arg;
+    job_round_failed(j, j->last_err);
+}
+
 /* Every address failed with err: wait and start over, or give up. */
 static void job_round_failed(job_t *j, int err)
 {
@@ -421,6 +429,19 @@ static void job_round_failed(job_t *j, int err)
         r->backoff != EDDY_BACKOFF_NONE && (r->max_attempts == 0 || j->attempt < r->max_attempts);
     if (!again) {
         job_finish(j, NULL, err);
+        return;
+    }
+    /* A failed resolve reports from its helper thread: the callback is promised a loop. Queued
+     * under the lock, which the task takes too: this thread is out of eddy_loop_execute before
+     * the job can end (and the group be freed). */
+    if (!eddy_loop_in_event_loop(j->loop)) {
+        j->last_err = err;
+        pthread_mutex_lock(&c->lock);
+        int rc = eddy_loop_execute(j->loop, round_failed_task, j);
+        pthread_mutex_unlock(&c->lock);
+        if (rc != 0) {
+            job_finish(j, NULL, err);
+        }
         return;
     }
     j->attempt++;
@@ -542,8 +563,10 @@ void eddy_bootstrap_free(eddy_bootstrap_t *b)
     c->owner = NULL;
     for (job_t *j = c->jobs, *next; j != NULL; j = next) {
         next = j->next;
-        /* A timer that already fired runs its job to job_try_next, which sees stopped. */
-        if (j->timer != NULL && eddy_timer_cancel(j->timer) == 0) {
+        /* A timer that already fired runs its job to job_try_next, which sees stopped. One
+         * its loop dropped while shutting down never fires: that job ends here too. */
+        if (j->timer != NULL &&
+            (eddy_timer_cancel(j->timer) == 0 || eddy__timer_cancelled(j->timer))) {
             eddy_timer_release(j->timer);
             j->timer = NULL;
             job_unlink(j);

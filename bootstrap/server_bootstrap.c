@@ -174,6 +174,7 @@ static int child_init(eddy_channel_t *ch, void *arg)
 typedef struct closer_s {
     server_t *s;                 /* the listener's reference */
     eddy_loop_group_t *children; /* NULL: children start on the listener's own loop */
+    eddy__close_hook_t hook;     /* listener_closed */
 } closer_t;
 
 static void release_task(void *arg)
@@ -181,9 +182,12 @@ static void release_task(void *arg)
     server_release(arg);
 }
 
-static void listener_closed(eddy_future_t *f, void *arg)
+/* The listener's close hook: it runs before the close future completes, so that whoever waited
+ * for that may free the worker group at once (a close-future listener would still be queueing
+ * onto its loops then). */
+static void listener_closed(eddy_channel_t *ch, void *arg)
 {
-    (void)f;
+    (void)ch;
     closer_t *cl = arg;
     server_t *s = cl->s;
     if (cl->children != NULL) {
@@ -200,6 +204,12 @@ static void listener_closed(eddy_future_t *f, void *arg)
     }
     free(cl);
     server_release(s);
+}
+
+static void listener_close_future_done(eddy_future_t *f, void *arg)
+{
+    (void)f;
+    listener_closed(NULL, arg);
 }
 
 typedef struct bind_s bind_t;
@@ -310,8 +320,19 @@ static void listener_bound(eddy_future_t *f, void *arg)
         } else {
             cl->s = s;
             cl->children = bt->reuseport ? NULL : s->workers;
-            eddy_future_t *cf = eddy_channel_close_future(ch); /* NULL without memory */
-            if (cf == NULL || eddy_future_add_listener(cf, listener_closed, cl) != 0) {
+            cl->hook = (eddy__close_hook_t){listener_closed, cl};
+            bool on_loop = eddy_loop_in_event_loop(eddy_channel_loop(ch));
+            eddy_future_t *cf = NULL;
+            if (on_loop && eddy_channel_is_open(ch)) {
+                eddy__channel_set_close_hook(ch, &cl->hook);
+            } else if (on_loop) {
+                listener_closed(ch, cl); /* closed with its loop before we got here */
+            } else {
+                /* Run here as its loop refused us (shutting down): the hook is the loop's. */
+                cf = eddy_channel_close_future(ch); /* NULL without memory */
+            }
+            if (!on_loop &&
+                (cf == NULL || eddy_future_add_listener(cf, listener_close_future_done, cl) != 0)) {
                 free(cl);
                 err = EDDY_ENOMEM;
                 eddy_channel_close(ch, NULL);

@@ -244,6 +244,10 @@ void eddy__timers_destroy(eddy__timer_heap_t *h);
 int64_t eddy__timers_next_deadline(const eddy__timer_heap_t *h);
 /* Run timers due at loop->now_ns until deadline_ns passes; returns how many ran. */
 size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns);
+/* A one-shot timer was cancelled (by a call, or dropped by its loop's shutdown) rather than
+ * run: its callback never runs. eddy_timer_cancel's EDDY_EALREADY does not tell the two apart.
+ * Any thread. */
+bool eddy__timer_cancelled(const eddy_timer_t *t);
 
 /* Futures (future.c). */
 eddy_future_t *eddy__future_new_unowned(void);

@@ -159,6 +159,11 @@ bool eddy_timer_is_done(const eddy_timer_t *t)
     return st == T_DONE || st == T_CANCELLED;
 }
 
+bool eddy__timer_cancelled(const eddy_timer_t *t)
+{
+    return atomic_load_explicit(&t->state, memory_order_acquire) == T_CANCELLED;
+}
+
 /* On the loop: put t in the heap, which then holds the reference given with it. */
 static void insert_on_loop(void *arg)
 {

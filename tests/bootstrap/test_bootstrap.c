@@ -421,6 +421,26 @@ static void test_accept_rate_limit_closes_the_excess(void **state)
     group_finish(g);
 }
 
+/*
+ * Once the listener's close future completed, nothing of the server touches the worker group
+ * any more: it may be freed at once, before the boss group (TSan saw the boss loop still
+ * queueing onto the freed worker loops).
+ */
+static void test_workers_freed_right_after_the_listener_closed(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 10; i++) {
+        eddy_loop_group_t *boss = group_new(1);
+        eddy_loop_group_t *workers = group_new(2);
+        eddy_server_bootstrap_t *sb = echo_server(boss, workers);
+        eddy_channel_t *server = await_channel(eddy_server_bootstrap_bind(sb, "127.0.0.1", 0));
+        eddy_server_bootstrap_free(sb);
+        close_channel(server);
+        group_finish(workers);
+        group_finish(boss);
+    }
+}
+
 static void test_reuseport_mode_serves_clients(void **state)
 {
     (void)state;
@@ -544,6 +564,70 @@ static void test_free_stops_reconnecting(void **state)
     assert_int_equal(await_error(f, DEADLINE_MS), EDDY_ECANCELED);
     assert_true(now_ms() - t0 < 5000);
     assert_int_equal(atomic_load(&reconnect_attempts), 1);
+    group_finish(g);
+}
+
+/* The group shuts down while a retry waits: the loop drops the timer without running it, and
+ * free must still fail the future (and free the job) rather than wait for it forever. */
+static void test_free_after_the_group_shut_down_during_a_retry(void **state)
+{
+    (void)state;
+    atomic_store(&reconnect_attempts, 0);
+    eddy_loop_group_t *g = group_new(1);
+    eddy_bootstrap_t *cb = eddy_bootstrap_new();
+    assert_int_equal(eddy_bootstrap_group(cb, g), 0);
+    eddy_reconnect_options_t ro = {
+        .backoff = EDDY_BACKOFF_FIXED,
+        .base_ms = 60000,
+        .cb = count_attempt,
+    };
+    assert_int_equal(eddy_bootstrap_reconnect(cb, &ro), 0);
+    eddy_future_t *f = eddy_bootstrap_connect(cb, "127.0.0.1", closed_port());
+    WAIT_FOR(atomic_load(&reconnect_attempts) == 1);
+    /* Terminated, not freed yet: the future belongs to its loop. */
+    eddy_future_t *t = eddy_loop_group_shutdown_gracefully(g, 0, 2000);
+    assert_int_equal(eddy_future_await(t, DEADLINE_MS), 0);
+    eddy_bootstrap_free(cb);
+    assert_int_equal(await_error(f, 2000), EDDY_ECANCELED);
+    assert_int_equal(eddy_loop_group_free(g), 0);
+}
+
+static _Atomic int attempts_off_loop;
+
+static void count_attempt_off_loop(eddy_bootstrap_t *b, unsigned attempt, int64_t delay_ms, int err,
+                                   void *arg)
+{
+    count_attempt(b, attempt, delay_ms, err, arg);
+    if (eddy_loop_current() == NULL) {
+        atomic_fetch_add(&attempts_off_loop, 1);
+    }
+}
+
+/* A name that does not resolve fails on the resolver's helper thread: the retry is still
+ * announced on a loop. A label over 63 characters fails in the resolver itself, without DNS. */
+static void test_reconnect_callback_runs_on_a_loop_after_a_failed_resolve(void **state)
+{
+    (void)state;
+    atomic_store(&reconnect_attempts, 0);
+    atomic_store(&attempts_off_loop, 0);
+    eddy_loop_group_t *g = group_new(1);
+    eddy_bootstrap_t *cb = eddy_bootstrap_new();
+    assert_int_equal(eddy_bootstrap_group(cb, g), 0);
+    eddy_reconnect_options_t ro = {
+        .backoff = EDDY_BACKOFF_FIXED,
+        .base_ms = 5,
+        .max_attempts = 2,
+        .cb = count_attempt_off_loop,
+    };
+    assert_int_equal(eddy_bootstrap_reconnect(cb, &ro), 0);
+    char host[80];
+    memset(host, 'a', 64);
+    snprintf(host + 64, sizeof(host) - 64, ".invalid");
+    int err = await_error(eddy_bootstrap_connect(cb, host, 80), DEADLINE_MS);
+    assert_true(err != 0);
+    assert_int_equal(atomic_load(&reconnect_attempts), 2);
+    assert_int_equal(atomic_load(&attempts_off_loop), 0);
+    eddy_bootstrap_free(cb);
     group_finish(g);
 }
 
@@ -716,10 +800,13 @@ int main(void)
         cmocka_unit_test(test_max_connections_closes_the_extra_one),
         cmocka_unit_test(test_init_callbacks_that_fail_close_the_channel),
         cmocka_unit_test(test_accept_rate_limit_closes_the_excess),
+        cmocka_unit_test(test_workers_freed_right_after_the_listener_closed),
         cmocka_unit_test(test_reuseport_mode_serves_clients),
         cmocka_unit_test(test_connect_to_a_closed_port_is_refused),
         cmocka_unit_test(test_reconnect_with_backoff_until_the_server_opens),
         cmocka_unit_test(test_free_stops_reconnecting),
+        cmocka_unit_test(test_free_after_the_group_shut_down_during_a_retry),
+        cmocka_unit_test(test_reconnect_callback_runs_on_a_loop_after_a_failed_resolve),
         cmocka_unit_test(test_reconnect_gives_up_after_max_attempts),
         cmocka_unit_test(test_reconnect_on_close_replaces_a_lost_connection),
         cmocka_unit_test(test_connect_timeout_is_honoured),
