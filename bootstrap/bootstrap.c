@@ -262,6 +262,9 @@ static job_t *job_new(client_t *c, const char *host, uint16_t port, const eddy_a
         j->unix_addr = *unix_addr;
     }
     j->loop = eddy_loop_group_next(c->group);
+    /* A lookup or a retry may outlive the group: the loop's memory stays until the job ends,
+     * and a freed loop refuses what the job then asks of it, which ends the job. */
+    eddy__loop_retain(j->loop);
     atomic_fetch_add_explicit(&c->refcnt, 1, memory_order_relaxed);
     j->c = c;
     pthread_mutex_lock(&c->lock);
@@ -302,10 +305,12 @@ static void job_finish(job_t *j, eddy_channel_t *ch, int err)
         }
         eddy_future_release(j->p);
     }
+    eddy_loop_t *loop = j->loop;
     free(j->addrs);
     free(j->host);
     free(j);
     client_release(c);
+    eddy__loop_release(loop);
 }
 
 static bool client_stopped(client_t *c)

@@ -39,7 +39,8 @@ EDDY_EXTERN void eddy_server_bootstrap_free(eddy_server_bootstrap_t *b);
 
 /**
  * The loops: boss accepts, workers run accepted channels (chosen by eddy_loop_group_next).
- * workers NULL: boss serves both. Borrowed: the groups must outlive every channel bound.
+ * workers NULL: boss serves both. Borrowed: the groups must outlive every channel bound and
+ * every bind still resolving its host.
  * 0 or EDDY_EINVAL (boss NULL).
  */
 EDDY_EXTERN int eddy_server_bootstrap_group(eddy_server_bootstrap_t *b, eddy_loop_group_t *boss,
@@ -133,7 +134,8 @@ EDDY_EXTERN eddy_bootstrap_t *eddy_bootstrap_new(void);
 EDDY_EXTERN void eddy_bootstrap_free(eddy_bootstrap_t *b);
 
 /** The loops connected channels go to (eddy_loop_group_next). Borrowed: it must outlive the
- * channels. 0 or EDDY_EINVAL (NULL). */
+ * channels; a connect still resolving or waiting to retry holds its loop, and fails once the
+ * group is freed. 0 or EDDY_EINVAL (NULL). */
 EDDY_EXTERN int eddy_bootstrap_group(eddy_bootstrap_t *b, eddy_loop_group_t *group);
 
 /** An option of every channel made (EDDY_CONNECT_TIMEOUT_MS...): 0 or EDDY_EINVAL. */

@@ -569,9 +569,8 @@ static void test_free_stops_reconnecting(void **state)
 
 /* The group shuts down while a retry waits: the loop drops the timer without running it, and
  * free must still fail the future (and free the job) rather than wait for it forever. */
-static void test_free_after_the_group_shut_down_during_a_retry(void **state)
+static void free_during_a_retry(bool free_group_first)
 {
-    (void)state;
     atomic_store(&reconnect_attempts, 0);
     eddy_loop_group_t *g = group_new(1);
     eddy_bootstrap_t *cb = eddy_bootstrap_new();
@@ -587,9 +586,27 @@ static void test_free_after_the_group_shut_down_during_a_retry(void **state)
     /* Terminated, not freed yet: the future belongs to its loop. */
     eddy_future_t *t = eddy_loop_group_shutdown_gracefully(g, 0, 2000);
     assert_int_equal(eddy_future_await(t, DEADLINE_MS), 0);
+    if (free_group_first) {
+        /* The job holds its loop: the retry's timer and the future stay readable. */
+        assert_int_equal(eddy_loop_group_free(g), 0);
+    }
     eddy_bootstrap_free(cb);
     assert_int_equal(await_error(f, 2000), EDDY_ECANCELED);
-    assert_int_equal(eddy_loop_group_free(g), 0);
+    if (!free_group_first) {
+        assert_int_equal(eddy_loop_group_free(g), 0);
+    }
+}
+
+static void test_free_after_the_group_shut_down_during_a_retry(void **state)
+{
+    (void)state;
+    free_during_a_retry(false);
+}
+
+static void test_free_after_the_group_was_freed_during_a_retry(void **state)
+{
+    (void)state;
+    free_during_a_retry(true);
 }
 
 static _Atomic int attempts_off_loop;
@@ -806,6 +823,7 @@ int main(void)
         cmocka_unit_test(test_reconnect_with_backoff_until_the_server_opens),
         cmocka_unit_test(test_free_stops_reconnecting),
         cmocka_unit_test(test_free_after_the_group_shut_down_during_a_retry),
+        cmocka_unit_test(test_free_after_the_group_was_freed_during_a_retry),
         cmocka_unit_test(test_reconnect_callback_runs_on_a_loop_after_a_failed_resolve),
         cmocka_unit_test(test_reconnect_gives_up_after_max_attempts),
         cmocka_unit_test(test_reconnect_on_close_replaces_a_lost_connection),
