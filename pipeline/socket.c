@@ -586,15 +586,14 @@ static void stream_connect(eddy_channel_t *ch, const eddy_addr_t *remote,
     ch->connecting = c;
     eddy__channel_set_addr(ch, true, remote);
     c->promise = p != NULL ? eddy_future_retain(p) : NULL;
-    int rc;
-    do {
-        rc = connect(ch->fd, &remote->u.sa, remote->len);
-    } while (rc != 0 && errno == EINTR);
+    /* Interrupted, a connect goes on by itself (POSIX): calling again would only say
+     * EALREADY, so EINTR waits for writability like EINPROGRESS. */
+    int rc = connect(ch->fd, &remote->u.sa, remote->len);
     if (rc == 0) {
         connect_done(ch, 0);
         return;
     }
-    if (errno != EINPROGRESS) {
+    if (errno != EINPROGRESS && errno != EINTR) {
         connect_done(ch, -errno);
         return;
     }
@@ -792,10 +791,14 @@ static void out_of_descriptors(eddy_channel_t *ch, int err)
         fprintf(stderr, "eddy: listener %llu: %s; accepting pauses for 100 ms\n",
                 (unsigned long long)ch->id, eddy_strerror(err));
     }
-    ch->flags &= ~EDDY__CH_READING;
-    update_interest(ch);
     if (l->accept_backoff == NULL) {
         l->accept_backoff = eddy_loop_schedule(eddy__loop_of(ch), 100, resume_accept, ch);
+    }
+    if (l->accept_backoff != NULL) {
+        /* Paused only with the timer that resumes it: without memory for one, accepting
+         * goes on (and may spin) rather than stop for good. */
+        ch->flags &= ~EDDY__CH_READING;
+        update_interest(ch);
     }
 }
 
