@@ -376,6 +376,14 @@ static void attempt_done(eddy_future_t *f, void *arg)
         return;
     }
     client_t *c = j->c;
+    if (client_stopped(c)) {
+        /* Freed while this try was under way: a pending connect fails, as free promises, and
+         * the channel it made closes rather than stay open with nobody holding it. */
+        eddy_channel_close(ch, NULL);
+        release_later(tried);
+        job_finish(j, NULL, EDDY_ECANCELED);
+        return;
+    }
     if (c->reconnect.on_close) {
         /* The watcher is a job of its own, waiting for the close; free stops it. */
         job_t *w = job_new(c, j->host, j->port, j->host == NULL ? &j->unix_addr : NULL);

@@ -14,6 +14,7 @@
 #include <eddy/eddy.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -648,6 +649,50 @@ static void test_reconnect_callback_runs_on_a_loop_after_a_failed_resolve(void *
     group_finish(g);
 }
 
+/* A connect still under way when the bootstrap is freed fails with EDDY_ECANCELED, and the
+ * channel it then makes is closed. A listener whose accept queue is full drops SYNs, which
+ * holds the connect in SYN_SENT until a place frees and the SYN is sent again (about 1 s). */
+static void test_free_fails_a_connect_under_way(void **state)
+{
+    (void)state;
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(lfd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(lfd, 0), 0); /* the accept queue holds one */
+    fcntl(lfd, F_SETFL, O_NONBLOCK);
+    socklen_t len = sizeof(a);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &len), 0);
+    int fillers[4];
+    for (int i = 0; i < 4; i++) {
+        fillers[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        (void)connect(fillers[i], (struct sockaddr *)&a, sizeof(a));
+    }
+    usleep(50 * 1000);
+    eddy_loop_group_t *g = group_new(1);
+    eddy_bootstrap_t *cb = eddy_bootstrap_new();
+    assert_int_equal(eddy_bootstrap_group(cb, g), 0);
+    eddy_future_t *f = eddy_bootstrap_connect(cb, "127.0.0.1", ntohs(a.sin_port));
+    usleep(100 * 1000);
+    assert_false(eddy_future_is_done(f));
+    eddy_bootstrap_free(cb);
+    /* Make room: the fillers go (those still in SYN_SENT stop trying), the queue empties,
+     * and the connect's next SYN gets through. */
+    for (int i = 0; i < 4; i++) {
+        close(fillers[i]);
+    }
+    int fd;
+    while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0 ||
+           (errno != EAGAIN && errno != EWOULDBLOCK)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+    }
+    assert_int_equal(await_error(f, DEADLINE_MS), EDDY_ECANCELED);
+    close(lfd);
+    group_finish(g);
+}
+
 static void test_reconnect_gives_up_after_max_attempts(void **state)
 {
     (void)state;
@@ -824,6 +869,7 @@ int main(void)
         cmocka_unit_test(test_free_stops_reconnecting),
         cmocka_unit_test(test_free_after_the_group_shut_down_during_a_retry),
         cmocka_unit_test(test_free_after_the_group_was_freed_during_a_retry),
+        cmocka_unit_test(test_free_fails_a_connect_under_way),
         cmocka_unit_test(test_reconnect_callback_runs_on_a_loop_after_a_failed_resolve),
         cmocka_unit_test(test_reconnect_gives_up_after_max_attempts),
         cmocka_unit_test(test_reconnect_on_close_replaces_a_lost_connection),
