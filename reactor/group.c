@@ -77,9 +77,13 @@ eddy_loop_group_t *eddy_loop_group_new(size_t n, const eddy_loop_options_t *opts
             return NULL;
         }
     }
+    /* Every loop counts towards the group's termination before any starts: a failed start
+     * below terminates them all, those that never ran included. */
     for (size_t i = 0; i < n; i++) {
         eddy_future_add_listener(eddy_loop_termination_future(g->loops[i]), on_loop_terminated,
                                  g);
+    }
+    for (size_t i = 0; i < n; i++) {
         if (eddy_loop_start(g->loops[i]) != 0) {
             /* Shut down the ones that started; the rest never ran and terminate at once. */
             for (size_t k = 0; k < n; k++) {

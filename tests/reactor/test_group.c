@@ -191,6 +191,64 @@ static void test_group_of_zero_has_a_loop_per_cpu(void **state)
     finish_group(g);
 }
 
+/* A loop whose thread cannot start: the group gives up, shuts down the loops it made and
+ * returns NULL, rather than wait for a termination that can never be counted. The default
+ * thread stack is made too large to map, so the first loop's pthread_create fails. */
+typedef struct failing_new_s {
+    eddy_loop_group_t *g;
+    atomic_bool done;
+} failing_new_t;
+
+static void *no_op_thread(void *arg)
+{
+    return arg;
+}
+
+static void *group_new_thread(void *arg)
+{
+    failing_new_t *f = arg;
+    f->g = eddy_loop_group_new(2, NULL);
+    atomic_store(&f->done, true);
+    return NULL;
+}
+
+static void test_group_new_fails_cleanly_when_a_loop_cannot_start(void **state)
+{
+    (void)state;
+    failing_new_t f = {0};
+    atomic_init(&f.done, false);
+    pthread_attr_t mine, old, huge;
+    assert_int_equal(pthread_getattr_default_np(&old), 0);
+    size_t stack;
+    assert_int_equal(pthread_attr_getstacksize(&old, &stack), 0);
+    pthread_attr_init(&mine);
+    pthread_attr_setstacksize(&mine, stack > 0 ? stack : (size_t)8 << 20);
+    pthread_attr_init(&huge);
+    assert_int_equal(pthread_attr_setstacksize(&huge, (size_t)1 << 46), 0);
+    assert_int_equal(pthread_setattr_default_np(&huge), 0);
+    pthread_t th;
+    if (pthread_create(&th, NULL, no_op_thread, NULL) == 0) {
+        /* This system maps such a stack after all: nothing fails to start here. */
+        pthread_join(th, NULL);
+        assert_int_equal(pthread_setattr_default_np(&old), 0);
+        pthread_attr_destroy(&huge);
+        pthread_attr_destroy(&mine);
+        pthread_attr_destroy(&old);
+        skip();
+    }
+    assert_int_equal(pthread_create(&th, &mine, group_new_thread, &f), 0);
+    bool returned = wait_flag(&f.done, 3000);
+    assert_int_equal(pthread_setattr_default_np(&old), 0);
+    pthread_attr_destroy(&huge);
+    pthread_attr_destroy(&mine);
+    pthread_attr_destroy(&old);
+    if (!returned) {
+        fail_msg("eddy_loop_group_new() hangs when a loop's thread cannot start");
+    }
+    pthread_join(th, NULL);
+    assert_null(f.g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -202,6 +260,7 @@ int main(void)
         cmocka_unit_test(test_group_metrics_sum_their_loops),
         cmocka_unit_test(test_group_new_with_bad_options_returns_null),
         cmocka_unit_test(test_group_of_zero_has_a_loop_per_cpu),
+        cmocka_unit_test(test_group_new_fails_cleanly_when_a_loop_cannot_start),
     };
     return cmocka_run_group_tests_name("reactor.group", tests, NULL, NULL);
 }
