@@ -18,7 +18,6 @@ typedef struct listener_s {
     struct listener_s *next;
     eddy_future_cb cb;
     void *arg;
-    eddy_future_t *f; /* set when the listener travels as a task: holds a reference */
 } listener_t;
 
 struct eddy_future_s {
@@ -28,9 +27,10 @@ struct eddy_future_s {
     void *result;
     eddy_loop_t *loop;
     void (*result_release)(void *result); /* the result's owner reference, dropped at free */
-    listener_t *listeners; /* newest first; under the stripe's lock, as waiters */
+    listener_t *listeners; /* not yet run, newest first; under the stripe's lock, as waiters */
     int waiters;
-    _Atomic int in_flight; /* listeners travelling to the owner loop as tasks */
+    bool draining; /* done, and someone runs (or a task will run) the listeners: under the
+                      stripe's lock; listeners added meanwhile join the list behind the others */
 };
 
 /* 64 stripes: far more than threads that block on futures at once in practice (awaits are
@@ -79,10 +79,13 @@ static eddy_future_t *future_new(eddy_loop_t *loop)
     f->err = EDDY_EAGAIN;
     f->result = NULL;
     f->loop = loop;
+    if (loop != NULL) {
+        eddy__loop_retain(loop); /* the future may outlive eddy_loop_free (loop.h) */
+    }
     f->result_release = NULL;
     f->listeners = NULL;
     f->waiters = 0;
-    atomic_init(&f->in_flight, 0);
+    f->draining = false;
     return f;
 }
 
@@ -121,40 +124,63 @@ void eddy_future_release(eddy_future_t *f)
         free(l);
         l = next;
     }
+    if (f->loop != NULL) {
+        eddy__loop_release(f->loop);
+    }
     free(f);
 }
 
-static void run_listener_task(void *arg)
+/*
+ * Run the listeners of a completed future in the order added until none is left, listeners
+ * added meanwhile included (they join the list while `draining` is set, so none overtakes an
+ * earlier one). On the owner loop, or on the completing thread when there is none or the loop
+ * is gone. The caller holds a reference: a listener may drop the last other one.
+ */
+static void drain(eddy_future_t *f)
 {
-    listener_t *l = arg;
-    eddy_future_t *f = l->f;
-    l->cb(f, l->arg);
-    atomic_fetch_sub_explicit(&f->in_flight, 1, memory_order_release);
-    free(l);
+    stripe_t *st = stripe_of(f);
+    for (;;) {
+        pthread_mutex_lock(&st->lock);
+        listener_t *l = f->listeners;
+        f->listeners = NULL;
+        if (l == NULL) {
+            f->draining = false;
+            pthread_mutex_unlock(&st->lock);
+            return;
+        }
+        pthread_mutex_unlock(&st->lock);
+        listener_t *ordered = NULL; /* reverse the newest-first list */
+        while (l != NULL) {
+            listener_t *next = l->next;
+            l->next = ordered;
+            ordered = l;
+            l = next;
+        }
+        while (ordered != NULL) {
+            listener_t *next = ordered->next;
+            ordered->cb(f, ordered->arg);
+            free(ordered);
+            ordered = next;
+        }
+    }
+}
+
+static void drain_task(void *arg)
+{
+    eddy_future_t *f = arg;
+    drain(f);
     eddy_future_release(f);
 }
 
-/*
- * Run l now when on the owner loop (or there is none), else as a task on the owner loop.
- * While earlier listeners are still on their way to the loop as tasks, a later one queues
- * behind them even on the loop, so listeners run in the order they were added.
- */
-static void notify(eddy_future_t *f, listener_t *l)
+/* Run the listeners on the owner loop, as a task: the caller set `draining`. */
+static void drain_on_loop(eddy_future_t *f)
 {
-    eddy_loop_t *loop = f->loop;
-    if (loop != NULL && (!eddy_loop_in_event_loop(loop) ||
-                         atomic_load_explicit(&f->in_flight, memory_order_acquire) > 0)) {
-        l->f = eddy_future_retain(f);
-        atomic_fetch_add_explicit(&f->in_flight, 1, memory_order_relaxed);
-        if (eddy_loop_execute(loop, run_listener_task, l) == 0) {
-            return;
-        }
+    eddy_future_retain(f);
+    if (eddy_loop_execute(f->loop, drain_task, f) != 0) {
         /* The owner loop is gone or going: run here rather than never. */
-        atomic_fetch_sub_explicit(&f->in_flight, 1, memory_order_relaxed);
+        drain(f);
         eddy_future_release(f);
     }
-    l->cb(f, l->arg);
-    free(l);
 }
 
 static int complete(eddy_future_t *f, int err, void *result, void (*result_release)(void *))
@@ -173,26 +199,22 @@ static int complete(eddy_future_t *f, int err, void *result, void (*result_relea
     f->result = result;
     f->result_release = result_release;
     atomic_store_explicit(&f->done, true, memory_order_release);
-    listener_t *l = f->listeners;
-    f->listeners = NULL;
+    /* Set before the lock goes, so that a listener added once `done` shows queues behind
+     * these instead of running first. */
+    bool has_listeners = f->listeners != NULL;
+    f->draining = has_listeners;
     if (f->waiters > 0) {
         pthread_cond_broadcast(&st->cond); /* other futures' waiters re-check and sleep on */
     }
     pthread_mutex_unlock(&st->lock);
-    /* Listeners run in the order they were added: reverse the newest-first list. The
-     * future stays alive while they run (our reference) even if one of them, or a waiter,
-     * drops the last other one. */
-    listener_t *ordered = NULL;
-    while (l != NULL) {
-        listener_t *next = l->next;
-        l->next = ordered;
-        ordered = l;
-        l = next;
-    }
-    while (ordered != NULL) {
-        listener_t *next = ordered->next;
-        notify(f, ordered);
-        ordered = next;
+    /* The future stays alive while the listeners run (our reference) even if one of them, or
+     * a waiter, drops the last other one. */
+    if (has_listeners) {
+        if (f->loop != NULL && !eddy_loop_in_event_loop(f->loop)) {
+            drain_on_loop(f);
+        } else {
+            drain(f);
+        }
     }
     eddy_future_release(f);
     return 0;
@@ -259,17 +281,26 @@ int eddy_future_add_listener(eddy_future_t *f, eddy_future_cb cb, void *arg)
     }
     l->cb = cb;
     l->arg = arg;
-    l->f = NULL;
     stripe_t *st = stripe_of(f);
     pthread_mutex_lock(&st->lock);
-    if (!atomic_load_explicit(&f->done, memory_order_relaxed)) {
+    /* Pending, or behind listeners still to run, or on its way to the owner loop. */
+    bool late = atomic_load_explicit(&f->done, memory_order_relaxed);
+    if (!late || f->draining || (f->loop != NULL && !eddy_loop_in_event_loop(f->loop))) {
         l->next = f->listeners;
         f->listeners = l;
+        bool start = late && !f->draining;
+        if (start) {
+            f->draining = true;
+        }
         pthread_mutex_unlock(&st->lock);
+        if (start) {
+            drain_on_loop(f);
+        }
         return 0;
     }
     pthread_mutex_unlock(&st->lock);
-    notify(f, l);
+    l->cb(f, l->arg); /* done, on the owner loop (or none) with nothing before it: at once */
+    free(l);
     return 0;
 }
 

@@ -315,6 +315,14 @@ int eddy_loop_free(eddy_loop_t *loop)
         pthread_join(loop->thread, NULL);
         loop->own_thread = false;
     }
+    if (st == EDDY__LOOP_NEW) {
+        /* Its memory may stay (futures and channels hold uses): refuse tasks from now on, as
+         * a terminated loop does, rather than take tasks nothing will run. A producer that
+         * claimed meanwhile finds the limit past which it is refused (see enqueue). */
+        atomic_store(&loop->state, EDDY__LOOP_TERMINATED);
+        atomic_thread_fence(memory_order_seq_cst);
+        atomic_store_explicit(&loop->drain_limit, EDDY_SEQUENCE_INITIAL, memory_order_release);
+    }
     /* A loop that never ran: tasks accepted meanwhile are dropped with it (nothing runs them);
      * pending timers are cancelled and released. */
     eddy__timers_cancel_all(loop);

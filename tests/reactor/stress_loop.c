@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -396,6 +397,80 @@ static void test_promises_completed_by_racing_threads_complete_and_notify_once(v
     free(pr);
 }
 
+/*
+ * A listener added on the owner loop the moment the future completes elsewhere: the listeners
+ * added before completion are on their way to the loop (or about to be), and the late one
+ * must not overtake them (docs/loop.md: listeners run in the order added).
+ */
+#define OVERTAKE_ROUNDS 1000
+
+typedef struct overtake_s {
+    eddy_promise_t *p;
+    atomic_bool entered;
+    atomic_int ran;
+    atomic_int early_at, late_at; /* positions, 1 and 2 when in order */
+    atomic_int finished;
+} overtake_t;
+
+static void ot_early(eddy_future_t *f, void *arg)
+{
+    (void)f;
+    overtake_t *o = arg;
+    atomic_store(&o->early_at, atomic_fetch_add(&o->ran, 1) + 1);
+    atomic_fetch_add(&o->finished, 1);
+}
+
+static void ot_late(eddy_future_t *f, void *arg)
+{
+    (void)f;
+    overtake_t *o = arg;
+    atomic_store(&o->late_at, atomic_fetch_add(&o->ran, 1) + 1);
+    atomic_fetch_add(&o->finished, 1);
+}
+
+static void ot_wait_then_listen(void *arg)
+{
+    overtake_t *o = arg;
+    atomic_store(&o->entered, true);
+    int64_t end = eddy_now_ns() + DEADLINE_MS * MS;
+    while (!eddy_future_is_done(o->p) && eddy_now_ns() < end) {
+    }
+    eddy_future_add_listener(o->p, ot_late, o);
+}
+
+static void test_listener_added_on_the_loop_as_the_future_completes_keeps_the_order(void **state)
+{
+    (void)state;
+    eddy_loop_t *loop = start_loop(NULL);
+    long overtaken = 0;
+    for (int i = 0; i < OVERTAKE_ROUNDS; i++) {
+        overtake_t o = {.p = eddy_promise_new(loop)};
+        atomic_init(&o.entered, false);
+        atomic_init(&o.ran, 0);
+        atomic_init(&o.early_at, 0);
+        atomic_init(&o.late_at, 0);
+        atomic_init(&o.finished, 0);
+        assert_int_equal(eddy_future_add_listener(o.p, ot_early, &o), 0);
+        assert_int_equal(eddy_loop_execute(loop, ot_wait_then_listen, &o), 0);
+        assert_true(wait_flag(&o.entered, DEADLINE_MS));
+        assert_int_equal(eddy_promise_succeed(o.p, NULL), 0);
+        int64_t end = eddy_now_ns() + DEADLINE_MS * MS;
+        while (atomic_load(&o.finished) < 2 && eddy_now_ns() < end) {
+            sched_yield();
+        }
+        assert_int_equal(atomic_load(&o.finished), 2);
+        if (atomic_load(&o.early_at) != 1 || atomic_load(&o.late_at) != 2) {
+            overtaken++;
+        }
+        eddy_future_release(o.p);
+    }
+    finish_loop(loop);
+    if (overtaken != 0) {
+        fail_msg("%ld of %d late listeners ran before the listener added before completion",
+                 overtaken, OVERTAKE_ROUNDS);
+    }
+}
+
 /* ---------------------------------------------------------------------------------------
  * Metrics read while they change
  */
@@ -501,6 +576,8 @@ int main(void)
         cmocka_unit_test(test_every_accepted_task_runs_once_when_shutdown_races_producers),
         cmocka_unit_test(test_timers_cancelled_from_other_threads_fire_exactly_when_not_cancelled),
         cmocka_unit_test(test_promises_completed_by_racing_threads_complete_and_notify_once),
+        cmocka_unit_test(
+            test_listener_added_on_the_loop_as_the_future_completes_keeps_the_order),
         cmocka_unit_test(test_metrics_read_by_another_thread_stay_consistent),
         cmocka_unit_test(test_loops_started_while_another_stops_terminate_promptly),
     };

@@ -297,6 +297,18 @@ static void gate_then_listen(void *arg)
     eddy_future_add_listener(o->p, listener, &o->late);
 }
 
+/* The three listeners of s ran on the right thread, in the order added. */
+static void assert_three_in_order(seen_t *s)
+{
+    assert_int_equal(atomic_load(&s->misplaced), 0);
+    for (int i = 0; i < 3; i++) {
+        if (s->order[i] != i) {
+            fail_msg("listener %d ran at position %d: listeners ran out of the order added",
+                     s->order[i], i);
+        }
+    }
+}
+
 static void test_listener_added_on_the_loop_after_completion_keeps_the_order(void **state)
 {
     (void)state;
@@ -314,14 +326,52 @@ static void test_listener_added_on_the_loop_after_completion_keeps_the_order(voi
     assert_int_equal(eddy_promise_succeed(o.p, NULL), 0); /* off the loop */
     atomic_store(&o.gate.open, true);
     assert_true(wait_for(&s.n, 3, DEADLINE_MS));
-    assert_int_equal(atomic_load(&s.misplaced), 0);
-    for (int i = 0; i < 3; i++) {
-        if (s.order[i] != i) {
-            fail_msg("listener %d ran at position %d: listeners ran out of the order added",
-                     s.order[i], i);
-        }
-    }
+    assert_three_in_order(&s);
     eddy_future_release(o.p);
+    finish_loop(loop);
+}
+
+/* A listener that adds another while the completing thread still runs the earlier ones: the
+ * new one runs after those added before it, not inside the one adding it. */
+typedef struct nested_s {
+    eddy_promise_t *p;
+    tag_t tags[3];
+} nested_t;
+
+static void add_third(eddy_future_t *f, void *arg)
+{
+    nested_t *n = arg;
+    listener(f, &n->tags[0]);
+    eddy_future_add_listener(f, listener, &n->tags[2]);
+}
+
+static void complete_on_loop(void *arg)
+{
+    nested_t *n = arg;
+    eddy_promise_succeed(n->p, NULL);
+}
+
+static void test_listener_added_by_a_listener_runs_after_the_earlier_ones(void **state)
+{
+    (void)state;
+    eddy_loop_t *loop = start_loop(NULL);
+    for (int owned = 0; owned < 2; owned++) {
+        seen_t s = {.loop = owned ? loop : NULL};
+        nested_t n = {.p = eddy_promise_new(owned ? loop : NULL)};
+        for (int i = 0; i < 3; i++) {
+            n.tags[i] = (tag_t){&s, i};
+        }
+        assert_int_equal(eddy_future_add_listener(n.p, add_third, &n), 0);
+        assert_int_equal(eddy_future_add_listener(n.p, listener, &n.tags[1]), 0);
+        if (owned) {
+            run_sync(loop, complete_on_loop, &n);
+        } else {
+            complete_on_loop(&n);
+        }
+        assert_true(wait_for(&s.n, 3, DEADLINE_MS));
+        assert_three_in_order(&s);
+        eddy_future_release(n.p);
+    }
     finish_loop(loop);
 }
 
@@ -399,6 +449,36 @@ static void test_listener_of_a_terminated_loop_still_runs_once(void **state)
     assert_int_equal(eddy_loop_free(loop), 0);
 }
 
+/* loop.h: "The loop's futures and timers handed out stay valid until released", also past
+ * eddy_loop_free. Awaiting, listening and completing then must not touch freed memory (ASan),
+ * and the listeners still run, once each. */
+static void test_future_of_a_freed_loop_stays_usable(void **state)
+{
+    (void)state;
+    for (int started = 0; started < 2; started++) {
+        eddy_loop_t *loop = started ? start_loop(NULL) : eddy_loop_new(NULL);
+        assert_non_null(loop);
+        eddy_promise_t *p = eddy_promise_new(loop);
+        seen_t s = {0};
+        tag_t tags[2] = {{&s, 0}, {&s, 1}};
+        if (started) {
+            eddy_future_t *term = eddy_loop_shutdown_gracefully(loop, 0, 5000);
+            assert_int_equal(eddy_future_await(term, DEADLINE_MS), 0);
+        }
+        assert_int_equal(eddy_loop_free(loop), 0);
+        assert_int_equal(eddy_future_await(p, 10), EDDY_ETIMEDOUT);
+        assert_int_equal(eddy_future_add_listener(p, listener, &tags[0]), 0);
+        assert_int_equal(eddy_promise_succeed(p, NULL), 0);
+        assert_int_equal(eddy_future_add_listener(p, listener, &tags[1]), 0);
+        assert_true(wait_for(&s.n, 2, DEADLINE_MS));
+        sleep_ms(20);
+        assert_int_equal(atomic_load(&s.n), 2);
+        assert_int_equal(s.order[0], 0);
+        assert_int_equal(s.order[1], 1);
+        eddy_future_release(p);
+    }
+}
+
 static void test_termination_future_has_no_owner_and_fires_its_listeners(void **state)
 {
     (void)state;
@@ -452,9 +532,11 @@ int main(void)
         cmocka_unit_test(test_listeners_run_on_the_owner_loop_in_the_order_added),
         cmocka_unit_test(test_listener_added_after_completion_on_the_loop_runs_at_once),
         cmocka_unit_test(test_listener_added_on_the_loop_after_completion_keeps_the_order),
+        cmocka_unit_test(test_listener_added_by_a_listener_runs_after_the_earlier_ones),
         cmocka_unit_test(test_unowned_future_runs_listeners_on_the_completing_thread),
         cmocka_unit_test(test_listener_may_drop_the_last_reference),
         cmocka_unit_test(test_listener_of_a_terminated_loop_still_runs_once),
+        cmocka_unit_test(test_future_of_a_freed_loop_stays_usable),
         cmocka_unit_test(test_termination_future_has_no_owner_and_fires_its_listeners),
         cmocka_unit_test(test_null_future_reads_as_failed_with_enomem),
     };
