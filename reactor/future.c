@@ -133,22 +133,25 @@ void eddy_future_release(eddy_future_t *f)
 /*
  * Run the listeners of a completed future in the order added until none is left, listeners
  * added meanwhile included (they join the list while `draining` is set, so none overtakes an
- * earlier one). On the owner loop, or on the completing thread when there is none or the loop
- * is gone. The caller holds a reference: a listener may drop the last other one.
+ * earlier one). l: the list already taken under the lock (newest first), or NULL to take it
+ * here. On the owner loop, or on the completing thread when there is none or the loop is gone.
+ * The caller holds a reference: a listener may drop the last other one.
  */
-static void drain(eddy_future_t *f)
+static void drain(eddy_future_t *f, listener_t *l)
 {
     stripe_t *st = stripe_of(f);
     for (;;) {
-        pthread_mutex_lock(&st->lock);
-        listener_t *l = f->listeners;
-        f->listeners = NULL;
         if (l == NULL) {
-            f->draining = false;
+            pthread_mutex_lock(&st->lock);
+            l = f->listeners;
+            f->listeners = NULL;
+            if (l == NULL) {
+                f->draining = false;
+                pthread_mutex_unlock(&st->lock);
+                return;
+            }
             pthread_mutex_unlock(&st->lock);
-            return;
         }
-        pthread_mutex_unlock(&st->lock);
         listener_t *ordered = NULL; /* reverse the newest-first list */
         while (l != NULL) {
             listener_t *next = l->next;
@@ -168,7 +171,7 @@ static void drain(eddy_future_t *f)
 static void drain_task(void *arg)
 {
     eddy_future_t *f = arg;
-    drain(f);
+    drain(f, NULL);
     eddy_future_release(f);
 }
 
@@ -178,7 +181,7 @@ static void drain_on_loop(eddy_future_t *f)
     eddy_future_retain(f);
     if (eddy_loop_execute(f->loop, drain_task, f) != 0) {
         /* The owner loop is gone or going: run here rather than never. */
-        drain(f);
+        drain(f, NULL);
         eddy_future_release(f);
     }
 }
@@ -200,9 +203,15 @@ static int complete(eddy_future_t *f, int err, void *result, void (*result_relea
     f->result_release = result_release;
     atomic_store_explicit(&f->done, true, memory_order_release);
     /* Set before the lock goes, so that a listener added once `done` shows queues behind
-     * these instead of running first. */
+     * these instead of running first. Run here, the list is taken now (one lock fewer). */
     bool has_listeners = f->listeners != NULL;
     f->draining = has_listeners;
+    bool here = f->loop == NULL || eddy_loop_in_event_loop(f->loop);
+    listener_t *l = NULL;
+    if (here) {
+        l = f->listeners;
+        f->listeners = NULL;
+    }
     if (f->waiters > 0) {
         pthread_cond_broadcast(&st->cond); /* other futures' waiters re-check and sleep on */
     }
@@ -210,10 +219,10 @@ static int complete(eddy_future_t *f, int err, void *result, void (*result_relea
     /* The future stays alive while the listeners run (our reference) even if one of them, or
      * a waiter, drops the last other one. */
     if (has_listeners) {
-        if (f->loop != NULL && !eddy_loop_in_event_loop(f->loop)) {
-            drain_on_loop(f);
+        if (here) {
+            drain(f, l);
         } else {
-            drain(f);
+            drain_on_loop(f);
         }
     }
     eddy_future_release(f);
