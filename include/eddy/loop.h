@@ -213,8 +213,11 @@ EDDY_EXTERN void *eddy_future_result(const eddy_future_t *f);
 EDDY_EXTERN eddy_loop_t *eddy_future_loop(const eddy_future_t *f);
 
 /**
- * Call cb(f, arg) once f completes, on the owner loop. 0 or EDDY_ENOMEM. Any thread. A
- * listener added after completion runs at once on the owner loop's thread, else as a task.
+ * Call cb(f, arg) once f completes, on the owner loop. 0 or EDDY_ENOMEM. Any thread.
+ * Listeners run in the order added: one added after completion runs at once on the owner
+ * loop's thread, else as a task, and always behind listeners not yet run (one added inside a
+ * listener runs after that listener returns). A future holds its owner loop's memory, so it
+ * stays usable after eddy_loop_free(); its listeners then run on the completing thread.
  */
 EDDY_EXTERN int eddy_future_add_listener(eddy_future_t *f, eddy_future_cb cb, void *arg);
 
