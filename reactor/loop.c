@@ -826,9 +826,13 @@ static int loop_run(eddy_loop_t *loop)
     if (loop->stall_threshold_ns > 0) {
         eddy__watchdog_remove(loop);
     }
+    /* Once TERMINATED shows, another thread may free the loop: hold a use until the
+     * termination future, read from the loop, is completed. */
+    eddy__loop_retain(loop);
     atomic_store(&loop->state, EDDY__LOOP_TERMINATED);
     current_loop = NULL;
     eddy_promise_succeed(loop->termination, NULL);
+    eddy__loop_release(loop);
     return 0;
 }
 
