@@ -264,9 +264,10 @@ typedef struct eddy_delimiter_s {
 
 /**
  * A decoder splitting at any of the n delimiters (copied): where several match, the one that
- * makes the shortest frame wins (the first listed on a tie). Frames longer than
- * max_frame_length are discarded. NULL when n or max_frame_length is 0, a delimiter is empty,
- * or out of memory.
+ * makes the shortest frame wins (the first listed on a tie), decided once no delimiter still
+ * arriving could win, so the frames do not depend on how the reads split the stream. Frames
+ * longer than max_frame_length are discarded. NULL when n or max_frame_length is 0, a
+ * delimiter is empty, or out of memory.
  */
 EDDY_EXTERN eddy_decoder_t *eddy_delimiter_decoder_new(size_t max_frame_length,
                                                        bool strip_delimiter, bool fail_fast,

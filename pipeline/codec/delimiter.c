@@ -48,9 +48,38 @@ static int64_t find_line_end(eddy_cumulation_t *in, size_t from, size_t *len)
     return i;
 }
 
+/* Whether a delimiter the input ends inside could still beat the one found at best (listed
+ * winner-th): one starting before best, or at best and listed before it. Then the frame waits
+ * for more bytes, so that where the reads split the stream does not change the frames (with
+ * "eee" listed before "ee", "xeee" read as "xee" then "e" must still end at "eee", as read
+ * whole). */
+static bool may_be_beaten(delimiter_t *dd, const eddy_cumulation_t *in, size_t readable,
+                          size_t best, size_t winner)
+{
+    size_t have = dd->longest - 1 < readable ? dd->longest - 1 : readable;
+    if (have == 0) {
+        return false;
+    }
+    eddy_cumulation_get_bytes(in, readable - have, dd->tail, have);
+    for (size_t j = 0; j < dd->n; j++) {
+        /* k: how many of delimiter j's bytes the input holds, starting at readable - k. */
+        for (size_t k = dd->delim[j].len - 1 < have ? dd->delim[j].len - 1 : have; k > 0; k--) {
+            size_t start = readable - k;
+            if (start > best || (start == best && j >= winner)) {
+                continue;
+            }
+            if (memcmp(dd->tail + have - k, dd->delim[j].bytes, k) == 0) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 /* The frame length to the delimiter making the shortest frame, with that delimiter's length in
- * *len; EDDY_ENOENT when none is there yet, or a search error. Searches only from where the last
- * call stopped, so a frame trickling in costs O(its length), not O(length^2). */
+ * *len; EDDY_ENOENT when none is there yet (or one still arriving may beat it), or a search
+ * error. Searches only from where the last call stopped, so a frame trickling in costs O(its
+ * length), not O(length^2). */
 static int64_t find_delimiter(delimiter_t *dd, eddy_cumulation_t *in, size_t readable, size_t *len)
 {
     size_t from = dd->scanned <= readable ? dd->scanned : 0;
@@ -58,6 +87,7 @@ static int64_t find_delimiter(delimiter_t *dd, eddy_cumulation_t *in, size_t rea
     if (dd->lines) {
         best = find_line_end(in, from, len);
     } else {
+        size_t winner = 0;
         for (size_t i = 0; i < dd->n; i++) {
             int64_t at = eddy_cumulation_find_bytes(in, from, dd->delim[i].bytes, dd->delim[i].len);
             if (at < 0 && at != EDDY_ENOENT) {
@@ -65,8 +95,13 @@ static int64_t find_delimiter(delimiter_t *dd, eddy_cumulation_t *in, size_t rea
             }
             if (at >= 0 && (best < 0 || at < best)) {
                 best = at;
+                winner = i;
                 *len = dd->delim[i].len;
             }
+        }
+        if (best >= 0 && may_be_beaten(dd, in, readable, (size_t)best, winner)) {
+            dd->scanned = 0; /* searched again once more bytes came */
+            return EDDY_ENOENT;
         }
     }
     if (best >= 0) {
