@@ -195,6 +195,9 @@ int eddy_allocator_free(eddy_allocator_t *a)
     if (a->global) {
         return EDDY_EINVAL;
     }
+    if (atomic_load_explicit(&a->memless, memory_order_relaxed) != 0) {
+        return EDDY_EBUSY;
+    }
     return a->ops->destroy(a);
 }
 

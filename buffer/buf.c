@@ -184,6 +184,9 @@ eddy_buf_t *eddy_buf_alloc(eddy_allocator_t *a, size_t initial, size_t max_capac
         b->_base = empty_mem;
         b->_mem_size = 0;
         b->_class = EDDY__CLASS_NONE;
+        if (!a->global) {
+            atomic_fetch_add_explicit(&a->memless, 1, memory_order_relaxed);
+        }
     } else {
         void *mem;
         if (a->ops->alloc(a, t, initial, &mem, &b->_mem_size, &b->_class) != 0) {
@@ -271,6 +274,8 @@ static EDDY__NOINLINE void buf_free_slow(eddy__tls_t *t, eddy_buf_t *o)
     } else {
         if (o->_mem != NULL) {
             o->_alloc->ops->free(o->_alloc, t, o->_mem, o->_mem_size, o->_class);
+        } else if (!o->_alloc->global) {
+            atomic_fetch_sub_explicit(&o->_alloc->memless, 1, memory_order_relaxed);
         }
         if (t != NULL) {
             live_add(t, -1);
@@ -307,6 +312,8 @@ static int buf_free(eddy_buf_t *o)
     hdr_put(t, o);
     if (mem != NULL) {
         a->ops->free(a, t, mem, size, cls);
+    } else if (!a->global) {
+        atomic_fetch_sub_explicit(&a->memless, 1, memory_order_relaxed);
     }
     return 1;
 }
@@ -433,8 +440,12 @@ static int retire_block(eddy__tls_t *t, eddy_buf_t *root)
     r->_mem = root->_mem;
     r->_mem_size = root->_mem_size;
     r->_class = root->_class;
-    r->_next_view = root->_views;
-    root->_views = r;
+    /* A CAS, as in make_view(): views of this root's views may be made on other threads. */
+    eddy_buf_t *head = __atomic_load_n(&root->_views, __ATOMIC_RELAXED);
+    do {
+        r->_next_view = head;
+    } while (!__atomic_compare_exchange_n(&root->_views, &head, r, true, __ATOMIC_RELEASE,
+                                          __ATOMIC_RELAXED));
     return 0;
 }
 
@@ -477,6 +488,8 @@ int eddy__buf_grow(eddy_buf_t *b, size_t n)
         } else {
             b->_alloc->ops->free(b->_alloc, t, b->_mem, b->_mem_size, b->_class);
         }
+    } else if (!b->_alloc->global) {
+        atomic_fetch_sub_explicit(&b->_alloc->memless, 1, memory_order_relaxed);
     }
     b->_mem = mem;
     b->_base = mem;
@@ -736,8 +749,12 @@ static eddy_buf_t *make_view(eddy_buf_t *b, size_t i, size_t len, size_t rd, siz
     }
     eddy_buf_t *owner = count_owner(b);
     eddy_buf_t *root = mem_root(b);
-    /* From now on the root's block may have views: growth must keep old blocks alive. */
-    root->_flags |= EDDY__BUF_HAD_VIEWS;
+    /* From now on the root's block may have views: growth must keep old blocks alive. Only
+     * the first view sets the flag: later views may be made on other threads than the root's
+     * (from views handed to them), while the root's thread reads its flags. */
+    if (!(root->_flags & EDDY__BUF_HAD_VIEWS)) {
+        root->_flags |= EDDY__BUF_HAD_VIEWS;
+    }
     v->_base = b->_base + i;
     v->_rd = rd;
     v->_wr = wr;

@@ -52,6 +52,9 @@ typedef struct eddy__alloc_ops_s {
 struct eddy_allocator_s {
     const eddy__alloc_ops_t *ops;
     bool global; /* process-wide: never freed */
+    /* Not global: live roots of capacity 0 that hold no block of it yet (they grow from it,
+     * so eddy_allocator_free() is busy while any lives). */
+    _Atomic size_t memless;
 };
 
 /*

@@ -9,6 +9,7 @@
  *   slices, with a few buffers alive at a time.
  * - Two threads retain and release the same buffers (roots, retained slices, plain slices);
  *   exactly one final release per buffer returns 1.
+ * - A thread makes slices of a view it was handed while the root's thread grows the root.
  *
  * Threads never call cmocka asserts: they count failures, and the main thread asserts after
  * joining. Each thread trims the pool before it exits, so the pool's `used` ends at 0.
@@ -35,6 +36,9 @@
 #define QUEUE_SLOTS 64
 #define RACE_ROUNDS 10
 #define RACE_BATCH 1000
+#define VIEW_ROUNDS 50
+#define VIEW_SLICES 64
+#define VIEW_GROWTHS 10
 
 /* Pattern bytes: buffer number n carries pattern + n % 251 after its 8-byte number. */
 static uint8_t pattern[64 * KIB + 256];
@@ -372,6 +376,73 @@ static void test_concurrent_releases_free_each_buffer_exactly_once(void **state)
     assert_pool_empty_and_free(a);
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Views made on another thread while the root grows
+ */
+
+typedef struct view_race_s {
+    eddy_buf_t *view; /* a plain view of the root, with one reference for this thread */
+    pthread_barrier_t *start;
+    int failures;
+} view_race_t;
+
+/* Slices (plain and retained) of the view, each checked against the pattern, then the
+ * view's reference dropped. The plain slices stay on the root's list until it is freed. */
+static void *slice_a_view(void *arg)
+{
+    view_race_t *v = arg;
+    pthread_barrier_wait(v->start);
+    for (size_t i = 0; i < VIEW_SLICES; i++) {
+        size_t at = i % 8;
+        bool retained = i % 2 == 1;
+        eddy_buf_t *s = retained ? eddy_buf_retained_slice(v->view, at, 8)
+                                 : eddy_buf_slice(v->view, at, 8);
+        uint8_t byte;
+        if (s == NULL || eddy_buf_get_u8(s, 0, &byte) != 0 || byte != pattern[at]) {
+            v->failures++;
+            continue;
+        }
+        if (retained && eddy_buf_release(s) != 1) {
+            v->failures++;
+        }
+    }
+    if (eddy_buf_release(v->view) != 0) {
+        v->failures++;
+    }
+    return NULL;
+}
+
+static void test_views_made_on_another_thread_while_the_root_grows(void **state)
+{
+    int64_t live = eddy_buf_live_count();
+    eddy_allocator_t *a = new_stress_pool();
+    pthread_barrier_t start;
+    assert_int_equal(pthread_barrier_init(&start, NULL, 2), 0);
+
+    for (size_t round = 0; round < VIEW_ROUNDS; round++) {
+        eddy_buf_t *root = eddy_buf_alloc(a, 64, SIZE_MAX);
+        assert_non_null(root);
+        assert_int_equal(eddy_buf_write_bytes(root, pattern, 64), 0);
+        view_race_t v = {.view = eddy_buf_slice(root, 0, 16), .start = &start};
+        assert_non_null(v.view);
+        eddy_buf_retain(v.view);
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, slice_a_view, &v), 0);
+        pthread_barrier_wait(&start);
+        /* Each growth moves the root and keeps its old block for the views. */
+        for (size_t k = 0; k < VIEW_GROWTHS; k++) {
+            assert_int_equal(eddy_buf_write_zero(root, (size_t)64 << k), 0);
+        }
+        assert_int_equal(pthread_join(th, NULL), 0);
+        assert_int_equal(v.failures, 0);
+        assert_memory_equal(eddy_buf_read_ptr(root), pattern, 64);
+        assert_int_equal(eddy_buf_release(root), 1);
+    }
+    pthread_barrier_destroy(&start);
+    assert_int_equal(eddy_buf_live_count(), live);
+    assert_pool_empty_and_free(a);
+}
+
 static int make_pattern(void **state)
 {
     for (size_t i = 0; i < sizeof(pattern); i++) {
@@ -385,6 +456,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buffers_cross_threads_while_others_allocate_locally),
         cmocka_unit_test(test_concurrent_releases_free_each_buffer_exactly_once),
+        cmocka_unit_test(test_views_made_on_another_thread_while_the_root_grows),
     };
     return cmocka_run_group_tests_name("buffer.stress_pool", tests, make_pattern, NULL);
 }

@@ -361,6 +361,33 @@ static void test_allocator_free_is_busy_while_a_buffer_lives(void **state)
     assert_int_equal(eddy_buf_live_count(), live);
 }
 
+/* A buffer of capacity 0 holds no block yet, but it lives, and it grows from the pool. */
+static void test_allocator_free_is_busy_while_an_empty_buffer_lives(void **state)
+{
+    int64_t live = eddy_buf_live_count();
+    eddy_allocator_t *a = new_pool(64 * KIB, false);
+
+    eddy_buf_t *b = eddy_buf_alloc(a, 0, 1000);
+    assert_non_null(b);
+    assert_int_equal(eddy_buf_capacity(b), 0);
+    assert_int_equal(eddy_allocator_free(a), EDDY_EBUSY);
+    /* Nothing was freed: the buffer grows from the pool (ASan: no use after free). */
+    assert_int_equal(eddy_buf_write_bytes(b, "grown", 5), 0);
+    assert_ptr_equal(eddy_buf_allocator(b), a);
+    assert_int_equal(eddy_allocator_free(a), EDDY_EBUSY);
+    assert_memory_equal(eddy_buf_read_ptr(b), "grown", 5);
+    assert_int_equal(eddy_buf_release(b), 1);
+
+    /* An empty buffer released without growing leaves the pool free to go. */
+    eddy_buf_t *e = eddy_buf_alloc(a, 0, 0);
+    assert_non_null(e);
+    assert_int_equal(eddy_allocator_free(a), EDDY_EBUSY);
+    assert_int_equal(eddy_buf_release(e), 1);
+
+    assert_int_equal(eddy_allocator_free(a), 0);
+    assert_int_equal(eddy_buf_live_count(), live);
+}
+
 static void test_pool_options_are_validated(void **state)
 {
     eddy_pool_options_t opts = {.chunk_size = 100000};
@@ -595,6 +622,7 @@ int main(void)
         cmocka_unit_test(test_metrics_follow_buffers_and_trim_gives_memory_back),
         cmocka_unit_test(test_requests_above_half_a_chunk_are_unpooled),
         cmocka_unit_test(test_allocator_free_is_busy_while_a_buffer_lives),
+        cmocka_unit_test(test_allocator_free_is_busy_while_an_empty_buffer_lives),
         cmocka_unit_test(test_pool_options_are_validated),
         cmocka_unit_test(test_no_cache_returns_memory_to_the_arena_at_once),
         cmocka_unit_test(test_foreach_cache_reports_the_calling_thread_cache),
