@@ -24,6 +24,9 @@
 /* Buckets per shard at start and after FLUSHALL; tables double when keys outnumber buckets. */
 #define SHARD_MIN_BUCKETS 16
 
+/* resp_store_expire_cycle(): most batches of buckets a shard per cycle. */
+#define EXPIRE_MAX_BATCHES 64
+
 /* Bytes of a value INCR reads as a number: Redis' LONG_STR_SIZE (20 digits and a sign). */
 #define INT_TEXT_MAX 21
 
@@ -315,6 +318,9 @@ static bool arg_int(exec_t *x, size_t i, int64_t *v)
 
 static int cmd_ping(exec_t *x)
 {
+    if (x->cmd->argc > 2) {
+        return error(x, "ERR wrong number of arguments for 'ping' command");
+    }
     if (x->cmd->argc == 2) {
         return eddy_resp_write_bulk(x->out, arg(x, 1)->ptr, arg(x, 1)->len);
     }
@@ -608,14 +614,22 @@ static int cmd_persist(exec_t *x)
 
 static int cmd_flushall(exec_t *x)
 {
-    if (x->cmd->argc == 2 && !eddy_resp_arg_is(x->cmd, 1, "sync") &&
-        !eddy_resp_arg_is(x->cmd, 1, "async")) {
+    if (x->cmd->argc > 2 || (x->cmd->argc == 2 && !eddy_resp_arg_is(x->cmd, 1, "sync") &&
+                             !eddy_resp_arg_is(x->cmd, 1, "async"))) {
         return syntax_error(x);
     }
     for (size_t i = 0; i < RESP_STORE_SHARDS; i++) {
         shard_t *sh = &x->s->shard[i];
+        /* Back to SHARD_MIN_BUCKETS (without memory, the emptied table stays). */
+        entry_t **small =
+            sh->mask + 1 > SHARD_MIN_BUCKETS ? calloc(SHARD_MIN_BUCKETS, sizeof(entry_t *)) : NULL;
         pthread_mutex_lock(&sh->lock);
         shard_clear(sh);
+        if (small != NULL) {
+            free(sh->table);
+            sh->table = small;
+            sh->mask = SHARD_MIN_BUCKETS - 1;
+        }
         pthread_mutex_unlock(&sh->lock);
     }
     return ok(x);
@@ -883,20 +897,35 @@ size_t resp_store_expire_cycle(resp_store_t *s, size_t part, size_t parts, size_
     int64_t now = s->clock(s->clock_arg);
     for (size_t i = part; i < RESP_STORE_SHARDS; i += parts) {
         shard_t *sh = &s->shard[i];
-        pthread_mutex_lock(&sh->lock);
-        for (size_t b = 0; b < buckets && sh->expires > 0; b++) {
-            entry_t **link = &sh->table[sh->cursor & sh->mask];
-            while (*link != NULL) {
-                if ((*link)->expire_ms != 0 && (*link)->expire_ms <= now) {
-                    shard_unlink(sh, link);
-                    deleted++;
-                } else {
-                    link = &(*link)->next;
+        /* Batches of `buckets`, the lock released between them, go on while at least one key
+         * in 10 of those looked at was due (Redis' acceptable stale share), up to one pass
+         * over the table or EXPIRE_MAX_BATCHES: a fixed share per cycle would fall behind
+         * keys expiring faster than it looks at them, and they would pile up in memory. */
+        size_t visited = 0;
+        for (size_t batch = 0; batch < EXPIRE_MAX_BATCHES; batch++) {
+            size_t seen = 0, due = 0;
+            pthread_mutex_lock(&sh->lock);
+            for (size_t b = 0; b < buckets && sh->expires > 0; b++) {
+                entry_t **link = &sh->table[sh->cursor & sh->mask];
+                while (*link != NULL) {
+                    seen++;
+                    if ((*link)->expire_ms != 0 && (*link)->expire_ms <= now) {
+                        shard_unlink(sh, link);
+                        due++;
+                    } else {
+                        link = &(*link)->next;
+                    }
                 }
+                sh->cursor = (sh->cursor + 1) & sh->mask;
             }
-            sh->cursor = (sh->cursor + 1) & sh->mask;
+            visited += buckets;
+            bool more = sh->expires > 0 && due * 10 >= seen && visited <= sh->mask;
+            pthread_mutex_unlock(&sh->lock);
+            deleted += due;
+            if (!more) {
+                break;
+            }
         }
-        pthread_mutex_unlock(&sh->lock);
     }
     return deleted;
 }

@@ -52,8 +52,10 @@ size_t resp_store_size(resp_store_t *s, size_t *expires);
 
 /*
  * Active expiry (Redis' activeExpireCycle, simplified): for each shard i with
- * i % parts == part, look at up to `buckets` buckets from where the last cycle stopped and
- * delete the keys past their deadline. Returns how many it deleted. Any thread.
+ * i % parts == part, look at `buckets` buckets from where the last cycle stopped and delete
+ * the keys past their deadline; more batches of `buckets` follow while at least 1 in 10 of
+ * the keys looked at was due (up to one pass over the shard). Returns how many it deleted.
+ * Any thread.
  */
 size_t resp_store_expire_cycle(resp_store_t *s, size_t part, size_t parts, size_t buckets);
 

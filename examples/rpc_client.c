@@ -554,7 +554,7 @@ int main(int argc, char **argv)
     if (bad) {
         return run_bad(host, port, max_frame);
     }
-    if (4 + RPC_HEADER + 5 + size > max_frame) {
+    if (4 + RPC_HEADER + strlen("echo") + size > max_frame) { /* only echo calls carry --size */
         fprintf(stderr, "eddy-rpc-client: --size %lu does not fit --max-frame %lu\n", size,
                 max_frame);
         return 2;

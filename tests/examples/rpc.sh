@@ -25,6 +25,9 @@ ms_now() { echo $(($(date +%s%N) / 1000000)); }
 "$client" --port "$port" --method echo --calls 2000 --size 100
 "$client" --port "$port" --method echo --calls 40 --size 300000 --inflight 4 --connections 2
 "$client" --port "$port" --method add --calls 2000 --connections 2 --threads 2
+# Echo calls whose frames are exactly the maximum (1048576 with the length field: 4 + id 8 +
+# method length 1 + "echo" 4 + the body).
+"$client" --port "$port" --method echo --calls 4 --size $((1048576 - 17)) --inflight 2
 "$client" --port "$port" --method mix --calls 3000 --connections 4 --inflight 32 --sleep-ms 1
 
 # 20 sleeps of 50 ms, 20 in flight over 20 connections: they overlap (one after another they

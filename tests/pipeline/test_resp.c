@@ -424,6 +424,7 @@ static void test_resp_store_answers_like_redis(void **state)
     eddy_channel_t *ch = server_channel(s, &c);
     roundtrip(ch, "PING\r\n", "+PONG\r\n");
     roundtrip(ch, "PING hi\r\n", "$2\r\nhi\r\n");
+    roundtrip(ch, "PING a b\r\n", "-ERR wrong number of arguments for 'ping' command\r\n");
     roundtrip(ch, "ECHO \"a b\"\r\n", "$3\r\na b\r\n");
     roundtrip(ch, "GET k\r\n", "$-1\r\n");
     roundtrip(ch, "SET k v\r\nGET k\r\n", "+OK\r\n$1\r\nv\r\n");
@@ -456,6 +457,9 @@ static void test_resp_store_answers_like_redis(void **state)
     roundtrip(ch, "COMMAND\r\nCOMMAND DOCS\r\n", "*0\r\n*0\r\n");
     roundtrip(ch, "CONFIG GET save\r\nCONFIG GET appendonly\r\n",
               "*2\r\n$4\r\nsave\r\n$0\r\n\r\n*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n");
+    /* Extra arguments are a syntax error, as in Redis: they must not flush anything. */
+    roundtrip(ch, "FLUSHALL ASYNC x\r\nFLUSHDB SYNC SYNC\r\nDBSIZE\r\n",
+              "-ERR syntax error\r\n-ERR syntax error\r\n:5\r\n");
     roundtrip(ch, "FLUSHALL\r\nDBSIZE\r\n", "+OK\r\n:0\r\n");
     finish_store(ch, s);
 }
@@ -525,6 +529,46 @@ static void test_resp_store_expired_keys_leave_their_chains_intact(void **state)
     finish_store(ch, s);
 }
 
+/* SET count keys named prefix:i with value 1 and options opts (" PX 10", ""), 100 a feed. */
+static void set_many(eddy_channel_t *ch, const char *prefix, int count, const char *opts)
+{
+    char req[8192], want[1024];
+    for (int i = 0; i < count;) {
+        size_t n = 0, w = 0;
+        for (int k = 0; k < 100 && i < count; k++, i++) {
+            n += (size_t)snprintf(req + n, sizeof(req) - n, "SET %s:%d 1%s\r\n", prefix, i, opts);
+            w += (size_t)snprintf(want + w, sizeof(want) - w, "+OK\r\n");
+        }
+        roundtrip(ch, req, want);
+    }
+}
+
+static void test_resp_store_sweeping_keeps_up_with_expired_keys(void **state)
+{
+    (void)state;
+    resp_store_t *s = test_store();
+    conn_t c;
+    eddy_channel_t *ch = server_channel(s, &c);
+    /* 20000 keys nobody asks for again, all due: one sweep of 64 buckets a shard must not
+     * leave most of them in memory (Redis' active expiry goes on while it finds many). */
+    set_many(ch, "t", 20000, " PX 10");
+    set_many(ch, "keep", 50, "");
+    fake_now += 20;
+    assert_int_equal(resp_store_expire_cycle(s, 0, 1, 64), 20000);
+    size_t expires;
+    assert_int_equal(resp_store_size(s, &expires), 50);
+    assert_int_equal(expires, 0);
+
+    /* FLUSHALL gives the tables back: a few new keys sit in small tables again, and one
+     * sweep of a bucket at a time finds them all. */
+    roundtrip(ch, "FLUSHALL\r\n", "+OK\r\n");
+    set_many(ch, "u", 64, " PX 10");
+    fake_now += 20;
+    assert_int_equal(resp_store_expire_cycle(s, 0, 1, 1), 64);
+    assert_int_equal(resp_store_size(s, NULL), 0);
+    finish_store(ch, s);
+}
+
 static void test_resp_decodes_a_large_bulk_trickling_in(void **state)
 {
     (void)state;
@@ -587,6 +631,7 @@ int main(void)
         cmocka_unit_test(test_resp_store_answers_like_redis),
         cmocka_unit_test(test_resp_store_expires_keys_on_access_and_by_sweeping),
         cmocka_unit_test(test_resp_store_expired_keys_leave_their_chains_intact),
+        cmocka_unit_test(test_resp_store_sweeping_keeps_up_with_expired_keys),
         cmocka_unit_test(test_resp_decodes_a_large_bulk_trickling_in),
         cmocka_unit_test(test_resp_protocol_error_is_answered_then_closes),
     };
