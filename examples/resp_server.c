@@ -31,11 +31,18 @@
 #define OUT_INITIAL 4096
 #define OUT_WRITE_AT (64 * 1024)
 
+/* Default of --max-output: replies a connection may hold unsent, bytes (Redis' hard limit for
+ * replicas). Backpressure stops reading a client that does not read, but one read of 64 KiB of
+ * GETs of a large value would otherwise make gigabytes of replies. */
+#define MAX_OUTPUT_DEFAULT ((size_t)256 << 20)
+
 /* Active expiry: every 100 ms (Redis' hz 10), up to this many buckets of each shard. */
 #define EXPIRE_PERIOD_MS 100
 #define EXPIRE_BUCKETS 64
 
 static _Atomic uint64_t errors_seen;
+static _Atomic uint64_t output_closes;         /* connections closed at --max-output */
+static size_t max_output = MAX_OUTPUT_DEFAULT; /* 0: no limit */
 
 typedef struct conn_s {
     resp_store_t *store;
@@ -59,6 +66,27 @@ static void conn_close_now(eddy_ctx_t *ctx, conn_t *c)
         c->out = NULL;
     }
     eddy_ctx_close(ctx, NULL);
+}
+
+/* Replies held for the client (this batch's and those queued unsent) past --max-output: the
+ * connection closes, as Redis' client-output-buffer-limit does, rather than grow without
+ * bound; a reply cut out of the stream would put every later one out of step. */
+static bool over_output_limit(eddy_ctx_t *ctx, conn_t *c)
+{
+    eddy_channel_counters_t k;
+    eddy_channel_counters(eddy_ctx_channel(ctx), &k);
+    if (k.pending_outbound_bytes + eddy_buf_readable(c->out) <= max_output) {
+        return false;
+    }
+    uint64_t n = atomic_fetch_add(&output_closes, 1) + 1;
+    if ((n & (n - 1)) == 0) {
+        fprintf(stderr,
+                "eddy-resp-server: a client holds more than %zu bytes of unread replies: "
+                "closed (%llu so far)\n",
+                max_output, (unsigned long long)n);
+    }
+    conn_close_now(ctx, c);
+    return true;
 }
 
 static void conn_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
@@ -95,6 +123,9 @@ static void conn_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
         eddy_buf_t *last = c->out;
         c->out = NULL;
         eddy_resp_close_after_flush(ctx, eddy_buf_msg(last));
+        return;
+    }
+    if (max_output > 0 && over_output_limit(ctx, c)) {
         return;
     }
     if (eddy_buf_readable(c->out) >= OUT_WRITE_AT) {
@@ -208,10 +239,13 @@ static void sweep(eddy_timer_t *t, void *arg)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: eddy-resp-server [--host ADDR] [--port N] [--threads N] [--max-bulk-len N]\n"
+               "                        [--max-output N]\n"
                "  --host ADDR        address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
                "  --port N           port (default 6380; 0 picks one)\n"
                "  --threads N        worker loops sharing one keyspace (default: one per CPU)\n"
                "  --max-bulk-len N   longest bulk string accepted, bytes (default 64 MiB)\n"
+               "  --max-output N     close a client holding more unread replies, bytes\n"
+               "                     (default 256 MiB; 0: no limit)\n"
                "A Redis-compatible server: PING ECHO SET GET DEL EXISTS INCR DECR INCRBY DECRBY\n"
                "EXPIRE PEXPIRE TTL PTTL PERSIST FLUSHALL DBSIZE INFO COMMAND CONFIG GET SELECT\n"
                "QUIT. SIGINT or SIGTERM stop it gracefully.\n");
@@ -221,6 +255,7 @@ int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
     unsigned long port = 6380, threads = 0, max_bulk = EDDY_RESP_DEFAULT_MAX_BULK_LEN;
+    unsigned long max_out = MAX_OUTPUT_DEFAULT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -234,6 +269,9 @@ int main(int argc, char **argv)
                    example_parse_uint(v, 1024, &threads)) {
         } else if (strcmp(a, "--max-bulk-len") == 0 && v != NULL &&
                    example_parse_uint(v, (unsigned long)1 << 40, &max_bulk) && max_bulk > 0) {
+        } else if (strcmp(a, "--max-output") == 0 && v != NULL &&
+                   example_parse_uint(v, (unsigned long)1 << 40, &max_out)) {
+            max_output = (size_t)max_out;
         } else {
             usage(stderr);
             return 2;
@@ -290,8 +328,9 @@ int main(int argc, char **argv)
     size_t keys = resp_store_size(srv.store, NULL);
     resp_store_free(srv.store);
     printf("eddy-resp-server: stopped by %s; %llu connections served, %zu keys dropped, "
-           "%llu errors\n",
+           "%llu errors, %llu closed at --max-output\n",
            sig == SIGINT ? "SIGINT" : "SIGTERM", (unsigned long long)c.accepted, keys,
-           (unsigned long long)atomic_load(&errors_seen));
+           (unsigned long long)atomic_load(&errors_seen),
+           (unsigned long long)atomic_load(&output_closes));
     return rc;
 }

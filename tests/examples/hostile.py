@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Hostile clients against every example server: garbage, a reader that never reads, resets in
-the middle of a request, more connections than the server has descriptors, and (TLS) silent
-connections and garbage instead of a handshake. After each, the server must still answer a
+the middle of a request, more connections than the server has descriptors, (RESP) requests
+whose replies are a thousand times larger, never read, and (TLS) silent connections and
+garbage instead of a handshake. After each, the server must still answer a
 well-formed request; its memory must stay bounded; SIGTERM must end it with status 0 (under
 the sanitizers that also means no leak after all of it).
 
@@ -177,6 +178,20 @@ def main():
         flood(srv.port)
         srv.check_alive(probe, expect, f"{FDS * 2} connections on {FDS} descriptors")
         srv.stop()
+
+    # One read of GETs of a large value, never read back: 400 replies of 1 MiB would be made
+    # from 3.6 KB of requests. The server closes the connection at --max-output instead.
+    srv = Server([os.path.join(bin_dir, "eddy-resp-server"), "--port", "0", "--threads", "1",
+                  "--max-output", str(8 << 20)])
+    big = b"x" * (1 << 20)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+        s.sendall(b"*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$%d\r\n%s\r\n" % (len(big), big))
+        if s.recv(16) != b"+OK\r\n":
+            srv.fail("SET of 1 MiB not answered")
+        s.sendall(b"GET big\r\n" * 400)
+        time.sleep(1)
+        srv.check_alive(b"PING\r\n", b"+PONG", "400 GETs of 1 MiB never read")
+    srv.stop()
 
     tls = ssl.create_default_context(cafile=os.path.join(cert_dir, "ca.pem"))
     srv = Server([os.path.join(bin_dir, "eddy-echo-server"), "--port", "0", "--threads", "1",
