@@ -5,6 +5,7 @@
 #include "pipeline/internal.h"
 
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -553,9 +554,19 @@ void eddy__channel_on_loop(eddy_channel_t *ch, void (*fn)(eddy_channel_t *, void
          * terminated nothing else touches the channel: run the operation here, where it finds
          * the channel closed and fails its promise, releasing its message. */
         if (eddy_future_await(eddy_loop_termination_future(eddy__loop_of(ch)), 5000) == 0) {
+            /* One at a time: several threads may get here for one channel, and the loop's
+             * thread no longer serialises them (held: a listener inside may come back). */
+            static pthread_mutex_t after_loop = PTHREAD_MUTEX_INITIALIZER;
+            static _Thread_local unsigned held;
+            if (held++ == 0) {
+                pthread_mutex_lock(&after_loop);
+            }
             eddy_loop_t *prev = eddy__loop_enter(eddy__loop_of(ch));
             on_loop_run(t);
             eddy__loop_leave(prev);
+            if (--held == 0) {
+                pthread_mutex_unlock(&after_loop);
+            }
             return;
         }
         fprintf(stderr, "eddy: channel %llu: its loop refused a task (%s); dropped\n",

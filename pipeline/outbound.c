@@ -40,7 +40,8 @@ void eddy__outbound_update_writability(eddy_channel_t *ch)
         return;
     }
     atomic_store_explicit(&ch->writable, now, memory_order_relaxed);
-    if (ch->opt[EDDY_PAUSE_READ_WHEN_UNWRITABLE]) {
+    if (ch->opt[EDDY_PAUSE_READ_WHEN_UNWRITABLE] || (ch->flags & EDDY__CH_PAUSED)) {
+        /* (Paused, then the option turned off: the pause still ends when the channel drains.) */
         /* The backpressure policy: reading pauses while the peer does not keep up, so an
          * echo or a proxy holds bounded memory against a slow reader. */
         if (!now) {

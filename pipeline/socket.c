@@ -226,6 +226,12 @@ void eddy__socket_read(eddy_channel_t *ch)
     int64_t msgs = 0;
     int err = 0;
     bool eof = false;
+    /* AUTO_READ off: this batch answers the request; a handler asking again inside it (from
+     * channel_read or channel_read_complete) sets READING anew. */
+    bool one_batch = !ch->opt[EDDY_AUTO_READ] && (ch->flags & EDDY__CH_READING);
+    if (one_batch) {
+        ch->flags &= ~EDDY__CH_READING;
+    }
     while (msgs < max_msgs && !(ch->flags & (EDDY__CH_CLOSED | EDDY__CH_PAUSED))) {
         size_t size = recv_guess(ch);
         eddy_buf_t *buf = eddy_buf_alloc(alloc, size, size);
@@ -280,8 +286,11 @@ void eddy__socket_read(eddy_channel_t *ch)
         }
         return;
     }
-    if (!ch->opt[EDDY_AUTO_READ] && (ch->flags & EDDY__CH_READING)) {
+    if (one_batch && !(ch->flags & EDDY__CH_READING)) {
         /* One batch per request: the next needs eddy_channel_read(). */
+        update_interest(ch);
+    } else if (!one_batch && !ch->opt[EDDY_AUTO_READ] && (ch->flags & EDDY__CH_READING)) {
+        /* AUTO_READ was turned off during the batch. */
         ch->flags &= ~EDDY__CH_READING;
         update_interest(ch);
     }

@@ -206,6 +206,57 @@ static void test_pipeline_changes_inside_events(void **state)
     assert_true(eddy_embedded_finish(ch));
 }
 
+/* A decoder that makes two messages of every one it reads, and a handshake handler that, on
+ * the first, takes the decoder and itself out of the pipeline: the decoder's second message
+ * must not reach the handshake handler, which was removed (handler_removed is its last call). */
+static void two_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    eddy_ctx_fire_channel_read(ctx, msg);
+    eddy_ctx_fire_channel_read(ctx, text("second"));
+}
+
+static const eddy_handler_ops_t two_ops = {.name = "two", .channel_read = two_read};
+
+typedef struct switcher_s {
+    int reads;
+    int after_removal;
+} switcher_t;
+
+static void switch_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    switcher_t *sw = eddy_ctx_state(ctx);
+    if (eddy_ctx_is_removed(ctx)) {
+        sw->after_removal++;
+    }
+    if (sw->reads++ == 0) {
+        assert_int_equal(eddy_pipeline_remove(eddy_ctx_pipeline(ctx), "two"), 0);
+        assert_int_equal(eddy_pipeline_remove(eddy_ctx_pipeline(ctx), eddy_ctx_name(ctx)), 0);
+    }
+    eddy_ctx_fire_channel_read(ctx, msg);
+}
+
+static const eddy_handler_ops_t switch_ops = {.name = "switch", .channel_read = switch_read};
+
+static void test_pipeline_no_event_reaches_a_removed_handler(void **state)
+{
+    (void)state;
+    switcher_t sw = {0};
+    eddy_channel_t *ch = eddy_embedded_channel_new();
+    eddy_pipeline_t *p = eddy_channel_pipeline(ch);
+    assert_int_equal(eddy_pipeline_add_last(p, "two", &two_ops, NULL, NULL), 0);
+    assert_int_equal(eddy_pipeline_add_last(p, "switch", &switch_ops, &sw, NULL), 0);
+    eddy_embedded_write_inbound(ch, text("first"));
+    assert_int_equal(sw.reads, 1);
+    assert_int_equal(sw.after_removal, 0);
+    /* Both messages went on to the tail. */
+    for (int i = 0; i < 2; i++) {
+        eddy_msg_t *m = eddy_embedded_read_inbound(ch);
+        assert_non_null(m);
+        eddy_msg_release(m);
+    }
+    assert_true(eddy_embedded_finish(ch));
+}
+
 static void boom_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 {
     eddy_msg_release(msg);
@@ -354,6 +405,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pipeline_events_run_in_order_and_skip_by_mask),
         cmocka_unit_test(test_pipeline_changes_inside_events),
+        cmocka_unit_test(test_pipeline_no_event_reaches_a_removed_handler),
         cmocka_unit_test(test_pipeline_errors_reach_the_tail),
         cmocka_unit_test(test_pipeline_finish_reports_leftovers),
         cmocka_unit_test(test_pipeline_writes_after_close_fail),

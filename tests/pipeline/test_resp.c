@@ -614,6 +614,12 @@ static void test_resp_protocol_error_is_answered_then_closes(void **state)
     ch = server_channel(s, &c);
     roundtrip(ch, "QUIT\r\nPING\r\n", "+OK\r\n");
     assert_false(eddy_channel_is_open(ch));
+    /* The PING decoded with the QUIT goes past the removed handlers to the end of the
+     * pipeline, unanswered (no handler sees an event after handler_removed). */
+    eddy_msg_t *late = eddy_embedded_read_inbound(ch);
+    assert_non_null(late);
+    assert_non_null(eddy_resp_cmd_of(late));
+    eddy_msg_release(late);
     finish_store(ch, s);
 }
 

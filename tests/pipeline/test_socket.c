@@ -54,6 +54,8 @@ typedef struct server_s {
     eddy_channel_config_t child_config;
     const eddy_handler_ops_t *ops;
     eddy_carrier_t *carrier; /* offload the handler there */
+    const eddy_handler_ops_t *after; /* NULL, or a handler on the loop after it */
+    _Atomic int late; /* events the "after" handler saw once removed or inactive */
 } server_t;
 
 static server_t *srv_of(eddy_ctx_t *ctx)
@@ -125,7 +127,11 @@ static int init_child(eddy_channel_t *ch, void *arg)
     }
     eddy_pipeline_t *p = eddy_channel_pipeline(ch);
     if (s->carrier != NULL) {
-        return eddy_pipeline_add_last_on(p, s->carrier, "h", s->ops, s, NULL);
+        int rc = eddy_pipeline_add_last_on(p, s->carrier, "h", s->ops, s, NULL);
+        if (rc == 0 && s->after != NULL) {
+            rc = eddy_pipeline_add_last(p, "after", s->after, s, NULL);
+        }
+        return rc;
     }
     return eddy_pipeline_add_last(p, "h", s->ops, s, NULL);
 }
@@ -413,6 +419,69 @@ static void test_socket_slow_reader_pauses_reading_with_bounded_memory(void **st
     server_stop(&s);
 }
 
+/* PAUSE_READ_WHEN_UNWRITABLE turned off while reading is paused: reading resumes once the
+ * channel drains, it does not stay paused for good. The handler answers its first read with
+ * a block past the high water mark, and turns the policy off when it goes unwritable. */
+enum { BLOCK = 256 * 1024 };
+
+static void block_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    if (atomic_fetch_add(&srv_of(ctx)->echoed, eddy_buf_readable(eddy_buf_of(msg))) > 0) {
+        eddy_ctx_write(ctx, msg, NULL); /* later reads: echo */
+        return;
+    }
+    eddy_msg_release(msg);
+    eddy_buf_t *b = eddy_buf_new(BLOCK);
+    memset(eddy_buf_write_ptr(b), 'b', BLOCK);
+    eddy_buf_produce(b, BLOCK);
+    eddy_ctx_write(ctx, eddy_buf_msg(b), NULL);
+}
+
+static void unpause_writability(eddy_ctx_t *ctx)
+{
+    if (!eddy_channel_is_writable(eddy_ctx_channel(ctx))) {
+        assert_int_equal(
+            eddy_channel_set_option(eddy_ctx_channel(ctx), EDDY_PAUSE_READ_WHEN_UNWRITABLE, 0), 0);
+    }
+    note_writability(ctx);
+}
+
+static const eddy_handler_ops_t block_ops = {
+    .name = "block",
+    .sharable = true,
+    .channel_read = block_read,
+    .channel_read_complete = echo_read_complete,
+    .channel_inactive = note_inactive,
+    .channel_writability_changed = unpause_writability,
+    .exception_caught = note_exception,
+};
+
+static void test_socket_pause_turned_off_while_paused_reads_again(void **state)
+{
+    (void)state;
+    server_t s = {.ops = &block_ops};
+    eddy_channel_config_init(&s.child_config);
+    eddy_channel_config_set(&s.child_config, EDDY_PAUSE_READ_WHEN_UNWRITABLE, 1);
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    int fd = client_connect(&s.addr);
+    send_all(fd, "go", 2);
+    char *buf = malloc(BLOCK);
+    recv_all(fd, buf, BLOCK);
+    free(buf);
+    WAIT_FOR(atomic_load(&s.writable_again) >= 1);
+    send_all(fd, "ping", 4);
+    struct pollfd pfd = {fd, POLLIN, 0};
+    assert_int_equal(poll(&pfd, 1, 2000), 1); /* read and echoed, not paused for good */
+    char ping[4];
+    recv_all(fd, ping, 4);
+    assert_memory_equal(ping, "ping", 4);
+    close(fd);
+    WAIT_FOR(atomic_load(&s.closed) == 1);
+    server_stop(&s);
+}
+
 /* Writes queued on a channel whose peer never reads fail with EDDY_ECLOSED at close, their
  * messages released (ASan checks the release). */
 static void test_socket_close_fails_queued_writes(void **state)
@@ -518,6 +587,51 @@ static void test_socket_writes_from_other_threads_keep_their_order(void **state)
     }
     close(fd);
     server_stop(&s);
+}
+
+/* Writes from two threads after the channel's loop terminated: each runs where it was made
+ * (the loop takes no tasks any more), finds the channel closed and fails its promise; the two
+ * must not run channel code at the same time (TSan checks). */
+static _Atomic int late_writes_failed;
+
+static void *late_writer_main(void *arg)
+{
+    eddy_channel_t *ch = arg;
+    for (int i = 0; i < 2000; i++) {
+        eddy_promise_t *p = eddy_promise_new(NULL);
+        eddy_channel_write_and_flush(ch, eddy_buf_msg(eddy_buf_from("late", 4)), p);
+        if (eddy_future_is_done(p) && eddy_future_error(p) == EDDY_ECLOSED) {
+            atomic_fetch_add(&late_writes_failed, 1);
+        }
+        eddy_future_release(p);
+    }
+    return NULL;
+}
+
+static void test_socket_writes_after_the_loop_terminated_fail_one_at_a_time(void **state)
+{
+    (void)state;
+    server_t s = {.ops = &quiet_ops};
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    int fd = client_connect(&s.addr);
+    WAIT_FOR(atomic_load(&s.child) != NULL);
+    eddy_future_t *t = eddy_loop_group_shutdown_gracefully(s.group, 0, 2000);
+    assert_int_equal(eddy_future_await(t, DEADLINE_MS), 0);
+    eddy_channel_t *child = atomic_load(&s.child);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        pthread_create(&th[i], NULL, late_writer_main, child);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+    }
+    assert_int_equal(atomic_load(&late_writes_failed), 4000);
+    eddy_channel_release(s.listener);
+    eddy_channel_release(atomic_exchange(&s.child, NULL));
+    assert_int_equal(eddy_loop_group_free(s.group), 0);
+    close(fd);
 }
 
 /* eddy's own client: connect, exchange, and a refused connection failing its future. */
@@ -697,6 +811,64 @@ static void test_socket_offloaded_handler_outlives_its_loop_group(void **state)
     eddy_carrier_free(carrier);
 }
 
+/* An offloaded handler still busy with a read when the channel closes: what it passes on
+ * after the close does not reach the handlers after it, which saw channel_inactive and were
+ * removed (the message goes to the tail and is released). */
+static _Atomic int fwd_removed;
+
+static void fwd_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    usleep(100000); /* the client's FIN closes the channel meanwhile */
+    eddy_ctx_fire_channel_read(ctx, msg);
+}
+
+static void fwd_removed_cb(eddy_ctx_t *ctx)
+{
+    (void)ctx;
+    atomic_store(&fwd_removed, 1);
+}
+
+static const eddy_handler_ops_t fwd_ops = {
+    .name = "fwd",
+    .sharable = true,
+    .handler_removed = fwd_removed_cb,
+    .channel_read = fwd_read,
+};
+
+static void after_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    if (eddy_ctx_is_removed(ctx) || atomic_load(&srv_of(ctx)->closed) > 0) {
+        atomic_fetch_add(&srv_of(ctx)->late, 1);
+    }
+    eddy_msg_release(msg);
+}
+
+static const eddy_handler_ops_t after_ops = {
+    .name = "after",
+    .sharable = true,
+    .channel_read = after_read,
+    .channel_inactive = note_inactive,
+};
+
+static void test_socket_offloaded_reads_after_close_skip_removed_handlers(void **state)
+{
+    (void)state;
+    eddy_carrier_t *carrier = offload_carrier_new(2, 1);
+    server_t s = {.ops = &fwd_ops, .carrier = carrier, .after = &after_ops};
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    int fd = client_connect(&s.addr);
+    send_all(fd, "x", 1);
+    close(fd);
+    WAIT_FOR(atomic_load(&fwd_removed) == 1);
+    server_stop(&s);
+    assert_int_equal(eddy_carrier_shutdown(carrier, EDDY_CARRIER_DRAIN), 0);
+    eddy_carrier_free(carrier);
+    assert_int_equal(atomic_load(&s.closed), 1);
+    assert_int_equal(atomic_load(&s.late), 0);
+}
+
 /* Shutting the loop group down closes its channels (Netty's closeAll): the client sees the
  * end of stream, the handlers see inactive, nothing leaks. */
 static void test_socket_loop_shutdown_closes_channels(void **state)
@@ -747,6 +919,54 @@ static void test_socket_auto_read_off_reads_on_request(void **state)
     recv_all(fd, buf, 3);
     assert_memory_equal(buf, "def", 3);
     close(fd);
+    server_stop(&s);
+}
+
+/* With AUTO_READ off, a handler that asks for the next read from channel_read_complete (as a
+ * proxy or a flow-controlled handler does) gets it: the request made inside the batch is not
+ * forgotten when the batch ends. */
+static void ask_active(eddy_ctx_t *ctx)
+{
+    eddy_ctx_read(ctx);
+    eddy_ctx_fire_channel_active(ctx);
+}
+
+static void ask_read_complete(eddy_ctx_t *ctx)
+{
+    eddy_ctx_flush(ctx);
+    eddy_ctx_read(ctx);
+}
+
+static const eddy_handler_ops_t ask_ops = {
+    .name = "ask",
+    .sharable = true,
+    .channel_active = ask_active,
+    .channel_read = echo_read,
+    .channel_read_complete = ask_read_complete,
+    .channel_inactive = note_inactive,
+    .exception_caught = note_exception,
+};
+
+static void test_socket_auto_read_off_read_asked_inside_the_batch(void **state)
+{
+    (void)state;
+    server_t s = {.ops = &ask_ops};
+    eddy_channel_config_init(&s.child_config);
+    eddy_channel_config_set(&s.child_config, EDDY_AUTO_READ, 0);
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    int fd = client_connect(&s.addr);
+    char buf[4];
+    for (int i = 0; i < 3; i++) {
+        send_all(fd, "abc", 3);
+        struct pollfd pfd = {fd, POLLIN, 0};
+        assert_int_equal(poll(&pfd, 1, 2000), 1); /* not stalled after the first batch */
+        recv_all(fd, buf, 3);
+        assert_memory_equal(buf, "abc", 3);
+    }
+    close(fd);
+    WAIT_FOR(atomic_load(&s.closed) == 1);
     server_stop(&s);
 }
 
@@ -920,13 +1140,17 @@ int main(void)
         cmocka_unit_test(test_socket_peer_fin_closes_without_half_closure),
         cmocka_unit_test(test_socket_reset_is_an_error_then_a_close),
         cmocka_unit_test(test_socket_slow_reader_pauses_reading_with_bounded_memory),
+        cmocka_unit_test(test_socket_pause_turned_off_while_paused_reads_again),
         cmocka_unit_test(test_socket_close_fails_queued_writes),
         cmocka_unit_test(test_socket_writes_from_other_threads_keep_their_order),
+        cmocka_unit_test(test_socket_writes_after_the_loop_terminated_fail_one_at_a_time),
         cmocka_unit_test(test_socket_eddy_client_connects_and_refusal_fails),
         cmocka_unit_test(test_socket_offloaded_handler_runs_off_the_loop_in_order),
         cmocka_unit_test(test_socket_offloaded_handler_outlives_its_loop_group),
+        cmocka_unit_test(test_socket_offloaded_reads_after_close_skip_removed_handlers),
         cmocka_unit_test(test_socket_loop_shutdown_closes_channels),
         cmocka_unit_test(test_socket_auto_read_off_reads_on_request),
+        cmocka_unit_test(test_socket_auto_read_off_read_asked_inside_the_batch),
         cmocka_unit_test(test_socket_close_with_unread_input_delivers_what_was_written),
         cmocka_unit_test(test_socket_listener_survives_descriptor_exhaustion),
         cmocka_unit_test(test_socket_refusing_init_closes_cleanly),
