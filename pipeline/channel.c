@@ -445,6 +445,7 @@ void eddy_channel_release(eddy_channel_t *ch)
 void eddy__channel_registered(eddy_channel_t *ch)
 {
     ch->flags |= EDDY__CH_REGISTERED;
+    eddy__channel_show_state(ch);
     eddy__pipeline_fire_registered(&ch->pipeline);
 }
 
@@ -454,6 +455,7 @@ void eddy__channel_activate(eddy_channel_t *ch)
         return;
     }
     ch->flags |= EDDY__CH_ACTIVE;
+    eddy__channel_show_state(ch);
     eddy__pipeline_fire_active(&ch->pipeline);
     if (ch->opt[EDDY_AUTO_READ] && !(ch->flags & EDDY__CH_CLOSED)) {
         eddy__pipeline_read(&ch->pipeline);
@@ -483,6 +485,7 @@ void eddy__channel_do_close(eddy_channel_t *ch, int why, eddy_promise_t *p)
     eddy__loop_closer_remove(&ch->closer);
     bool was_active = (ch->flags & EDDY__CH_ACTIVE) != 0;
     ch->flags &= ~EDDY__CH_ACTIVE;
+    eddy__channel_show_state(ch);
     eddy__pipeline_enter(&ch->pipeline);
     if ((why == 0 || why == EDDY_ESHUTDOWN) && was_active && ch->ops->discard_input != NULL &&
         !(ch->flags & EDDY__CH_INPUT_SHUTDOWN) && ch->opt[EDDY_SO_LINGER] != 0) {
@@ -497,6 +500,7 @@ void eddy__channel_do_close(eddy_channel_t *ch, int why, eddy_promise_t *p)
     }
     if (ch->flags & EDDY__CH_REGISTERED) {
         ch->flags &= ~EDDY__CH_REGISTERED;
+        eddy__channel_show_state(ch);
         eddy__pipeline_fire_unregistered(&ch->pipeline);
     }
     eddy__pipeline_destroy(&ch->pipeline);
@@ -732,17 +736,18 @@ int eddy_channel_fd(const eddy_channel_t *ch)
 
 bool eddy_channel_is_registered(const eddy_channel_t *ch)
 {
-    return (ch->flags & EDDY__CH_REGISTERED) != 0;
+    return (atomic_load_explicit(&ch->shown_state, memory_order_acquire) &
+            EDDY__CH_REGISTERED) != 0;
 }
 
 bool eddy_channel_is_active(const eddy_channel_t *ch)
 {
-    return (ch->flags & EDDY__CH_ACTIVE) != 0;
+    return (atomic_load_explicit(&ch->shown_state, memory_order_acquire) & EDDY__CH_ACTIVE) != 0;
 }
 
 bool eddy_channel_is_open(const eddy_channel_t *ch)
 {
-    return !(ch->flags & EDDY__CH_CLOSED);
+    return !(atomic_load_explicit(&ch->shown_state, memory_order_acquire) & EDDY__CH_CLOSED);
 }
 
 bool eddy_channel_is_writable(const eddy_channel_t *ch)

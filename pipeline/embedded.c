@@ -157,6 +157,7 @@ eddy_channel_t *eddy_embedded_channel_new(void)
     scope_t s = enter(ch);
     eddy__channel_registered(ch);
     ch->flags |= EDDY__CH_ACTIVE;
+    eddy__channel_show_state(ch);
     eddy__pipeline_fire_active(&ch->pipeline);
     leave(ch, s);
     return ch;

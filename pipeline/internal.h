@@ -195,6 +195,9 @@ struct eddy_channel_s {
      * socket.c's sizes, 0 before the first read. */
     uint8_t recv_index;
     bool recv_shrink_next;
+    /* REGISTERED, ACTIVE and CLOSED of `flags`, for eddy_channel_is_open() and the like on
+     * any thread: stored (eddy__channel_show_state) after each change on the loop. */
+    _Atomic uint8_t shown_state;
     eddy_io_t io;          /* every kind's: its loop is the channel's, eddy__loop_of() */
     eddy__closer_t closer; /* closed with the loop's shutdown (registered socket kinds) */
     eddy_pipeline_t pipeline;
@@ -256,6 +259,16 @@ static inline eddy_channel_t *eddy__pipeline_channel(eddy_pipeline_t *p)
     return EDDY_CONTAINER_OF(p, eddy_channel_t, pipeline);
 }
 
+/* Publish the REGISTERED, ACTIVE and CLOSED flags to other threads (the loop, after changing
+ * any of them). */
+static inline void eddy__channel_show_state(eddy_channel_t *ch)
+{
+    atomic_store_explicit(&ch->shown_state,
+                          (uint8_t)(ch->flags & (EDDY__CH_REGISTERED | EDDY__CH_ACTIVE |
+                                                 EDDY__CH_CLOSED)),
+                          memory_order_release);
+}
+
 /* Channels (channel.c). */
 /* Complete a listen or connect future with ch: the future holds a reference to ch until it is
  * freed, so eddy_future_channel() is safe while the caller holds the future. */
@@ -303,6 +316,8 @@ void eddy__outbound_mark_flushed(eddy_channel_t *ch);
 void eddy__outbound_remove_written(eddy_channel_t *ch, size_t bytes);
 /* Fail every entry with err, messages released. */
 void eddy__outbound_fail_all(eddy_channel_t *ch, int err);
+/* Fail what was written but not flushed with err (shutdown_output: it would never go out). */
+void eddy__outbound_fail_unflushed(eddy_channel_t *ch, int err);
 /* The channel is closing and pending dropped: writable again, silently, when below the low
  * water mark (a handler that queues writes itself, TLS, failing them at close). */
 void eddy__outbound_closing(eddy_channel_t *ch);

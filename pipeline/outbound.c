@@ -172,3 +172,35 @@ void eddy__outbound_fail_all(eddy_channel_t *ch, int err)
      * closing channel: inactive follows. */
     atomic_store_explicit(&ch->writable, true, memory_order_relaxed);
 }
+
+void eddy__outbound_fail_unflushed(eddy_channel_t *ch, int err)
+{
+    eddy__entry_t *e = ch->unflushed;
+    if (e == NULL) {
+        return;
+    }
+    /* Detached first: a promise listener may write again (and is refused). */
+    if (ch->out_head == e) {
+        ch->out_head = ch->out_tail = NULL;
+    } else {
+        eddy__entry_t *prev = ch->out_head;
+        while (prev->next != e) {
+            prev = prev->next;
+        }
+        prev->next = NULL;
+        ch->out_tail = prev;
+    }
+    ch->unflushed = NULL;
+    while (e != NULL) {
+        eddy__entry_t *next = e->next;
+        eddy__pending_set(ch, eddy__pending(ch) - (e->bytes - e->done));
+        eddy_msg_release(e->msg);
+        if (e->p != NULL) {
+            eddy__promise_done(e->p, err);
+            eddy_future_release(e->p);
+        }
+        free(e);
+        e = next;
+    }
+    eddy__outbound_update_writability(ch);
+}

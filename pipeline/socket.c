@@ -429,6 +429,9 @@ static void stream_shutdown_output(eddy_channel_t *ch, eddy_promise_t *p)
     } else {
         finish_shutdown_output(ch);
     }
+    /* What was written but not flushed would go after the FIN: it fails now, as later writes
+     * do, rather than at a flush that would meet EPIPE and close the channel. */
+    eddy__outbound_fail_unflushed(ch, EDDY_EPIPE);
     eddy__promise_done(p, 0);
 }
 
@@ -940,6 +943,7 @@ static void listen_on_loop(void *arg)
         eddy__pipeline_enter(&ch->pipeline);
         eddy__socket_register(ch);
         ch->flags |= EDDY__CH_ACTIVE;
+        eddy__channel_show_state(ch);
         eddy__pipeline_fire_active(&ch->pipeline);
         stream_begin_read(ch);
         eddy__pipeline_leave(&ch->pipeline);

@@ -159,9 +159,11 @@ EDDY_EXTERN const eddy_addr_t *eddy_channel_remote_addr(const eddy_channel_t *ch
 /** The socket, or -1 (embedded channels, after close). */
 EDDY_EXTERN int eddy_channel_fd(const eddy_channel_t *ch);
 
+/** Registered with its loop. This and the next two: any thread, a snapshot. */
 EDDY_EXTERN bool eddy_channel_is_registered(const eddy_channel_t *ch);
 /** Connected and not closed. */
 EDDY_EXTERN bool eddy_channel_is_active(const eddy_channel_t *ch);
+/** Not closed yet. */
 EDDY_EXTERN bool eddy_channel_is_open(const eddy_channel_t *ch);
 /** Pending outbound bytes below the high water mark (or back below the low one). */
 EDDY_EXTERN bool eddy_channel_is_writable(const eddy_channel_t *ch);

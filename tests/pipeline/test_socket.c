@@ -1043,6 +1043,41 @@ static void test_socket_close_with_unread_input_delivers_what_was_written(void *
     unlink(path);
 }
 
+/* A write not yet flushed when the output shuts down would go after the FIN: its promise fails
+ * with EDDY_EPIPE, as a later write's does, and the channel stays open for reading. A flush
+ * after the shutdown used to meet EPIPE from the socket and close the channel. */
+static void test_socket_shutdown_output_fails_unflushed_writes(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(&s, &a);
+    int fd = client_connect(&s.addr);
+    WAIT_FOR(atomic_load(&s.child) != NULL);
+    eddy_channel_t *child = atomic_load(&s.child);
+    eddy_promise_t *sent = eddy_promise_new(NULL), *unsent = eddy_promise_new(NULL);
+    eddy_channel_write_and_flush(child, eddy_buf_msg(eddy_buf_from_str("sent")), sent);
+    eddy_channel_write(child, eddy_buf_msg(eddy_buf_from_str("unsent")), unsent);
+    eddy_channel_shutdown_output(child, NULL);
+    eddy_channel_flush(child);
+    assert_int_equal(eddy_future_await(sent, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(sent), 0);
+    assert_int_equal(eddy_future_await(unsent, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(unsent), EDDY_EPIPE);
+    char buf[16];
+    recv_all(fd, buf, 4);
+    assert_memory_equal(buf, "sent", 4);
+    assert_int_equal(recv(fd, buf, sizeof(buf), 0), 0); /* then the FIN */
+    usleep(50 * 1000);
+    assert_true(eddy_channel_is_open(child));
+    assert_int_equal(atomic_load(&s.errors), 0);
+    eddy_future_release(sent);
+    eddy_future_release(unsent);
+    close(fd);
+    server_stop(&s);
+}
+
 /* Out of descriptors: the listener neither spins nor dies; once descriptors free up it
  * serves again. The limit is lowered for this process, whose client sockets count too. */
 static void test_socket_listener_survives_descriptor_exhaustion(void **state)
@@ -1152,6 +1187,7 @@ int main(void)
         cmocka_unit_test(test_socket_auto_read_off_reads_on_request),
         cmocka_unit_test(test_socket_auto_read_off_read_asked_inside_the_batch),
         cmocka_unit_test(test_socket_close_with_unread_input_delivers_what_was_written),
+        cmocka_unit_test(test_socket_shutdown_output_fails_unflushed_writes),
         cmocka_unit_test(test_socket_listener_survives_descriptor_exhaustion),
         cmocka_unit_test(test_socket_refusing_init_closes_cleanly),
     };
