@@ -164,6 +164,21 @@ static void server_start(server_t *s, const eddy_addr_t *addr)
     }
 }
 
+/* server_start on 127.0.0.1, an ephemeral port. */
+static void server_start_local(server_t *s)
+{
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    server_start(s, &a);
+}
+
+/* The channel s accepted last, once there is one (s keeps the reference). */
+static eddy_channel_t *accepted_child(server_t *s)
+{
+    WAIT_FOR(atomic_load(&s->child) != NULL);
+    return atomic_load(&s->child);
+}
+
 static void server_stop(server_t *s)
 {
     eddy_channel_close(s->listener, NULL);
@@ -297,9 +312,7 @@ static void test_socket_half_close_is_an_event_when_allowed(void **state)
     server_t s = {0};
     eddy_channel_config_init(&s.child_config);
     eddy_channel_config_set(&s.child_config, EDDY_ALLOW_HALF_CLOSURE, 1);
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     int fd = client_connect(&s.addr);
     send_all(fd, "last words", 10);
     shutdown(fd, SHUT_WR);
@@ -319,9 +332,7 @@ static void test_socket_peer_fin_closes_without_half_closure(void **state)
 {
     (void)state;
     server_t s = {0};
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     int fd = client_connect(&s.addr);
     shutdown(fd, SHUT_WR);
     WAIT_FOR(atomic_load(&s.closed) == 1);
@@ -336,9 +347,7 @@ static void test_socket_reset_is_an_error_then_a_close(void **state)
 {
     (void)state;
     server_t s = {0};
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     int fd = client_connect(&s.addr);
     send_all(fd, "x", 1);
     char c;
@@ -372,9 +381,7 @@ static void test_socket_slow_reader_pauses_reading_with_bounded_memory(void **st
     eddy_channel_config_set(&s.child_config, EDDY_PAUSE_READ_WHEN_UNWRITABLE, 1);
     eddy_channel_config_set(&s.child_config, EDDY_SO_SNDBUF, 32 * 1024);
     eddy_channel_config_set(&s.child_config, EDDY_SO_RCVBUF, 32 * 1024);
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     int fd = client_connect(&s.addr);
     int small = 32 * 1024;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
@@ -462,9 +469,7 @@ static void test_socket_pause_turned_off_while_paused_reads_again(void **state)
     server_t s = {.ops = &block_ops};
     eddy_channel_config_init(&s.child_config);
     eddy_channel_config_set(&s.child_config, EDDY_PAUSE_READ_WHEN_UNWRITABLE, 1);
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     int fd = client_connect(&s.addr);
     send_all(fd, "go", 2);
     char *buf = malloc(BLOCK);
@@ -490,12 +495,9 @@ static void test_socket_close_fails_queued_writes(void **state)
     server_t s = {0};
     eddy_channel_config_init(&s.child_config);
     eddy_channel_config_set(&s.child_config, EDDY_SO_SNDBUF, 16 * 1024);
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     int fd = client_connect(&s.addr);
-    WAIT_FOR(atomic_load(&s.child) != NULL);
-    eddy_channel_t *child = atomic_load(&s.child);
+    eddy_channel_t *child = accepted_child(&s);
     enum { N = 64 };
     eddy_promise_t *p[N];
     for (int i = 0; i < N; i++) {
@@ -560,12 +562,9 @@ static void test_socket_writes_from_other_threads_keep_their_order(void **state)
 {
     (void)state;
     server_t s = {.ops = &quiet_ops};
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     int fd = client_connect(&s.addr);
-    WAIT_FOR(atomic_load(&s.child) != NULL);
-    eddy_channel_t *child = atomic_load(&s.child);
+    eddy_channel_t *child = accepted_child(&s);
     pthread_t t[4];
     writer_t w[4];
     for (int i = 0; i < 4; i++) {
@@ -612,9 +611,7 @@ static void test_socket_writes_after_the_loop_terminated_fail_one_at_a_time(void
 {
     (void)state;
     server_t s = {.ops = &quiet_ops};
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     int fd = client_connect(&s.addr);
     WAIT_FOR(atomic_load(&s.child) != NULL);
     eddy_future_t *t = eddy_loop_group_shutdown_gracefully(s.group, 0, 2000);
@@ -667,9 +664,7 @@ static void test_socket_eddy_client_connects_and_refusal_fails(void **state)
 {
     (void)state;
     server_t s = {0};
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     client_t c = {0};
     eddy_loop_t *loop = eddy_loop_group_next(s.group);
     eddy_future_t *f = eddy_channel_connect(loop, &s.addr, NULL, init_client, &c);
@@ -749,9 +744,7 @@ static void test_socket_offloaded_handler_runs_off_the_loop_in_order(void **stat
     (void)state;
     eddy_carrier_t *carrier = offload_carrier_new(4, 2);
     server_t s = {.ops = &slow_ops, .carrier = carrier};
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     int fd = client_connect(&s.addr);
     char out[3000], in[3000];
     for (size_t i = 0; i < sizeof(out); i++) {
@@ -798,9 +791,7 @@ static void test_socket_offloaded_handler_outlives_its_loop_group(void **state)
     (void)state;
     eddy_carrier_t *carrier = offload_carrier_new(2, 1);
     server_t s = {.ops = &late_ops, .carrier = carrier};
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     int fd = client_connect(&s.addr);
     WAIT_FOR(atomic_load(&s.accepted) == 1);
     close(fd);
@@ -855,9 +846,7 @@ static void test_socket_offloaded_reads_after_close_skip_removed_handlers(void *
     (void)state;
     eddy_carrier_t *carrier = offload_carrier_new(2, 1);
     server_t s = {.ops = &fwd_ops, .carrier = carrier, .after = &after_ops};
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     int fd = client_connect(&s.addr);
     send_all(fd, "x", 1);
     close(fd);
@@ -875,9 +864,7 @@ static void test_socket_loop_shutdown_closes_channels(void **state)
 {
     (void)state;
     server_t s = {0};
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     int fd = client_connect(&s.addr);
     send_all(fd, "hello", 5);
     char buf[8];
@@ -900,9 +887,7 @@ static void test_socket_auto_read_off_reads_on_request(void **state)
     server_t s = {0};
     eddy_channel_config_init(&s.child_config);
     eddy_channel_config_set(&s.child_config, EDDY_AUTO_READ, 0);
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     int fd = client_connect(&s.addr);
     send_all(fd, "abc", 3);
     WAIT_FOR(atomic_load(&s.child) != NULL);
@@ -953,9 +938,7 @@ static void test_socket_auto_read_off_read_asked_inside_the_batch(void **state)
     server_t s = {.ops = &ask_ops};
     eddy_channel_config_init(&s.child_config);
     eddy_channel_config_set(&s.child_config, EDDY_AUTO_READ, 0);
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     int fd = client_connect(&s.addr);
     char buf[4];
     for (int i = 0; i < 3; i++) {
@@ -989,8 +972,7 @@ static void close_with_unread_input(const eddy_addr_t *a)
     struct timeval tv = {DEADLINE_MS / 1000, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     send_all(fd, "never read by the server", 24);
-    WAIT_FOR(atomic_load(&s.child) != NULL);
-    eddy_channel_t *child = atomic_load(&s.child);
+    eddy_channel_t *child = accepted_child(&s);
     enum { N = 4, PIECE = 64 * 1024 };
     eddy_promise_t *p[N];
     for (int i = 0; i < N; i++) {
@@ -1050,12 +1032,9 @@ static void test_socket_shutdown_output_fails_unflushed_writes(void **state)
 {
     (void)state;
     server_t s = {0};
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     int fd = client_connect(&s.addr);
-    WAIT_FOR(atomic_load(&s.child) != NULL);
-    eddy_channel_t *child = atomic_load(&s.child);
+    eddy_channel_t *child = accepted_child(&s);
     eddy_promise_t *sent = eddy_promise_new(NULL), *unsent = eddy_promise_new(NULL);
     eddy_channel_write_and_flush(child, eddy_buf_msg(eddy_buf_from_str("sent")), sent);
     eddy_channel_write(child, eddy_buf_msg(eddy_buf_from_str("unsent")), unsent);
@@ -1084,9 +1063,7 @@ static void test_socket_listener_survives_descriptor_exhaustion(void **state)
 {
     (void)state;
     server_t s = {0};
-    eddy_addr_t a;
-    eddy_addr_ip(&a, "127.0.0.1", 0);
-    server_start(&s, &a);
+    server_start_local(&s);
     struct rlimit old;
     assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
     int probe = dup(0);
