@@ -53,7 +53,9 @@ typedef enum {
 
 /* What a producer does when its partition is full (DataCarrier's BufferStrategy). */
 typedef enum {
-    EDDY_CARRIER_BLOCK = 0,  /* wait (spinning, then yielding) until there is room */
+    EDDY_CARRIER_BLOCK = 0,  /* wait (spinning, then yielding) until there is room; never
+                                from a consumer thread of the same carrier: a consumer
+                                waiting on its own full partition waits forever */
     EDDY_CARRIER_IF_POSSIBLE /* try other partitions where order allows, then EDDY_EAGAIN */
 } eddy_carrier_full_t;
 
