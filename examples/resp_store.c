@@ -53,7 +53,7 @@ struct resp_store_s {
     resp_store_clock_cb clock;
     void *clock_arg;
     int64_t started_ms;
-    unsigned port, loops;
+    _Atomic unsigned port, loops; /* set once bound, while loops may already answer INFO */
     _Atomic uint64_t clients, connections, commands;
 };
 
@@ -658,8 +658,10 @@ static int cmd_info(exec_t *x)
             "# Server\r\nredis_version:7.0.0\r\neddy_version:%s\r\nredis_mode:standalone\r\n"
             "multiplexing_api:eddy\r\nprocess_id:%ld\r\ntcp_port:%u\r\nuptime_in_seconds:%lld\r\n"
             "event_loops:%u\r\n\r\n",
-            eddy_version(), (long)getpid(), s->port,
-            (long long)((monotonic_ms(NULL) - s->started_ms) / 1000), s->loops)
+            eddy_version(), (long)getpid(),
+            atomic_load_explicit(&s->port, memory_order_relaxed),
+            (long long)((monotonic_ms(NULL) - s->started_ms) / 1000),
+            atomic_load_explicit(&s->loops, memory_order_relaxed))
     SECTION("clients", "# Clients\r\nconnected_clients:%llu\r\n\r\n",
             (unsigned long long)atomic_load_explicit(&s->clients, memory_order_relaxed))
     SECTION("stats",
@@ -855,8 +857,8 @@ void resp_store_set_clock(resp_store_t *s, resp_store_clock_cb clock, void *arg)
 
 void resp_store_set_server_info(resp_store_t *s, unsigned port, unsigned loops)
 {
-    s->port = port;
-    s->loops = loops;
+    atomic_store_explicit(&s->port, port, memory_order_relaxed);
+    atomic_store_explicit(&s->loops, loops, memory_order_relaxed);
 }
 
 void resp_store_client_opened(resp_store_t *s)
