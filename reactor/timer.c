@@ -214,7 +214,8 @@ static int64_t ms_to_ns(int64_t ms)
     if (ms <= 0) {
         return 0;
     }
-    return ms > INT64_MAX / 1000000 ? INT64_MAX / 2 : ms * 1000000;
+    /* At most INT64_MAX / 2, as deadlines: a deadline plus a period then never overflows. */
+    return ms > INT64_MAX / 2 / 1000000 ? INT64_MAX / 2 : ms * 1000000;
 }
 
 static int64_t after(const eddy_loop_t *loop, int64_t delay_ns)
@@ -313,9 +314,10 @@ size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns)
             eddy_timer_release(t);
             continue;
         }
-        int64_t lag = now - t->deadline;
-        eddy__stat_add(&loop->m.lag_total_ns, (uint64_t)lag);
-        eddy__stat_max(&loop->m.lag_max_ns, (uint64_t)lag);
+        /* Unsigned: a deadline far in the past (schedule_at) must not overflow. */
+        uint64_t lag = (uint64_t)now - (uint64_t)t->deadline;
+        eddy__stat_add(&loop->m.lag_total_ns, lag);
+        eddy__stat_max(&loop->m.lag_max_ns, lag);
         eddy__stat_add(&loop->m.timers_fired, 1);
         /* Claim the run: a cancel from another thread that got in first wins, and one that
          * comes later sees DONE (EALREADY) or stops only the runs after this one. */
@@ -343,6 +345,11 @@ size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns)
                 t->deadline = eddy__loop_now(loop) - t->period;
             }
             if (heap_push(h, t) == 0) {
+                /* The budget counts periodic runs too. `now` stays: each periodic timer
+                 * runs at most once a pass unless other timers move it. */
+                if ((ran % 64) == 0 && eddy__loop_now(loop) >= deadline_ns) {
+                    break;
+                }
                 continue;
             }
             atomic_store(&t->state, T_CANCELLED);

@@ -18,9 +18,15 @@
 #include <eddy/handler.h>
 #include <eddy/pipeline.h>
 
+#include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "support/wait_util.h"
 
 static eddy_msg_t *text(const char *s)
 {
@@ -744,6 +750,79 @@ test_flush_consolidation_flushes_what_it_holds_on_close_removal_and_unwritabilit
     assert_true(eddy_embedded_finish(ch));
 }
 
+/* On a socket channel nobody else holds: the loop task that does a consolidated flush must
+ * keep the channel while a handler nearer the head closes it from inside the flush (as a
+ * write error does), else the flush returns through a freed channel (ASan). */
+static _Atomic int flush_closes;
+
+static void close_on_flush(eddy_ctx_t *ctx)
+{
+    eddy_ctx_flush(ctx);
+    atomic_fetch_add(&flush_closes, 1);
+    eddy_ctx_close(ctx, NULL);
+}
+
+static const eddy_handler_ops_t close_on_flush_ops = {
+    .name = "close_on_flush", .sharable = true, .flush = close_on_flush};
+
+static int init_flush_client(eddy_channel_t *ch, void *arg)
+{
+    (void)arg;
+    eddy_pipeline_t *p = eddy_channel_pipeline(ch);
+    void *fc = eddy_flush_consolidation_handler_new(0, true);
+    if (fc == NULL ||
+        eddy_pipeline_add_last(p, "closer", &close_on_flush_ops, NULL, NULL) != 0 ||
+        eddy_pipeline_add_last(p, "fc", eddy_flush_consolidation_handler_ops(), fc,
+                               eddy_free_state) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static void write_and_flush_task(void *arg)
+{
+    eddy_channel_write_and_flush(arg, text("bye"), NULL);
+}
+
+static void
+test_flush_consolidation_loop_task_survives_a_close_inside_its_flush(void **state)
+{
+    (void)state;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(lfd >= 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    assert_int_equal(listen(lfd, 1), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&sin, &len), 0);
+    eddy_addr_t addr;
+    assert_int_equal(eddy_addr_ip(&addr, "127.0.0.1", ntohs(sin.sin_port)), 0);
+
+    eddy_loop_t *loop = eddy_loop_new(NULL);
+    assert_non_null(loop);
+    assert_int_equal(eddy_loop_start(loop), 0);
+    atomic_store(&flush_closes, 0);
+    eddy_future_t *f = eddy_channel_connect(loop, &addr, NULL, init_flush_client, NULL);
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(f), 0);
+    eddy_channel_t *ch = eddy_future_channel(f);
+    int fd = accept(lfd, NULL, NULL);
+    assert_true(fd >= 0);
+    /* From here only the open channel's reference: ch stays valid until it closes, on the
+     * loop, after this task. */
+    eddy_future_release(f);
+    assert_int_equal(eddy_loop_execute(loop, write_and_flush_task, ch), 0);
+    WAIT_FOR(atomic_load(&flush_closes) == 1);
+    char buf[8];
+    assert_int_equal(recv(fd, buf, sizeof(buf), MSG_WAITALL), 3);
+    assert_memory_equal(buf, "bye", 3);
+    close(fd);
+    close(lfd);
+    assert_int_equal(eddy_future_await(eddy_loop_shutdown_gracefully(loop, 0, 5000), DEADLINE_MS),
+                     0);
+    assert_int_equal(eddy_loop_free(loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -770,6 +849,7 @@ int main(void)
         cmocka_unit_test(test_flush_consolidation_consolidates_outside_a_read_on_a_loop_task),
         cmocka_unit_test(
             test_flush_consolidation_flushes_what_it_holds_on_close_removal_and_unwritability),
+        cmocka_unit_test(test_flush_consolidation_loop_task_survives_a_close_inside_its_flush),
     };
     return cmocka_run_group_tests_name("pipeline.handler", tests, NULL, NULL);
 }

@@ -137,6 +137,28 @@ static void test_timer_with_a_past_deadline_or_no_delay_fires_at_once(void **sta
     finish_loop(loop);
 }
 
+/* Deadlines at either end of the clock: the earliest fires at once (its lag is not an
+ * overflow, UBSan), the latest is accepted and never fires. */
+static void test_timer_at_the_ends_of_the_clock(void **state)
+{
+    (void)state;
+    eddy_loop_t *loop = start_loop(NULL);
+    shot_t a, b;
+    shot_init(&a, loop);
+    shot_init(&b, loop);
+    a.t = eddy_loop_schedule_at(loop, INT64_MIN, shot_cb, &a);
+    b.t = eddy_loop_schedule_at(loop, INT64_MAX, shot_cb, &b);
+    assert_non_null(a.t);
+    assert_non_null(b.t);
+    assert_true(wait_for(&a.fired, 1, DEADLINE_MS));
+    sleep_ms(50);
+    assert_int_equal(atomic_load(&b.fired), 0);
+    assert_int_equal(eddy_timer_cancel(b.t), 0);
+    eddy_timer_release(a.t);
+    eddy_timer_release(b.t);
+    finish_loop(loop);
+}
+
 #define ORDERED 300
 
 typedef struct ordered_s {
@@ -326,6 +348,98 @@ static void test_fixed_rate_skips_missed_slots_instead_of_piling_up(void **state
                  (long long)((s.at[before + 2] - s.at[before]) / 1000));
     }
     eddy_timer_release(s.t);
+    finish_loop(loop);
+}
+
+/* Periods near the largest a millisecond count can say: the next deadline is far away, not
+ * past INT64_MAX (an overflow, UBSan) and back in the past, where the timer would fire every
+ * turn. */
+static void test_periodic_timers_with_huge_periods_run_once(void **state)
+{
+    (void)state;
+    eddy_loop_t *loop = start_loop(NULL);
+    shot_t rate, delay;
+    shot_init(&rate, loop);
+    shot_init(&delay, loop);
+    int64_t huge = INT64_MAX / 1000000;
+    rate.t = eddy_loop_schedule_at_fixed_rate(loop, 0, huge, shot_cb, &rate);
+    delay.t = eddy_loop_schedule_with_fixed_delay(loop, 0, huge, shot_cb, &delay);
+    assert_non_null(rate.t);
+    assert_non_null(delay.t);
+    assert_true(wait_for(&rate.fired, 1, DEADLINE_MS));
+    assert_true(wait_for(&delay.fired, 1, DEADLINE_MS));
+    sleep_ms(100);
+    assert_int_equal(atomic_load(&rate.fired), 1);
+    assert_int_equal(atomic_load(&delay.fired), 1);
+    assert_int_equal(eddy_timer_cancel(rate.t), 0);
+    assert_int_equal(eddy_timer_cancel(delay.t), 0);
+    eddy_timer_release(rate.t);
+    eddy_timer_release(delay.t);
+    finish_loop(loop);
+}
+
+/* Periodic timers keep to the turn's budget as one-shot ones do: the loop checks its deadline
+ * every 64 callbacks, so a task queued by the first of many due periodic timers runs before
+ * the last of them. */
+#define BUSY_TIMERS 256
+
+typedef struct busy_s {
+    eddy_loop_t *loop;
+    eddy_timer_t *t[BUSY_TIMERS];
+    atomic_long fired;
+    atomic_long fired_at_task; /* callbacks run when the task ran, plus one */
+} busy_t;
+
+static busy_t busy;
+
+static void busy_task(void *arg)
+{
+    (void)arg;
+    atomic_store(&busy.fired_at_task, atomic_load(&busy.fired) + 1);
+}
+
+static void busy_cb(eddy_timer_t *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    if (atomic_fetch_add(&busy.fired, 1) == 0) {
+        eddy_loop_execute(busy.loop, busy_task, NULL);
+    }
+    int64_t end = eddy_now_ns() + 200000; /* 200 us of work */
+    while (eddy_now_ns() < end) {
+    }
+}
+
+static void busy_schedule_all(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < BUSY_TIMERS; i++) {
+        busy.t[i] = eddy_loop_schedule_at_fixed_rate(busy.loop, 0, 60000, busy_cb, NULL);
+    }
+}
+
+static void test_periodic_timers_due_together_keep_to_the_turns_budget(void **state)
+{
+    (void)state;
+    eddy_loop_options_t opts = {.stall_threshold_ns = -1};
+    eddy_loop_t *loop = start_loop(&opts);
+    memset(&busy, 0, sizeof(busy));
+    busy.loop = loop;
+    run_sync(loop, busy_schedule_all, NULL);
+    for (int i = 0; i < BUSY_TIMERS; i++) {
+        assert_non_null(busy.t[i]);
+    }
+    assert_true(wait_for(&busy.fired, BUSY_TIMERS, DEADLINE_MS));
+    assert_true(wait_for(&busy.fired_at_task, 1, DEADLINE_MS));
+    /* 64 callbacks of 200 us are far past the turn's budget: the task runs after them. */
+    long at = atomic_load(&busy.fired_at_task) - 1;
+    if (at >= BUSY_TIMERS) {
+        fail_msg("the task waited for all %ld periodic callbacks of the turn", at);
+    }
+    for (int i = 0; i < BUSY_TIMERS; i++) {
+        assert_int_equal(eddy_timer_cancel(busy.t[i]), 0);
+        eddy_timer_release(busy.t[i]);
+    }
     finish_loop(loop);
 }
 
@@ -720,10 +834,13 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_timer_fires_once_after_its_delay),
         cmocka_unit_test(test_timer_with_a_past_deadline_or_no_delay_fires_at_once),
+        cmocka_unit_test(test_timer_at_the_ends_of_the_clock),
         cmocka_unit_test(test_timers_fire_in_deadline_order_scheduled_from_another_thread),
         cmocka_unit_test(test_timers_fire_in_deadline_order_scheduled_on_the_loop),
         cmocka_unit_test(test_fixed_rate_keeps_its_slots_while_fixed_delay_waits_after_each_run),
         cmocka_unit_test(test_fixed_rate_skips_missed_slots_instead_of_piling_up),
+        cmocka_unit_test(test_periodic_timers_with_huge_periods_run_once),
+        cmocka_unit_test(test_periodic_timers_due_together_keep_to_the_turns_budget),
         cmocka_unit_test(test_timer_cancel_returns_0_then_ealready),
         cmocka_unit_test(test_timer_cancelled_before_it_reaches_the_loop_never_fires),
         cmocka_unit_test(test_timer_cancel_on_the_loop),
