@@ -117,6 +117,13 @@ struct eddy_sequencer_s {
     /* Serialises gating changes (producers never take it). */
     pthread_mutex_t gating_lock;
     eddy__gating_t *retired;
+    /*
+     * Readers of a gating snapshot, counted under the parity of gating_epoch they entered in:
+     * remove_gating flips the epoch and waits for the old parity's readers, so none still
+     * reads a sequence it removed (which its caller may then free).
+     */
+    alignas(EDDY__LINE) _Atomic unsigned gating_epoch;
+    _Atomic int64_t gating_readers[2];
 };
 
 struct eddy_barrier_s {

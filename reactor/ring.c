@@ -83,12 +83,35 @@ static void full_backoff(unsigned *spins)
     }
 }
 
-static int64_t gating_min(const eddy_sequencer_t *s, int64_t dflt)
+static int64_t gating_min(eddy_sequencer_t *s, int64_t dflt)
 {
-    /* Pairs with the release store that installs a snapshot in set_gating(): the snapshot's
-     * contents are visible. */
-    eddy__gating_t *g = atomic_load_explicit(&s->gating, memory_order_acquire);
-    return eddy_sequence_min(g->seqs, g->n, dflt);
+    /* Count ourselves in the epoch we read (see wait_gating_readers): seq_cst, so a remover
+     * that flips the epoch after we checked it sees our count. */
+    unsigned e;
+    for (;;) {
+        e = atomic_load(&s->gating_epoch) & 1;
+        atomic_fetch_add(&s->gating_readers[e], 1);
+        if ((atomic_load(&s->gating_epoch) & 1) == e)
+            break;
+        atomic_fetch_sub(&s->gating_readers[e], 1);
+    }
+    /* Pairs with the store that installs a snapshot in set_gating(): the snapshot's contents
+     * are visible. seq_cst, so a reader counted after the remover looked sees the new one. */
+    eddy__gating_t *g = atomic_load(&s->gating);
+    int64_t min = eddy_sequence_min(g->seqs, g->n, dflt);
+    /* Pairs with the load in wait_gating_readers(): our reads are done. */
+    atomic_fetch_sub_explicit(&s->gating_readers[e], 1, memory_order_release);
+    return min;
+}
+
+/* Wait until no producer reads a snapshot installed before this call. Under gating_lock. */
+static void wait_gating_readers(eddy_sequencer_t *s)
+{
+    /* seq_cst, against the readers' increment and check of the epoch; the load acquires
+     * their release decrement. */
+    unsigned e = atomic_fetch_add(&s->gating_epoch, 1) & 1;
+    while (atomic_load(&s->gating_readers[e]) != 0)
+        sched_yield();
 }
 
 static eddy_sequencer_t *sequencer_new(int kind, size_t size, eddy_wait_strategy_t *ws)
@@ -392,8 +415,8 @@ bool eddy_sequencer_is_available(const eddy_sequencer_t *s, int64_t seq)
 static void set_gating(eddy_sequencer_t *s, eddy__gating_t *g)
 {
     eddy__gating_t *old = atomic_load_explicit(&s->gating, memory_order_relaxed);
-    /* Pairs with the acquire load in gating_min(). */
-    atomic_store_explicit(&s->gating, g, memory_order_release);
+    /* Pairs with the load in gating_min(). */
+    atomic_store(&s->gating, g);
     old->retired_next = s->retired;
     s->retired = old;
 }
@@ -457,6 +480,8 @@ int eddy_sequencer_remove_gating(eddy_sequencer_t *s, const eddy_sequence_t *seq
             g->seqs[g->n++] = old->seqs[i];
     }
     set_gating(s, g);
+    /* The caller may free seq once we return: no producer may still be reading it. */
+    wait_gating_readers(s);
     pthread_mutex_unlock(&s->gating_lock);
     return 0;
 }

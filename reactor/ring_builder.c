@@ -148,15 +148,16 @@ eddy_group_t *eddy_group_then_pool(eddy_group_t *g, const eddy_event_handler_t *
     return group_new(g->d, g->seqs, g->nseqs, hs, n, true);
 }
 
-static void group_halt_join(eddy_group_t *g)
+/* Halt and join the first n consumers of g. */
+static void group_halt_join(eddy_group_t *g, size_t n)
 {
-    for (size_t i = 0; i < g->nconsumers; i++) {
+    for (size_t i = 0; i < n; i++) {
         if (g->consumers[i].bp != NULL)
             eddy_batch_processor_halt(g->consumers[i].bp);
         else
             eddy_worker_pool_halt(g->consumers[i].pool);
     }
-    for (size_t i = 0; i < g->nconsumers; i++) {
+    for (size_t i = 0; i < n; i++) {
         if (g->consumers[i].bp != NULL)
             eddy_batch_processor_join(g->consumers[i].bp);
         else
@@ -174,9 +175,13 @@ int eddy_disruptor_start(eddy_disruptor_t *d)
                           ? eddy_batch_processor_start(g->consumers[i].bp)
                           : eddy_worker_pool_start(g->consumers[i].pool);
             if (err != 0) {
-                /* Stop what runs, upstream first; a consumer not started joins as EINVAL. */
-                for (eddy_group_t *h = d->first; h != NULL; h = h->next)
-                    group_halt_join(h);
+                /* Stop what runs, upstream first, and only that: a batch processor halted
+                 * before it ever ran would stop at once when a later start runs it. */
+                for (eddy_group_t *h = d->first;; h = h->next) {
+                    group_halt_join(h, h == g ? i : h->nconsumers);
+                    if (h == g)
+                        break;
+                }
                 return err;
             }
         }
@@ -192,7 +197,7 @@ int eddy_disruptor_shutdown(eddy_disruptor_t *d)
     /* Upstream first: a group halts after everything before it has stopped, so its last look
      * at its dependencies sees their final sequences. */
     for (eddy_group_t *g = d->first; g != NULL; g = g->next)
-        group_halt_join(g);
+        group_halt_join(g, g->nconsumers);
     d->started = false;
     return 0;
 }

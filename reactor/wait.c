@@ -235,7 +235,12 @@ static int64_t blocking_wait(eddy_wait_strategy_t *ws, int64_t seq, eddy_barrier
 {
     blocking_t *bl = (blocking_t *)ws;
     if (eddy_sequence_get(b->cursor) < seq) {
-        int64_t deadline = bl->timeout_ns ? eddy__now_ns() + bl->timeout_ns : 0;
+        int64_t deadline = 0;
+        if (bl->timeout_ns) {
+            /* Saturated: a timeout past the clock's range must not wrap into the past. */
+            int64_t now = eddy__now_ns();
+            deadline = bl->timeout_ns < INT64_MAX - now ? now + bl->timeout_ns : INT64_MAX;
+        }
         int64_t rc = 0;
 #ifndef USE_FUTEX
         pthread_mutex_lock(&bl->lock);

@@ -385,6 +385,41 @@ static void test_disruptor_worker_pool_after_a_processor(void **state)
     eddy_wait_strategy_free(ws);
 }
 
+/*
+ * A start that fails (here: no thread can be made) stops what it started; the processors it
+ * never started are not left halted, so the next start runs them.
+ */
+static void test_disruptor_starts_after_a_failed_start(void **state)
+{
+    enum { N = 6 };
+    eddy_wait_strategy_t *ws = eddy_wait_strategy_yielding();
+    eddy_disruptor_t *d = eddy_disruptor_new(8, sizeof(event_t), NULL, NULL, false, ws);
+    recorder_t r;
+    recorder_init(&r);
+    eddy_event_handler_t h = {&recorder_ops, &r};
+    assert_non_null(eddy_disruptor_handle_events_with(d, &h, 1));
+    /* A default stack larger than the address space: pthread_create fails with EAGAIN. */
+    pthread_attr_t saved, huge;
+    assert_int_equal(pthread_getattr_default_np(&saved), 0);
+    pthread_attr_init(&huge);
+    assert_int_equal(pthread_attr_setstacksize(&huge, (size_t)1 << 50), 0);
+    assert_int_equal(pthread_setattr_default_np(&huge), 0);
+    int err = eddy_disruptor_start(d);
+    assert_int_equal(pthread_setattr_default_np(&saved), 0);
+    pthread_attr_destroy(&huge);
+    pthread_attr_destroy(&saved);
+    assert_int_equal(err, EDDY_EAGAIN);
+    assert_int_equal(eddy_disruptor_start(d), 0);
+    nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL); /* let it wait */
+    publish_n(eddy_disruptor_sequencer(d), eddy_disruptor_ring(d), N);
+    assert_int_equal(eddy_disruptor_shutdown(d), 0);
+    assert_int_equal(r.events, N);
+    assert_int_equal(r.out_of_order, 0);
+    assert_int_equal(r.shutdowns, 1);
+    assert_int_equal(eddy_disruptor_free(d), 0);
+    eddy_wait_strategy_free(ws);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -396,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_disruptor_pipeline_runs_stages_in_order),
         cmocka_unit_test(test_disruptor_diamond_runs_c_after_a_and_b),
         cmocka_unit_test(test_disruptor_worker_pool_after_a_processor),
+        cmocka_unit_test(test_disruptor_starts_after_a_failed_start),
     };
     return cmocka_run_group_tests_name("reactor.processor", tests, NULL, NULL);
 }

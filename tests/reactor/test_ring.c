@@ -12,6 +12,7 @@
 #include <eddy/ring.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -226,6 +227,53 @@ static void test_gating_sequences_added_and_removed(void **state)
     eddy_wait_strategy_free(ws);
 }
 
+/*
+ * A gating sequence may be freed as soon as eddy_sequencer_remove_gating() returns, while a
+ * producer reads the gating sequences (here through eddy_sequencer_min_gating()). Many other
+ * sequences before it widen the window in which a producer holds the old snapshot; ASan and
+ * TSan report a read of the freed sequence.
+ */
+typedef struct {
+    eddy_sequencer_t *s;
+    _Atomic bool stop;
+} gating_reader_t;
+
+static void *read_gating(void *arg)
+{
+    gating_reader_t *r = arg;
+    while (!atomic_load(&r->stop))
+        eddy_sequencer_min_gating(r->s);
+    return NULL;
+}
+
+static void test_removed_gating_sequence_can_be_freed_at_once(void **state)
+{
+    enum { OTHERS = 256 };
+    eddy_wait_strategy_t *ws = eddy_wait_strategy_busy_spin();
+    eddy_sequencer_t *s = eddy_sequencer_new_multi(8, ws);
+    eddy_sequence_t *others[OTHERS];
+    for (int i = 0; i < OTHERS; i++)
+        others[i] = eddy_sequence_new(-1);
+    assert_int_equal(eddy_sequencer_add_gating(s, others, OTHERS), 0);
+    gating_reader_t r = {.s = s};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, read_gating, &r), 0);
+    for (int i = 0; i < 2000; i++) {
+        eddy_sequence_t *seq = eddy_sequence_new(-1);
+        assert_int_equal(eddy_sequencer_add_gating(s, &seq, 1), 0);
+        assert_int_equal(eddy_sequencer_remove_gating(s, seq), 0);
+        eddy_sequence_free(seq);
+    }
+    atomic_store(&r.stop, true);
+    pthread_join(t, NULL);
+    for (int i = 0; i < OTHERS; i++) {
+        assert_int_equal(eddy_sequencer_remove_gating(s, others[i]), 0);
+        eddy_sequence_free(others[i]);
+    }
+    eddy_sequencer_free(s);
+    eddy_wait_strategy_free(ws);
+}
+
 static void test_barrier_returns_highest_available(void **state)
 {
     eddy_wait_strategy_t *ws = eddy_wait_strategy_busy_spin();
@@ -321,6 +369,7 @@ int main(void)
         cmocka_unit_test(test_multi_producer_consumers_see_only_contiguous_slots),
         cmocka_unit_test(test_multi_producer_laps_are_told_apart),
         cmocka_unit_test(test_gating_sequences_added_and_removed),
+        cmocka_unit_test(test_removed_gating_sequence_can_be_freed_at_once),
         cmocka_unit_test(test_barrier_returns_highest_available),
         cmocka_unit_test(test_barrier_follows_dependencies),
         cmocka_unit_test(test_barrier_alert_wakes_a_spinning_wait),

@@ -102,9 +102,9 @@ static void *wait_thread(void *arg)
     return NULL;
 }
 
-static void wakes_on_publish(int k, bool multi)
+/* A waiter on ws wakes when a producer publishes; ws is freed. */
+static void wakes_on_publish_with(eddy_wait_strategy_t *ws, bool multi)
 {
-    eddy_wait_strategy_t *ws = make_ws(k);
     eddy_sequencer_t *s =
         multi ? eddy_sequencer_new_multi(8, ws) : eddy_sequencer_new_single(8, ws);
     waiter_t w = {.b = eddy_sequencer_new_barrier(s, NULL, 0), .seq = 0};
@@ -117,6 +117,11 @@ static void wakes_on_publish(int k, bool multi)
     eddy_barrier_free(w.b);
     eddy_sequencer_free(s);
     eddy_wait_strategy_free(ws);
+}
+
+static void wakes_on_publish(int k, bool multi)
+{
+    wakes_on_publish_with(make_ws(k), multi);
 }
 
 static void test_wait_wakes_when_a_producer_publishes(void **state)
@@ -182,6 +187,15 @@ static void test_timeout_blocking_times_out(void **state)
     eddy_wait_strategy_free(ws);
 }
 
+/* A timeout too long to add to the clock (INT64_MAX: "practically never") does not expire
+ * at once: the wait still ends with the publish. */
+static void test_timeout_blocking_with_a_huge_timeout_waits(void **state)
+{
+    eddy_wait_strategy_t *ws = eddy_wait_strategy_timeout_blocking(INT64_MAX);
+    assert_non_null(ws);
+    wakes_on_publish_with(ws, false);
+}
+
 static void test_phased_backoff_falls_back_to_timeout(void **state)
 {
     eddy_wait_strategy_t *ws = eddy_wait_strategy_phased_backoff(
@@ -205,6 +219,7 @@ int main(void)
         cmocka_unit_test(test_wait_follows_an_upstream_consumer),
         cmocka_unit_test(test_wait_is_cancelled_by_an_alert),
         cmocka_unit_test(test_timeout_blocking_times_out),
+        cmocka_unit_test(test_timeout_blocking_with_a_huge_timeout_waits),
         cmocka_unit_test(test_phased_backoff_falls_back_to_timeout),
     };
     return cmocka_run_group_tests_name("reactor.wait", tests, NULL, NULL);
