@@ -316,15 +316,14 @@ int eddy_loop_free(eddy_loop_t *loop)
         loop->own_thread = false;
     }
     if (st == EDDY__LOOP_NEW) {
-        /* Its memory may stay (futures and channels hold uses): refuse tasks from now on, as
-         * a terminated loop does, rather than take tasks nothing will run. A producer that
-         * claimed meanwhile finds the limit past which it is refused (see enqueue). */
-        atomic_store(&loop->state, EDDY__LOOP_TERMINATED);
-        atomic_thread_fence(memory_order_seq_cst);
-        atomic_store_explicit(&loop->drain_limit, EDDY_SEQUENCE_INITIAL, memory_order_release);
+        /* Never ran: shut it down as eddy_loop_shutdown_gracefully() does such a loop. The
+         * tasks it accepted run here, this thread standing in for the loop (a timer's
+         * insertion, a submitted task whose future someone awaits: dropping them lost both),
+         * and from then on tasks are refused as on any terminated loop, whose memory may stay
+         * (futures and channels hold uses). */
+        eddy_loop_shutdown_gracefully(loop, 0, 0);
     }
-    /* A loop that never ran: tasks accepted meanwhile are dropped with it (nothing runs them);
-     * pending timers are cancelled and released. */
+    /* Timers a task inserted while it shut down are cancelled and released. */
     eddy__timers_cancel_all(loop);
     eddy__overflow_t *o = loop->overflow_head;
     while (o != NULL) {

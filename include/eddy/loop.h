@@ -97,7 +97,8 @@ EDDY_EXTERN bool eddy_loop_is_terminated(const eddy_loop_t *loop);
 
 /**
  * Free a loop: EDDY_EBUSY while it runs or has not terminated (a loop never run may be freed
- * at once); joins its own thread. The loop's futures and timers handed out stay valid until
+ * at once: the tasks it accepted run first, on the calling thread, as at its shutdown); joins
+ * its own thread. The loop's futures and timers handed out stay valid until
  * released, and channels of the loop still referenced (by the caller, or by an offloaded
  * handler still running) keep its memory until their last release: an operation on them is
  * then refused or fails as on a closed channel, never a use after free. Not from the loop

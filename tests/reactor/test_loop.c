@@ -191,6 +191,36 @@ static void test_loop_never_started_shuts_down_at_once(void **state)
     assert_int_equal(eddy_loop_free(loop), 0);
 }
 
+/* Freeing a loop that never ran runs what it accepted (on the caller), as shutting it down
+ * does: a task, a submitted task's future, a timer's insertion (which then is cancelled and
+ * released, not left scheduled on a freed loop). */
+static void count_task(void *arg)
+{
+    atomic_fetch_add((_Atomic int *)arg, 1);
+}
+
+static void never_fires(eddy_timer_t *t, void *arg)
+{
+    (void)t;
+    atomic_fetch_add((_Atomic int *)arg, 100);
+}
+
+static void test_loop_never_started_runs_what_it_accepted_when_freed(void **state)
+{
+    (void)state;
+    eddy_loop_t *loop = eddy_loop_new(NULL);
+    assert_non_null(loop);
+    _Atomic int ran = 0;
+    assert_int_equal(eddy_loop_execute(loop, count_task, &ran), 0);
+    eddy_timer_t *t = eddy_loop_schedule(loop, 60000, never_fires, &ran);
+    assert_non_null(t);
+    assert_int_equal(eddy_loop_free(loop), 0);
+    assert_int_equal(atomic_load(&ran), 1);
+    assert_true(eddy_timer_is_done(t)); /* cancelled with the loop, never fired */
+    assert_int_equal(eddy_timer_cancel(t), EDDY_EALREADY);
+    eddy_timer_release(t);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Tasks
  */
@@ -1063,6 +1093,7 @@ int main(void)
         cmocka_unit_test(test_loop_free_is_busy_while_running),
         cmocka_unit_test(test_loop_new_refuses_bad_options),
         cmocka_unit_test(test_loop_never_started_shuts_down_at_once),
+        cmocka_unit_test(test_loop_never_started_runs_what_it_accepted_when_freed),
         cmocka_unit_test(test_tasks_from_four_threads_run_once_in_per_producer_order),
         cmocka_unit_test(test_task_wakes_a_blocked_poll),
         cmocka_unit_test(test_task_may_execute_another_task),
