@@ -111,7 +111,9 @@ EDDY_EXTERN void eddy_buf_clear(eddy_buf_t *b);
 /**
  * Make room for n more bytes after the writer index, growing the capacity (doubling from 64
  * bytes up to 4 MiB, then by 4 MiB steps, never past the max capacity). 0, EDDY_ECAPACITY when
- * it would pass the max capacity, EDDY_ENOMEM. Views (slices, duplicates) never grow.
+ * it would pass the max capacity, EDDY_ENOMEM. Growth keeps the bytes before the writer index
+ * only: bytes set past it (eddy_buf_set_*) are not carried over. Views (slices, duplicates)
+ * never grow.
  * Inline, like produce, skip, the writes and the integer sets below: a caller that does not
  * inline one calls the exported function of the same name.
  */
@@ -161,7 +163,8 @@ EDDY_EXTERN int eddy_buf_read_bytes(eddy_buf_t *b, void *dst, size_t n);
 EDDY_EXTERN int eddy_buf_read_buf(eddy_buf_t *b, eddy_buf_t *dst, size_t n);
 
 /* ---------------------------------------------------------------------------------------
- * Absolute gets and sets: at index i, indexes untouched, within [0, capacity).
+ * Absolute gets and sets: at index i, indexes untouched, within [0, capacity). What is set at
+ * or past the writer index does not survive a growth (eddy_buf_ensure_writable).
  * Return 0 or EDDY_EBOUNDS. The integer sets are inline.
  */
 
