@@ -180,10 +180,11 @@ EDDY_EXTERN void eddy_sequencer_free(eddy_sequencer_t *s);
 
 /**
  * Claim the next n sequences and return the highest; the caller fills the slots
- * (highest - n, highest] and then publishes them. Waits (spinning, then yielding the CPU)
- * while the ring has no room, that is while a gating sequence is a full ring behind; never
- * returns early. EDDY_EINVAL when n < 1 or n > size. A single-producer sequencer must be
- * called from one thread at a time; a multi-producer one from any thread.
+ * (highest - n, highest] and then publishes them. Waits (spinning, then sleeping 1 ns at a
+ * time, as Java's sequencers park) while the ring has no room, that is while a gating
+ * sequence is a full ring behind; never returns early. EDDY_EINVAL when n < 1 or n > size. A
+ * single-producer sequencer must be called from one thread at a time; a multi-producer one
+ * from any thread.
  */
 EDDY_EXTERN int64_t eddy_sequencer_next(eddy_sequencer_t *s, int64_t n);
 
@@ -234,8 +235,9 @@ EDDY_EXTERN int eddy_sequencer_add_gating(eddy_sequencer_t *s, eddy_sequence_t *
                                           size_t n);
 
 /**
- * Remove every occurrence of seq from the gating sequences: 0, or EDDY_ENOENT when it was not
- * one. Any thread, also while producers run; the sequence may be freed once this returns.
+ * Remove every occurrence of seq from the gating sequences: 0, EDDY_ENOENT when it was not
+ * one, or EDDY_ENOMEM. Any thread, also while producers run; the sequence may be freed once
+ * this returns (it waits for producers still reading the old set).
  */
 EDDY_EXTERN int eddy_sequencer_remove_gating(eddy_sequencer_t *s, const eddy_sequence_t *seq);
 
@@ -356,8 +358,9 @@ EDDY_EXTERN eddy_wait_strategy_t *eddy_wait_strategy_lite_blocking(void);
 
 /**
  * Timeout blocking: lite blocking, but a wait that sees nothing for timeout_ns (> 0) returns
- * EDDY_ETIMEDOUT (processors call their handler's on_timeout and wait again). NULL when
- * timeout_ns <= 0 or out of memory.
+ * EDDY_ETIMEDOUT (processors call their handler's on_timeout and wait again). Only the wait
+ * for producers times out: a consumer waiting on slower consumers upstream spins as in Java.
+ * NULL when timeout_ns <= 0 or out of memory.
  */
 EDDY_EXTERN eddy_wait_strategy_t *eddy_wait_strategy_timeout_blocking(int64_t timeout_ns);
 
