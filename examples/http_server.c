@@ -38,6 +38,8 @@ static eddy_loop_group_t *loops;
 static loop_stats_t *stats;
 static eddy_server_bootstrap_t *server;
 static int64_t idle_timeout_ms = 60000;
+static int64_t request_timeout_ms = 30000; /* --request-timeout; 0: none */
+static _Atomic uint64_t request_timeouts;  /* connections closed by it */
 
 /* The answer to GET / with keep-alive, pre-encoded per loop thread and rebuilt when the
  * second of its Date header changes (checked at most every 100 ms of loop time). */
@@ -78,9 +80,14 @@ typedef struct conn_s {
     eddy_buf_t *out;      /* the answer being built */
     loop_stats_t *stats;  /* this connection's loop's counters */
     eddy_timer_t *linger; /* closing: the deadline for the peer to finish */
-    eddy_channel_t *ch;   /* closing: the channel (borrowed: the timer ends with it) */
-    bool wrote;           /* answers were written since the last flush */
-    bool closing;         /* answered with Connection: close: ignore the rest */
+    eddy_channel_t *ch;   /* the channel (borrowed: the timers end with it) */
+    /* --request-timeout: when the request now arriving began (its first bytes), and the
+     * timer that checks it, armed while a request is under way. */
+    int64_t request_start_ns;
+    eddy_timer_t *deadline;
+    bool in_request;
+    bool wrote;   /* answers were written since the last flush */
+    bool closing; /* answered with Connection: close: ignore the rest */
 } conn_t;
 
 /* How long a closing connection reads and drops what the peer still sends (nginx's
@@ -209,10 +216,61 @@ static void handle(eddy_ctx_t *ctx, conn_t *c, const eddy_http_request_t *req)
     }
 }
 
+/*
+ * --request-timeout (nginx's client_header_timeout, for the whole request): the idle timeout
+ * restarts at every read, so a client trickling a byte at a time would hold a connection for
+ * ever. A request must arrive whole within the timeout of its first bytes, or the connection
+ * closes. One timer per connection, armed when a request begins and not already armed; when
+ * it fires it re-arms for what is left, so requests cost a clock read, not a timer each.
+ */
+static void request_deadline(eddy_timer_t *t, void *arg)
+{
+    (void)t;
+    conn_t *c = arg;
+    eddy_timer_release(c->deadline);
+    c->deadline = NULL;
+    if (!c->in_request) {
+        return; /* the next request arms it again */
+    }
+    int64_t left = c->request_start_ns + request_timeout_ms * 1000000 -
+                   eddy_loop_now_ns(eddy_channel_loop(c->ch));
+    if (left > 0) {
+        c->deadline = eddy_loop_schedule(eddy_channel_loop(c->ch), (left + 999999) / 1000000,
+                                         request_deadline, c);
+        if (c->deadline != NULL) {
+            return;
+        }
+    }
+    atomic_fetch_add_explicit(&request_timeouts, 1, memory_order_relaxed);
+    eddy_channel_close(c->ch, NULL);
+}
+
+/* First in the pipeline: bytes have come, so a request is under way. */
+static void request_begun(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    conn_t *c = eddy_ctx_state(ctx);
+    if (!c->in_request && !c->closing) {
+        c->in_request = true;
+        c->ch = eddy_ctx_channel(ctx);
+        c->request_start_ns = eddy_loop_now_ns(eddy_ctx_loop(ctx));
+        if (c->deadline == NULL) {
+            c->deadline =
+                eddy_loop_schedule(eddy_ctx_loop(ctx), request_timeout_ms, request_deadline, c);
+        }
+    }
+    eddy_ctx_fire_channel_read(ctx, msg);
+}
+
+static const eddy_handler_ops_t request_deadline_ops = {
+    .name = "request-deadline",
+    .channel_read = request_begun,
+};
+
 static void http_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 {
     conn_t *c = eddy_ctx_state(ctx);
     eddy_http_request_t *req = eddy_http_request_of(msg);
+    c->in_request = false; /* a whole request came; bytes behind it begin the next at its read */
     if (req != NULL && msg->type == EDDY_MSG_HTTP_FULL_REQUEST && !c->closing) {
         handle(ctx, c, req);
         if (c->out != NULL) {
@@ -275,6 +333,11 @@ static void http_removed(eddy_ctx_t *ctx)
         eddy_timer_release(c->linger);
         c->linger = NULL;
     }
+    if (c->deadline != NULL) {
+        eddy_timer_cancel(c->deadline);
+        eddy_timer_release(c->deadline);
+        c->deadline = NULL;
+    }
 }
 
 static const eddy_handler_ops_t http_ops = {
@@ -310,7 +373,11 @@ static int init_child(eddy_channel_t *ch, void *arg)
     }
     eddy_pipeline_t *p = eddy_channel_pipeline(ch);
     int err = 0;
-    if (idle_timeout_ms > 0) {
+    if (request_timeout_ms > 0) {
+        /* c is the "http" handler's, freed after both are removed (at close, in order). */
+        err = eddy_pipeline_add_last(p, "request-deadline", &request_deadline_ops, c, NULL);
+    }
+    if (err == 0 && idle_timeout_ms > 0) {
         err = add_handler(p, "timeout", eddy_read_timeout_handler_ops(),
                           eddy_read_timeout_handler_new(idle_timeout_ms));
     }
@@ -331,11 +398,14 @@ static int init_child(eddy_channel_t *ch, void *arg)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: eddy-http-server [--host ADDR] [--port N] [--threads N] [--idle-timeout S]\n"
+               "                        [--request-timeout S]\n"
                "  --host ADDR   address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
                "  --port N      port (default 8080; 0 picks one)\n"
                "  --threads N   loops, one of which also accepts (default: one per CPU)\n"
                "  --idle-timeout S  close connections that send nothing for S seconds\n"
                "                (default 60; 0: never)\n"
+               "  --request-timeout S  close connections whose request has not arrived whole\n"
+               "                S seconds after its first bytes (default 30; 0: never)\n"
                "GET / answers \"Hello, World!\", GET /stats the counters as JSON, the rest 404.\n"
                "SIGINT or SIGTERM stop it gracefully.\n");
 }
@@ -343,7 +413,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
-    unsigned long port = 8080, threads = 0, idle = 60;
+    unsigned long port = 8080, threads = 0, idle = 60, request = 30;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -357,6 +427,8 @@ int main(int argc, char **argv)
                    example_parse_uint(v, 1024, &threads)) {
         } else if (strcmp(a, "--idle-timeout") == 0 && v != NULL &&
                    example_parse_uint(v, 86400, &idle)) {
+        } else if (strcmp(a, "--request-timeout") == 0 && v != NULL &&
+                   example_parse_uint(v, 86400, &request)) {
         } else {
             usage(stderr);
             return 2;
@@ -366,6 +438,7 @@ int main(int argc, char **argv)
     sigset_t stop; /* taken by sigwait() below, on this thread only */
     example_block_stop_signals(&stop);
     idle_timeout_ms = (int64_t)idle * 1000;
+    request_timeout_ms = (int64_t)request * 1000;
 
     /* One group accepts and serves, as nginx's workers do: with --threads 1, one loop. */
     eddy_loop_options_t opts = {.name = "http"};
@@ -403,8 +476,10 @@ int main(int argc, char **argv)
     }
     int rc = example_shutdown(server, loops, NULL);
     free(stats);
-    printf("eddy-http-server: stopped by %s; %llu connections, %llu requests served\n",
+    printf("eddy-http-server: stopped by %s; %llu connections, %llu requests served, "
+           "%llu closed at --request-timeout\n",
            sig == SIGINT ? "SIGINT" : "SIGTERM", (unsigned long long)c.accepted,
-           (unsigned long long)requests);
+           (unsigned long long)requests,
+           (unsigned long long)atomic_load_explicit(&request_timeouts, memory_order_relaxed));
     return rc;
 }

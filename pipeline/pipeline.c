@@ -950,7 +950,15 @@ static void out(eddy_ctx_t *ctx, out_kind_t kind, eddy_msg_t *msg, eddy_promise_
     eddy_pipeline_t *p = ctx->pipeline;
     eddy_channel_t *ch = eddy__pipeline_channel(p);
     if (eddy_loop_in_event_loop(eddy__loop_of(ch))) {
+        if (p->depth != 0) {
+            out_from(ctx, kind, msg, pr, a, b); /* in an event: its caller holds the channel */
+            return;
+        }
+        /* Outside any event (a task or a timer of the application's): the operation may close
+         * the channel and drop its last reference, so hold one until out_from is done. */
+        eddy_channel_retain(ch);
         out_from(ctx, kind, msg, pr, a, b);
+        eddy_channel_release(ch);
         return;
     }
     out_t *h = calloc(1, sizeof(*h));

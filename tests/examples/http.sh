@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # eddy-http-server end to end with real clients: curl (answers, keep-alive, /stats, 404,
 # oversized headers and bodies), raw pipelined and malformed requests over bash's /dev/tcp,
-# a short wrk run when wrk is installed, the idle timeout, then SIGTERM: the server must stop
+# a short wrk run when wrk is installed, the idle and request timeouts, then SIGTERM: the server must stop
 # by itself, exit 0 and say so. Every client call is bounded in time.
 #   tests/examples/http.sh SERVER
 set -euo pipefail
@@ -11,8 +11,9 @@ log=$(mktemp)
 tmp=$(mktemp -d)
 pid=''
 idle_pid=''
+slow_pid=''
 cleanup() {
-    for p in $pid $idle_pid; do
+    for p in $pid $idle_pid $slow_pid; do
         kill -9 "$p" 2>/dev/null || true
     done
     rm -rf "$log" "$tmp"
@@ -159,6 +160,31 @@ kill -TERM "$idle_pid"
 wait "$idle_pid" || fail "the idle-timeout server: $(cat "$tmp/idle.log")"
 idle_pid=
 ((SECONDS - start <= 3)) || fail "an idle connection stayed open $((SECONDS - start)) s"
+
+# --request-timeout: a request trickling in a byte every 0.1 s (which the idle timeout, reset
+# by every read, never cuts) is closed a second after its first byte.
+"$server" --port 0 --threads 1 --request-timeout 1 >"$tmp/slow.log" 2>&1 &
+slow_pid=$!
+slow_port=$(port_of "$tmp/slow.log")
+[[ -n "$slow_port" ]] || fail "no port in: $(cat "$tmp/slow.log")"
+python3 - "$slow_port" <<'PY' || fail "--request-timeout: $(cat "$tmp/slow.log")"
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+start = time.time()
+try:
+    for b in b"GET / HTTP/1.1\r\nHost: slow\r\nX-Pad: " + b"a" * 100:
+        s.send(bytes([b]))
+        time.sleep(0.1)
+    sys.exit("a request trickling in for 13 s was not cut off")
+except OSError:
+    pass
+took = time.time() - start
+sys.exit(0 if took < 4 else f"cut off only after {took:.1f} s")
+PY
+kill -TERM "$slow_pid"
+wait "$slow_pid" || fail "the request-timeout server: $(cat "$tmp/slow.log")"
+slow_pid=
+grep -q "1 closed at --request-timeout" "$tmp/slow.log" || fail "no count: $(cat "$tmp/slow.log")"
 kill -TERM "$pid"
 for _ in $(seq 100); do
     kill -0 "$pid" 2>/dev/null || break

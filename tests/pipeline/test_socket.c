@@ -1057,6 +1057,32 @@ static void test_socket_shutdown_output_fails_unflushed_writes(void **state)
     server_stop(&s);
 }
 
+/* A close from a loop task (outside any event) of a channel nobody else holds: the close drops
+ * the channel's last reference, and the operation must not touch it afterwards (ASan). A timer
+ * of the application's that closes an idle connection does the same. */
+static void close_task(void *arg)
+{
+    eddy_channel_close(arg, NULL);
+}
+
+static void test_socket_close_from_a_task_when_nobody_else_holds_the_channel(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    server_start_local(&s);
+    int fd = client_connect(&s.addr);
+    eddy_channel_t *child = accepted_child(&s);
+    eddy_loop_t *loop = eddy_channel_loop(child);
+    atomic_store(&s.child, NULL);
+    eddy_channel_release(child); /* only the open channel's own reference is left */
+    assert_int_equal(eddy_loop_execute(loop, close_task, child), 0);
+    char c;
+    assert_int_equal(recv(fd, &c, 1, 0), 0); /* the end of stream */
+    WAIT_FOR(atomic_load(&s.closed) == 1);
+    close(fd);
+    server_stop(&s);
+}
+
 /* Out of descriptors: the listener neither spins nor dies; once descriptors free up it
  * serves again. The limit is lowered for this process, whose client sockets count too. */
 static void test_socket_listener_survives_descriptor_exhaustion(void **state)
@@ -1165,6 +1191,7 @@ int main(void)
         cmocka_unit_test(test_socket_auto_read_off_read_asked_inside_the_batch),
         cmocka_unit_test(test_socket_close_with_unread_input_delivers_what_was_written),
         cmocka_unit_test(test_socket_shutdown_output_fails_unflushed_writes),
+        cmocka_unit_test(test_socket_close_from_a_task_when_nobody_else_holds_the_channel),
         cmocka_unit_test(test_socket_listener_survives_descriptor_exhaustion),
         cmocka_unit_test(test_socket_refusing_init_closes_cleanly),
     };
