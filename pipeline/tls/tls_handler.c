@@ -689,6 +689,9 @@ static void handshake_step(eddy_tls_handler_t *s)
     ERR_clear_error();
     int r = SSL_do_handshake(s->ssl);
     send_output(s);
+    if (s->ssl == NULL) {
+        return; /* writing the flight failed and closed the channel: the SSL is gone */
+    }
     if (r == 1) {
         handshake_done(s);
         return;
@@ -764,6 +767,16 @@ static void close_notify_received(eddy_tls_handler_t *s)
     }
     eddy_channel_t *ch = eddy_ctx_channel(s->ctx);
     if (!eddy_channel_option(ch, EDDY_ALLOW_HALF_CLOSURE)) {
+        /* As a FIN does on a plain channel: what this read fired first gets its
+         * read_complete, so the answers written to it are flushed before our close_notify
+         * (the close would otherwise drop them, unflushed). */
+        if (s->fired) {
+            s->fired = false;
+            eddy_ctx_fire_channel_read_complete(s->ctx);
+            if (eddy_ctx_is_removed(s->ctx) || s->failed) {
+                return;
+            }
+        }
         if (!s->cn_sent) {
             send_close_notify(s, NULL);
         }

@@ -1228,6 +1228,9 @@ static void end_tls_from_a_task(end_how_t how)
     server_start(&srv, server_context("server.pem", "server.key"));
     eddy_loop_group_t *g = clients_new();
     eddy_tls_context_t *cc = client_context("ca.pem");
+    /* TLS 1.2: no session tickets after the handshake. One arriving after our close would
+     * meet a reset, which drops what the kernel still held of A, B and C (TCP, not eddy). */
+    assert_int_equal(eddy_tls_context_versions(cc, EDDY_TLS_1_2, EDDY_TLS_1_2), 0);
     client_t c = {.tls = cc, .opts.server_name = "localhost"};
     eddy_loop_t *loop = eddy_loop_group_next(g);
     assert_int_equal(client_connect(&c, loop, &srv.addr), 0);
@@ -1294,6 +1297,100 @@ static void test_tls_close_without_close_notify_is_truncation(void **state)
     eddy_tls_context_release(cc);
     clients_free(g);
     server_stop(&srv);
+}
+
+/* A write that fails inside the flush of a handshake flight (the peer reset: the socket
+ * closes the channel there) frees the SSL under the handshake step, which must not use it
+ * after. The killer, nearest the head, plays the socket whose write fails. */
+typedef struct killer_s {
+    bool armed;
+} killer_t;
+
+static void kill_on_flush(eddy_ctx_t *ctx)
+{
+    killer_t *k = eddy_ctx_state(ctx);
+    if (k->armed) {
+        eddy_ctx_close(ctx, NULL); /* as a write meeting ECONNRESET closes the channel */
+        return;
+    }
+    eddy_ctx_flush(ctx);
+}
+
+static const eddy_handler_ops_t killer_ops = {
+    .name = "killer",
+    .flush = kill_on_flush,
+};
+
+/* What from flushed, into to. */
+static void carry(eddy_channel_t *from, eddy_channel_t *to)
+{
+    eddy_msg_t *m;
+    while ((m = eddy_embedded_read_outbound(from)) != NULL) {
+        eddy_embedded_write_inbound(to, m);
+    }
+}
+
+/* The server's write fails after flights round trips: 0, its first flight (the handshake
+ * goes on); 1, the flight after the client's Finished (the handshake is complete). */
+static void server_write_fails_in_handshake(int flights)
+{
+    pair_t pr = pair_new(false, NULL, NULL);
+    killer_t k = {.armed = false};
+    assert_int_equal(eddy_pipeline_add_first(eddy_channel_pipeline(pr.srv), "killer",
+                                             &killer_ops, &k, NULL),
+                     0);
+    for (int i = 0; i < flights; i++) {
+        carry(pr.cli, pr.srv);
+        carry(pr.srv, pr.cli);
+    }
+    k.armed = true;
+    carry(pr.cli, pr.srv);
+    assert_false(eddy_channel_is_active(pr.srv));
+    pair_free(&pr);
+}
+
+static void test_tls_write_failure_in_the_first_flight(void **state)
+{
+    (void)state;
+    server_write_fails_in_handshake(0);
+}
+
+static void test_tls_write_failure_in_the_last_flight(void **state)
+{
+    (void)state;
+    server_write_fails_in_handshake(1);
+}
+
+/* The peer's last data and its close_notify in one read: the answers written to that data
+ * are flushed (the read gets its read_complete first) before our close_notify and close, as
+ * data and a FIN in one read are answered on a plain channel. */
+static void test_tls_close_notify_after_data_in_one_read_flushes_answers(void **state)
+{
+    (void)state;
+    side_t side = {.echo = true};
+    pair_t pr = pair_new(true, NULL, NULL);
+    assert_int_equal(
+        eddy_pipeline_add_last(eddy_channel_pipeline(pr.srv), "app", &app_ops, &side, NULL), 0);
+    pump(pr.cli, pr.srv);
+    assert_true(eddy_tls_handler_is_handshake_done(eddy_tls_handler_of(pr.srv)));
+    eddy_embedded_write_outbound(pr.cli, eddy_buf_msg(eddy_buf_from_str("last words")));
+    eddy_tls_handler_close_outbound(eddy_tls_handler_of(pr.cli), NULL);
+    /* Both records in one buffer, as one read from the socket. */
+    eddy_buf_t *all = eddy_buf_new(4096);
+    eddy_msg_t *m;
+    while ((m = eddy_embedded_read_outbound(pr.cli)) != NULL) {
+        eddy_buf_t *b = eddy_buf_of(m);
+        assert_true(eddy_buf_readable(b) <= eddy_buf_writable(all));
+        memcpy(eddy_buf_write_ptr(all), eddy_buf_read_ptr(b), eddy_buf_readable(b));
+        eddy_buf_produce(all, eddy_buf_readable(b));
+        eddy_msg_release(m);
+    }
+    eddy_embedded_write_inbound(pr.srv, eddy_buf_msg(all));
+    assert_int_equal(atomic_load(&side.close_notify), 1);
+    assert_int_equal(atomic_load(&side.received), 10);
+    pump(pr.cli, pr.srv);
+    assert_int_equal(drain_inbound(pr.cli), 10);
+    pair_free(&pr);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -1481,6 +1578,9 @@ int main(void)
         cmocka_unit_test(test_tls_removal_mid_seal_of_close_outbound_from_a_task),
         cmocka_unit_test(test_tls_close_mid_seal_of_close_outbound_from_a_task),
         cmocka_unit_test(test_tls_close_without_close_notify_is_truncation),
+        cmocka_unit_test(test_tls_write_failure_in_the_first_flight),
+        cmocka_unit_test(test_tls_write_failure_in_the_last_flight),
+        cmocka_unit_test(test_tls_close_notify_after_data_in_one_read_flushes_answers),
         cmocka_unit_test(test_tls_openssl_s_client_to_eddy_server),
         cmocka_unit_test(test_tls_eddy_client_to_openssl_s_server),
     };
