@@ -817,6 +817,10 @@ static void unseal(eddy_tls_handler_t *s)
         int e = SSL_get_error(s->ssl, r);
         if (e == SSL_ERROR_WANT_WRITE) {
             send_output(s);
+            if (s->ssl == NULL) {
+                eddy_buf_release(buf); /* the write failed and closed the channel */
+                return;
+            }
             continue;
         }
         if (eddy_buf_readable(buf) > 0) {
