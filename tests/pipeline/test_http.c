@@ -437,6 +437,36 @@ static void test_aggregator_rejects_bodies_over_its_limit_with_413(void **state)
     }
 }
 
+static void test_aggregator_serves_nothing_after_a_request_that_closes(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    /* RFC 9112 section 9.6: no request after a "close" one is processed, so none is passed
+     * on, nor gets a "100 Continue" after the final answer. */
+    static const char *const cases[] = {
+        "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+        "POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n",
+        "POST / HTTP/1.0\r\nContent-Length: 2\r\n\r\nok"
+        "POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok"
+        "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        for (int mode = 0; mode < FEED_MODES; mode++) {
+            eddy_channel_t *ch = http_channel(NULL, 100);
+            feed_str(ch, cases[i], mode);
+            eddy_http_request_t *req = next_full(ch);
+            assert_int_equal(req->error, 0);
+            assert_false(req->keep_alive);
+            release_req(req);
+            expect_nothing(ch);
+            char *out = outbound_str(ch);
+            assert_string_equal(out, "");
+            free(out);
+            finish_clean(ch, live);
+        }
+    }
+}
+
 /* ---------------------------------------------------------------------------------------
  * Bad input
  */
@@ -474,6 +504,10 @@ static void test_decoder_rejects_malformed_requests_with_400_and_stops(void **st
         {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", 400},
         {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
         {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501},
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 400},
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
+         "Transfer-Encoding: gzip\r\n\r\n",
+         400}, /* chunked not the final coding (RFC 9112 section 6.3) */
         {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400},
         {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5x\r\n", 400},
         {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -685,6 +719,39 @@ static void test_encoder_writes_chunked_responses_and_passes_buffers(void **stat
     finish_clean(ch, live);
 }
 
+static void test_encoder_writes_no_chunks_for_a_response_without_a_body(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    /* A HEAD answer, a 204 and a 304 have no body (RFC 9110 sections 9.3.2, 15.3.5, 15.4.5):
+     * the content that follows a chunked one is not written, or the client would read it as
+     * the start of the next response. */
+    static const struct {
+        int status;
+        bool head_only;
+        const char *want;
+    } cases[] = {
+        {200, true, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nraw"},
+        {204, false, "HTTP/1.1 204 No Content\r\n\r\nraw"},
+        {304, false, "HTTP/1.1 304 Not Modified\r\n\r\nraw"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        eddy_channel_t *ch = encoder_channel();
+        eddy_http_response_t *r = eddy_http_response_new(cases[i].status);
+        r->chunked = true;
+        r->head_only = cases[i].head_only;
+        eddy_embedded_write_outbound(ch, eddy_http_response_msg(r));
+        eddy_embedded_write_outbound(ch,
+                                     &eddy_http_content_new(eddy_buf_from("abc", 3), false)->_msg);
+        eddy_embedded_write_outbound(ch, &eddy_http_content_new(NULL, true)->_msg);
+        eddy_embedded_write_outbound(ch, eddy_buf_msg(eddy_buf_from_str("raw")));
+        char *out = outbound_str(ch);
+        assert_string_equal(out, cases[i].want);
+        free(out);
+        finish_clean(ch, live);
+    }
+}
+
 static void test_encoder_output_decodes_as_it_was(void **state)
 {
     (void)state;
@@ -727,11 +794,13 @@ int main(void)
         cmocka_unit_test(test_aggregator_keeps_a_one_piece_body_uncopied),
         cmocka_unit_test(test_aggregator_answers_expect_100_continue),
         cmocka_unit_test(test_aggregator_rejects_bodies_over_its_limit_with_413),
+        cmocka_unit_test(test_aggregator_serves_nothing_after_a_request_that_closes),
         cmocka_unit_test(test_decoder_rejects_malformed_requests_with_400_and_stops),
         cmocka_unit_test(test_decoder_rejects_oversized_heads_without_holding_them),
         cmocka_unit_test(test_decoder_survives_random_bytes),
         cmocka_unit_test(test_encoder_writes_a_response_with_content_length),
         cmocka_unit_test(test_encoder_writes_chunked_responses_and_passes_buffers),
+        cmocka_unit_test(test_encoder_writes_no_chunks_for_a_response_without_a_body),
         cmocka_unit_test(test_encoder_output_decodes_as_it_was),
     };
     return cmocka_run_group_tests_name("pipeline.http", tests, NULL, NULL);

@@ -95,6 +95,7 @@ static void on_content(eddy_ctx_t *ctx, http_aggregator_t *s, eddy_http_content_
         req->_msg.type = EDDY_MSG_HTTP_FULL_REQUEST;
         s->req = NULL;
         s->body = NULL;
+        s->done = !req->keep_alive; /* the last one served (RFC 9112 section 9.6) */
         eddy_ctx_fire_channel_read(ctx, &req->_msg);
     }
 }
@@ -121,7 +122,8 @@ static void aggregator_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
             /* Complete already, or the decoder's rejection in the middle of the held
              * request's body. */
             drop_held(s);
-            s->done = eddy_http_request_of(msg)->error != 0;
+            eddy_http_request_t *req = eddy_http_request_of(msg);
+            s->done = req->error != 0 || !req->keep_alive;
         }
         eddy_ctx_fire_channel_read(ctx, msg);
     }

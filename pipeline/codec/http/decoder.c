@@ -195,6 +195,9 @@ static void te_token(eddy_http_str_t t, void *arg)
         }
         h->te_chunked = true;
     } else {
+        if (h->te_chunked) {
+            h->error = 400; /* chunked not the final coding (RFC 9112 section 6.3) */
+        }
         h->te_other = true;
     }
 }

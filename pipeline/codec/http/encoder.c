@@ -7,6 +7,7 @@
 
 typedef struct http_encoder_s {
     bool chunked; /* the response being written is chunked */
+    bool empty;   /* ... but has no body (HEAD, 1xx, 204, 304): its content is dropped */
 } http_encoder_t;
 
 static bool http_accept(void *self, const eddy_msg_t *msg)
@@ -60,14 +61,18 @@ static int http_encode(eddy_ctx_t *ctx, void *self, eddy_msg_t *msg, eddy_buf_t 
     eddy_http_response_t *r = eddy_http_response_of(msg);
     if (r != NULL) {
         e->chunked = r->chunked;
+        e->empty =
+            r->chunked && (r->head_only || r->status < 200 || r->status == 204 || r->status == 304);
         return eddy_http_response_encode(r, out);
     }
     eddy_http_content_t *c = eddy_http_content_of(msg);
     if (e->chunked) {
+        bool empty = e->empty;
         if (c->last) {
             e->chunked = false;
+            e->empty = false;
         }
-        return encode_chunk(c, out);
+        return empty ? 0 : encode_chunk(c, out);
     }
     if (c->data != NULL) {
         return eddy_buf_write_bytes(out, eddy_buf_read_ptr(c->data), eddy_buf_readable(c->data));
