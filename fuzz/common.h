@@ -82,12 +82,23 @@ static void drain_outbound(eddy_channel_t *ch, hash_t *h)
     }
 }
 
+/* Add decoder d (taken over) to ch as name, cumulating as the options byte says: bit 2 set,
+ * a composite of the reads; else one merged buffer. */
+static inline void add_decoder(eddy_channel_t *ch, const char *name, const eddy_handler_ops_t *ops,
+                               eddy_decoder_t *d, uint8_t opt)
+{
+    CHECK(d != NULL);
+    CHECK(eddy_decoder_set_cumulator(d, (opt & 4) ? EDDY_CUMULATOR_COMPOSITE
+                                                  : EDDY_CUMULATOR_MERGE) == 0);
+    CHECK(eddy_pipeline_add_last(eddy_channel_pipeline(ch), name, ops, d, eddy_free_state) == 0);
+}
+
 /* What reached the tail: looked at (the message is released after). */
 typedef void (*fuzz_msg_fn)(eddy_msg_t *m, void *arg);
 
 /* Feed n bytes into ch in the pieces `mode` says, each followed by a look at every message
  * that came out at the tail (on_msg) and at the head (hashed into out). */
-static void feed(eddy_channel_t *ch, const uint8_t *p, size_t n, uint8_t mode, fuzz_msg_fn on_msg,
+static inline void feed(eddy_channel_t *ch, const uint8_t *p, size_t n, uint8_t mode, fuzz_msg_fn on_msg,
                  void *arg, hash_t *out)
 {
     uint32_t rng = mode;

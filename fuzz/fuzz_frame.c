@@ -217,13 +217,10 @@ static uint64_t run(const uint8_t *p, size_t n, uint8_t mode, uint8_t opt)
         l.modelled = true;
         l.max_frame = frame;
     }
-    CHECK(eddy_decoder_set_cumulator(d, (opt & 4) ? EDDY_CUMULATOR_COMPOSITE
-                                                  : EDDY_CUMULATOR_MERGE) == 0);
     eddy_channel_t *ch = eddy_embedded_channel_new();
     CHECK(ch != NULL);
-    eddy_pipeline_t *pl = eddy_channel_pipeline(ch);
-    CHECK(eddy_pipeline_add_last(pl, "frames", ops, d, eddy_free_state) == 0);
-    CHECK(eddy_pipeline_add_last(pl, "log", &log_ops, &l, NULL) == 0);
+    add_decoder(ch, "frames", ops, d, opt);
+    CHECK(eddy_pipeline_add_last(eddy_channel_pipeline(ch), "log", &log_ops, &l, NULL) == 0);
     uint32_t rng = mode;
     size_t off = 0;
     while (off < n && !l.fatal) {
@@ -246,7 +243,6 @@ static uint64_t run(const uint8_t *p, size_t n, uint8_t mode, uint8_t opt)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    (void)feed; /* common.h's feeding; this target logs through a handler instead */
     fuzz_one(run, data, size);
     return 0;
 }

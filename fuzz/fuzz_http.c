@@ -80,14 +80,9 @@ static uint64_t run(const uint8_t *p, size_t n, uint8_t mode, uint8_t opt)
     }
     eddy_channel_t *ch = eddy_embedded_channel_new();
     CHECK(ch != NULL);
-    eddy_decoder_t *d = eddy_http_request_decoder_new(&o);
-    CHECK(d != NULL);
-    CHECK(eddy_decoder_set_cumulator(d, (opt & 4) ? EDDY_CUMULATOR_COMPOSITE
-                                                  : EDDY_CUMULATOR_MERGE) == 0);
-    eddy_pipeline_t *pl = eddy_channel_pipeline(ch);
-    CHECK(eddy_pipeline_add_last(pl, "decoder", eddy_http_request_decoder_ops(), d,
-                                 eddy_free_state) == 0);
-    CHECK(eddy_pipeline_add_last(pl, "aggregator", eddy_http_aggregator_ops(),
+    add_decoder(ch, "decoder", eddy_http_request_decoder_ops(),
+                eddy_http_request_decoder_new(&o), opt);
+    CHECK(eddy_pipeline_add_last(eddy_channel_pipeline(ch), "aggregator", eddy_http_aggregator_ops(),
                                  eddy_http_aggregator_new(max_body), eddy_free_state) == 0);
     seen_t seen = {HASH_INIT, max_body, false};
     hash_t out = HASH_INIT;

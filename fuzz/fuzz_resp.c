@@ -58,12 +58,7 @@ static uint64_t run(const uint8_t *p, size_t n, uint8_t mode, uint8_t opt)
     }
     eddy_channel_t *ch = eddy_embedded_channel_new();
     CHECK(ch != NULL);
-    eddy_decoder_t *d = eddy_resp_decoder_new(&o);
-    CHECK(d != NULL);
-    CHECK(eddy_decoder_set_cumulator(d, (opt & 4) ? EDDY_CUMULATOR_COMPOSITE
-                                                  : EDDY_CUMULATOR_MERGE) == 0);
-    CHECK(eddy_pipeline_add_last(eddy_channel_pipeline(ch), "resp", eddy_resp_decoder_ops(), d,
-                                 eddy_free_state) == 0);
+    add_decoder(ch, "resp", eddy_resp_decoder_ops(), eddy_resp_decoder_new(&o), opt);
     seen_t seen = {HASH_INIT, &o, false};
     hash_t out = HASH_INIT;
     feed(ch, p, n, mode, on_command, &seen, &out);
