@@ -48,7 +48,6 @@ struct eddy_ctx_s {
     unsigned mask;
     bool removed;
     bool on_carrier; /* offloaded handler: its events run on the carrier after it */
-    bool unlinked;   /* out of the list (the loop's thread): walks pass over it */
 };
 
 struct eddy_pipeline_s {

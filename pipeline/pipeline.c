@@ -244,7 +244,7 @@ static void unlink_ctx(eddy_pipeline_t *p, eddy_ctx_t *ctx)
 {
     ctx->prev->next = ctx->next;
     ctx->next->prev = ctx->prev;
-    ctx->unlinked = true;
+    ctx->mask = 0; /* out of the list: walks from an earlier removed context pass over it */
     ctx->grave_next = p->end.grave_next;
     p->end.grave_next = ctx;
     if (ctx->on_carrier) {
@@ -710,7 +710,7 @@ static void fire_from(eddy_ctx_t *from, off_kind_t kind, eddy_msg_t *msg, int ev
 {
     unsigned bit = kind_bit[kind];
     eddy_ctx_t *ctx = from->next;
-    while (!(ctx->mask & bit) || ctx->unlinked) {
+    while (!(ctx->mask & bit)) {
         ctx = ctx->next;
     }
     eddy_pipeline_t *p = ctx->pipeline;
@@ -883,7 +883,7 @@ typedef struct out_s {
 static eddy_ctx_t *prev_with(eddy_ctx_t *from, unsigned bit)
 {
     eddy_ctx_t *ctx = from->prev;
-    while (!(ctx->mask & bit) || ctx->unlinked) {
+    while (!(ctx->mask & bit)) {
         ctx = ctx->prev;
     }
     return ctx;

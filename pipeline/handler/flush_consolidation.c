@@ -82,13 +82,9 @@ static void scheduled_flush(void *arg)
     /* A read batch that began meanwhile flushes at its channel_read_complete. */
     if (s->pending > 0 && !s->reading) {
         s->pending = 0;
-        /* A task runs outside any pipeline event: hold the channel and the pipeline, so that
-         * a close inside the flush (a write error) frees neither under it. */
-        eddy_channel_t *ch = eddy_channel_retain(eddy_ctx_channel(s->ctx));
-        eddy__pipeline_enter(eddy_channel_pipeline(ch));
+        /* Outside any event, the flush holds the channel itself (a close inside it, on a
+         * write error, frees nothing under it); s may be gone when it returns. */
         eddy_ctx_flush(s->ctx);
-        eddy__pipeline_leave(eddy_channel_pipeline(ch));
-        eddy_channel_release(ch);
     }
 }
 
