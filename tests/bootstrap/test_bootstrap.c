@@ -14,7 +14,6 @@
 #include <eddy/eddy.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -649,47 +648,78 @@ static void test_reconnect_callback_runs_on_a_loop_after_a_failed_resolve(void *
     group_finish(g);
 }
 
-/* A connect still under way when the bootstrap is freed fails with EDDY_ECANCELED, and the
- * channel it then makes is closed. A listener whose accept queue is full drops SYNs, which
- * holds the connect in SYN_SENT until a place frees and the SYN is sent again (about 1 s). */
-static void test_free_fails_a_connect_under_way(void **state)
+/*
+ * A peer that does not answer, made here: a listener on 127.0.0.1 whose accept queue is full
+ * (backlog 0, filled, never accepted) drops further SYNs, so a connect to it waits in SYN_SENT
+ * for the kernel's retransmission, a second later. (10.255.255.1 is not routable, but sandboxes
+ * may answer for any address.)
+ */
+typedef struct silent_s {
+    int lfd;
+    int filler[3];
+    uint16_t port;
+} silent_t;
+
+static void silent_open(silent_t *s)
 {
-    (void)state;
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(lfd >= 0);
+    s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    assert_true(s->lfd >= 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(listen(lfd, 0), 0); /* the accept queue holds one */
-    fcntl(lfd, F_SETFL, O_NONBLOCK);
+    assert_int_equal(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(s->lfd, 0), 0); /* the accept queue holds one */
     socklen_t len = sizeof(a);
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &len), 0);
-    int fillers[4];
-    for (int i = 0; i < 4; i++) {
-        fillers[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        (void)connect(fillers[i], (struct sockaddr *)&a, sizeof(a));
+    assert_int_equal(getsockname(s->lfd, (struct sockaddr *)&a, &len), 0);
+    s->port = ntohs(a.sin_port);
+    for (int i = 0; i < 3; i++) {
+        s->filler[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        assert_true(s->filler[i] >= 0);
+        (void)connect(s->filler[i], (struct sockaddr *)&a, sizeof(a));
     }
-    usleep(50 * 1000);
-    eddy_loop_group_t *g = group_new(1);
-    eddy_bootstrap_t *cb = eddy_bootstrap_new();
-    assert_int_equal(eddy_bootstrap_group(cb, g), 0);
-    eddy_future_t *f = eddy_bootstrap_connect(cb, "127.0.0.1", ntohs(a.sin_port));
-    usleep(100 * 1000);
-    assert_false(eddy_future_is_done(f));
-    eddy_bootstrap_free(cb);
-    /* Make room: the fillers go (those still in SYN_SENT stop trying), the queue empties,
-     * and the connect's next SYN gets through. */
-    for (int i = 0; i < 4; i++) {
-        close(fillers[i]);
+    usleep(50000); /* let the handshakes that can complete complete */
+}
+
+/* Make room: the fillers go (those still in SYN_SENT stop trying) and the queue empties, so
+ * the next SYN gets through. */
+static void silent_make_room(silent_t *s)
+{
+    for (int i = 0; i < 3; i++) {
+        if (s->filler[i] >= 0) {
+            close(s->filler[i]);
+            s->filler[i] = -1;
+        }
     }
     int fd;
-    while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0 ||
+    while ((fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0 ||
            (errno != EAGAIN && errno != EWOULDBLOCK)) {
         if (fd >= 0) {
             close(fd);
         }
     }
+}
+
+static void silent_close(silent_t *s)
+{
+    silent_make_room(s);
+    close(s->lfd);
+}
+
+/* A connect still under way when the bootstrap is freed fails with EDDY_ECANCELED, and the
+ * channel it then makes once the peer answers is closed. */
+static void test_free_fails_a_connect_under_way(void **state)
+{
+    (void)state;
+    silent_t peer;
+    silent_open(&peer);
+    eddy_loop_group_t *g = group_new(1);
+    eddy_bootstrap_t *cb = eddy_bootstrap_new();
+    assert_int_equal(eddy_bootstrap_group(cb, g), 0);
+    eddy_future_t *f = eddy_bootstrap_connect(cb, "127.0.0.1", peer.port);
+    usleep(100 * 1000);
+    assert_false(eddy_future_is_done(f));
+    eddy_bootstrap_free(cb);
+    silent_make_room(&peer); /* the connect's next SYN gets through */
     assert_int_equal(await_error(f, DEADLINE_MS), EDDY_ECANCELED);
-    close(lfd);
+    silent_close(&peer);
     group_finish(g);
 }
 
@@ -780,36 +810,20 @@ static void test_reconnect_on_close_replaces_a_lost_connection(void **state)
     group_finish(g);
 }
 
-/*
- * A connect that gets no answer: 10.255.255.1 is not routable, but sandboxes may answer for
- * any address, so the silent peer is made here instead: a listener whose accept queue is full
- * (backlog 0, never accepted) drops further SYNs, and the client waits for a SYN-ACK that
- * comes only after the kernel's one-second retransmission.
- */
+/* A connect that gets no answer (silent_open) ends with EDDY_ETIMEDOUT after
+ * CONNECT_TIMEOUT_MS. */
 static void test_connect_timeout_is_honoured(void **state)
 {
     (void)state;
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(lfd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(listen(lfd, 0), 0);
-    socklen_t len = sizeof(a);
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &len), 0);
-    int filler[3];
-    for (int i = 0; i < 3; i++) {
-        filler[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        assert_true(filler[i] >= 0);
-        (void)connect(filler[i], (struct sockaddr *)&a, sizeof(a));
-    }
-    usleep(50000); /* let the handshakes that can complete complete */
+    silent_t peer;
+    silent_open(&peer);
 
     eddy_loop_group_t *g = group_new(1);
     eddy_bootstrap_t *cb = eddy_bootstrap_new();
     assert_int_equal(eddy_bootstrap_group(cb, g), 0);
     assert_int_equal(eddy_bootstrap_option(cb, EDDY_CONNECT_TIMEOUT_MS, 300), 0);
     int64_t t0 = now_ms();
-    eddy_future_t *f = eddy_bootstrap_connect(cb, "127.0.0.1", ntohs(a.sin_port));
+    eddy_future_t *f = eddy_bootstrap_connect(cb, "127.0.0.1", peer.port);
     assert_non_null(f);
     assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
     int64_t took = now_ms() - t0;
@@ -820,10 +834,7 @@ static void test_connect_timeout_is_honoured(void **state)
     eddy_future_release(f);
     eddy_bootstrap_free(cb);
     group_finish(g);
-    for (int i = 0; i < 3; i++) {
-        close(filler[i]);
-    }
-    close(lfd);
+    silent_close(&peer);
     if (err != EDDY_ETIMEDOUT) {
         fprintf(stderr, "a full accept queue gave %d (%s) here, not a timeout: skipped\n", err,
                 eddy_strerror(err));
