@@ -157,6 +157,16 @@ static uint16_t port_of(eddy_channel_t *ch)
 }
 
 /* A port nothing listens on (bound and closed at once, so likely free for a while). */
+/* A client bootstrap on g that reconnects as ro says. */
+static eddy_bootstrap_t *retrying_client(eddy_loop_group_t *g, const eddy_reconnect_options_t *ro)
+{
+    eddy_bootstrap_t *cb = eddy_bootstrap_new();
+    assert_non_null(cb);
+    assert_int_equal(eddy_bootstrap_group(cb, g), 0);
+    assert_int_equal(eddy_bootstrap_reconnect(cb, ro), 0);
+    return cb;
+}
+
 static uint16_t closed_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -549,14 +559,12 @@ static void test_free_stops_reconnecting(void **state)
     (void)state;
     atomic_store(&reconnect_attempts, 0);
     eddy_loop_group_t *g = group_new(1);
-    eddy_bootstrap_t *cb = eddy_bootstrap_new();
-    assert_int_equal(eddy_bootstrap_group(cb, g), 0);
     eddy_reconnect_options_t ro = {
         .backoff = EDDY_BACKOFF_FIXED,
         .base_ms = 60000, /* never reached: free cancels the wait */
         .cb = count_attempt,
     };
-    assert_int_equal(eddy_bootstrap_reconnect(cb, &ro), 0);
+    eddy_bootstrap_t *cb = retrying_client(g, &ro);
     eddy_future_t *f = eddy_bootstrap_connect(cb, "127.0.0.1", closed_port());
     WAIT_FOR(atomic_load(&reconnect_attempts) == 1);
     int64_t t0 = now_ms();
@@ -573,14 +581,12 @@ static void free_during_a_retry(bool free_group_first)
 {
     atomic_store(&reconnect_attempts, 0);
     eddy_loop_group_t *g = group_new(1);
-    eddy_bootstrap_t *cb = eddy_bootstrap_new();
-    assert_int_equal(eddy_bootstrap_group(cb, g), 0);
     eddy_reconnect_options_t ro = {
         .backoff = EDDY_BACKOFF_FIXED,
         .base_ms = 60000,
         .cb = count_attempt,
     };
-    assert_int_equal(eddy_bootstrap_reconnect(cb, &ro), 0);
+    eddy_bootstrap_t *cb = retrying_client(g, &ro);
     eddy_future_t *f = eddy_bootstrap_connect(cb, "127.0.0.1", closed_port());
     WAIT_FOR(atomic_load(&reconnect_attempts) == 1);
     /* Terminated, not freed yet: the future belongs to its loop. */
@@ -628,15 +634,13 @@ static void test_reconnect_callback_runs_on_a_loop_after_a_failed_resolve(void *
     atomic_store(&reconnect_attempts, 0);
     atomic_store(&attempts_off_loop, 0);
     eddy_loop_group_t *g = group_new(1);
-    eddy_bootstrap_t *cb = eddy_bootstrap_new();
-    assert_int_equal(eddy_bootstrap_group(cb, g), 0);
     eddy_reconnect_options_t ro = {
         .backoff = EDDY_BACKOFF_FIXED,
         .base_ms = 5,
         .max_attempts = 2,
         .cb = count_attempt_off_loop,
     };
-    assert_int_equal(eddy_bootstrap_reconnect(cb, &ro), 0);
+    eddy_bootstrap_t *cb = retrying_client(g, &ro);
     char host[80];
     memset(host, 'a', 64);
     snprintf(host + 64, sizeof(host) - 64, ".invalid");
@@ -728,15 +732,13 @@ static void test_reconnect_gives_up_after_max_attempts(void **state)
     (void)state;
     atomic_store(&reconnect_attempts, 0);
     eddy_loop_group_t *g = group_new(1);
-    eddy_bootstrap_t *cb = eddy_bootstrap_new();
-    assert_int_equal(eddy_bootstrap_group(cb, g), 0);
     eddy_reconnect_options_t ro = {
         .backoff = EDDY_BACKOFF_LINEAR,
         .base_ms = 5,
         .max_attempts = 3,
         .cb = count_attempt,
     };
-    assert_int_equal(eddy_bootstrap_reconnect(cb, &ro), 0);
+    eddy_bootstrap_t *cb = retrying_client(g, &ro);
     assert_int_equal(
         await_error(eddy_bootstrap_connect(cb, "127.0.0.1", closed_port()), DEADLINE_MS),
         EDDY_ECONNREFUSED);
