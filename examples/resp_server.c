@@ -125,10 +125,17 @@ static void conn_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
         eddy_resp_close_after_flush(ctx, eddy_buf_msg(last));
         return;
     }
+    size_t held = eddy_buf_readable(c->out);
+    if (held < OUT_WRITE_AT && held <= max_output) {
+        return; /* the common case: no look at the channel's counters per command */
+    }
+    /* Past here only when the batch's buffer is big: the channel's unsent bytes grow only by
+     * the buffers queued below (between reads, backpressure bounds them), so the limit is
+     * passed by at most one buffer and one reply. */
     if (max_output > 0 && over_output_limit(ctx, c)) {
         return;
     }
-    if (eddy_buf_readable(c->out) >= OUT_WRITE_AT) {
+    if (held >= OUT_WRITE_AT) {
         eddy_ctx_write(ctx, eddy_buf_msg(c->out), NULL);
         c->out = NULL;
         c->wrote = true;
