@@ -248,6 +248,17 @@ size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns);
  * run: its callback never runs. eddy_timer_cancel's EDDY_EALREADY does not tell the two apart.
  * Any thread. */
 bool eddy__timer_cancelled(const eddy_timer_t *t);
+/* A timer whose callback's argument is extra bytes of storage inside it (eddy__timer_data),
+ * aligned for any type and freed with it; dtor (may be NULL) runs on that storage at the
+ * last release. Not scheduled yet: the caller fills the storage, then starts it. One
+ * reference, the caller's. NULL without memory. Any thread. */
+eddy_timer_t *eddy__timer_new(eddy_loop_t *loop, eddy_timer_cb cb, size_t extra,
+                              void (*dtor)(void *data));
+void *eddy__timer_data(eddy_timer_t *t);
+/* Schedule a timer from eddy__timer_new, once: first after delay_ns (0 on the loop: due in
+ * this turn's timers), then every period_ns (0: once). 0, or EDDY_ESHUTDOWN / EDDY_ENOMEM
+ * with the timer cancelled (the caller's reference stays). Any thread. */
+int eddy__timer_start(eddy_timer_t *t, int64_t delay_ns, int64_t period_ns);
 
 /* Futures (future.c). */
 eddy_future_t *eddy__future_new_unowned(void);

@@ -8,6 +8,9 @@
  */
 #include "reactor/loop_internal.h"
 
+#include <assert.h>
+
+#include <stddef.h>
 #include <stdlib.h>
 
 /* RUNNING: a periodic timer inside its callback. A cancel then stops the runs after it. */
@@ -25,6 +28,10 @@ struct eddy_timer_s {
     size_t index; /* slot in the heap, NOT_IN_HEAP when out */
     eddy_timer_cb cb;
     void *arg;
+    /* Timers that carry their callback's state inside (eddy__timer_new): run on the last
+     * release, before the memory goes; NULL for the public ones. */
+    void (*dtor)(void *data);
+    max_align_t data[]; /* eddy__timer_new's storage; none for the public ones */
 };
 
 /* ---------------------------------------------------------------------------------------
@@ -149,6 +156,9 @@ void eddy_timer_release(eddy_timer_t *t)
 {
     /* acq_rel: the last release frees, after every other holder's writes. */
     if (t != NULL && atomic_fetch_sub_explicit(&t->refcnt, 1, memory_order_acq_rel) == 1) {
+        if (t->dtor != NULL) {
+            t->dtor(t->data);
+        }
         free(t);
     }
 }
@@ -177,38 +187,6 @@ static void insert_on_loop(void *arg)
     }
 }
 
-static eddy_timer_t *schedule(eddy_loop_t *loop, int64_t deadline, int64_t period,
-                              eddy_timer_cb cb, void *arg)
-{
-    if (eddy_loop_is_shutting_down(loop)) {
-        return NULL;
-    }
-    eddy_timer_t *t = malloc(sizeof(*t));
-    if (t == NULL) {
-        return NULL;
-    }
-    atomic_init(&t->refcnt, 2); /* the caller's and the heap's */
-    atomic_init(&t->state, T_SCHEDULED);
-    t->loop = loop;
-    t->deadline = deadline;
-    t->period = period;
-    t->index = NOT_IN_HEAP;
-    t->cb = cb;
-    t->arg = arg;
-    if (eddy_loop_in_event_loop(loop)) {
-        if (heap_push(&loop->timers, t) != 0) {
-            free(t);
-            return NULL;
-        }
-        return t;
-    }
-    if (eddy_loop_execute(loop, insert_on_loop, t) != 0) {
-        free(t);
-        return NULL;
-    }
-    return t;
-}
-
 static int64_t ms_to_ns(int64_t ms)
 {
     if (ms <= 0) {
@@ -222,6 +200,88 @@ static int64_t after(const eddy_loop_t *loop, int64_t delay_ns)
 {
     int64_t now = eddy__loop_now(loop);
     return delay_ns > INT64_MAX / 2 - now ? INT64_MAX / 2 : now + delay_ns;
+}
+
+/* A timer not yet scheduled, holding the caller's reference. */
+static eddy_timer_t *timer_alloc(eddy_loop_t *loop, size_t extra, eddy_timer_cb cb, void *arg)
+{
+    eddy_timer_t *t = malloc(sizeof(*t) + extra);
+    if (t == NULL) {
+        return NULL;
+    }
+    atomic_init(&t->refcnt, 1);
+    atomic_init(&t->state, T_SCHEDULED);
+    t->loop = loop;
+    t->deadline = 0;
+    t->period = 0;
+    t->index = NOT_IN_HEAP;
+    t->cb = cb;
+    t->arg = arg;
+    t->dtor = NULL;
+    return t;
+}
+
+/* Give t to its loop's heap with a reference of its own: 0, or an error with t cancelled and
+ * that reference dropped (the caller's stays). */
+static int timer_start(eddy_timer_t *t, int64_t deadline, int64_t period)
+{
+    eddy_loop_t *loop = t->loop;
+    t->deadline = deadline;
+    t->period = period;
+    if (eddy_loop_is_shutting_down(loop)) {
+        atomic_store(&t->state, T_CANCELLED);
+        return EDDY_ESHUTDOWN;
+    }
+    eddy_timer_retain(t); /* the heap's */
+    int err = eddy_loop_in_event_loop(loop) ? heap_push(&loop->timers, t)
+                                            : eddy_loop_execute(loop, insert_on_loop, t);
+    if (err != 0) {
+        atomic_store(&t->state, T_CANCELLED);
+        eddy_timer_release(t);
+    }
+    return err;
+}
+
+static eddy_timer_t *schedule(eddy_loop_t *loop, int64_t deadline, int64_t period,
+                              eddy_timer_cb cb, void *arg)
+{
+    if (eddy_loop_is_shutting_down(loop)) {
+        return NULL;
+    }
+    eddy_timer_t *t = timer_alloc(loop, 0, cb, arg);
+    if (t != NULL && timer_start(t, deadline, period) != 0) {
+        eddy_timer_release(t);
+        t = NULL;
+    }
+    return t;
+}
+
+eddy_timer_t *eddy__timer_new(eddy_loop_t *loop, eddy_timer_cb cb, size_t extra,
+                              void (*dtor)(void *data))
+{
+    eddy_timer_t *t = timer_alloc(loop, extra, cb, NULL);
+    if (t != NULL) {
+        t->arg = t->data;
+        t->dtor = dtor;
+    }
+    return t;
+}
+
+void *eddy__timer_data(eddy_timer_t *t)
+{
+    return t->data;
+}
+
+int eddy__timer_start(eddy_timer_t *t, int64_t delay_ns, int64_t period_ns)
+{
+    assert(atomic_load(&t->state) == T_SCHEDULED && t->index == NOT_IN_HEAP);
+    /* No delay on the loop: due at the turn's cached time, so the timers of this turn run it
+     * (after the I/O), as a task queued now would be; eddy__loop_now() would read a later
+     * clock and cost the loop a turn. */
+    int64_t deadline = delay_ns <= 0 && eddy_loop_in_event_loop(t->loop)
+                           ? t->loop->now_ns
+                           : after(t->loop, delay_ns > 0 ? delay_ns : 0);
+    return timer_start(t, deadline, period_ns > 0 ? period_ns : 0);
 }
 
 eddy_timer_t *eddy_loop_schedule(eddy_loop_t *loop, int64_t delay_ms, eddy_timer_cb cb,
