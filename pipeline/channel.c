@@ -528,10 +528,9 @@ typedef struct on_loop_s {
 static void on_loop_run(void *arg)
 {
     on_loop_t *t = arg;
-    eddy__pipeline_enter(&t->ch->pipeline);
+    eddy__pipeline_enter(&t->ch->pipeline); /* the task holds the channel: unhold drops it */
     t->fn(t->ch, t->arg);
-    eddy__pipeline_leave(&t->ch->pipeline);
-    eddy_channel_release(t->ch);
+    eddy__channel_unhold(t->ch);
     free(t);
 }
 

@@ -45,9 +45,13 @@ struct eddy_ctx_s {
     void *state;
     eddy_state_free_cb free_state;
     eddy_ctx_t *grave_next; /* removed, waiting until no event can be inside it */
+    /* Handler-scoped timers still pending (scoped.c), and the last id given: the handler's
+     * thread only (the loop, or the carrier for an offloaded handler). */
+    struct eddy__job_s *jobs;
+    uint64_t job_ids;
     unsigned mask;
     bool removed;
-    bool on_carrier; /* offloaded handler: its events run on the carrier after it */
+    bool on_carrier; /* offloaded handler: every inbound event runs on the carrier */
 };
 
 struct eddy_pipeline_s {
@@ -344,6 +348,31 @@ void eddy__pipeline_read(eddy_pipeline_t *p);
 /* Entering and leaving: removed contexts are freed when the outermost entry leaves. */
 void eddy__pipeline_enter(eddy_pipeline_t *p);
 void eddy__pipeline_leave(eddy_pipeline_t *p);
+
+/* Hold ch across a call that may close it (a timer's, a task's, an I/O callback's): its
+ * memory and the pipeline's removed contexts stay until the matching unhold. The loop's
+ * thread. */
+static inline eddy_channel_t *eddy__channel_hold(eddy_channel_t *ch)
+{
+    eddy_channel_retain(ch);
+    eddy__pipeline_enter(&ch->pipeline);
+    return ch;
+}
+
+static inline void eddy__channel_unhold(eddy_channel_t *ch)
+{
+    eddy__pipeline_leave(&ch->pipeline);
+    eddy_channel_release(ch);
+}
+
+/* Handler-scoped timers (scoped.c). Cancel every timer of ctx still pending: at its
+ * removal, on the handler's thread, before handler_removed. */
+void eddy__ctx_jobs_cancel(eddy_ctx_t *ctx);
+/* Run fn(ctx, arg, true) on an offloaded ctx's carrier, behind the events queued there, or
+ * fn(ctx, arg, false) to let go of arg when it cannot run (the carrier refused it, or the
+ * handler was removed first). The loop's thread. */
+typedef void (*eddy__ctx_call_fn)(eddy_ctx_t *ctx, void *arg, bool run);
+void eddy__ctx_offload_call(eddy_ctx_t *ctx, eddy__ctx_call_fn fn, void *arg);
 
 /* Complete p (NULL is fine) with 0 or err. */
 static inline void eddy__promise_done(eddy_promise_t *p, int err)

@@ -15,8 +15,11 @@
 
 #include <eddy/carrier.h>
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+
+static_assert(sizeof(eddy__ctx_call_fn) == sizeof(void *), "a call travels as the event's data");
 
 void eddy_free_state(void *state)
 {
@@ -45,6 +48,12 @@ static unsigned mask_of(const eddy_handler_ops_t *o)
     m |= o->flush ? EDDY__EV_FLUSH : 0;
     return m;
 }
+
+/* Every inbound event: what an offloaded context's mask holds. */
+#define INBOUND_EVENTS                                                                        \
+    (EDDY__EV_REGISTERED | EDDY__EV_UNREGISTERED | EDDY__EV_ACTIVE | EDDY__EV_INACTIVE |      \
+     EDDY__EV_READ | EDDY__EV_READ_COMPLETE | EDDY__EV_USER_EVENT | EDDY__EV_WRITABILITY |    \
+     EDDY__EV_EXCEPTION)
 
 /* ---------------------------------------------------------------------------------------
  * Head and tail
@@ -237,10 +246,11 @@ void eddy__pipeline_leave(eddy_pipeline_t *p)
     }
 }
 
-static void offload_removal(eddy_ctx_t *ctx);
+static bool offload_removal(eddy_ctx_t *ctx);
 
-/* Unlink ctx (its own links stay), call handler_removed, and bury it. */
-static void unlink_ctx(eddy_pipeline_t *p, eddy_ctx_t *ctx)
+/* Unlink ctx (its own links stay), call handler_removed, and bury it. Returns false when the
+ * removal of an offloaded ctx went to its carrier, where it runs behind the queued events. */
+static bool unlink_ctx(eddy_pipeline_t *p, eddy_ctx_t *ctx)
 {
     ctx->prev->next = ctx->next;
     ctx->next->prev = ctx->prev;
@@ -251,11 +261,11 @@ static void unlink_ctx(eddy_pipeline_t *p, eddy_ctx_t *ctx)
         /* An offloaded handler is removed on its carrier, after the events already sent
          * there (channel_inactive at close among them): Netty runs handlerRemoved on the
          * handler's executor too. The context stays unburied until that ran. */
-        offload_removal(ctx);
-        return;
+        return !offload_removal(ctx);
     }
     ctx->removed = true;
     p->depth++;
+    eddy__ctx_jobs_cancel(ctx);
     if (ctx->ops->handler_removed != NULL) {
         ctx->ops->handler_removed(ctx);
     }
@@ -263,15 +273,28 @@ static void unlink_ctx(eddy_pipeline_t *p, eddy_ctx_t *ctx)
      * that removed itself from inside one of its callbacks may still use it on the way out. */
     p->depth--;
     bury_dead(p);
+    return true;
 }
 
+/*
+ * At close, handlers are removed from the head on. An offloaded one still has events queued
+ * on its carrier, channel_inactive and channel_unregistered last, and what it passes on from
+ * them must reach the handlers after it in order, before their handler_removed. So removal
+ * stops behind it, and its carrier, once it ran the removal, sends the rest of the removal
+ * back to the loop (offload_run), behind what the handler passed on.
+ */
 void eddy__pipeline_destroy(eddy_pipeline_t *p)
 {
     eddy__pipeline_enter(p);
-    while (p->end.next != &p->end) {
-        unlink_ctx(p, p->end.next);
+    while (p->end.next != &p->end && unlink_ctx(p, p->end.next)) {
     }
     eddy__pipeline_leave(p);
+}
+
+static void destroy_rest(eddy_channel_t *ch, void *arg)
+{
+    (void)arg;
+    eddy__pipeline_destroy(&ch->pipeline);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -374,7 +397,7 @@ static int apply_add(change_t *c)
     ctx->ops = c->ops;
     ctx->state = c->state;
     ctx->free_state = c->free_state;
-    ctx->mask = mask_of(c->ops);
+    ctx->mask = mask_of(c->ops) | (ctx->on_carrier ? INBOUND_EVENTS : 0);
     eddy_ctx_t *prev;
     switch (c->where) {
     case WHERE_FIRST:
@@ -574,6 +597,7 @@ typedef enum {
     OFF_WRITABILITY,
     OFF_EXCEPTION,
     OFF_REMOVED, /* handler_removed, then the state freed: the last task for the context */
+    OFF_CALL,    /* a call in the context's order (eddy__ctx_offload_call): data is the fn */
 } off_kind_t;
 
 typedef struct offload_s {
@@ -583,7 +607,31 @@ typedef struct offload_s {
     int event;
     void *data;
     int err;
+    void *arg; /* OFF_CALL's */
 } offload_t;
+
+/* The offloaded context is gone for its handler: no call after this one. Its thread. */
+static void offloaded_removed(eddy_ctx_t *ctx)
+{
+    ctx->removed = true;
+    eddy__ctx_jobs_cancel(ctx);
+    if (ctx->ops->handler_removed != NULL) {
+        ctx->ops->handler_removed(ctx);
+    }
+}
+
+/* What an event record holds beyond the context, let go of when the event does not run. */
+static void offload_drop(offload_t *o)
+{
+    if (o->msg != NULL) {
+        eddy_msg_release(o->msg);
+    }
+    if (o->kind == OFF_CALL) {
+        eddy__ctx_call_fn fn;
+        memcpy(&fn, &o->data, sizeof(fn));
+        fn(o->ctx, o->arg, false);
+    }
+}
 
 static void call_inbound(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event,
                          void *data, int err);
@@ -595,14 +643,18 @@ static int offload_run(void *arg, void **result)
     eddy_pipeline_t *p = ctx->pipeline;
     eddy_channel_t *ch = eddy__pipeline_channel(p);
     if (o->kind == OFF_REMOVED) {
-        ctx->removed = true;
-        if (ctx->ops->handler_removed != NULL) {
-            ctx->ops->handler_removed(ctx);
+        offloaded_removed(ctx);
+        if (!eddy_channel_is_open(ch)) {
+            eddy__channel_on_loop(ch, destroy_rest, NULL); /* the channel's close goes on */
         }
-    } else if (!ctx->removed) {
+    } else if (ctx->removed) {
+        offload_drop(o);
+    } else if (o->kind == OFF_CALL) {
+        eddy__ctx_call_fn fn;
+        memcpy(&fn, &o->data, sizeof(fn));
+        fn(ctx, o->arg, true);
+    } else {
         call_inbound(ctx, o->kind, o->msg, o->event, o->data, o->err);
-    } else if (o->msg != NULL) {
-        eddy_msg_release(o->msg);
     }
     free(o);
     *result = NULL;
@@ -612,19 +664,23 @@ static int offload_run(void *arg, void **result)
     return 0;
 }
 
-static void offload(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event, void *data,
-                    int err)
+/* Returns whether the carrier took the event (else it was dropped, or run here for a
+ * removal). */
+static bool offload(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event, void *data,
+                    int err, void *arg)
 {
     eddy_pipeline_t *p = ctx->pipeline;
     eddy_channel_t *ch = eddy__pipeline_channel(p);
     offload_t *o = malloc(sizeof(*o));
     if (o == NULL) {
-        if (msg != NULL) {
-            eddy_msg_release(msg);
+        offload_t lost = {ctx, kind, msg, event, data, err, arg};
+        if (kind == OFF_REMOVED) {
+            offloaded_removed(ctx);
         }
-        return;
+        offload_drop(&lost);
+        return false;
     }
-    *o = (offload_t){ctx, kind, msg, event, data, err};
+    *o = (offload_t){ctx, kind, msg, event, data, err, arg};
     atomic_fetch_add_explicit(&p->offloaded, 1, memory_order_relaxed);
     eddy_channel_retain(ch);
     eddy_future_t *f = eddy_carrier_execute(ctx_carrier(ctx), ch->id, offload_run, o);
@@ -632,66 +688,81 @@ static void offload(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event
         /* Refused (the carrier closed): offload_run will not run; the event is lost to this
          * handler, and we say so. A removal runs here instead, so the state is freed. */
         if (kind == OFF_REMOVED) {
-            ctx->removed = true;
-            if (ctx->ops->handler_removed != NULL) {
-                ctx->ops->handler_removed(ctx);
-            }
+            offloaded_removed(ctx);
         }
-        if (msg != NULL) {
-            eddy_msg_release(msg);
-        }
+        offload_drop(o);
         free(o);
         atomic_fetch_sub_explicit(&p->offloaded, 1, memory_order_release);
         eddy_channel_release(ch);
         fprintf(stderr, "eddy: channel %llu: handler %s: its carrier refused an event\n",
                 (unsigned long long)ch->id, ctx_name(ctx));
+        eddy_future_release(f);
+        return false;
     }
     eddy_future_release(f);
+    return true;
 }
 
-static void offload_removal(eddy_ctx_t *ctx)
+static bool offload_removal(eddy_ctx_t *ctx)
 {
-    offload(ctx, OFF_REMOVED, NULL, 0, NULL, 0);
+    return offload(ctx, OFF_REMOVED, NULL, 0, NULL, 0, NULL);
+}
+
+void eddy__ctx_offload_call(eddy_ctx_t *ctx, eddy__ctx_call_fn fn, void *arg)
+{
+    void *data;
+    memcpy(&data, &fn, sizeof(fn)); /* a function pointer does not convert to void * */
+    offload(ctx, OFF_CALL, NULL, 0, data, 0, arg);
 }
 
 /* ---------------------------------------------------------------------------------------
  * Inbound events
  */
 
+/* Call the handler's slot for an inbound event. An offloaded context receives every inbound
+ * event, so that what it passes on keeps its order with what it emits (a read_complete must
+ * not overtake the reads still queued on the carrier): a slot it leaves NULL passes the event
+ * on from there. On the loop, a context is only reached for the slots it has (its mask). */
 static void call_inbound(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event,
                          void *data, int err)
 {
     const eddy_handler_ops_t *o = ctx->ops;
     switch (kind) {
     case OFF_REGISTERED:
-        o->channel_registered(ctx);
+        o->channel_registered ? o->channel_registered(ctx)
+                              : eddy_ctx_fire_channel_registered(ctx);
         break;
     case OFF_UNREGISTERED:
-        o->channel_unregistered(ctx);
+        o->channel_unregistered ? o->channel_unregistered(ctx)
+                                : eddy_ctx_fire_channel_unregistered(ctx);
         break;
     case OFF_ACTIVE:
-        o->channel_active(ctx);
+        o->channel_active ? o->channel_active(ctx) : eddy_ctx_fire_channel_active(ctx);
         break;
     case OFF_INACTIVE:
-        o->channel_inactive(ctx);
+        o->channel_inactive ? o->channel_inactive(ctx) : eddy_ctx_fire_channel_inactive(ctx);
         break;
     case OFF_READ:
-        o->channel_read(ctx, msg);
+        o->channel_read ? o->channel_read(ctx, msg) : eddy_ctx_fire_channel_read(ctx, msg);
         break;
     case OFF_READ_COMPLETE:
-        o->channel_read_complete(ctx);
+        o->channel_read_complete ? o->channel_read_complete(ctx)
+                                 : eddy_ctx_fire_channel_read_complete(ctx);
         break;
     case OFF_USER_EVENT:
-        o->user_event_triggered(ctx, event, data);
+        o->user_event_triggered ? o->user_event_triggered(ctx, event, data)
+                                : eddy_ctx_fire_user_event(ctx, event, data);
         break;
     case OFF_WRITABILITY:
-        o->channel_writability_changed(ctx);
+        o->channel_writability_changed ? o->channel_writability_changed(ctx)
+                                       : eddy_ctx_fire_channel_writability_changed(ctx);
         break;
     case OFF_EXCEPTION:
-        o->exception_caught(ctx, err);
+        o->exception_caught ? o->exception_caught(ctx, err) : eddy_ctx_fire_exception(ctx, err);
         break;
     case OFF_REMOVED:
-        break; /* offload_run() handles it */
+    case OFF_CALL:
+        break; /* offload_run() handles them */
     }
 }
 
@@ -701,7 +772,9 @@ static const unsigned kind_bit[] = {
     [OFF_READ] = EDDY__EV_READ,               [OFF_READ_COMPLETE] = EDDY__EV_READ_COMPLETE,
     [OFF_USER_EVENT] = EDDY__EV_USER_EVENT,   [OFF_WRITABILITY] = EDDY__EV_WRITABILITY,
     [OFF_EXCEPTION] = EDDY__EV_EXCEPTION,     [OFF_REMOVED] = 0,
+    [OFF_CALL] = 0,
 };
+
 
 /* Hand an inbound event to the first context after `from` that implements it (the loop's
  * thread). */
@@ -715,7 +788,7 @@ static void fire_from(eddy_ctx_t *from, off_kind_t kind, eddy_msg_t *msg, int ev
     }
     eddy_pipeline_t *p = ctx->pipeline;
     if (ctx->on_carrier) {
-        offload(ctx, kind, msg, event, data, err);
+        offload(ctx, kind, msg, event, data, err, NULL);
         return;
     }
     p->depth++;
@@ -751,7 +824,7 @@ static void fire(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event, v
         }
         return;
     }
-    *h = (offload_t){ctx, kind, msg, event, data, err};
+    *h = (offload_t){ctx, kind, msg, event, data, err, NULL};
     /* The context stays (not buried) until the hop ran. */
     atomic_fetch_add_explicit(&p->offloaded, 1, memory_order_relaxed);
     eddy__channel_on_loop(ch, hop_inbound, h);

@@ -568,11 +568,9 @@ static void connect_timeout(eddy_timer_t *t, void *arg)
     (void)t;
     eddy_channel_t *ch = arg;
     if (ch->flags & EDDY__CH_CONNECTING) {
-        eddy_channel_retain(ch); /* the failed connect closes it */
-        eddy__pipeline_enter(&ch->pipeline);
+        eddy__channel_hold(ch); /* the failed connect closes it */
         connect_done(ch, EDDY_ETIMEDOUT);
-        eddy__pipeline_leave(&ch->pipeline);
-        eddy_channel_release(ch);
+        eddy__channel_unhold(ch);
     }
 }
 
@@ -624,9 +622,7 @@ static void stream_connect(eddy_channel_t *ch, const eddy_addr_t *remote,
 static void on_io(eddy_io_t *io, unsigned events, void *arg)
 {
     (void)io;
-    eddy_channel_t *ch = arg;
-    eddy_channel_retain(ch); /* a handler may close it: memory stays until we return */
-    eddy__pipeline_enter(&ch->pipeline);
+    eddy_channel_t *ch = eddy__channel_hold(arg); /* a handler may close it */
     if (ch->flags & EDDY__CH_LISTENER) {
         eddy__listener_accept(ch);
     } else if (ch->flags & EDDY__CH_CONNECTING) {
@@ -651,19 +647,15 @@ static void on_io(eddy_io_t *io, unsigned events, void *arg)
             }
         }
     }
-    eddy__pipeline_leave(&ch->pipeline);
-    eddy_channel_release(ch);
+    eddy__channel_unhold(ch);
 }
 
 /* The loop is shutting down: close the channel (Netty's closeAll). */
 static void close_with_loop(eddy__closer_t *c)
 {
-    eddy_channel_t *ch = EDDY_CONTAINER_OF(c, eddy_channel_t, closer);
-    eddy_channel_retain(ch);
-    eddy__pipeline_enter(&ch->pipeline);
+    eddy_channel_t *ch = eddy__channel_hold(EDDY_CONTAINER_OF(c, eddy_channel_t, closer));
     eddy__channel_do_close(ch, EDDY_ESHUTDOWN, NULL);
-    eddy__pipeline_leave(&ch->pipeline);
-    eddy_channel_release(ch);
+    eddy__channel_unhold(ch);
 }
 
 /* Register a socket channel with its loop (on the loop). */
@@ -745,8 +737,7 @@ typedef struct child_s {
 static void child_start(void *arg)
 {
     child_t *c = arg;
-    eddy_channel_t *ch = eddy_channel_retain(c->ch); /* a close inside must not free it yet */
-    eddy__pipeline_enter(&ch->pipeline);
+    eddy_channel_t *ch = eddy__channel_hold(c->ch); /* a close inside must not free it yet */
     eddy__socket_register(ch);
     int rc = c->init(ch, c->arg);
     if (rc != 0) {
@@ -754,8 +745,7 @@ static void child_start(void *arg)
     } else {
         eddy__channel_activate(ch);
     }
-    eddy__pipeline_leave(&ch->pipeline);
-    eddy_channel_release(ch);
+    eddy__channel_unhold(ch);
     free(c);
 }
 
@@ -939,8 +929,7 @@ static void listen_on_loop(void *arg)
         eddy_promise_fail(r->p, err);
     } else {
         fill_addrs(ch, false);
-        eddy_channel_retain(ch); /* a handler may close it while it becomes active */
-        eddy__pipeline_enter(&ch->pipeline);
+        eddy__channel_hold(ch); /* a handler may close it while it becomes active */
         eddy__socket_register(ch);
         ch->flags |= EDDY__CH_ACTIVE;
         eddy__channel_show_state(ch);
@@ -1024,8 +1013,7 @@ static void connect_on_loop(void *arg)
         if (is_tcp(ch) && !(r->has_config && (r->config.set & (1ull << EDDY_TCP_NODELAY)))) {
             socket_option(ch, EDDY_TCP_NODELAY, 1);
         }
-        eddy_channel_retain(ch); /* a failed init or connect closes it inside */
-        eddy__pipeline_enter(&ch->pipeline);
+        eddy__channel_hold(ch); /* a failed init or connect closes it inside */
         eddy__socket_register(ch);
         int rc = r->init != NULL ? r->init(ch, r->arg) : 0;
         if (rc != 0) {
@@ -1034,8 +1022,7 @@ static void connect_on_loop(void *arg)
         } else {
             stream_connect(ch, &r->remote, NULL, r->p);
         }
-        eddy__pipeline_leave(&ch->pipeline);
-        eddy_channel_release(ch);
+        eddy__channel_unhold(ch);
     }
     eddy_future_release(r->p);
     free(r);

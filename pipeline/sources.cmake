@@ -3,6 +3,7 @@ list(APPEND EDDY_SOURCES
     pipeline/embedded.c
     pipeline/outbound.c
     pipeline/pipeline.c
+    pipeline/scoped.c
     pipeline/socket.c)
 # Codecs and handlers keep their own lists.
 include(${CMAKE_CURRENT_LIST_DIR}/codec/sources.cmake OPTIONAL)

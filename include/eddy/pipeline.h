@@ -112,6 +112,16 @@ EDDY_EXTERN int eddy_pipeline_add_after(eddy_pipeline_t *p, const char *base, co
  * add_last, with the handler's events run on carrier c (carrier.h), on the partition of the
  * channel's id: one channel's events stay in order, and the loop never waits for them. Its
  * fire_* and write calls hop back to the loop.
+ *
+ * Every inbound event goes through the partition, in order, also those the handler leaves
+ * NULL (they are passed on from there): what it passes on keeps its place among them, so a
+ * handler after it sees channel_read_complete behind the reads it forwarded. Removal runs on
+ * the carrier behind the events queued there (handler_removed last). At close, the handlers
+ * before it are removed at once; those after it only once it has passed on the events queued
+ * when the channel closed, channel_inactive and channel_unregistered last, so they see them
+ * (what it writes then fails with EDDY_ECLOSED). User event data reaches it later, on its
+ * thread: fire events with data that stays valid until then (static data, or data in the
+ * firing handler's state, which the pipeline keeps until no event is in flight).
  */
 EDDY_EXTERN int eddy_pipeline_add_last_on(eddy_pipeline_t *p, eddy_carrier_t *c,
                                           const char *name, const eddy_handler_ops_t *ops,
@@ -156,6 +166,49 @@ EDDY_EXTERN eddy_loop_t *eddy_ctx_loop(const eddy_ctx_t *ctx);
 EDDY_EXTERN eddy_allocator_t *eddy_ctx_alloc(const eddy_ctx_t *ctx);
 /** True once the handler was removed (its callbacks are no longer called). */
 EDDY_EXTERN bool eddy_ctx_is_removed(const eddy_ctx_t *ctx);
+
+/* ---------------------------------------------------------------------------------------
+ * Handler-scoped timers and tasks (Netty's ctx.executor().schedule() and execute()): the
+ * library owns their lifetime. The callback runs on the handler's thread (the loop, or the
+ * carrier's partition of the channel for an offloaded handler, in order with its events),
+ * with the channel held, so it may close the channel or remove its own handler. It never
+ * runs after the handler's handler_removed: removing the handler, and closing the channel
+ * (which removes every handler), cancels what is still pending. A timer is named by an id,
+ * never by a pointer, so an id kept after its timer fired or was cancelled is harmless.
+ *
+ * Call these from the handler's own callbacks (the loop's thread, or its carrier's thread
+ * for an offloaded handler), or from its scoped callbacks. They refuse (0, or an error for
+ * execute) once the handler was removed or the channel closed, when the loop shuts down, and
+ * without memory.
+ */
+
+/* A handler-scoped callback: ctx is the handler's context, arg what was given with it. */
+typedef void (*eddy_ctx_cb)(eddy_ctx_t *ctx, void *arg);
+
+/** Run cb(ctx, arg) once, delay_ms from now (0 or less: at the loop's next timers, in this
+ * turn when called on the loop). Returns the timer's id (never 0) for eddy_ctx_cancel(), or
+ * 0 when refused. */
+EDDY_EXTERN uint64_t eddy_ctx_schedule(eddy_ctx_t *ctx, int64_t delay_ms, eddy_ctx_cb cb,
+                                       void *arg);
+/** eddy_ctx_schedule() in nanoseconds, for sub-millisecond delays. */
+EDDY_EXTERN uint64_t eddy_ctx_schedule_ns(eddy_ctx_t *ctx, int64_t delay_ns, eddy_ctx_cb cb,
+                                          void *arg);
+/** Run cb(ctx, arg) first after initial_ms, then every period_ms (at least 1) from the first
+ * deadline, as eddy_loop_schedule_at_fixed_rate(), until cancelled or the handler is
+ * removed. Returns the id, or 0 when refused (also for period_ms < 1). */
+EDDY_EXTERN uint64_t eddy_ctx_schedule_at_fixed_rate(eddy_ctx_t *ctx, int64_t initial_ms,
+                                                     int64_t period_ms, eddy_ctx_cb cb,
+                                                     void *arg);
+/** Cancel the timer id of this handler: 0 when this call stopped it (it will not run again),
+ * EDDY_EALREADY when it already ran (one-shot), was cancelled, or id is not one of this
+ * handler's pending timers (0 included). Inside its own callback, a periodic timer's cancel
+ * stops the runs after this one. */
+EDDY_EXTERN int eddy_ctx_cancel(eddy_ctx_t *ctx, uint64_t id);
+/** Run cb(ctx, arg) soon on the handler's thread, after the current event (the loop's next
+ * timers, in this turn when called on the loop; an offloaded handler's partition, behind the
+ * events already queued there). 0, or EDDY_ECLOSED (handler removed or channel closed),
+ * EDDY_ESHUTDOWN, EDDY_ENOMEM. */
+EDDY_EXTERN int eddy_ctx_execute(eddy_ctx_t *ctx, eddy_ctx_cb cb, void *arg);
 
 /* Inbound: hand the event to the next handler that implements it. */
 EDDY_EXTERN void eddy_ctx_fire_channel_registered(eddy_ctx_t *ctx);

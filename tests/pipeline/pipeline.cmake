@@ -1,5 +1,7 @@
 # The pipeline core and the embedded channel (pipeline/pipeline.c, pipeline/embedded.c).
 eddy_add_test(pipeline pipeline)
+# Handler-scoped timers and tasks (pipeline/scoped.c), on the embedded channel.
+eddy_add_test(pipeline scoped)
 # Stream channels on real loopback sockets, once per poller built here (STYLE.md, Tests).
 if(EDDY_HAVE_EPOLL)
     eddy_add_test(pipeline socket TIMEOUT 120 LABELS concurrency ENVIRONMENT EDDY_POLLER=epoll)

@@ -56,6 +56,7 @@ typedef struct server_s {
     eddy_carrier_t *carrier; /* offload the handler there */
     const eddy_handler_ops_t *after; /* NULL, or a handler on the loop after it */
     _Atomic int late; /* events the "after" handler saw once removed or inactive */
+    _Atomic int reads; /* messages the "after" handler saw */
 } server_t;
 
 static server_t *srv_of(eddy_ctx_t *ctx)
@@ -802,9 +803,10 @@ static void test_socket_offloaded_handler_outlives_its_loop_group(void **state)
     eddy_carrier_free(carrier);
 }
 
-/* An offloaded handler still busy with a read when the channel closes: what it passes on
- * after the close does not reach the handlers after it, which saw channel_inactive and were
- * removed (the message goes to the tail and is released). */
+/* An offloaded handler still busy with a read when the channel closes: the close waits for
+ * it in order. Every inbound event of an offloaded context goes through its partition, so
+ * what it passes on reaches the handlers after it before channel_inactive does, and they are
+ * removed only after that (the read is not "late": it arrives while they are in place). */
 static _Atomic int fwd_removed;
 
 static void fwd_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
@@ -831,6 +833,7 @@ static void after_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
     if (eddy_ctx_is_removed(ctx) || atomic_load(&srv_of(ctx)->closed) > 0) {
         atomic_fetch_add(&srv_of(ctx)->late, 1);
     }
+    atomic_fetch_add(&srv_of(ctx)->reads, 1);
     eddy_msg_release(msg);
 }
 
@@ -856,6 +859,105 @@ static void test_socket_offloaded_reads_after_close_skip_removed_handlers(void *
     eddy_carrier_free(carrier);
     assert_int_equal(atomic_load(&s.closed), 1);
     assert_int_equal(atomic_load(&s.late), 0);
+    assert_int_equal(atomic_load(&s.reads), 1);
+}
+
+/* An offloaded handler that passes reads on after a while, in front of an echo on the loop
+ * that writes at channel_read and flushes at channel_read_complete (the usual echo): the
+ * read_complete travels behind the reads through the carrier, so the flush comes after the
+ * writes and every byte comes back. Before, read_complete skipped the offloaded handler
+ * (it does not implement it) and flushed nothing, and the replies waited for ever. */
+static void slow_fwd_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    usleep(2000);
+    eddy_ctx_fire_channel_read(ctx, msg);
+}
+
+static const eddy_handler_ops_t slow_fwd_ops = {
+    .name = "slow-fwd",
+    .sharable = true,
+    .channel_read = slow_fwd_read,
+};
+
+static void test_socket_offloaded_handler_keeps_read_complete_behind_reads(void **state)
+{
+    (void)state;
+    eddy_carrier_t *carrier = offload_carrier_new(2, 1);
+    server_t s = {.ops = &slow_fwd_ops, .carrier = carrier, .after = &echo_ops};
+    server_start_local(&s);
+    int fd = client_connect(&s.addr);
+    char out[4096], in[4096];
+    for (size_t i = 0; i < sizeof(out); i++) {
+        out[i] = (char)('a' + i % 26);
+    }
+    for (int round = 0; round < 8; round++) {
+        /* Several small writes: several reads and batches on the server. */
+        for (size_t off = 0; off < sizeof(out); off += 512) {
+            send_all(fd, out + off, 512);
+        }
+        recv_all(fd, in, sizeof(in));
+        assert_memory_equal(in, out, sizeof(in));
+    }
+    close(fd);
+    WAIT_FOR(atomic_load(&s.closed) == 1);
+    server_stop(&s);
+    assert_int_equal(eddy_carrier_shutdown(carrier, EDDY_CARRIER_DRAIN), 0);
+    eddy_carrier_free(carrier);
+}
+
+/* A handler-scoped timer of an offloaded handler runs on the carrier, with the handler's
+ * events, and never after its handler_removed (which also runs there). */
+static _Atomic int off_timer_runs, off_timer_after_removed, off_timer_on_loop, off_removed;
+
+static void off_timer_cb(eddy_ctx_t *ctx, void *arg)
+{
+    (void)arg;
+    if (atomic_load(&off_removed)) {
+        atomic_fetch_add(&off_timer_after_removed, 1);
+    }
+    if (eddy_loop_in_event_loop(eddy_ctx_loop(ctx))) {
+        atomic_fetch_add(&off_timer_on_loop, 1);
+    }
+    atomic_fetch_add(&off_timer_runs, 1);
+}
+
+static void off_timer_active(eddy_ctx_t *ctx)
+{
+    assert_true(eddy_ctx_schedule_at_fixed_rate(ctx, 1, 1, off_timer_cb, NULL) != 0);
+    assert_true(eddy_ctx_schedule(ctx, 60000, off_timer_cb, NULL) != 0);
+    eddy_ctx_fire_channel_active(ctx);
+}
+
+static void off_timer_removed(eddy_ctx_t *ctx)
+{
+    (void)ctx;
+    atomic_store(&off_removed, 1);
+}
+
+static const eddy_handler_ops_t off_timer_ops = {
+    .name = "off-timer",
+    .sharable = true,
+    .handler_removed = off_timer_removed,
+    .channel_active = off_timer_active,
+};
+
+static void test_socket_offloaded_handler_timers_run_on_its_carrier(void **state)
+{
+    (void)state;
+    eddy_carrier_t *carrier = offload_carrier_new(2, 1);
+    server_t s = {.ops = &off_timer_ops, .carrier = carrier, .after = &echo_ops};
+    server_start_local(&s);
+    int fd = client_connect(&s.addr);
+    WAIT_FOR(atomic_load(&off_timer_runs) >= 20);
+    close(fd);
+    WAIT_FOR(atomic_load(&off_removed) == 1);
+    WAIT_FOR(atomic_load(&s.closed) == 1);
+    usleep(20000); /* the periodic timer would have run again by now */
+    server_stop(&s);
+    assert_int_equal(eddy_carrier_shutdown(carrier, EDDY_CARRIER_DRAIN), 0);
+    eddy_carrier_free(carrier);
+    assert_int_equal(atomic_load(&off_timer_after_removed), 0);
+    assert_int_equal(atomic_load(&off_timer_on_loop), 0);
 }
 
 /* Shutting the loop group down closes its channels (Netty's closeAll): the client sees the
@@ -1186,6 +1288,8 @@ int main(void)
         cmocka_unit_test(test_socket_offloaded_handler_runs_off_the_loop_in_order),
         cmocka_unit_test(test_socket_offloaded_handler_outlives_its_loop_group),
         cmocka_unit_test(test_socket_offloaded_reads_after_close_skip_removed_handlers),
+        cmocka_unit_test(test_socket_offloaded_handler_keeps_read_complete_behind_reads),
+        cmocka_unit_test(test_socket_offloaded_handler_timers_run_on_its_carrier),
         cmocka_unit_test(test_socket_loop_shutdown_closes_channels),
         cmocka_unit_test(test_socket_auto_read_off_reads_on_request),
         cmocka_unit_test(test_socket_auto_read_off_read_asked_inside_the_batch),
