@@ -141,7 +141,7 @@ EDDY_EXTERN void eddy_log_to_file(eddy_log_level_t level, const char *text, void
  * read batch (channel_read until channel_read_complete) flushes are held and done once at
  * channel_read_complete, or when explicit_flush_after_flushes were held. Outside a read batch
  * a flush goes through at once, unless consolidate_when_no_read_in_progress: then it is held
- * and done by a loop task (eddy_loop_execute), so flushes issued before the task runs become
+ * and done by a handler-scoped task (eddy_ctx_schedule), so flushes issued before it runs become
  * one, or at once when explicit_flush_after_flushes were held. A held flush is also done on
  * exception_caught, disconnect, close, handler removal, and when the channel becomes
  * unwritable.

@@ -3,9 +3,9 @@
  * a read batch become one at channel_read_complete; outside a read batch, optionally, flushes
  * issued before a loop task runs become one.
  *
- * Netty cancels its scheduled flush task; a loop task here cannot be taken back, so the task
- * gets a small object of its own, which the handler lets go of (owner NULL) to cancel it and
- * which the task frees when it runs: the state may be freed before the task runs.
+ * The scheduled flush is a handler-scoped timer with no delay (eddy_ctx_schedule): it runs in
+ * the loop's timers of this turn, after the I/O, can be cancelled as Netty cancels its task,
+ * and never runs after the handler was removed.
  */
 #include "pipeline/internal.h"
 
@@ -15,17 +15,13 @@
 
 typedef struct flush_consolidation_s flush_consolidation_t;
 
-typedef struct flush_task_s {
-    flush_consolidation_t *owner; /* NULL: cancelled */
-} flush_task_t;
-
 struct flush_consolidation_s {
     eddy_ctx_t *ctx;
     unsigned after;     /* explicit_flush_after_flushes */
     unsigned pending;   /* flushes held */
     bool consolidate;   /* consolidate_when_no_read_in_progress */
     bool reading;       /* between channel_read and channel_read_complete */
-    flush_task_t *task; /* the scheduled flush, or NULL */
+    uint64_t task;      /* the scheduled flush's timer id, or 0 */
 };
 
 void *eddy_flush_consolidation_handler_new(unsigned explicit_flush_after_flushes,
@@ -43,9 +39,9 @@ void *eddy_flush_consolidation_handler_new(unsigned explicit_flush_after_flushes
 
 static void cancel_scheduled(flush_consolidation_t *s)
 {
-    if (s->task != NULL) {
-        s->task->owner = NULL;
-        s->task = NULL;
+    if (s->task != 0) {
+        eddy_ctx_cancel(s->ctx, s->task);
+        s->task = 0;
     }
 }
 
@@ -70,40 +66,27 @@ static void reset_read_and_flush_if_needed(flush_consolidation_t *s)
     flush_if_needed(s);
 }
 
-static void scheduled_flush(void *arg)
+static void scheduled_flush(eddy_ctx_t *ctx, void *arg)
 {
-    flush_task_t *task = arg;
-    flush_consolidation_t *s = task->owner;
-    free(task);
-    if (s == NULL) {
-        return;
-    }
-    s->task = NULL;
+    flush_consolidation_t *s = arg;
+    s->task = 0;
     /* A read batch that began meanwhile flushes at its channel_read_complete. */
     if (s->pending > 0 && !s->reading) {
         s->pending = 0;
-        /* Outside any event, the flush holds the channel itself (a close inside it, on a
-         * write error, frees nothing under it); s may be gone when it returns. */
-        eddy_ctx_flush(s->ctx);
+        eddy_ctx_flush(ctx); /* s may be gone when it returns (a close inside) */
     }
 }
 
 static void schedule_flush(flush_consolidation_t *s)
 {
-    if (s->task != NULL) {
+    if (s->task != 0) {
         return;
     }
-    flush_task_t *task = malloc(sizeof(*task));
-    if (task != NULL) {
-        task->owner = s;
-        if (eddy_loop_execute(eddy_ctx_loop(s->ctx), scheduled_flush, task) == 0) {
-            s->task = task;
-            return;
-        }
-        free(task);
+    s->task = eddy_ctx_schedule(s->ctx, 0, scheduled_flush, s);
+    if (s->task == 0) {
+        /* No memory, or the loop shuts down: flush now rather than hold the data. */
+        flush_now(s);
     }
-    /* No memory, or the loop shuts down: flush now rather than hold the data. */
-    flush_now(s);
 }
 
 static void fc_added(eddy_ctx_t *ctx)

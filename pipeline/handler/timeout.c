@@ -9,10 +9,11 @@
  * Not here: Netty's observeOutput (idle writers whose bytes still trickle out); the times
  * are in milliseconds, Netty's MIN_TIMEOUT_NANOS (1 ms) being the smallest anyway.
  *
- * Lifetimes: a timer's argument is the handler's state, so handler_removed cancels every
- * timer before the pipeline frees the state. A write's promise may complete after the handler
- * was removed, and a listener cannot be taken back: listeners get small objects of their own,
- * which outlive the state and learn that the handler is gone.
+ * Lifetimes: the timers are handler-scoped (eddy_ctx_schedule), so the pipeline cancels them
+ * with the handler, and runs them with the channel held: one that closes the channel frees
+ * nothing under itself. A write's promise may complete after the handler was removed, and a
+ * listener cannot be taken back: listeners get small objects of their own, which outlive the
+ * state and learn that the handler is gone.
  */
 #include "pipeline/internal.h"
 
@@ -30,24 +31,6 @@ static int64_t timeout_ns(int64_t ms)
     return (ms < max_ms ? ms : max_ms) * 1000000;
 }
 
-/*
- * A timer callback runs outside any pipeline event: hold the channel and the pipeline around
- * what it fires, so that a handler closing the channel in response frees neither the channel
- * nor this handler's context under the caller.
- */
-static eddy_channel_t *pin(eddy_ctx_t *ctx)
-{
-    eddy_channel_t *ch = eddy_channel_retain(eddy_ctx_channel(ctx));
-    eddy__pipeline_enter(eddy_channel_pipeline(ch));
-    return ch;
-}
-
-static void unpin(eddy_channel_t *ch)
-{
-    eddy__pipeline_leave(eddy_channel_pipeline(ch));
-    eddy_channel_release(ch);
-}
-
 /* Netty's readTimedOut / writeTimedOut: the error, then close; once. The handler's state may
  * be freed when this returns (the close removes the handler). */
 static void timed_out(eddy_ctx_t *ctx, bool *closed)
@@ -56,10 +39,8 @@ static void timed_out(eddy_ctx_t *ctx, bool *closed)
         return;
     }
     *closed = true;
-    eddy_channel_t *ch = pin(ctx);
     eddy_ctx_fire_exception(ctx, EDDY_ETIMEDOUT);
     eddy_ctx_close(ctx, NULL);
-    unpin(ch);
 }
 
 /* The promise a watched write goes on with: p, or when the caller gave none a new one in
@@ -85,7 +66,7 @@ typedef struct idle_s idle_t;
 
 typedef struct idle_timer_s {
     idle_t *owner;
-    eddy_timer_t *t;    /* pending, or NULL */
+    uint64_t timer;     /* the pending scoped timer's id, or 0 */
     int64_t timeout_ns; /* 0: this kind is off */
     bool first;         /* the next event of this kind is the first since activity */
 } idle_timer_t;
@@ -115,7 +96,7 @@ static eddy_idle_event_t idle_events[IDLE_KINDS][2] = {
     {{EDDY_EVENT_ALL_IDLE, false}, {EDDY_EVENT_ALL_IDLE, true}},
 };
 
-static void idle_fired(eddy_timer_t *t, void *arg);
+static void idle_fired(eddy_ctx_t *ctx, void *arg);
 
 static idle_t *idle_new(int64_t reader_ms, int64_t writer_ms, int64_t all_ms)
 {
@@ -149,8 +130,8 @@ void *eddy_read_timeout_handler_new(int64_t timeout_ms)
 
 static void idle_schedule(idle_timer_t *it, int64_t delay_ns)
 {
-    /* NULL (no memory, or the loop shuts down) ends this kind's events: nothing to retry on. */
-    it->t = eddy_loop_schedule_ns(eddy_ctx_loop(it->owner->ctx), delay_ns, idle_fired, it);
+    /* 0 (no memory, or the loop shuts down) ends this kind's events: nothing to retry on. */
+    it->timer = eddy_ctx_schedule_ns(it->owner->ctx, delay_ns, idle_fired, it);
 }
 
 static void idle_start(idle_t *s)
@@ -172,25 +153,17 @@ static void idle_stop(idle_t *s)
     s->life = LIFE_STOPPED;
     for (int i = 0; i < IDLE_KINDS; i++) {
         idle_timer_t *it = &s->kind[i];
-        if (it->t != NULL) {
-            eddy_timer_cancel(it->t);
-            eddy_timer_release(it->t);
-            it->t = NULL;
-        }
+        eddy_ctx_cancel(s->ctx, it->timer); /* EDDY_EALREADY at removal: it did it already */
+        it->timer = 0;
     }
 }
 
-static void idle_fired(eddy_timer_t *t, void *arg)
+static void idle_fired(eddy_ctx_t *ctx, void *arg)
 {
     idle_timer_t *it = arg;
     idle_t *s = it->owner;
     int which = (int)(it - s->kind);
-    eddy_timer_release(t);
-    it->t = NULL;
-    eddy_ctx_t *ctx = s->ctx;
-    if (!eddy_channel_is_open(eddy_ctx_channel(ctx))) {
-        return;
-    }
+    it->timer = 0;
     int64_t last = s->last_write_ns;
     if (which == IDLE_READER || (which == IDLE_ALL && s->last_read_ns > last)) {
         last = s->last_read_ns;
@@ -212,9 +185,7 @@ static void idle_fired(eddy_timer_t *t, void *arg)
         timed_out(ctx, &s->closed);
         return;
     }
-    eddy_channel_t *ch = pin(ctx);
     eddy_ctx_fire_user_event(ctx, idle_events[which][0].state, &idle_events[which][first]);
-    unpin(ch);
 }
 
 static void idle_added(eddy_ctx_t *ctx)
@@ -363,7 +334,7 @@ typedef struct write_timeout_s write_timeout_t;
 typedef struct write_task_s {
     struct write_task_s *prev, *next;
     write_timeout_t *owner; /* NULL once out of the list */
-    eddy_timer_t *timer;
+    uint64_t timer;         /* the scoped timer's id */
     eddy_promise_t *p; /* a reference, while in the list */
 } write_task_t;
 
@@ -400,16 +371,15 @@ static void write_task_detach(write_task_t *task)
     }
     task->prev = task->next = NULL;
     task->owner = NULL;
-    eddy_timer_cancel(task->timer); /* EDDY_EALREADY inside its own callback: fine */
-    eddy_timer_release(task->timer);
-    task->timer = NULL;
+    eddy_ctx_cancel(s->ctx, task->timer); /* EDDY_EALREADY inside its own callback: fine */
+    task->timer = 0;
     eddy_future_release(task->p);
     task->p = NULL;
 }
 
-static void write_timer_fired(eddy_timer_t *t, void *arg)
+static void write_timer_fired(eddy_ctx_t *ctx, void *arg)
 {
-    (void)t;
+    (void)ctx;
     write_task_t *task = arg;
     write_timeout_t *s = task->owner; /* set: a detached task's timer was cancelled */
     /* Done but its listener not yet run (listeners queued behind others): not late. */
@@ -435,9 +405,8 @@ static void write_watch(write_timeout_t *s, eddy_promise_t *p)
     if (task == NULL) {
         return;
     }
-    task->timer =
-        eddy_loop_schedule_ns(eddy_ctx_loop(s->ctx), s->timeout_ns, write_timer_fired, task);
-    if (task->timer == NULL) {
+    task->timer = eddy_ctx_schedule_ns(s->ctx, s->timeout_ns, write_timer_fired, task);
+    if (task->timer == 0) {
         free(task);
         return;
     }

@@ -80,7 +80,8 @@ struct eddy_tls_handler_s {
     BIO *rbio, *wbio;         /* the SSL's: network to SSL, SSL to network */
     eddy_ctx_t *ctx;
     eddy_promise_t *handshake;
-    eddy_timer_t *timer; /* the handshake's timeout until it completes, then the BIO trim */
+    uint64_t timer; /* a scoped timer's id: the handshake's timeout until it completes, then
+                       the BIO trim; 0: none */
     pending_t *head, *tail;
     int64_t hs_timeout_ms, cn_timeout_ms;
     bool client, start_on_demand;
@@ -101,6 +102,9 @@ struct eddy_tls_handler_s {
     const char *protocol, *cipher; /* OpenSSL's own static names, after the handshake */
     char *alpn;                   /* the protocol ALPN chose */
     char *error;                  /* why this handler failed */
+    /* The handshake's user event: its data stays in the state, read by offloaded handlers
+     * after the event was fired (the pipeline keeps the state until they are done). */
+    eddy_tls_handshake_event_t hs_event;
 };
 
 /* Set s->error unless it is set: the first reason stays, and so does every pointer
@@ -541,10 +545,9 @@ static void send_output(eddy_tls_handler_t *s)
 
 static void stop_timer(eddy_tls_handler_t *s)
 {
-    if (s->timer != NULL) {
-        eddy_timer_cancel(s->timer);
-        eddy_timer_release(s->timer);
-        s->timer = NULL;
+    if (s->timer != 0) {
+        eddy_ctx_cancel(s->ctx, s->timer);
+        s->timer = 0;
     }
 }
 
@@ -588,11 +591,11 @@ size_t eddy__tls_handler_bio_capacity(eddy_tls_handler_t *h)
     return total;
 }
 
-static void bios_trim_due(eddy_timer_t *t, void *arg)
+static void bios_trim_due(eddy_ctx_t *ctx, void *arg)
 {
-    eddy_tls_handler_t *s = arg; /* alive: handler_removed and failures cancel this timer */
-    eddy_timer_release(t);
-    s->timer = NULL;
+    (void)ctx;
+    eddy_tls_handler_t *s = arg; /* alive: the timer is the handler's (scoped) */
+    s->timer = 0;
     if (s->ssl == NULL || s->failed) {
         return;
     }
@@ -601,21 +604,21 @@ static void bios_trim_due(eddy_timer_t *t, void *arg)
     bool write_done = trim_bio(s, false);
     s->big_bios = !(read_done && write_done);
     if (s->big_bios) {
-        s->timer = eddy_loop_schedule(eddy_ctx_loop(s->ctx), BIO_TRIM_DELAY_MS, bios_trim_due, s);
+        s->timer = eddy_ctx_schedule(s->ctx, BIO_TRIM_DELAY_MS, bios_trim_due, s);
     }
 }
 
 /* After a read batch or a flush: a BIO that grew gets a trim later. */
 static void schedule_trim(eddy_tls_handler_t *s)
 {
-    if (s->big_bios && s->timer == NULL && s->done && !s->failed && s->ssl != NULL) {
-        s->timer = eddy_loop_schedule(eddy_ctx_loop(s->ctx), BIO_TRIM_DELAY_MS, bios_trim_due, s);
+    if (s->big_bios && s->timer == 0 && s->done && !s->failed && s->ssl != NULL) {
+        s->timer = eddy_ctx_schedule(s->ctx, BIO_TRIM_DELAY_MS, bios_trim_due, s);
     }
 }
 
 static void fire_handshake_event(eddy_tls_handler_t *s, int err)
 {
-    eddy_tls_handshake_event_t ev = {
+    s->hs_event = (eddy_tls_handshake_event_t){
         .error = err,
         .reason = err != 0 && s->error != NULL ? s->error : "",
         .protocol = s->protocol,
@@ -623,7 +626,7 @@ static void fire_handshake_event(eddy_tls_handler_t *s, int err)
         .alpn = s->alpn != NULL ? s->alpn : "",
         .resumed = err == 0 && SSL_session_reused(s->ssl) == 1,
     };
-    eddy_ctx_fire_user_event(s->ctx, EDDY_EVENT_TLS_HANDSHAKE, &ev);
+    eddy_ctx_fire_user_event(s->ctx, EDDY_EVENT_TLS_HANDSHAKE, &s->hs_event);
 }
 
 /*
@@ -702,23 +705,17 @@ static void handshake_step(eddy_tls_handler_t *s)
     }
 }
 
-static void handshake_timed_out(eddy_timer_t *t, void *arg)
+static void handshake_timed_out(eddy_ctx_t *ctx, void *arg)
 {
-    eddy_tls_handler_t *s = arg; /* alive: handler_removed cancels this timer */
-    eddy_timer_release(t);
-    s->timer = NULL;
+    (void)ctx;
+    eddy_tls_handler_t *s = arg; /* alive: the timer is the handler's (scoped), and runs with
+                                    the channel held until tls_fail has finished with s */
+    s->timer = 0;
     if (s->done || s->failed) {
         return;
     }
-    set_error(s, "handshake timed out after %lld ms",
-             (long long)s->hs_timeout_ms);
-    /* Outside any pipeline event: hold the channel and the pipeline (freeing removed
-     * contexts, this state among them) until tls_fail has finished with s. */
-    eddy_channel_t *ch = eddy_channel_retain(eddy_ctx_channel(s->ctx));
-    eddy__pipeline_enter(eddy_channel_pipeline(ch));
+    set_error(s, "handshake timed out after %lld ms", (long long)s->hs_timeout_ms);
     tls_fail(s, EDDY_ETIMEDOUT);
-    eddy__pipeline_leave(eddy_channel_pipeline(ch));
-    eddy_channel_release(ch);
 }
 
 static void start_handshake(eddy_tls_handler_t *s)
@@ -728,8 +725,7 @@ static void start_handshake(eddy_tls_handler_t *s)
     }
     s->started = true;
     if (s->hs_timeout_ms > 0) {
-        s->timer =
-            eddy_loop_schedule(eddy_ctx_loop(s->ctx), s->hs_timeout_ms, handshake_timed_out, s);
+        s->timer = eddy_ctx_schedule(s->ctx, s->hs_timeout_ms, handshake_timed_out, s);
     }
     if (!s->client) {
         return; /* the client speaks first */
@@ -1207,15 +1203,7 @@ eddy_future_t *eddy_tls_handler_handshake_future(eddy_tls_handler_t *h)
  * an event they fire does not free h under them. */
 static eddy_channel_t *hold(eddy_tls_handler_t *h)
 {
-    eddy_channel_t *ch = eddy_channel_retain(eddy_ctx_channel(h->ctx));
-    eddy__pipeline_enter(eddy_channel_pipeline(ch));
-    return ch;
-}
-
-static void unhold(eddy_channel_t *ch)
-{
-    eddy__pipeline_leave(eddy_channel_pipeline(ch));
-    eddy_channel_release(ch);
+    return eddy__channel_hold(eddy_ctx_channel(h->ctx));
 }
 
 void eddy_tls_handler_handshake(eddy_tls_handler_t *h)
@@ -1223,7 +1211,7 @@ void eddy_tls_handler_handshake(eddy_tls_handler_t *h)
     if (h->ctx != NULL && eddy_channel_is_active(eddy_ctx_channel(h->ctx))) {
         eddy_channel_t *ch = hold(h);
         start_handshake(h);
-        unhold(ch);
+        eddy__channel_unhold(ch);
     }
 }
 
@@ -1249,7 +1237,7 @@ void eddy_tls_handler_close_outbound(eddy_tls_handler_t *h, eddy_promise_t *p)
     } else {
         eddy__promise_done(p, EDDY_ECLOSED);
     }
-    unhold(ch);
+    eddy__channel_unhold(ch);
 }
 
 const char *eddy_tls_handler_protocol(const eddy_tls_handler_t *h)
