@@ -125,6 +125,7 @@ static eddy__options_t default_options = {
             [EDDY_RCVBUF_ALLOC_MAX] = 65536,
             [EDDY_PAUSE_READ_WHEN_UNWRITABLE] = 0,
             [EDDY_MAX_PENDING_OUTBOUND] = 0,
+            [EDDY_LINGER_MS] = 2000,
         },
 };
 
@@ -153,6 +154,7 @@ static bool option_valid(eddy_option_t opt, int64_t v)
     case EDDY_RCVBUF_ALLOC_MAX:
         return v >= 16 && v <= 64 * 1024 * 1024;
     case EDDY_CONNECT_TIMEOUT_MS:
+    case EDDY_LINGER_MS:
     case EDDY_WRITE_BUFFER_LOW_WATER_MARK:
     case EDDY_WRITE_BUFFER_HIGH_WATER_MARK:
     case EDDY_MAX_PENDING_OUTBOUND:
@@ -381,6 +383,12 @@ eddy_channel_t *eddy__channel_new(eddy_loop_t *loop, const eddy__channel_ops_t *
     atomic_init(&ch->writable, true);
     eddy__pipeline_init(&ch->pipeline);
     return ch;
+}
+
+void eddy__promise_done_listener(eddy_future_t *f, void *arg)
+{
+    eddy__promise_done(arg, eddy_future_error(f));
+    eddy_future_release(arg);
 }
 
 static void release_channel(void *ch)
@@ -613,7 +621,12 @@ void eddy_channel_read(eddy_channel_t *ch)
 
 void eddy_channel_close(eddy_channel_t *ch, eddy_promise_t *p)
 {
-    eddy__pipeline_close(&ch->pipeline, p);
+    eddy__pipeline_close(&ch->pipeline, p, false);
+}
+
+void eddy_channel_close_after_flush(eddy_channel_t *ch, eddy_promise_t *p)
+{
+    eddy__pipeline_close(&ch->pipeline, p, true);
 }
 
 static void shutdown_output_on_loop(eddy_channel_t *ch, void *arg)

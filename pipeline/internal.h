@@ -78,6 +78,9 @@ typedef struct eddy__channel_ops_s {
     /* Before a requested close: throw away input the application never read, so that the
      * close sends FIN after what was written, not a reset; NULL: the kind has none. */
     void (*discard_input)(eddy_channel_t *ch);
+    /* Close after what was flushed is written, gracefully (a lingering close); p completes
+     * once closed. NULL: the kind closes at once. */
+    void (*close_after_flush)(eddy_channel_t *ch, eddy_promise_t *p);
     /* Release the kind's resources at close (the fd); the generic close does the rest. */
     void (*do_close)(eddy_channel_t *ch);
     void (*shutdown_output)(eddy_channel_t *ch, eddy_promise_t *p);
@@ -111,6 +114,11 @@ enum {
     EDDY__CH_LISTENER = 1u << 10,
     EDDY__CH_EMBEDDED = 1u << 11,
     EDDY__CH_SHUTDOWN_PENDING = 1u << 12, /* shutdown_output once the flushed data is out */
+    /* A close after flush is walking the handlers: the head closes gracefully. Set only
+     * during that walk; a handler that delays the close (TLS) keeps it for later. */
+    EDDY__CH_CLOSE_GRACEFUL = 1u << 13,
+    /* Closing gracefully (socket.c): FIN after the flushed data, input read and dropped. */
+    EDDY__CH_LINGERING = 1u << 14,
 };
 
 typedef struct eddy__attr_s {
@@ -122,6 +130,13 @@ typedef struct eddy__attrs_s {
     size_t n;
     eddy__attr_t a[];
 } eddy__attrs_t;
+
+/* A stream socket's lingering close (socket.c): its promise, and the timer that ends the
+ * lingering (EDDY_LINGER_MS after the FIN). */
+typedef struct eddy__lingering_s {
+    eddy_promise_t *p;
+    eddy_timer_t *timer;
+} eddy__lingering_t;
 
 /* A stream socket's connect in progress (socket.c). */
 typedef struct eddy__connecting_s {
@@ -217,6 +232,7 @@ struct eddy_channel_s {
      * once closed without one (channel.c, CLOSED_NO_FUTURE). */
     _Atomic(eddy_promise_t *) close_future;
     const eddy__close_hook_t *close_hook; /* NULL: none */
+    eddy__lingering_t *lingering;         /* a stream socket's close after flush, or NULL */
 
     /* The outbound buffer: entries from out_head up to `unflushed` (exclusive; NULL: all) are
      * flushed, the rest written but not yet flushed. */
@@ -343,7 +359,8 @@ void eddy__pipeline_fire_writability(eddy_pipeline_t *p);
 /* Outbound from the tail. */
 void eddy__pipeline_write(eddy_pipeline_t *p, eddy_msg_t *msg, eddy_promise_t *pr, bool flush);
 void eddy__pipeline_flush(eddy_pipeline_t *p);
-void eddy__pipeline_close(eddy_pipeline_t *p, eddy_promise_t *pr);
+/* A close from the tail; graceful: a close after flush (eddy_channel_close_after_flush). */
+void eddy__pipeline_close(eddy_pipeline_t *p, eddy_promise_t *pr, bool graceful);
 void eddy__pipeline_read(eddy_pipeline_t *p);
 /* Entering and leaving: removed contexts are freed when the outermost entry leaves. */
 void eddy__pipeline_enter(eddy_pipeline_t *p);
@@ -386,6 +403,9 @@ static inline void eddy__promise_done(eddy_promise_t *p, int err)
         eddy_promise_succeed(p, NULL);
     }
 }
+
+/* A future listener that completes the promise arg (a reference, released) as f completed. */
+void eddy__promise_done_listener(eddy_future_t *f, void *arg);
 
 /* Debug logging of the pipeline: EDDY_LOG=debug in the environment. */
 bool eddy__log_debug(void);

@@ -82,7 +82,13 @@ static void head_connect(eddy_ctx_t *ctx, const eddy_addr_t *remote, const eddy_
 
 static void head_close(eddy_ctx_t *ctx, eddy_promise_t *p)
 {
-    eddy__channel_do_close(eddy__pipeline_channel(ctx->pipeline), 0, p);
+    eddy_channel_t *ch = eddy__pipeline_channel(ctx->pipeline);
+    if ((ch->flags & EDDY__CH_CLOSE_GRACEFUL) && ch->ops->close_after_flush != NULL &&
+        !(ch->flags & EDDY__CH_CLOSED)) {
+        ch->ops->close_after_flush(ch, p);
+        return;
+    }
+    eddy__channel_do_close(ch, 0, p);
 }
 
 static void head_read(eddy_ctx_t *ctx)
@@ -934,6 +940,7 @@ typedef enum {
     OUT_WRITE,
     OUT_FLUSH,
     OUT_WRITE_FLUSH,
+    OUT_CLOSE_AFTER_FLUSH,
 } out_kind_t;
 
 static const unsigned out_bit[] = {
@@ -941,7 +948,7 @@ static const unsigned out_bit[] = {
     [OUT_DISCONNECT] = EDDY__EV_DISCONNECT, [OUT_CLOSE] = EDDY__EV_CLOSE,
     [OUT_DEREGISTER] = EDDY__EV_DEREGISTER, [OUT_READ] = EDDY__EV_OP_READ,
     [OUT_WRITE] = EDDY__EV_WRITE,       [OUT_FLUSH] = EDDY__EV_FLUSH,
-    [OUT_WRITE_FLUSH] = EDDY__EV_WRITE,
+    [OUT_WRITE_FLUSH] = EDDY__EV_WRITE, [OUT_CLOSE_AFTER_FLUSH] = EDDY__EV_CLOSE,
 };
 
 typedef struct out_s {
@@ -962,11 +969,35 @@ static eddy_ctx_t *prev_with(eddy_ctx_t *from, unsigned bit)
     return ctx;
 }
 
+static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_promise_t *pr,
+                     const eddy_addr_t *a, const eddy_addr_t *b);
+
+/* A flush from `from`, then a close walking the handlers with the channel marked graceful,
+ * so that the head closes after the flush (a handler that delays the close, as TLS does for
+ * its close_notify, reads the mark and keeps it for later). */
+static void close_after_flush_from(eddy_ctx_t *from, eddy_promise_t *pr)
+{
+    eddy_channel_t *ch = eddy__pipeline_channel(from->pipeline);
+    out_from(from, OUT_FLUSH, NULL, NULL, NULL, NULL);
+    unsigned was = ch->flags & EDDY__CH_CLOSE_GRACEFUL;
+    ch->flags |= EDDY__CH_CLOSE_GRACEFUL;
+    out_from(from, OUT_CLOSE, NULL, pr, NULL, NULL);
+    ch->flags = (ch->flags & ~EDDY__CH_CLOSE_GRACEFUL) | was;
+}
+
 /* Run an outbound operation from `from` toward the head (the loop's thread). */
 static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_promise_t *pr,
                      const eddy_addr_t *a, const eddy_addr_t *b)
 {
     eddy_pipeline_t *p = from->pipeline;
+    if (kind == OUT_CLOSE_AFTER_FLUSH) {
+        p->depth++;
+        close_after_flush_from(from, pr);
+        if (--p->depth == 0 && p->end.grave_next != NULL) {
+            bury_dead(p);
+        }
+        return;
+    }
     eddy_ctx_t *ctx = prev_with(from, out_bit[kind]);
     const eddy_handler_ops_t *o = ctx->ops;
     p->depth++;
@@ -1001,6 +1032,8 @@ static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_pr
          * queued the message rather than passed it on. */
         out_from(from, OUT_FLUSH, NULL, NULL, NULL, NULL);
         break;
+    case OUT_CLOSE_AFTER_FLUSH:
+        break; /* above */
     }
     if (--p->depth == 0 && p->end.grave_next != NULL) {
         bury_dead(p);
@@ -1078,6 +1111,11 @@ void eddy_ctx_close(eddy_ctx_t *ctx, eddy_promise_t *p)
     out(ctx, OUT_CLOSE, NULL, p, NULL, NULL);
 }
 
+void eddy_ctx_close_after_flush(eddy_ctx_t *ctx, eddy_promise_t *p)
+{
+    out(ctx, OUT_CLOSE_AFTER_FLUSH, NULL, p, NULL, NULL);
+}
+
 void eddy_ctx_deregister(eddy_ctx_t *ctx, eddy_promise_t *p)
 {
     out(ctx, OUT_DEREGISTER, NULL, p, NULL, NULL);
@@ -1121,9 +1159,9 @@ void eddy__pipeline_flush(eddy_pipeline_t *p)
     out(&p->end, OUT_FLUSH, NULL, NULL, NULL, NULL);
 }
 
-void eddy__pipeline_close(eddy_pipeline_t *p, eddy_promise_t *pr)
+void eddy__pipeline_close(eddy_pipeline_t *p, eddy_promise_t *pr, bool graceful)
 {
-    out(&p->end, OUT_CLOSE, NULL, pr, NULL, NULL);
+    out(&p->end, graceful ? OUT_CLOSE_AFTER_FLUSH : OUT_CLOSE, NULL, pr, NULL, NULL);
 }
 
 void eddy__pipeline_read(eddy_pipeline_t *p)

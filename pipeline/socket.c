@@ -218,8 +218,14 @@ static void recv_record(eddy_channel_t *ch, size_t got, size_t asked)
     ch->recv_index = (uint8_t)(i + 1);
 }
 
+static void linger_read(eddy_channel_t *ch);
+
 void eddy__socket_read(eddy_channel_t *ch)
 {
+    if (ch->flags & EDDY__CH_LINGERING) {
+        linger_read(ch); /* closing: what comes now is dropped, never handed on */
+        return;
+    }
     eddy_pipeline_t *p = &ch->pipeline;
     int64_t max_msgs = ch->opt[EDDY_MAX_MESSAGES_PER_READ];
     eddy_allocator_t *alloc = eddy_allocator_default();
@@ -311,6 +317,8 @@ static void flush_later(void *arg)
     eddy_channel_release(ch);
 }
 
+static void linger_after_fin(eddy_channel_t *ch, int err);
+
 static void finish_shutdown_output(eddy_channel_t *ch)
 {
     ch->flags &= ~EDDY__CH_SHUTDOWN_PENDING;
@@ -318,6 +326,9 @@ static void finish_shutdown_output(eddy_channel_t *ch)
     int err = shutdown(ch->fd, SHUT_WR) == 0 ? 0 : -errno;
     if (err == 0) {
         eddy_pipeline_fire_user_event(&ch->pipeline, EDDY_EVENT_OUTPUT_SHUTDOWN, NULL);
+    }
+    if ((ch->flags & EDDY__CH_LINGERING) && !(ch->flags & EDDY__CH_CLOSED)) {
+        linger_after_fin(ch, err);
     }
 }
 
@@ -491,10 +502,125 @@ static void stream_discard_input(eddy_channel_t *ch)
     }
 }
 
+/* ---------------------------------------------------------------------------------------
+ * The lingering close (nginx's lingering_close): FIN after what was flushed, then read and
+ * drop what the peer still sends until it closes or EDDY_LINGER_MS pass, then close. The peer
+ * that sent more than we read (a pipelined request after "Connection: close", the rest of a
+ * refused upload) then reads our whole answer: closing at once would answer its bytes with a
+ * reset, and a reset makes its kernel throw away what it had not yet read of ours.
+ */
+
+/* The graceful close is over: the channel closes with the promise it was asked with. */
+static void linger_close(eddy_channel_t *ch, int err)
+{
+    eddy__lingering_t *l = ch->lingering;
+    eddy_promise_t *p = l != NULL ? eddy_future_retain(l->p) : NULL;
+    eddy__channel_do_close(ch, err, p); /* stream_do_close lets go of l */
+    eddy_future_release(p);
+}
+
+static void linger_timed_out(eddy_timer_t *t, void *arg)
+{
+    (void)t;
+    eddy_channel_t *ch = eddy__channel_hold(arg); /* alive: the close cancels this timer */
+    linger_close(ch, 0);
+    eddy__channel_unhold(ch);
+}
+
+/* Our FIN went out (err 0) or could not (the peer is gone). */
+static void linger_after_fin(eddy_channel_t *ch, int err)
+{
+    eddy__lingering_t *l = ch->lingering;
+    int64_t ms = ch->opt[EDDY_LINGER_MS];
+    if (err != 0 || ms <= 0 || (ch->flags & EDDY__CH_INPUT_SHUTDOWN)) {
+        linger_close(ch, err); /* nothing to wait for: the peer has closed, or cannot hear */
+        return;
+    }
+    /* Read whatever the settings said before (AUTO_READ off, paused): only the peer's FIN
+     * ends the wait early. */
+    ch->flags = (ch->flags | EDDY__CH_READING) & ~EDDY__CH_PAUSED;
+    update_interest(ch);
+    if (!(ch->flags & EDDY__CH_CLOSED) && l->timer == NULL) {
+        l->timer = eddy_loop_schedule(eddy__loop_of(ch), ms, linger_timed_out, ch);
+        if (l->timer == NULL) {
+            linger_close(ch, 0);
+        }
+    }
+}
+
+/* Readable while lingering: drop it, up to the per-read budget; the peer's FIN ends it. */
+static void linger_read(eddy_channel_t *ch)
+{
+    char sink[16384];
+    for (int64_t i = ch->opt[EDDY_MAX_MESSAGES_PER_READ]; i > 0; i--) {
+        ssize_t n = recv(ch->fd, sink, sizeof(sink), MSG_DONTWAIT);
+        if (n > 0) {
+            atomic_fetch_add_explicit(&ch->bytes_read, (uint64_t)n, memory_order_relaxed);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return;
+        }
+        if (n < 0 || (ch->flags & EDDY__CH_OUTPUT_SHUTDOWN)) {
+            /* A reset, or the peer's FIN after ours: nothing more will come. */
+            linger_close(ch, n < 0 ? -errno : 0);
+            return;
+        }
+        /* The peer's FIN before ours (what we flushed is still going out): stop reading,
+         * and close once the FIN went out, which linger_after_fin() sees. */
+        ch->flags |= EDDY__CH_INPUT_SHUTDOWN;
+        update_interest(ch);
+        return;
+    }
+}
+
+static void stream_close_after_flush(eddy_channel_t *ch, eddy_promise_t *p)
+{
+    if (ch->lingering != NULL) {
+        /* Already closing gracefully: p completes with that close. */
+        if (p != NULL && eddy_future_add_listener(eddy_channel_close_future(ch),
+                                                  eddy__promise_done_listener,
+                                                  eddy_future_retain(p)) != 0) {
+            eddy_future_release(p);
+        }
+        return;
+    }
+    eddy__lingering_t *l = (ch->flags & EDDY__CH_ACTIVE) ? calloc(1, sizeof(*l)) : NULL;
+    if (l == NULL) {
+        eddy__channel_do_close(ch, 0, p); /* not connected, or no memory: close now */
+        return;
+    }
+    l->p = p != NULL ? eddy_future_retain(p) : NULL;
+    ch->lingering = l;
+    ch->flags |= EDDY__CH_LINGERING;
+    if (ch->flags & EDDY__CH_OUTPUT_SHUTDOWN) {
+        linger_after_fin(ch, 0); /* the FIN went out before */
+    } else {
+        /* FIN now, or once what is flushed is written (finish_shutdown_output goes on to
+         * linger_after_fin); what was written but not flushed fails with EDDY_EPIPE. */
+        stream_shutdown_output(ch, NULL);
+    }
+}
+
 static eddy_promise_t *connect_end(eddy_channel_t *ch);
 
 static void stream_do_close(eddy_channel_t *ch)
 {
+    eddy__lingering_t *l = ch->lingering;
+    if (l != NULL) {
+        ch->lingering = NULL;
+        ch->flags &= ~EDDY__CH_LINGERING;
+        if (l->timer != NULL) {
+            eddy_timer_cancel(l->timer);
+            eddy_timer_release(l->timer);
+        }
+        eddy__promise_done(l->p, 0);
+        eddy_future_release(l->p);
+        free(l);
+    }
     close_fd(ch);
     eddy_promise_t *p = connect_end(ch); /* closed while connecting */
     if (p != NULL) {
@@ -674,6 +800,7 @@ static const eddy__channel_ops_t stream_ops = {
     .update_interest = update_interest,
     .flush = stream_flush,
     .discard_input = stream_discard_input,
+    .close_after_flush = stream_close_after_flush,
     .do_close = stream_do_close,
     .shutdown_output = stream_shutdown_output,
     .set_socket_option = socket_option,

@@ -80,6 +80,10 @@ typedef enum {
                                         resume when drained below the low water mark */
     EDDY_MAX_PENDING_OUTBOUND,  /* bytes; 0 = no cap (default). Beyond it writes fail with
                                    EDDY_ENOBUFS instead of queueing */
+    EDDY_LINGER_MS,             /* a close after flush (eddy_channel_close_after_flush) reads
+                                   and drops the peer's input for up to this long after our
+                                   FIN, until the peer closes (nginx's lingering close);
+                                   0: close right after the FIN (default 2000) */
     EDDY_OPTION_COUNT_
 } eddy_option_t;
 
@@ -187,6 +191,21 @@ EDDY_EXTERN void eddy_channel_read(eddy_channel_t *ch);
 EDDY_EXTERN void eddy_channel_close(eddy_channel_t *ch, eddy_promise_t *p);
 /** Send FIN after what is flushed (shutdown(SHUT_WR)); reading goes on. */
 EDDY_EXTERN void eddy_channel_shutdown_output(eddy_channel_t *ch, eddy_promise_t *p);
+/**
+ * Flush, then close once everything written before this call is out, without a reset
+ * (Netty's writeAndFlush().addListener(CLOSE), with nginx's lingering close): the close
+ * travels through the handlers as eddy_channel_close() does (TLS sends close_notify first);
+ * at the socket, the flushed bytes go out, then FIN; input that still arrives is read and
+ * dropped (the handlers see no more reads) until the peer closes or EDDY_LINGER_MS pass,
+ * then the channel closes. Closing at once instead could answer the peer's late bytes with a
+ * reset, which makes the peer's kernel drop the reply it has not read yet.
+ *
+ * Writes after the call fail with EDDY_EPIPE. Waiting for the flush has no deadline of its
+ * own (a peer that never reads): pair it with a write timeout or an idle handler, whose
+ * eddy_channel_close() ends it at once, as a plain close does at any time. p completes once
+ * the channel has closed. Any thread; any number of times. Embedded channels close at once.
+ */
+EDDY_EXTERN void eddy_channel_close_after_flush(eddy_channel_t *ch, eddy_promise_t *p);
 
 /* Attributes (Netty's AttributeKey): a value per key, for handlers to share per channel. The
  * channel's loop. A key is any address unique to its user (a static variable's). */

@@ -231,6 +231,9 @@ EDDY_EXTERN void eddy_ctx_connect(eddy_ctx_t *ctx, const eddy_addr_t *remote,
                                   const eddy_addr_t *local, eddy_promise_t *p);
 EDDY_EXTERN void eddy_ctx_disconnect(eddy_ctx_t *ctx, eddy_promise_t *p);
 EDDY_EXTERN void eddy_ctx_close(eddy_ctx_t *ctx, eddy_promise_t *p);
+/** Flush from this handler, then close gracefully once what was written is out: as
+ * eddy_channel_close_after_flush() (channel.h), from this handler toward the head. */
+EDDY_EXTERN void eddy_ctx_close_after_flush(eddy_ctx_t *ctx, eddy_promise_t *p);
 EDDY_EXTERN void eddy_ctx_deregister(eddy_ctx_t *ctx, eddy_promise_t *p);
 EDDY_EXTERN void eddy_ctx_read(eddy_ctx_t *ctx);
 /** Queue msg (takes ownership) for the socket; nothing is sent before a flush. p completes

@@ -132,9 +132,10 @@ EDDY_EXTERN int eddy_resp_write_array(eddy_buf_t *out, size_t n);
 EDDY_EXTERN int eddy_resp_write_null_array(eddy_buf_t *out);
 
 /**
- * Write last (taken over; NULL: nothing more), flush, and close the channel once what was
- * queued before and last have been written or failed: how a server ends a connection after
- * a protocol error or QUIT. The channel's loop.
+ * Write last (taken over; NULL: nothing more), then eddy_ctx_close_after_flush(): the channel
+ * closes gracefully once what was queued before and last are out, dropping what the client
+ * still sends meanwhile (channel.h). How a server ends a connection after a protocol error or
+ * QUIT. The channel's loop.
  */
 EDDY_EXTERN void eddy_resp_close_after_flush(eddy_ctx_t *ctx, eddy_msg_t *last);
 

@@ -94,6 +94,7 @@ struct eddy_tls_handler_s {
     /* Closes asked for while sealing (from an event the records fired): run once the
      * sealing is over, so close_notify never lands between two flushed writes. */
     bool deferred_cn, deferred_close;
+    bool deferred_graceful; /* the deferred close is a close after flush */
     eddy_promise_t *deferred_cn_p, *deferred_close_p; /* references, or NULL */
     /* Strings, allocated when there is something to say, so that a connection carries no
      * fixed text arrays: NULL reads as "". */
@@ -513,9 +514,14 @@ static void seal_pending(eddy_tls_handler_t *s)
     }
     if (s->deferred_close) {
         eddy_promise_t *p = s->deferred_close_p;
+        eddy_channel_t *ch = eddy_ctx_channel(s->ctx);
+        unsigned was = ch->flags & EDDY__CH_CLOSE_GRACEFUL;
         s->deferred_close = false;
         s->deferred_close_p = NULL;
+        /* As it was asked: a close after flush walks on with the channel marked so. */
+        ch->flags |= s->deferred_graceful ? EDDY__CH_CLOSE_GRACEFUL : 0;
         tls_close(s->ctx, p);
+        ch->flags = (ch->flags & ~EDDY__CH_CLOSE_GRACEFUL) | was;
         eddy_future_release(p);
     }
 }
@@ -1078,10 +1084,12 @@ static void closer_timed_out(eddy_timer_t *t, void *arg)
 static void tls_close(eddy_ctx_t *ctx, eddy_promise_t *p)
 {
     eddy_tls_handler_t *s = state_of(ctx);
+    bool graceful = (eddy_ctx_channel(ctx)->flags & EDDY__CH_CLOSE_GRACEFUL) != 0;
     if (s->sealing && !s->deferred_close) {
         /* From an event the records being sealed fired: after them, and after what was
          * flushed meanwhile. */
         s->deferred_close = true;
+        s->deferred_graceful = graceful;
         s->deferred_close_p = p != NULL ? eddy_future_retain(p) : NULL;
         return;
     }
@@ -1092,6 +1100,13 @@ static void tls_close(eddy_ctx_t *ctx, eddy_promise_t *p)
     eddy__outbound_closing(eddy_ctx_channel(ctx));
     if (!s->done || s->failed || s->cn_sent || s->ssl == NULL ||
         !eddy_channel_is_active(eddy_ctx_channel(ctx))) {
+        eddy_ctx_close(ctx, p);
+        return;
+    }
+    if (graceful) {
+        /* The socket closes after everything flushed is out, close_notify included: no
+         * need to wait for its write here. */
+        send_close_notify(s, NULL);
         eddy_ctx_close(ctx, p);
         return;
     }

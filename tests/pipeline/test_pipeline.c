@@ -400,6 +400,25 @@ static void test_pipeline_input_shutdown_is_an_event_when_allowed(void **state)
     assert_true(eddy_embedded_finish(ch));
 }
 
+/* On the embedded channel a close after flush flushes what was written, then closes. */
+static void test_pipeline_close_after_flush_flushes_first(void **state)
+{
+    (void)state;
+    eddy_channel_t *ch = eddy_embedded_channel_new();
+    eddy_channel_write(ch, eddy_buf_msg(eddy_buf_from("bye", 3)), NULL);
+    eddy_promise_t *p = eddy_promise_new(NULL);
+    eddy_channel_close_after_flush(ch, p);
+    assert_true(eddy_future_is_done(p));
+    assert_int_equal(eddy_future_error(p), 0);
+    eddy_future_release(p);
+    assert_false(eddy_channel_is_open(ch));
+    eddy_msg_t *out = eddy_embedded_read_outbound(ch);
+    assert_non_null(out);
+    assert_int_equal(eddy_buf_readable(eddy_buf_of(out)), 3);
+    eddy_msg_release(out);
+    assert_true(eddy_embedded_finish(ch));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -412,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_pipeline_embedded_clock_is_virtual),
         cmocka_unit_test(test_pipeline_water_marks_and_the_outbound_cap),
         cmocka_unit_test(test_pipeline_input_shutdown_is_an_event_when_allowed),
+        cmocka_unit_test(test_pipeline_close_after_flush_flushes_first),
     };
     return cmocka_run_group_tests_name("pipeline.pipeline", tests, NULL, NULL);
 }

@@ -960,6 +960,158 @@ static void test_socket_offloaded_handler_timers_run_on_its_carrier(void **state
     assert_int_equal(atomic_load(&off_timer_on_loop), 0);
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Close after flush, lingering (eddy_channel_close_after_flush)
+ */
+
+#define REPLY_BYTES (2u << 20)
+
+static _Atomic int reply_reads, reply_late_write;
+static _Atomic int64_t reply_closed_ns;
+
+static void reply_closed(eddy_future_t *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+    atomic_store(&reply_closed_ns, eddy_now_ns());
+}
+
+/* The first read gets a large reply, then a close after flush; a write after that fails. */
+static void reply_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    eddy_msg_release(msg);
+    if (atomic_fetch_add(&reply_reads, 1) > 0) {
+        return;
+    }
+    eddy_buf_t *b = eddy_buf_new(REPLY_BYTES);
+    for (size_t i = 0; i < REPLY_BYTES; i++) {
+        eddy_buf_write_u8(b, (uint8_t)(i * 7));
+    }
+    eddy_ctx_write(ctx, eddy_buf_msg(b), NULL);
+    eddy_promise_t *closed = eddy_promise_new(eddy_ctx_loop(ctx));
+    eddy_future_add_listener(closed, reply_closed, NULL);
+    eddy_ctx_close_after_flush(ctx, closed);
+    eddy_future_release(closed);
+    eddy_promise_t *late = eddy_promise_new(NULL);
+    eddy_ctx_write_and_flush(ctx, eddy_buf_msg(eddy_buf_from("late", 4)), late);
+    atomic_store(&reply_late_write, eddy_future_error(late));
+    eddy_future_release(late);
+}
+
+static const eddy_handler_ops_t reply_ops = {
+    .name = "reply",
+    .sharable = true,
+    .channel_read = reply_read,
+    .channel_inactive = note_inactive,
+};
+
+static void reply_server_start(server_t *s, int64_t linger_ms)
+{
+    atomic_store(&reply_reads, 0);
+    atomic_store(&reply_closed_ns, 0);
+    s->ops = &reply_ops;
+    eddy_channel_config_init(&s->child_config);
+    eddy_channel_config_set(&s->child_config, EDDY_LINGER_MS, linger_ms);
+    eddy_channel_config_set(&s->child_config, EDDY_SO_SNDBUF, 16384);
+    server_start_local(s);
+}
+
+/* Read the whole reply, checked, then what follows: 0 (our FIN) or an error. */
+static ssize_t read_reply(int fd)
+{
+    unsigned char *in = malloc(REPLY_BYTES);
+    recv_all(fd, in, REPLY_BYTES);
+    for (size_t i = 0; i < REPLY_BYTES; i++) {
+        assert_int_equal(in[i], (unsigned char)(i * 7));
+    }
+    free(in);
+    char c;
+    return recv(fd, &c, 1, 0);
+}
+
+/* The client keeps sending after its request while the reply is still going out (a
+ * pipelined request behind "Connection: close", the rest of an upload): the server drops it
+ * instead of handing it on, and the reply arrives whole, then FIN, not a reset. A plain
+ * close here would have answered the late bytes with a reset and cut the reply short. */
+static void test_socket_close_after_flush_lingers_so_the_reply_arrives_whole(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    reply_server_start(&s, 5000);
+    int fd = client_connect(&s.addr);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    send_all(fd, "request", 7);
+    WAIT_FOR(atomic_load(&reply_reads) == 1);
+    usleep(20000); /* the server is closing, its reply still queued: now more comes */
+    char junk[65536];
+    memset(junk, 'j', sizeof(junk));
+    for (int i = 0; i < 8; i++) {
+        send_all(fd, junk, sizeof(junk));
+    }
+    assert_int_equal(read_reply(fd), 0); /* the whole reply, then FIN */
+    assert_int_equal(atomic_load(&reply_reads), 1); /* the late bytes were dropped */
+    assert_int_equal(atomic_load(&reply_late_write), EDDY_EPIPE);
+    /* The server waits for our close (its linger is 5 s), then closes at once. */
+    int64_t t0 = eddy_now_ns();
+    close(fd);
+    WAIT_FOR(atomic_load(&reply_closed_ns) != 0);
+    assert_true(atomic_load(&reply_closed_ns) - t0 < 2000000000LL);
+    WAIT_FOR(atomic_load(&s.closed) == 1);
+    server_stop(&s);
+}
+
+/* A peer that never closes: the server lingers EDDY_LINGER_MS after its FIN, then closes. */
+static void test_socket_close_after_flush_stops_lingering_at_the_linger_time(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    reply_server_start(&s, 200);
+    int fd = client_connect(&s.addr);
+    send_all(fd, "request", 7);
+    assert_int_equal(read_reply(fd), 0);
+    int64_t fin = eddy_now_ns();
+    send_all(fd, "more", 4); /* dropped while lingering */
+    WAIT_FOR(atomic_load(&reply_closed_ns) != 0);
+    int64_t waited = atomic_load(&reply_closed_ns) - fin;
+    assert_true(waited >= 150000000LL);
+    assert_true(waited < 5000000000LL);
+    assert_int_equal(atomic_load(&reply_reads), 1);
+    close(fd);
+    server_stop(&s);
+}
+
+/* EDDY_LINGER_MS 0: FIN after the reply, then close without waiting for the peer. */
+static void test_socket_close_after_flush_without_lingering(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    reply_server_start(&s, 0);
+    int fd = client_connect(&s.addr);
+    send_all(fd, "request", 7);
+    assert_int_equal(read_reply(fd), 0);
+    WAIT_FOR(atomic_load(&reply_closed_ns) != 0);
+    close(fd);
+    server_stop(&s);
+}
+
+/* A plain close while lingering ends it at once. */
+static void test_socket_plain_close_ends_lingering(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    reply_server_start(&s, 60000);
+    int fd = client_connect(&s.addr);
+    send_all(fd, "request", 7);
+    assert_int_equal(read_reply(fd), 0);
+    eddy_channel_t *child = accepted_child(&s);
+    assert_true(eddy_channel_is_open(child));
+    eddy_channel_close(child, NULL);
+    WAIT_FOR(atomic_load(&reply_closed_ns) != 0);
+    close(fd);
+    server_stop(&s);
+}
+
 /* Shutting the loop group down closes its channels (Netty's closeAll): the client sees the
  * end of stream, the handlers see inactive, nothing leaks. */
 static void test_socket_loop_shutdown_closes_channels(void **state)
@@ -1290,6 +1442,10 @@ int main(void)
         cmocka_unit_test(test_socket_offloaded_reads_after_close_skip_removed_handlers),
         cmocka_unit_test(test_socket_offloaded_handler_keeps_read_complete_behind_reads),
         cmocka_unit_test(test_socket_offloaded_handler_timers_run_on_its_carrier),
+        cmocka_unit_test(test_socket_close_after_flush_lingers_so_the_reply_arrives_whole),
+        cmocka_unit_test(test_socket_close_after_flush_stops_lingering_at_the_linger_time),
+        cmocka_unit_test(test_socket_close_after_flush_without_lingering),
+        cmocka_unit_test(test_socket_plain_close_ends_lingering),
         cmocka_unit_test(test_socket_loop_shutdown_closes_channels),
         cmocka_unit_test(test_socket_auto_read_off_reads_on_request),
         cmocka_unit_test(test_socket_auto_read_off_read_asked_inside_the_batch),

@@ -152,36 +152,10 @@ int eddy_resp_write_null_array(eddy_buf_t *out)
  * Close after the last reply
  */
 
-static void close_when_written(eddy_future_t *f, void *arg)
-{
-    (void)f;
-    eddy_channel_t *ch = arg;
-    eddy_channel_close(ch, NULL);
-    eddy_channel_release(ch);
-}
-
 void eddy_resp_close_after_flush(eddy_ctx_t *ctx, eddy_msg_t *last)
 {
-    if (last == NULL) {
-        /* An empty write still completes in order after the ones queued before it. */
-        eddy_buf_t *empty = eddy_buf_alloc(eddy_ctx_alloc(ctx), 0, 0);
-        last = empty != NULL ? eddy_buf_msg(empty) : NULL;
+    if (last != NULL) {
+        eddy_ctx_write(ctx, last, NULL);
     }
-    eddy_channel_t *ch = eddy_ctx_channel(ctx);
-    eddy_promise_t *p = last != NULL ? eddy_promise_new(eddy_ctx_loop(ctx)) : NULL;
-    if (p == NULL ||
-        eddy_future_add_listener(p, close_when_written, eddy_channel_retain(ch)) != 0) {
-        /* Out of memory: close now, with what was flushed before (and last, if any). */
-        if (p != NULL) {
-            eddy_channel_release(ch);
-            eddy_future_release(p);
-        }
-        if (last != NULL) {
-            eddy_ctx_write_and_flush(ctx, last, NULL);
-        }
-        eddy_ctx_close(ctx, NULL);
-        return;
-    }
-    eddy_ctx_write_and_flush(ctx, last, p);
-    eddy_future_release(p);
+    eddy_ctx_close_after_flush(ctx, NULL); /* the channel's lingering close */
 }
