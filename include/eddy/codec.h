@@ -75,6 +75,12 @@ typedef struct eddy_decoder_ops_s {
     eddy_decode_cb decode;       /* required */
     eddy_decode_cb decode_last;  /* input ended; NULL: decode once more if bytes are left */
     void (*destroy)(void *self); /* release what self holds (not self); may be NULL */
+    /* For message deadlines (eddy_decoder_message_since): true while a message is under way
+     * beyond what the cumulation shows, for decoders that consume a message in parts (an
+     * HTTP body) or search it incrementally. Such a decoder returns from decode after each
+     * whole message, so that the base sees where one ends. NULL: every message it emits is
+     * whole, and one is under way while unconsumed bytes are left. */
+    bool (*in_message)(const void *self);
 } eddy_decoder_ops_t;
 
 /* ---------------------------------------------------------------------------------------
@@ -97,6 +103,12 @@ EDDY_EXTERN int eddy_decoder_set_cumulator(eddy_decoder_t *d, eddy_cumulator_t c
 /** At most one message per read (Netty's setSingleDecode), for decoders that hand the rest
  * of the stream to another handler: 0 or EDDY_EINVAL (d NULL). */
 EDDY_EXTERN int eddy_decoder_set_single_decode(eddy_decoder_t *d, bool single);
+
+/** Since when (eddy_loop_now_ns) the message d is decoding has been under way: its first
+ * bytes came in then, or the message before it ended then with these bytes behind it; 0 when
+ * no message is under way. What the message deadline handler (handler.h) reads. The loop's
+ * thread. */
+EDDY_EXTERN int64_t eddy_decoder_message_since(const eddy_decoder_t *d);
 
 /*
  * The base's handler callbacks, for handler tables of decoders (EDDY_DECODER_HANDLER_OPS). The

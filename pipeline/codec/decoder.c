@@ -58,6 +58,7 @@ struct eddy_decoder_s {
     bool fired;                 /* a message went on since the last read_complete */
     bool closing;               /* inside input_closed(): nested closes do nothing more */
     size_t emitted;             /* messages fired, ever: read_complete after a close */
+    int64_t since;              /* the message under way began then (loop clock); 0: none */
     eddy_decoder_out_t *active; /* the decode call in progress, if any */
     eddy_cumulation_t cum;
     max_align_t self[]; /* the decoder's own state */
@@ -507,6 +508,26 @@ typedef struct pass_s {
     size_t msgs;     /* messages it emitted */
 } pass_t;
 
+/* After a decode call: is a message under way, and since when? A call that emitted and
+ * stopped at a message's end (every emission, for decoders without in_message) ends one; the
+ * bytes left then begin the next. */
+static void track_message(eddy_ctx_t *ctx, eddy_decoder_t *d, bool emitted)
+{
+    bool inside = d->ops->in_message != NULL && d->ops->in_message(d->self);
+    bool pending = inside || eddy_cumulation_readable(&d->cum) > 0;
+    if (!pending) {
+        d->since = 0;
+    } else if (d->since == 0 || (emitted && !inside)) {
+        d->since = eddy_loop_now_ns(eddy_ctx_loop(ctx));
+        d->since += d->since == 0; /* 0 means none */
+    }
+}
+
+int64_t eddy_decoder_message_since(const eddy_decoder_t *d)
+{
+    return d != NULL ? d->since : 0;
+}
+
 /* One call of fn and the delivery of what it produced. false: the handler was removed and
  * its state freed, so the caller must not touch d again. */
 static bool decode_once(eddy_ctx_t *ctx, eddy_decoder_t *d, eddy_decode_cb fn, pass_t *r)
@@ -526,6 +547,7 @@ static bool decode_once(eddy_ctx_t *ctx, eddy_decoder_t *d, eddy_decode_cb fn, p
         }
         d->emitted += out.msgs;
         d->fired |= out.msgs > 0;
+        track_message(ctx, d, out.msgs > 0);
     }
     out_deliver(ctx, &out);
     if (out.leftover != NULL) {

@@ -110,9 +110,16 @@ static int length_field_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *i
     return eddy_decoder_emit_buf(out, eddy_cumulation_read_buf(in, (size_t)len - lf->strip));
 }
 
+/* Skipping a too-long frame is a message under way too: its deadline still runs. */
+static bool length_field_in_message(const void *self)
+{
+    return ((const length_field_t *)self)->discarding;
+}
+
 static const eddy_decoder_ops_t length_field_decoder = {
     .name = "length_field_decoder",
     .decode = length_field_decode,
+    .in_message = length_field_in_message,
 };
 
 static const eddy_handler_ops_t length_field_handler =

@@ -15,7 +15,10 @@
 #include <cmocka.h>
 
 #include <eddy/channel.h>
+#include <eddy/codec.h>
 #include <eddy/handler.h>
+#include <eddy/http.h>
+#include <eddy/resp.h>
 #include <eddy/pipeline.h>
 
 #include <netinet/in.h>
@@ -823,6 +826,128 @@ test_flush_consolidation_loop_task_survives_a_close_inside_its_flush(void **stat
     assert_int_equal(eddy_loop_free(loop), 0);
 }
 
+/* ---------------------------------------------------------------------------------------
+ * The message deadline handler
+ */
+
+/* The deadline first, then decoder (its state), on an embedded channel. */
+static eddy_channel_t *deadline_channel(int64_t ms, const eddy_handler_ops_t *dec_ops,
+                                        eddy_decoder_t *dec)
+{
+    eddy_channel_t *ch = eddy_embedded_channel_new();
+    add(ch, "deadline", eddy_message_deadline_handler_ops(), eddy_message_deadline_handler_new(ms),
+        eddy_free_state);
+    add(ch, "decoder", dec_ops, dec, eddy_free_state);
+    return ch;
+}
+
+static eddy_channel_t *frame_deadline_channel(int64_t ms)
+{
+    return deadline_channel(ms, eddy_length_field_decoder_ops(),
+                            eddy_length_field_decoder_new(1024, 0, 2, 0, 2));
+}
+
+static void feed(eddy_channel_t *ch, const void *bytes, size_t n)
+{
+    eddy_embedded_write_inbound(ch, eddy_buf_msg(eddy_buf_from(bytes, n)));
+}
+
+static void test_message_deadline_closes_a_frame_that_trickles(void **state)
+{
+    (void)state;
+    eddy_channel_t *ch = frame_deadline_channel(1000);
+    const uint8_t frame[] = {0, 4, 'a', 'b', 'c', 'd'};
+    /* A byte every 300 ms: each read restarts a read timeout, not this one. */
+    for (size_t i = 0; i < 3; i++) {
+        feed(ch, frame + i, 1);
+        eddy_embedded_advance_time(ch, 300);
+        assert_true(eddy_channel_is_open(ch));
+    }
+    feed(ch, frame + 3, 1);
+    eddy_embedded_advance_time(ch, 99);
+    assert_true(eddy_channel_is_open(ch));
+    eddy_embedded_advance_time(ch, 1);
+    assert_false(eddy_channel_is_open(ch));
+    assert_int_equal(eddy_embedded_error(ch), EDDY_ETIMEDOUT);
+    assert_int_equal(drain(ch, true), 0);
+    eddy_embedded_finish(ch);
+}
+
+static void test_message_deadline_times_each_message_from_its_own_start(void **state)
+{
+    (void)state;
+    eddy_channel_t *ch = frame_deadline_channel(1000);
+    const uint8_t f[] = {0, 2, 'x', 'y'};
+    /* Every read completes the message under way and begins the next: each takes 700 ms,
+     * the stream much longer than the deadline. */
+    feed(ch, f, 3);
+    for (int i = 0; i < 6; i++) {
+        eddy_embedded_advance_time(ch, 700);
+        uint8_t rest_and_next[] = {f[3], f[0], f[1], f[2]};
+        feed(ch, rest_and_next, sizeof(rest_and_next));
+        assert_true(eddy_channel_is_open(ch));
+    }
+    assert_int_equal(drain(ch, true), 6);
+    /* Between messages nothing is timed. */
+    feed(ch, f + 3, 1);
+    assert_int_equal(drain(ch, true), 1);
+    eddy_embedded_advance_time(ch, 60000);
+    assert_true(eddy_channel_is_open(ch));
+    assert_true(eddy_embedded_finish(ch));
+}
+
+static void test_message_deadline_covers_an_http_request_head_and_body(void **state)
+{
+    (void)state;
+    /* Pipelined whole requests pass; a keep-alive connection waits untimed between them. */
+    eddy_channel_t *ch = deadline_channel(1000, eddy_http_request_decoder_ops(),
+                                          eddy_http_request_decoder_new(NULL));
+    const char *two = "GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\n\r\n";
+    feed(ch, two, strlen(two));
+    eddy_embedded_advance_time(ch, 5000);
+    assert_true(eddy_channel_is_open(ch));
+    drain(ch, true);
+    /* A head that never ends, a few bytes at a time. */
+    const char *head = "GET /slow HTTP/1.1\r\nHost: a\r\nX-Slow: ";
+    feed(ch, head, strlen(head));
+    for (int i = 0; i < 3; i++) {
+        eddy_embedded_advance_time(ch, 300);
+        feed(ch, "a", 1);
+    }
+    eddy_embedded_advance_time(ch, 100);
+    assert_false(eddy_channel_is_open(ch));
+    assert_int_equal(eddy_embedded_error(ch), EDDY_ETIMEDOUT);
+    eddy_embedded_finish(ch);
+
+    /* A body trickling after a whole head is still the same request. */
+    ch = deadline_channel(1000, eddy_http_request_decoder_ops(), eddy_http_request_decoder_new(NULL));
+    const char *post = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n";
+    feed(ch, post, strlen(post));
+    for (int i = 0; i < 4; i++) {
+        eddy_embedded_advance_time(ch, 300);
+        feed(ch, "b", 1);
+    }
+    assert_false(eddy_channel_is_open(ch));
+    assert_int_equal(eddy_embedded_error(ch), EDDY_ETIMEDOUT);
+    drain(ch, true);
+    eddy_embedded_finish(ch);
+}
+
+static void test_message_deadline_covers_a_resp_command(void **state)
+{
+    (void)state;
+    eddy_channel_t *ch =
+        deadline_channel(500, eddy_resp_decoder_ops(), eddy_resp_decoder_new(NULL));
+    const char *partial = "*2\r\n$3\r\nGET\r\n";
+    feed(ch, partial, strlen(partial));
+    eddy_embedded_advance_time(ch, 499);
+    assert_true(eddy_channel_is_open(ch));
+    eddy_embedded_advance_time(ch, 1);
+    assert_false(eddy_channel_is_open(ch));
+    assert_int_equal(eddy_embedded_error(ch), EDDY_ETIMEDOUT);
+    eddy_embedded_finish(ch);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -835,6 +960,10 @@ int main(void)
         cmocka_unit_test(test_idle_state_handler_listens_on_the_callers_promise),
         cmocka_unit_test(test_idle_state_handler_stops_when_removed),
         cmocka_unit_test(test_read_timeout_handler_fails_and_closes_the_channel_once),
+        cmocka_unit_test(test_message_deadline_closes_a_frame_that_trickles),
+        cmocka_unit_test(test_message_deadline_times_each_message_from_its_own_start),
+        cmocka_unit_test(test_message_deadline_covers_an_http_request_head_and_body),
+        cmocka_unit_test(test_message_deadline_covers_a_resp_command),
         cmocka_unit_test(
             test_write_timeout_handler_fails_and_closes_when_a_write_does_not_complete),
         cmocka_unit_test(test_write_timeout_handler_cancels_the_timer_of_a_completed_write),

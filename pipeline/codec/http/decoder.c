@@ -490,9 +490,11 @@ static int http_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in, eddy_
 {
     (void)ctx;
     http_decoder_t *d = self;
+    /* One request per call: the base sees where each ends (message deadlines, in_message). */
+    bool done = false;
     for (;;) {
         size_t avail = eddy_cumulation_readable(in);
-        if (avail == 0) {
+        if (avail == 0 || done) {
             return 0;
         }
         if (d->state == ST_BAD) {
@@ -506,6 +508,7 @@ static int http_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in, eddy_
             }
             if (d->remaining == 0) {
                 d->state = fixed ? ST_HEAD : ST_CHUNK_END;
+                done = fixed;
             }
             continue;
         }
@@ -556,6 +559,7 @@ static int http_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in, eddy_
             if (err != 0) {
                 return err;
             }
+            done = d->state == ST_HEAD; /* no body */
             break;
         }
         case ST_CHUNK_SIZE: {
@@ -613,6 +617,7 @@ static int http_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in, eddy_
             if (err != 0) {
                 return err;
             }
+            done = true;
             break;
         }
         default:
@@ -621,9 +626,18 @@ static int http_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in, eddy_
     }
 }
 
+/* A request is under way from its first byte searched to its last content: the head is
+ * searched incrementally and the body passed on in parts. */
+static bool http_in_message(const void *self)
+{
+    const http_decoder_t *d = self;
+    return (d->state != ST_HEAD && d->state != ST_BAD) || d->scan > 0 || d->line1 > 0;
+}
+
 static const eddy_decoder_ops_t http_request_decoder = {
     .name = "http_request_decoder",
     .decode = http_decode,
+    .in_message = http_in_message,
 };
 
 static const eddy_handler_ops_t http_request_decoder_handler =
