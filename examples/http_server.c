@@ -11,6 +11,15 @@
  * connection closes once the answer is written; the others go on being served. Pipelined
  * requests are answered in order, the answers of one read flushed together in one writev.
  * SIGINT or SIGTERM stop it gracefully.
+ *
+ * The pipeline is the library's pieces, as Netty's HttpHelloWorldServer is: a message deadline
+ * (--request-timeout: a request must arrive whole within it, however slowly its bytes
+ * trickle), a read timeout (--idle-timeout), the request decoder and aggregator, then the
+ * handler below. A connection that must end (Connection: close, HTTP/1.0, a bad request) ends
+ * with the channel's close after flush: FIN after the answer, then what the client still
+ * sends is read and dropped for a while (a lingering close, EDDY_LINGER_MS), so a pipelined
+ * request behind it cannot turn the close into a reset that loses the answer. The handler
+ * keeps no timer and no channel pointer of its own.
  */
 #include <eddy/eddy.h>
 #include <eddy/http.h>
@@ -39,7 +48,7 @@ static loop_stats_t *stats;
 static eddy_server_bootstrap_t *server;
 static int64_t idle_timeout_ms = 60000;
 static int64_t request_timeout_ms = 30000; /* --request-timeout; 0: none */
-static _Atomic uint64_t request_timeouts;  /* connections closed by it */
+static _Atomic uint64_t timeouts;          /* connections closed by either timeout */
 
 /* The answer to GET / with keep-alive, pre-encoded per loop thread and rebuilt when the
  * second of its Date header changes (checked at most every 100 ms of loop time). */
@@ -77,17 +86,10 @@ static void hello_refresh(eddy_loop_t *loop)
 
 /* Per connection: the answer being built, and whether we are closing. */
 typedef struct conn_s {
-    eddy_buf_t *out;      /* the answer being built */
-    loop_stats_t *stats;  /* this connection's loop's counters */
-    eddy_timer_t *linger; /* closing: the deadline for the peer to finish */
-    eddy_channel_t *ch;   /* the channel (borrowed: the timers end with it) */
-    /* --request-timeout: when the request now arriving began (its first bytes), and the
-     * timer that checks it, armed while a request is under way. */
-    int64_t request_start_ns;
-    eddy_timer_t *deadline;
-    bool in_request;
-    bool wrote;   /* answers were written since the last flush */
-    bool closing; /* answered with Connection: close: ignore the rest */
+    eddy_buf_t *out;     /* the answer being built */
+    loop_stats_t *stats; /* this connection's loop's counters */
+    bool wrote;          /* answers were written since the last flush */
+    bool closing;        /* answered with Connection: close: ignore the rest */
 } conn_t;
 
 /* How long a closing connection reads and drops what the peer still sends (nginx's
@@ -216,61 +218,10 @@ static void handle(eddy_ctx_t *ctx, conn_t *c, const eddy_http_request_t *req)
     }
 }
 
-/*
- * --request-timeout (nginx's client_header_timeout, for the whole request): the idle timeout
- * restarts at every read, so a client trickling a byte at a time would hold a connection for
- * ever. A request must arrive whole within the timeout of its first bytes, or the connection
- * closes. One timer per connection, armed when a request begins and not already armed; when
- * it fires it re-arms for what is left, so requests cost a clock read, not a timer each.
- */
-static void request_deadline(eddy_timer_t *t, void *arg)
-{
-    (void)t;
-    conn_t *c = arg;
-    eddy_timer_release(c->deadline);
-    c->deadline = NULL;
-    if (!c->in_request) {
-        return; /* the next request arms it again */
-    }
-    int64_t left = c->request_start_ns + request_timeout_ms * 1000000 -
-                   eddy_loop_now_ns(eddy_channel_loop(c->ch));
-    if (left > 0) {
-        c->deadline = eddy_loop_schedule(eddy_channel_loop(c->ch), (left + 999999) / 1000000,
-                                         request_deadline, c);
-        if (c->deadline != NULL) {
-            return;
-        }
-    }
-    atomic_fetch_add_explicit(&request_timeouts, 1, memory_order_relaxed);
-    eddy_channel_close(c->ch, NULL);
-}
-
-/* First in the pipeline: bytes have come, so a request is under way. */
-static void request_begun(eddy_ctx_t *ctx, eddy_msg_t *msg)
-{
-    conn_t *c = eddy_ctx_state(ctx);
-    if (!c->in_request && !c->closing) {
-        c->in_request = true;
-        c->ch = eddy_ctx_channel(ctx);
-        c->request_start_ns = eddy_loop_now_ns(eddy_ctx_loop(ctx));
-        if (c->deadline == NULL) {
-            c->deadline =
-                eddy_loop_schedule(eddy_ctx_loop(ctx), request_timeout_ms, request_deadline, c);
-        }
-    }
-    eddy_ctx_fire_channel_read(ctx, msg);
-}
-
-static const eddy_handler_ops_t request_deadline_ops = {
-    .name = "request-deadline",
-    .channel_read = request_begun,
-};
-
 static void http_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 {
     conn_t *c = eddy_ctx_state(ctx);
     eddy_http_request_t *req = eddy_http_request_of(msg);
-    c->in_request = false; /* a whole request came; bytes behind it begin the next at its read */
     if (req != NULL && msg->type == EDDY_MSG_HTTP_FULL_REQUEST && !c->closing) {
         handle(ctx, c, req);
         if (c->out != NULL) {
@@ -284,40 +235,27 @@ static void http_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
     eddy_msg_release(msg);
 }
 
-/* The peer has had LINGER_MS to read our last answer and stop sending. */
-static void linger_done(eddy_timer_t *t, void *arg)
-{
-    (void)t;
-    conn_t *c = arg;
-    eddy_timer_release(c->linger);
-    c->linger = NULL;
-    eddy_channel_close(c->ch, NULL);
-}
-
 /* One flush per read: every answer of a pipelined batch goes out in one writev. */
 static void http_read_complete(eddy_ctx_t *ctx)
 {
     conn_t *c = eddy_ctx_state(ctx);
-    if (c->wrote) {
+    if (c->closing) {
+        /* The library's lingering close (EDDY_LINGER_MS): flush, FIN after the answer,
+         * drop what still comes, close. */
+        eddy_ctx_close_after_flush(ctx, NULL);
+    } else if (c->wrote) {
         c->wrote = false;
         eddy_ctx_flush(ctx);
-    }
-    if (c->closing && c->linger == NULL) {
-        /* A lingering close (as nginx's): FIN after the answer, then read and drop what the
-         * peer still sends until it closes or LINGER_MS pass. Closing at once would reset
-         * the connection over unread bytes, and the peer could lose the answer with them. */
-        c->ch = eddy_ctx_channel(ctx);
-        eddy_channel_shutdown_output(c->ch, NULL);
-        c->linger = eddy_loop_schedule(eddy_ctx_loop(ctx), LINGER_MS, linger_done, c);
-        if (c->linger == NULL) {
-            eddy_ctx_close(ctx, NULL);
-        }
     }
 }
 
 static void http_exception(eddy_ctx_t *ctx, int err)
 {
-    (void)err; /* resets and such are the clients' business */
+    /* Resets and such are the clients' business; a timeout (the message deadline or the
+     * read timeout, which close the channel themselves) is counted. */
+    if (err == EDDY_ETIMEDOUT) {
+        atomic_fetch_add_explicit(&timeouts, 1, memory_order_relaxed);
+    }
     eddy_ctx_close(ctx, NULL);
 }
 
@@ -327,16 +265,6 @@ static void http_removed(eddy_ctx_t *ctx)
     if (c->out != NULL) {
         eddy_buf_release(c->out);
         c->out = NULL;
-    }
-    if (c->linger != NULL) {
-        eddy_timer_cancel(c->linger);
-        eddy_timer_release(c->linger);
-        c->linger = NULL;
-    }
-    if (c->deadline != NULL) {
-        eddy_timer_cancel(c->deadline);
-        eddy_timer_release(c->deadline);
-        c->deadline = NULL;
     }
 }
 
@@ -374,8 +302,8 @@ static int init_child(eddy_channel_t *ch, void *arg)
     eddy_pipeline_t *p = eddy_channel_pipeline(ch);
     int err = 0;
     if (request_timeout_ms > 0) {
-        /* c is the "http" handler's, freed after both are removed (at close, in order). */
-        err = eddy_pipeline_add_last(p, "request-deadline", &request_deadline_ops, c, NULL);
+        err = add_handler(p, "request-deadline", eddy_message_deadline_handler_ops(),
+                          eddy_message_deadline_handler_new(request_timeout_ms));
     }
     if (err == 0 && idle_timeout_ms > 0) {
         err = add_handler(p, "timeout", eddy_read_timeout_handler_ops(),
@@ -454,6 +382,7 @@ int main(int argc, char **argv)
         return 1;
     }
     example_configure(server, loops, NULL, init_child, NULL);
+    eddy_server_bootstrap_child_option(server, EDDY_LINGER_MS, LINGER_MS);
 
     eddy_channel_t *listener = example_bind(server, host, port, "eddy-http-server");
     if (listener == NULL) {
@@ -477,9 +406,9 @@ int main(int argc, char **argv)
     int rc = example_shutdown(server, loops, NULL);
     free(stats);
     printf("eddy-http-server: stopped by %s; %llu connections, %llu requests served, "
-           "%llu closed at --request-timeout\n",
+           "%llu closed at a timeout\n",
            sig == SIGINT ? "SIGINT" : "SIGTERM", (unsigned long long)c.accepted,
            (unsigned long long)requests,
-           (unsigned long long)atomic_load_explicit(&request_timeouts, memory_order_relaxed));
+           (unsigned long long)atomic_load_explicit(&timeouts, memory_order_relaxed));
     return rc;
 }

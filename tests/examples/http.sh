@@ -184,7 +184,7 @@ PY
 kill -TERM "$slow_pid"
 wait "$slow_pid" || fail "the request-timeout server: $(cat "$tmp/slow.log")"
 slow_pid=
-grep -q "1 closed at --request-timeout" "$tmp/slow.log" || fail "no count: $(cat "$tmp/slow.log")"
+grep -q "1 closed at a timeout" "$tmp/slow.log" || fail "no count: $(cat "$tmp/slow.log")"
 kill -TERM "$pid"
 for _ in $(seq 100); do
     kill -0 "$pid" 2>/dev/null || break
