@@ -9,8 +9,8 @@
  *
  * Each connection keeps up to --inflight calls pending in a table indexed by the id modulo a
  * power of two (the full id is checked: a reply to a call that timed out is ignored). A
- * periodic timer on the connection's loop fails calls older than --timeout-ms. Exit status
- * 0 when every call got a correct reply, 1 otherwise.
+ * periodic handler-scoped timer (eddy_ctx_schedule_at_fixed_rate) fails calls older than
+ * --timeout-ms. Exit status 0 when every call got a correct reply, 1 otherwise.
  *
  * --bad checks the server's handling of bad input over plain blocking sockets: malformed
  * payloads get status 2 and the connection stays usable, a payload without an id and a frame
@@ -59,7 +59,7 @@ typedef struct slot_s {
 typedef struct conn_s {
     run_t *run;
     eddy_ctx_t *ctx;
-    eddy_timer_t *timer;
+    uint64_t timer; /* the scan's handler-scoped timer, or 0 */
     uint64_t next_id;
     unsigned pending;
     bool active;
@@ -181,8 +181,9 @@ static bool reply_ok(const run_t *run, uint64_t id, method_t m, const uint8_t *b
     return n == 0;
 }
 
-static void scan_timeouts(eddy_timer_t *t, void *arg)
+static void scan_timeouts(eddy_ctx_t *ctx, void *arg)
 {
+    (void)ctx;
     conn_t *c = arg;
     int64_t now = eddy_now_ns();
     for (size_t i = 0; i <= c->mask && c->pending > 0; i++) {
@@ -199,11 +200,8 @@ static void scan_timeouts(eddy_timer_t *t, void *arg)
 
 static void stop_timer(conn_t *c)
 {
-    if (c->timer != NULL) {
-        eddy_timer_cancel(c->timer); /* on the loop: the callback will not run again */
-        eddy_timer_release(c->timer);
-        c->timer = NULL;
-    }
+    eddy_ctx_cancel(c->ctx, c->timer); /* the callback will not run again */
+    c->timer = 0;
 }
 
 static void client_added(eddy_ctx_t *ctx)
@@ -216,9 +214,10 @@ static void client_active(eddy_ctx_t *ctx)
 {
     conn_t *c = eddy_ctx_state(ctx);
     c->active = true;
-    c->timer = eddy_loop_schedule_at_fixed_rate(eddy_ctx_loop(ctx), c->run->scan_ms,
-                                                c->run->scan_ms, scan_timeouts, c);
-    if (c->timer == NULL) {
+    /* Handler-scoped: it ends with the handler, whoever removes it. */
+    c->timer = eddy_ctx_schedule_at_fixed_rate(ctx, c->run->scan_ms, c->run->scan_ms,
+                                               scan_timeouts, c);
+    if (c->timer == 0) {
         eddy_ctx_fire_exception(ctx, EDDY_ENOMEM);
     } else {
         send_calls(c, true);
@@ -288,10 +287,6 @@ static void client_inactive(eddy_ctx_t *ctx)
     eddy_ctx_fire_channel_inactive(ctx);
 }
 
-static void client_removed(eddy_ctx_t *ctx)
-{
-    stop_timer(eddy_ctx_state(ctx));
-}
 
 static void client_exception(eddy_ctx_t *ctx, int err)
 {
@@ -302,7 +297,6 @@ static void client_exception(eddy_ctx_t *ctx, int err)
 static const eddy_handler_ops_t client_ops = {
     .name = "rpc-client",
     .handler_added = client_added,
-    .handler_removed = client_removed,
     .channel_active = client_active,
     .channel_read = client_read,
     .channel_read_complete = client_read_complete,
