@@ -34,9 +34,9 @@ enum {
     EDDY__EV_FLUSH = 1u << 16,
 };
 
-/* A handler's context is one allocation: the context, its carrier when it is offloaded, and
- * its name (NUL-terminated); the pipeline's end (its head and tail) is named by its ops
- * (pipeline.c, ctx_carrier() and ctx_name()). 64 B: with a name of up to 8 bytes (NUL
+/* A handler's context is one allocation: the context, what an offloaded one has
+ * (eddy__ctx_offload_t), and its name (NUL-terminated); the pipeline's end (its head and tail)
+ * is named by its ops (pipeline.c, ctx_name()). 64 B: with a name of up to 8 bytes (NUL
  * included) it is one 80 B malloc chunk. */
 struct eddy_ctx_s {
     eddy_ctx_t *prev, *next; /* a removed context keeps both, so a walk through it goes on */
@@ -44,15 +44,24 @@ struct eddy_ctx_s {
     const eddy_handler_ops_t *ops;
     void *state;
     eddy_state_free_cb free_state;
-    eddy_ctx_t *grave_next; /* removed, waiting until no event can be inside it */
-    /* Handler-scoped timers still pending (scoped.c), and the last id given: the handler's
-     * thread only (the loop, or the carrier for an offloaded handler). */
-    struct eddy__job_s *jobs;
-    uint64_t job_ids;
+    union {
+        /* Linked: its handler-scoped timers still pending (scoped.c), the loop's. */
+        struct eddy__job_s *jobs;
+        /* Removed (jobs cancelled first): waiting until no event can be inside it. */
+        eddy_ctx_t *grave_next;
+    };
     unsigned mask;
     bool removed;
     bool on_carrier; /* offloaded handler: every inbound event runs on the carrier */
 };
+
+/* After an offloaded context: its carrier, and its handler-scoped timers and their ids, which
+ * belong to the carrier's thread (the context's jobs word is the loop's). */
+typedef struct eddy__ctx_offload_s {
+    struct eddy_carrier_s *carrier;
+    struct eddy__job_s *jobs;
+    uint64_t job_ids;
+} eddy__ctx_offload_t;
 
 struct eddy_pipeline_s {
     /* The head and the tail in one: the list is a ring through it. Never removed, so its
@@ -61,7 +70,24 @@ struct eddy_pipeline_s {
     unsigned depth;             /* nested entries into the pipeline (the loop's thread) */
     _Atomic unsigned offloaded; /* events in flight on carriers */
     unsigned names;             /* counter for generated names */
+    uint64_t job_ids;           /* the last scoped timer id of its loop contexts */
 };
+
+static inline eddy__ctx_offload_t *eddy__ctx_offload(eddy_ctx_t *ctx)
+{
+    return (eddy__ctx_offload_t *)(ctx + 1);
+}
+
+/* The handler's list of pending scoped timers, and its id counter (its thread's). */
+static inline struct eddy__job_s **eddy__ctx_jobs(eddy_ctx_t *ctx)
+{
+    return ctx->on_carrier ? &eddy__ctx_offload(ctx)->jobs : &ctx->jobs;
+}
+
+static inline uint64_t eddy__ctx_next_job_id(eddy_ctx_t *ctx)
+{
+    return ++*(ctx->on_carrier ? &eddy__ctx_offload(ctx)->job_ids : &ctx->pipeline->job_ids);
+}
 
 /* What the head does with outbound operations: one table per channel kind (Netty's Unsafe). */
 typedef struct eddy__channel_ops_s {
@@ -232,7 +258,6 @@ struct eddy_channel_s {
      * once closed without one (channel.c, CLOSED_NO_FUTURE). */
     _Atomic(eddy_promise_t *) close_future;
     const eddy__close_hook_t *close_hook; /* NULL: none */
-    eddy__lingering_t *lingering;         /* a stream socket's close after flush, or NULL */
 
     /* The outbound buffer: entries from out_head up to `unflushed` (exclusive; NULL: all) are
      * flushed, the rest written but not yet flushed. */
@@ -246,12 +271,14 @@ struct eddy_channel_s {
     eddy__attrs_t *attrs; /* NULL: none */
 
     /* What only one kind has, allocated by that kind, so an accepted connection carries
-     * none of it. The flags say which: LISTENER, EMBEDDED, else a stream socket's connect
-     * in progress (NULL when there is none). */
+     * none of it. The flags say which: LISTENER, EMBEDDED, LINGERING (a stream socket's
+     * close after flush), else a stream socket's connect in progress (NULL when there is
+     * none; a connecting channel never lingers, it closes at once). */
     union {
         eddy__listener_t *listener;
         eddy__embedded_t *embedded;
         eddy__connecting_t *connecting;
+        eddy__lingering_t *lingering;
     };
 };
 

@@ -196,11 +196,9 @@ void eddy__pipeline_init(eddy_pipeline_t *p)
  * Lifetime of contexts
  */
 
-static eddy_carrier_t *ctx_carrier(const eddy_ctx_t *ctx)
+static eddy_carrier_t *ctx_carrier(eddy_ctx_t *ctx)
 {
-    eddy_carrier_t *c;
-    memcpy(&c, ctx + 1, sizeof(c));
-    return c;
+    return eddy__ctx_offload(ctx)->carrier;
 }
 
 static const char *ctx_name(const eddy_ctx_t *ctx)
@@ -208,7 +206,7 @@ static const char *ctx_name(const eddy_ctx_t *ctx)
     if (ctx->ops == &end_ops) {
         return ctx->ops->name;
     }
-    return (const char *)(ctx + 1) + (ctx->on_carrier ? sizeof(eddy_carrier_t *) : 0);
+    return (const char *)(ctx + 1) + (ctx->on_carrier ? sizeof(eddy__ctx_offload_t) : 0);
 }
 
 static void ctx_free(eddy_ctx_t *ctx)
@@ -261,6 +259,12 @@ static bool unlink_ctx(eddy_pipeline_t *p, eddy_ctx_t *ctx)
     ctx->prev->next = ctx->next;
     ctx->next->prev = ctx->prev;
     ctx->mask = 0; /* out of the list: walks from an earlier removed context pass over it */
+    if (!ctx->on_carrier) {
+        /* No scoped timer of its runs from here on; its list must be empty before the
+         * graveyard link takes its word. An offloaded one's are its carrier's. */
+        ctx->removed = true;
+        eddy__ctx_jobs_cancel(ctx);
+    }
     ctx->grave_next = p->end.grave_next;
     p->end.grave_next = ctx;
     if (ctx->on_carrier) {
@@ -269,9 +273,7 @@ static bool unlink_ctx(eddy_pipeline_t *p, eddy_ctx_t *ctx)
          * handler's executor too. The context stays unburied until that ran. */
         return !offload_removal(ctx);
     }
-    ctx->removed = true;
     p->depth++;
-    eddy__ctx_jobs_cancel(ctx);
     if (ctx->ops->handler_removed != NULL) {
         ctx->ops->handler_removed(ctx);
     }
@@ -383,13 +385,15 @@ static int apply_add(change_t *c)
         /* One allocation with the carrier and the name after the context: an idle
          * connection's handlers cost one malloc chunk each. */
         size_t n = strlen(name) + 1;
-        size_t extra = c->carrier != NULL ? sizeof(c->carrier) : 0;
+        size_t extra = c->carrier != NULL ? sizeof(eddy__ctx_offload_t) : 0;
         ctx = calloc(1, sizeof(*ctx) + extra + n);
         if (ctx == NULL) {
             err = EDDY_ENOMEM;
         } else {
             ctx->on_carrier = c->carrier != NULL;
-            memcpy(ctx + 1, &c->carrier, extra);
+            if (c->carrier != NULL) {
+                eddy__ctx_offload(ctx)->carrier = c->carrier;
+            }
             memcpy((char *)(ctx + 1) + extra, name, n);
         }
     }

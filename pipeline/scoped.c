@@ -35,12 +35,12 @@ typedef struct eddy__job_s {
 
 static void job_unlink(job_t *j)
 {
-    eddy_ctx_t *ctx = j->ctx;
+    job_t **jobs = eddy__ctx_jobs(j->ctx);
     assert(j->pending);
     j->pending = false;
-    job_t *head = ctx->jobs;
+    job_t *head = *jobs;
     if (j == head) {
-        ctx->jobs = j->next;
+        *jobs = j->next;
         if (j->next != NULL) {
             j->next->prev = j->prev;
         }
@@ -53,12 +53,12 @@ static void job_unlink(job_t *j)
 
 static void job_link(job_t *j)
 {
-    eddy_ctx_t *ctx = j->ctx;
-    job_t *head = ctx->jobs;
+    job_t **jobs = eddy__ctx_jobs(j->ctx);
+    job_t *head = *jobs;
     j->next = NULL;
     if (head == NULL) {
         j->prev = j;
-        ctx->jobs = j;
+        *jobs = j;
         return;
     }
     j->prev = head->prev;
@@ -147,7 +147,7 @@ static uint64_t schedule(eddy_ctx_t *ctx, int64_t delay_ns, int64_t period_ns, e
                  .ch = eddy_channel_retain(ch),
                  .cb = cb,
                  .arg = arg,
-                 .id = ++ctx->job_ids,
+                 .id = eddy__ctx_next_job_id(ctx),
                  .periodic = period_ns > 0,
                  .pending = true};
     job_link(j);
@@ -197,7 +197,7 @@ int eddy_ctx_execute(eddy_ctx_t *ctx, eddy_ctx_cb cb, void *arg)
 
 int eddy_ctx_cancel(eddy_ctx_t *ctx, uint64_t id)
 {
-    for (job_t *j = ctx->jobs; j != NULL && id != 0; j = j->next) {
+    for (job_t *j = *eddy__ctx_jobs(ctx); j != NULL && id != 0; j = j->next) {
         if (j->id == id) {
             job_cancel(j);
             return 0;
@@ -208,7 +208,8 @@ int eddy_ctx_cancel(eddy_ctx_t *ctx, uint64_t id)
 
 void eddy__ctx_jobs_cancel(eddy_ctx_t *ctx)
 {
-    while (ctx->jobs != NULL) {
-        job_cancel(ctx->jobs);
+    job_t **jobs = eddy__ctx_jobs(ctx);
+    while (*jobs != NULL) {
+        job_cancel(*jobs);
     }
 }

@@ -514,7 +514,7 @@ static void stream_discard_input(eddy_channel_t *ch)
 static void linger_close(eddy_channel_t *ch, int err)
 {
     eddy__lingering_t *l = ch->lingering;
-    eddy_promise_t *p = l != NULL ? eddy_future_retain(l->p) : NULL;
+    eddy_promise_t *p = eddy_future_retain(l->p);
     eddy__channel_do_close(ch, err, p); /* stream_do_close lets go of l */
     eddy_future_release(p);
 }
@@ -579,7 +579,7 @@ static void linger_read(eddy_channel_t *ch)
 
 static void stream_close_after_flush(eddy_channel_t *ch, eddy_promise_t *p)
 {
-    if (ch->lingering != NULL) {
+    if (ch->flags & EDDY__CH_LINGERING) {
         /* Already closing gracefully: p completes with that close. */
         if (p != NULL && eddy_future_add_listener(eddy_channel_close_future(ch),
                                                   eddy__promise_done_listener,
@@ -588,7 +588,9 @@ static void stream_close_after_flush(eddy_channel_t *ch, eddy_promise_t *p)
         }
         return;
     }
-    eddy__lingering_t *l = (ch->flags & EDDY__CH_ACTIVE) ? calloc(1, sizeof(*l)) : NULL;
+    eddy__lingering_t *l = (ch->flags & EDDY__CH_ACTIVE) && !(ch->flags & EDDY__CH_CONNECTING)
+                               ? calloc(1, sizeof(*l))
+                               : NULL;
     if (l == NULL) {
         eddy__channel_do_close(ch, 0, p); /* not connected, or no memory: close now */
         return;
@@ -609,8 +611,8 @@ static eddy_promise_t *connect_end(eddy_channel_t *ch);
 
 static void stream_do_close(eddy_channel_t *ch)
 {
-    eddy__lingering_t *l = ch->lingering;
-    if (l != NULL) {
+    if (ch->flags & EDDY__CH_LINGERING) {
+        eddy__lingering_t *l = ch->lingering;
         ch->lingering = NULL;
         ch->flags &= ~EDDY__CH_LINGERING;
         if (l->timer != NULL) {
