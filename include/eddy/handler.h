@@ -19,6 +19,34 @@
  * their own when the caller passed NULL). Pass promises owned by the channel's loop, or by no
  * loop, and complete every promise a handler keeps: a listener never runs on a promise
  * released incomplete, and what it would free then leaks.
+ *
+ * What a handler may keep across events: its state is freed once the handler is removed (at
+ * close, every handler is), so anything that calls back later must not point into it unless
+ * the library ends it with the handler. Two things qualify:
+ *   - a channel reference it took (eddy_channel_retain), released when done, to use the
+ *     channel (write, close) from elsewhere: another thread, a future's listener;
+ *   - a handler-scoped timer or task (pipeline.h: eddy_ctx_schedule, eddy_ctx_execute): its
+ *     callback never runs after handler_removed, and runs with the channel held, so it may
+ *     close the channel or remove the handler. Keep its id, never a pointer.
+ * A loop timer (eddy_loop_schedule) or a loop task with the state as its argument does not:
+ * it can fire after the state is gone. The handlers here use scoped timers; so should yours:
+ *
+ *     static void ping_due(eddy_ctx_t *ctx, void *arg)
+ *     {
+ *         (void)arg;
+ *         eddy_ctx_write_and_flush(ctx, eddy_buf_msg(eddy_buf_from_str("PING\r\n")), NULL);
+ *     }
+ *
+ *     static void ping_active(eddy_ctx_t *ctx)
+ *     {
+ *         pinger_t *s = eddy_ctx_state(ctx);
+ *         s->timer = eddy_ctx_schedule_at_fixed_rate(ctx, 1000, 1000, ping_due, s);
+ *         eddy_ctx_fire_channel_active(ctx);
+ *     }
+ *
+ * and nothing to cancel in handler_removed (eddy_ctx_cancel(ctx, s->timer) stops it earlier).
+ * For ending a connection after a reply, eddy_ctx_close_after_flush() (pipeline.h) flushes,
+ * sends FIN after the reply and lingers: no timer of the handler's own.
  */
 #ifndef EDDY_HANDLER_H
 #define EDDY_HANDLER_H
