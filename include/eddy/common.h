@@ -101,6 +101,15 @@ EDDY_EXTERN const char *eddy_err_name(int err);
 /** The library's version as "major.minor.patch". */
 EDDY_EXTERN const char *eddy_version(void);
 
+/* Log levels, least severe first: the logging handler's entries (handler.h) carry one. */
+typedef enum {
+    EDDY_LOG_TRACE = 1,
+    EDDY_LOG_DEBUG,
+    EDDY_LOG_INFO,
+    EDDY_LOG_WARN,
+    EDDY_LOG_ERROR
+} eddy_log_level_t;
+
 /*
  * Messages. Everything that travels through a pipeline starts with this header: a type tag,
  * an atomic reference count that starts at 1, and the function that frees the message when

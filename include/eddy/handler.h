@@ -149,13 +149,7 @@ EDDY_EXTERN void *eddy_message_deadline_handler_new(int64_t timeout_ms);
  * newline. The handler is sharable: it keeps no per-channel state.
  */
 
-typedef enum {
-    EDDY_LOG_TRACE = 1,
-    EDDY_LOG_DEBUG,
-    EDDY_LOG_INFO,
-    EDDY_LOG_WARN,
-    EDDY_LOG_ERROR
-} eddy_log_level_t;
+/* Each entry carries an eddy_log_level_t (common.h). */
 
 typedef enum {
     EDDY_LOG_HEX_DUMP = 0, /* the size and a hex dump of buffers (Netty's ByteBufFormat) */
