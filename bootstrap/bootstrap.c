@@ -653,7 +653,7 @@ static eddy_future_t *client_connect(eddy_bootstrap_t *b, const char *host, uint
 {
     client_t *c = b->c;
     if (c->group == NULL) {
-        fprintf(stderr, "eddy: bootstrap connect: no group (call eddy_bootstrap_group)\n");
+        eddy__log(EDDY_LOG_ERROR, "bootstrap connect: no group (call eddy_bootstrap_group)");
         eddy_promise_t *p = eddy_promise_new(NULL);
         if (p != NULL) {
             eddy_promise_fail(p, EDDY_EINVAL);

@@ -15,7 +15,6 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,10 +125,11 @@ static void log_rejected(server_t *s, const char *why, uint64_t limit)
                                                  memory_order_relaxed)) {
         return;
     }
-    fprintf(stderr, "eddy: server: closing new connections: %s (%llu); %llu + %llu closed so far\n",
-            why, (unsigned long long)limit,
-            (unsigned long long)atomic_load_explicit(&s->rejected_max, memory_order_relaxed),
-            (unsigned long long)atomic_load_explicit(&s->rejected_rate, memory_order_relaxed));
+    eddy__log(EDDY_LOG_WARN,
+              "server: closing new connections: %s (%llu); %llu + %llu closed so far", why,
+              (unsigned long long)limit,
+              (unsigned long long)atomic_load_explicit(&s->rejected_max, memory_order_relaxed),
+              (unsigned long long)atomic_load_explicit(&s->rejected_rate, memory_order_relaxed));
 }
 
 static void child_closed(eddy_channel_t *ch, void *arg)
@@ -439,8 +439,9 @@ static eddy_future_t *server_bind(eddy_server_bootstrap_t *b, const char *host, 
 {
     server_t *s = b->s;
     if (s->boss == NULL || s->child_init == NULL) {
-        fprintf(stderr, "eddy: server bootstrap bind: no %s (call eddy_server_bootstrap_%s)\n",
-                s->boss == NULL ? "group" : "child_init", s->boss == NULL ? "group" : "child_init");
+        eddy__log(EDDY_LOG_ERROR, "server bootstrap bind: no %s (call eddy_server_bootstrap_%s)",
+                  s->boss == NULL ? "group" : "child_init",
+                  s->boss == NULL ? "group" : "child_init");
         return failed_future(EDDY_EINVAL);
     }
     bool reuseport = s->reuseport && unix_addr == NULL;

@@ -4,4 +4,5 @@ list(APPEND EDDY_SOURCES
     buffer/leak.c
     buffer/pool.c
     buffer/alloc.c
-    buffer/common.c)
+    buffer/common.c
+    buffer/log.c)

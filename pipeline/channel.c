@@ -16,16 +16,6 @@ static _Atomic uint64_t next_id = 1;
 static char closed_no_future;
 #define CLOSED_NO_FUTURE ((eddy_promise_t *)(void *)&closed_no_future)
 
-bool eddy__log_debug(void)
-{
-    static int cached = -1;
-    if (cached < 0) {
-        const char *v = getenv("EDDY_LOG");
-        cached = v != NULL && strcmp(v, "debug") == 0;
-    }
-    return cached == 1;
-}
-
 /* ---------------------------------------------------------------------------------------
  * Addresses
  */
@@ -283,10 +273,8 @@ int64_t eddy_channel_option(const eddy_channel_t *ch, eddy_option_t opt)
 
 static void log_not_applied(const eddy_channel_t *ch, unsigned o, int err)
 {
-    if (eddy__log_debug()) {
-        fprintf(stderr, "eddy: channel %llu: option %u not applied: %s\n",
-                (unsigned long long)ch->id, o, eddy_strerror(err));
-    }
+    eddy__log(EDDY_LOG_DEBUG, "channel %llu: option %u not applied: %s", (unsigned long long)ch->id,
+              o, eddy_strerror(err));
 }
 
 void eddy__channel_apply_config(eddy_channel_t *ch, const eddy_channel_config_t *cfg)
@@ -552,8 +540,8 @@ void eddy__channel_on_loop(eddy_channel_t *ch, void (*fn)(eddy_channel_t *, void
     if (t == NULL) {
         /* Out of memory on a cross-thread call: run nothing rather than race the loop. The
          * callers' messages leak with the task; say so. */
-        fprintf(stderr, "eddy: channel %llu: out of memory queueing a task; dropped\n",
-                (unsigned long long)ch->id);
+        eddy__log(EDDY_LOG_ERROR, "channel %llu: out of memory queueing a task; dropped",
+                  (unsigned long long)ch->id);
         return;
     }
     t->ch = eddy_channel_retain(ch);
@@ -580,8 +568,8 @@ void eddy__channel_on_loop(eddy_channel_t *ch, void (*fn)(eddy_channel_t *, void
             }
             return;
         }
-        fprintf(stderr, "eddy: channel %llu: its loop refused a task (%s); dropped\n",
-                (unsigned long long)ch->id, eddy_strerror(err));
+        eddy__log(EDDY_LOG_ERROR, "channel %llu: its loop refused a task (%s); dropped",
+                  (unsigned long long)ch->id, eddy_strerror(err));
         eddy_channel_release(ch);
         free(t);
     }

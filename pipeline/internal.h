@@ -8,6 +8,7 @@
 #include <eddy/channel.h>
 #include <eddy/pipeline.h>
 
+#include "buffer/log_internal.h"
 #include "reactor/loop_internal.h"
 
 #include <stdatomic.h>
@@ -433,8 +434,5 @@ static inline void eddy__promise_done(eddy_promise_t *p, int err)
 
 /* A future listener that completes the promise arg (a reference, released) as f completed. */
 void eddy__promise_done_listener(eddy_future_t *f, void *arg);
-
-/* Debug logging of the pipeline: EDDY_LOG=debug in the environment. */
-bool eddy__log_debug(void);
 
 #endif /* EDDY_PIPELINE_INTERNAL_H */

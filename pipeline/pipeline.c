@@ -121,11 +121,9 @@ static void tail_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
         eddy__embedded_inbound(ch, msg);
         return;
     }
-    if (eddy__log_debug()) {
-        fprintf(stderr, "eddy: channel %llu: a message (type %u) reached the tail unhandled; "
-                        "released\n",
-                (unsigned long long)ch->id, msg->type);
-    }
+    eddy__log(EDDY_LOG_DEBUG, "channel %llu: a message (type %u) reached the tail unhandled; "
+                              "released",
+              (unsigned long long)ch->id, msg->type);
     eddy_msg_release(msg);
 }
 
@@ -148,9 +146,9 @@ static void tail_exception(eddy_ctx_t *ctx, int err)
         ch->embedded->last_error = err;
         return;
     }
-    fprintf(stderr,
-            "eddy: channel %llu: an error reached the end of the pipeline unhandled: %s (%s)\n",
-            (unsigned long long)ch->id, eddy_strerror(err), eddy_err_name(err));
+    eddy__log(EDDY_LOG_WARN,
+              "channel %llu: an error reached the end of the pipeline unhandled: %s (%s)",
+              (unsigned long long)ch->id, eddy_strerror(err), eddy_err_name(err));
 }
 
 /* The end of the line for events nobody consumed: nothing to do. */
@@ -461,9 +459,9 @@ static void change_on_loop(eddy_channel_t *ch, void *arg)
     (void)ch;
     change_t *c = arg;
     int err = c->remove ? apply_remove(c) : apply_add(c);
-    if (err != 0 && eddy__log_debug()) {
-        fprintf(stderr, "eddy: pipeline change from another thread failed: %s\n",
-                eddy_strerror(err));
+    if (err != 0) {
+        eddy__log(EDDY_LOG_DEBUG, "pipeline change from another thread failed: %s",
+                  eddy_strerror(err));
     }
     change_free(c);
 }
@@ -704,8 +702,8 @@ static bool offload(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event
         free(o);
         atomic_fetch_sub_explicit(&p->offloaded, 1, memory_order_release);
         eddy_channel_release(ch);
-        fprintf(stderr, "eddy: channel %llu: handler %s: its carrier refused an event\n",
-                (unsigned long long)ch->id, ctx_name(ctx));
+        eddy__log(EDDY_LOG_ERROR, "channel %llu: handler %s: its carrier refused an event",
+                  (unsigned long long)ch->id, ctx_name(ctx));
         eddy_future_release(f);
         return false;
     }

@@ -919,8 +919,8 @@ static void out_of_descriptors(eddy_channel_t *ch, int err)
     if (now - prev > 1000000000 &&
         atomic_compare_exchange_strong_explicit(&last_log, &prev, now, memory_order_relaxed,
                                                 memory_order_relaxed)) {
-        fprintf(stderr, "eddy: listener %llu: %s; accepting pauses for 100 ms\n",
-                (unsigned long long)ch->id, eddy_strerror(err));
+        eddy__log(EDDY_LOG_WARN, "listener %llu: %s; accepting pauses for 100 ms",
+                  (unsigned long long)ch->id, eddy_strerror(err));
     }
     if (l->accept_backoff == NULL) {
         l->accept_backoff = eddy_loop_schedule(eddy__loop_of(ch), 100, resume_accept, ch);

@@ -3,6 +3,7 @@
  * on the ring, I/O registration, shutdown, metrics and the stall watchdog.
  */
 #include "reactor/loop_internal.h"
+#include "buffer/log_internal.h"
 #include "eddy_config.h"
 
 #include <errno.h>
@@ -997,6 +998,15 @@ static eddy_loop_t *wd_loops;
 static size_t wd_count;
 static uint64_t wd_gen; /* which watchdog thread is the current one */
 
+/* A stall found in one look, logged after the lock is let go: the log hook may start or stop
+ * loops, which takes the lock. A look reports at most this many; the rest wait for the next. */
+#define WD_REPORTS 8
+typedef struct wd_report_s {
+    char name[sizeof(((eddy_loop_t *)0)->name)];
+    eddy__fnptr_t fn;
+    int64_t held;
+} wd_report_t;
+
 static void wd_cond_init(void)
 {
     pthread_condattr_t attr;
@@ -1006,26 +1016,29 @@ static void wd_cond_init(void)
     pthread_condattr_destroy(&attr);
 }
 
-static void wd_check(eddy_loop_t *loop, int64_t now)
+/* Look at loop; a new stall fills *r (NULL: no room this time) and returns true. */
+static bool wd_check(eddy_loop_t *loop, int64_t now, wd_report_t *r)
 {
     uint64_t act = atomic_load_explicit(&loop->activity, memory_order_relaxed);
     bool busy = atomic_load_explicit(&loop->in_callback, memory_order_relaxed);
     if (!busy || act != loop->watch_seen) {
         loop->watch_seen = act;
         loop->watch_since_ns = now;
-        return;
+        return false;
     }
     int64_t held = now - loop->watch_since_ns;
-    if (held >= loop->stall_threshold_ns && loop->watch_reported != act) {
-        loop->watch_reported = act;
-        eddy__fnptr_t fn = atomic_load_explicit(&loop->running_fn, memory_order_relaxed);
-        eddy__stat_add(&loop->m.stalls, 1);
-        atomic_store_explicit(&loop->m.last_stall_ns, (uint64_t)held, memory_order_relaxed);
-        atomic_store_explicit(&loop->m.last_stall_fn, fn, memory_order_relaxed);
-        /* Print the address as an integer: %p wants an object pointer. */
-        fprintf(stderr, "eddy: loop %s stalled: callback 0x%" PRIxPTR " has held it for %lld ms\n",
-                loop->name, (uintptr_t)fn, (long long)(held / 1000000));
+    if (held < loop->stall_threshold_ns || loop->watch_reported == act || r == NULL) {
+        return false;
     }
+    loop->watch_reported = act;
+    eddy__fnptr_t fn = atomic_load_explicit(&loop->running_fn, memory_order_relaxed);
+    eddy__stat_add(&loop->m.stalls, 1);
+    atomic_store_explicit(&loop->m.last_stall_ns, (uint64_t)held, memory_order_relaxed);
+    atomic_store_explicit(&loop->m.last_stall_fn, fn, memory_order_relaxed);
+    memcpy(r->name, loop->name, sizeof(r->name));
+    r->fn = fn;
+    r->held = held;
+    return true;
 }
 
 /* The watchdog thread is detached and leaves by itself when no loop needs it or a newer one
@@ -1040,8 +1053,10 @@ static void *wd_main(void *arg)
         int64_t period = INT64_MAX;
         int64_t now = eddy_now_ns();
         bool busy = false;
+        wd_report_t reports[WD_REPORTS];
+        size_t n = 0;
         for (eddy_loop_t *l = wd_loops; l != NULL; l = l->watch_next) {
-            wd_check(l, now);
+            n += wd_check(l, now, n < WD_REPORTS ? &reports[n] : NULL);
             busy |= atomic_load_explicit(&l->in_callback, memory_order_relaxed);
             if (l->stall_threshold_ns / 2 < period) {
                 period = l->stall_threshold_ns / 2;
@@ -1050,6 +1065,17 @@ static void *wd_main(void *arg)
         /* While every loop sleeps in its poller, look less often, up to 8 times less: an
          * idle process then wakes a few times a second, and a stall that starts meanwhile
          * is still reported, at most 4 thresholds late. */
+        if (n > 0) {
+            pthread_mutex_unlock(&wd_lock);
+            for (size_t i = 0; i < n; i++) {
+                /* The address as an integer: %p wants an object pointer. */
+                eddy__log(EDDY_LOG_WARN,
+                          "loop %s stalled: callback 0x%" PRIxPTR " has held it for %lld ms",
+                          reports[i].name, (uintptr_t)reports[i].fn,
+                          (long long)(reports[i].held / 1000000));
+            }
+            pthread_mutex_lock(&wd_lock);
+        }
         idle = busy ? 0 : (idle < 3 ? idle + 1 : 3);
         period <<= idle;
         int64_t until = now + period;
@@ -1068,6 +1094,7 @@ void eddy__watchdog_add(eddy_loop_t *loop)
     loop->watch_since_ns = eddy_now_ns();
     loop->watch_next = wd_loops;
     wd_loops = loop;
+    bool failed = false;
     if (wd_count++ == 0) {
         /* A previous watchdog may still be on its way out: the new generation retires it. */
         uint64_t gen = ++wd_gen;
@@ -1075,13 +1102,14 @@ void eddy__watchdog_add(eddy_loop_t *loop)
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&t, &attr, wd_main, (void *)(uintptr_t)gen) != 0) {
-            fprintf(stderr, "eddy: no stall watchdog (thread creation failed)\n");
-        }
+        failed = pthread_create(&t, &attr, wd_main, (void *)(uintptr_t)gen) != 0;
         pthread_attr_destroy(&attr);
     }
     pthread_cond_broadcast(&wd_cond);
     pthread_mutex_unlock(&wd_lock);
+    if (failed) {
+        eddy__log(EDDY_LOG_WARN, "no stall watchdog (thread creation failed)");
+    }
 }
 
 void eddy__watchdog_remove(eddy_loop_t *loop)

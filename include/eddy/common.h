@@ -101,7 +101,17 @@ EDDY_EXTERN const char *eddy_err_name(int err);
 /** The library's version as "major.minor.patch". */
 EDDY_EXTERN const char *eddy_version(void);
 
-/* Log levels, least severe first: the logging handler's entries (handler.h) carry one. */
+/*
+ * The library's log. What eddy itself has to say (a loop stalled, an error reached the end of
+ * a pipeline, a task was dropped) is one message at a level, handed to one process-wide hook.
+ * The default hook writes "eddy: <message>\n" to stderr in one stdio call.
+ * Messages below the level threshold are dropped before they are formatted: the threshold
+ * starts at EDDY_LOG_INFO, or at the level the environment variable EDDY_LOG names (trace,
+ * debug, info, warn, error), read at the first message. The logging handler's entries
+ * (handler.h) carry the same levels but go to that handler's own sink.
+ */
+
+/* Log levels, least severe first. */
 typedef enum {
     EDDY_LOG_TRACE = 1,
     EDDY_LOG_DEBUG,
@@ -109,6 +119,28 @@ typedef enum {
     EDDY_LOG_WARN,
     EDDY_LOG_ERROR
 } eddy_log_level_t;
+
+/*
+ * Receives each message at or above the threshold: message has no "eddy: " prefix and no final
+ * newline, and is valid during the call. Called on whatever thread logs (a loop's, a
+ * carrier's, the stall watchdog's), on several at once: it must be thread-safe. A loop waits
+ * while it runs, so it should not block for long.
+ */
+typedef void (*eddy_log_hook_cb)(eddy_log_level_t level, const char *message, void *arg);
+
+/**
+ * Send the library's messages to cb(level, message, arg) from now on; cb NULL restores the
+ * default (stderr). Meant for start-up, before loops run, but safe from any thread at any
+ * time: a message being logged on another thread meanwhile may still reach the previous hook,
+ * with its arg.
+ */
+EDDY_EXTERN void eddy_log_set_hook(eddy_log_hook_cb cb, void *arg);
+
+/** Drop messages below level from now on (and ignore EDDY_LOG). Any thread. */
+EDDY_EXTERN void eddy_log_set_level(eddy_log_level_t level);
+
+/** The current threshold: messages at it and above are logged. Any thread. */
+EDDY_EXTERN eddy_log_level_t eddy_log_level(void);
 
 /*
  * Messages. Everything that travels through a pipeline starts with this header: a type tag,

@@ -16,8 +16,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -906,6 +908,49 @@ static void test_metrics_report_a_stalled_task(void **state)
     finish_loop(loop);
 }
 
+/* The stall report reaches the log hook, from the watchdog's thread, as a warning. */
+static pthread_mutex_t stall_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char stall_log[256];
+static atomic_long stall_log_level;
+
+static void record_stall_log(eddy_log_level_t level, const char *message, void *arg)
+{
+    (void)arg;
+    if (strstr(message, "stalled") == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&stall_log_lock);
+    snprintf(stall_log, sizeof(stall_log), "%s", message);
+    pthread_mutex_unlock(&stall_log_lock);
+    atomic_store(&stall_log_level, level);
+}
+
+static void test_a_stall_is_reported_through_the_log_hook(void **state)
+{
+    (void)state;
+    atomic_store(&slept, false);
+    atomic_store(&stall_log_level, 0);
+    eddy_log_set_hook(record_stall_log, NULL);
+    eddy_loop_options_t opts = {.name = "stall-test", .stall_threshold_ns = 50 * MS};
+    eddy_loop_t *loop = start_loop(&opts);
+    assert_int_equal(eddy_loop_execute(loop, sleep_300_ms, NULL), 0);
+    assert_true(wait_flag(&slept, DEADLINE_MS));
+    bool logged = wait_for(&stall_log_level, EDDY_LOG_WARN, DEADLINE_MS);
+    finish_loop(loop);
+    eddy_log_set_hook(NULL, NULL);
+    assert_true(logged);
+    char want[128];
+    snprintf(want, sizeof(want),
+             "loop stall-test stalled: callback 0x%" PRIxPTR " has held it for ",
+             (uintptr_t)sleep_300_ms);
+    pthread_mutex_lock(&stall_log_lock);
+    bool same = strncmp(stall_log, want, strlen(want)) == 0;
+    pthread_mutex_unlock(&stall_log_lock);
+    if (!same) {
+        fail_msg("logged \"%s\", not \"%s...\"", stall_log, want);
+    }
+}
+
 static void test_metrics_report_no_stall_when_the_watchdog_is_off(void **state)
 {
     (void)state;
@@ -1115,6 +1160,7 @@ int main(void)
         cmocka_unit_test(test_io_peer_close_is_reported_as_readable),
         cmocka_unit_test(test_metrics_count_tasks_and_empty_the_queue),
         cmocka_unit_test(test_metrics_report_a_stalled_task),
+        cmocka_unit_test(test_a_stall_is_reported_through_the_log_hook),
         cmocka_unit_test(test_metrics_report_no_stall_when_the_watchdog_is_off),
         cmocka_unit_test(test_graceful_shutdown_runs_every_pending_task),
         cmocka_unit_test(test_tasks_after_termination_are_refused_and_never_run),
