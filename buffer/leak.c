@@ -2,9 +2,11 @@
  * Leak detection, after Netty's ResourceLeakDetector at level PARANOID: every buffer records
  * the stack that allocated it and its last touches; buffers never released are reported at
  * exit or on demand. Released buffers wait in a quarantine instead of being recycled, so a
- * release below zero finds the buffer's trail and is reported with it.
+ * release below zero finds the buffer's trail and is reported with it. Reports go to the log
+ * hook (common.h), one message a buffer, unless eddy_leak_report() is given a file.
  */
 #include "buffer/internal.h"
+#include "buffer/log_internal.h"
 #include "eddy_config.h"
 
 #include <stdlib.h>
@@ -88,9 +90,35 @@ static void print_rec(FILE *out, const rec_t *r)
     }
 }
 
+/* A leaked buffer's report; prefix "eddy: " in a file, "" for the hook (which adds it). */
+static void print_leak(FILE *out, const rec_t *r, const char *prefix)
+{
+    fprintf(out, "%sLEAK: buffer %p was not released (reference count %u)\n", prefix,
+            (void *)r->buf, eddy_buf_refcnt(r->buf));
+    print_rec(out, r);
+}
+
+/*
+ * Reports are written into memory under the lock (which keeps the records from going) and
+ * logged after it: the hook may allocate buffers, which takes the lock. One memory stream
+ * holds them all, each ended by a NUL; each is one message, without its final newline.
+ */
+static void log_reports(char *text, size_t len)
+{
+    for (size_t at = 0; at < len;) {
+        char *m = text + at;
+        size_t n = strlen(m);
+        at += n + 1;
+        if (n > 0 && m[n - 1] == '\n') {
+            m[n - 1] = '\0';
+        }
+        eddy__log_text(EDDY_LOG_ERROR, m);
+    }
+}
+
 static void report_at_exit(void)
 {
-    eddy_leak_report(stderr);
+    eddy_leak_report(NULL);
 }
 
 static void register_exit(void)
@@ -199,23 +227,37 @@ void eddy__leak_misuse(eddy_buf_t *b, const char *what)
     pthread_mutex_lock(&lock);
     rec_t *r = b->_leak;
     if (r != NULL && (b->_flags & EDDY__BUF_FREED)) {
-        fprintf(stderr, "eddy: buffer %p: %s when its reference count is already zero\n",
-                (void *)b, what);
         trail_t tr;
         capture(&tr, what);
-        fprintf(stderr, "    this %s at:\n", what);
-        print_trail(stderr, &tr, SKIP_FRAMES);
-        print_rec(stderr, r);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *out = eddy__log_enabled(EDDY_LOG_ERROR) ? open_memstream(&text, &len) : NULL;
+        if (out != NULL) {
+            fprintf(out, "buffer %p: %s when its reference count is already zero\n", (void *)b,
+                    what);
+            fprintf(out, "    this %s at:\n", what);
+            print_trail(out, &tr, SKIP_FRAMES);
+            print_rec(out, r);
+            fputc('\0', out);
+        }
         pthread_mutex_unlock(&lock);
+        if (out != NULL && fclose(out) == 0) {
+            log_reports(text, len);
+        } else {
+            eddy__log(EDDY_LOG_ERROR, "buffer %p: %s when its reference count is already zero",
+                      (void *)b, what);
+        }
+        free(text);
         return;
     }
     pthread_mutex_unlock(&lock);
 #ifndef NDEBUG
     static _Atomic bool warned;
     if (!atomic_exchange(&warned, true)) {
-        fprintf(stderr, "eddy: buffer %p: %s when its reference count is already zero "
-                        "(EDDY_LEAK_DETECTION=paranoid shows its trail)\n",
-                (void *)b, what);
+        eddy__log(EDDY_LOG_ERROR,
+                  "buffer %p: %s when its reference count is already zero "
+                  "(EDDY_LEAK_DETECTION=paranoid shows its trail)",
+                  (void *)b, what);
     }
 #endif
 }
@@ -225,20 +267,34 @@ uint64_t eddy_leak_misuse_count(void)
     return atomic_load(&misuses);
 }
 
-size_t eddy_leak_report(FILE *out)
+size_t eddy_leak_report(FILE *file)
 {
-    if (out == NULL) {
-        out = stderr;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = file;
+    if (file == NULL && eddy__log_enabled(EDDY_LOG_ERROR)) {
+        out = open_memstream(&text, &len);
     }
     size_t n = 0;
     pthread_mutex_lock(&lock);
     for (rec_t *r = live; r != NULL; r = r->next) {
-        fprintf(out, "eddy: LEAK: buffer %p was not released (reference count %u)\n",
-                (void *)r->buf, eddy_buf_refcnt(r->buf));
-        print_rec(out, r);
+        if (out != NULL) {
+            print_leak(out, r, file != NULL ? "eddy: " : "");
+            if (file == NULL) {
+                fputc('\0', out);
+            }
+        }
         n++;
     }
     pthread_mutex_unlock(&lock);
-    fflush(out);
+    if (file != NULL) {
+        fflush(file);
+    } else if (out != NULL && fclose(out) == 0) {
+        log_reports(text, len);
+    } else if (n > 0) {
+        eddy__log(EDDY_LOG_ERROR, "LEAK: %zu buffers were not released (no memory for the report)",
+                  n);
+    }
+    free(text);
     return n;
 }

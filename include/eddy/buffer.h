@@ -372,7 +372,9 @@ EDDY_EXTERN void eddy_allocator_foreach_cache(eddy_allocator_t *a,
  * EDDY_LEAK_DETECTION=paranoid, the CMake option EDDY_LEAK_PARANOID, or
  * eddy_leak_set_paranoid()) every buffer records the stack that allocated it and its last
  * touches (retain, release, views, eddy_buf_touch); buffers never released are reported at
- * exit and by eddy_leak_report(), and a release below zero is reported with its trail.
+ * exit and by eddy_leak_report(), and a release below zero is reported with its trail. Reports
+ * are EDDY_LOG_ERROR messages to the log hook (common.h), one per buffer, unless
+ * eddy_leak_report() is given a file; the one at exit runs on the thread that calls exit().
  */
 
 /** Buffers allocated and not yet freed, in the whole process (views not counted). */
@@ -383,8 +385,10 @@ EDDY_EXTERN void eddy_leak_set_paranoid(bool on);
 EDDY_EXTERN bool eddy_leak_is_paranoid(void);
 
 /**
- * Write every live tracked buffer, with its allocation stack and touches, to out (NULL:
- * stderr). Returns how many were reported. Any thread.
+ * Write every live tracked buffer, with its allocation stack and touches, to out, each
+ * report starting "eddy: LEAK:"; out NULL: to the log hook instead, one EDDY_LOG_ERROR
+ * message per buffer (by default "eddy: LEAK: ..." lines on stderr). Returns how many live
+ * tracked buffers there are. Any thread.
  */
 EDDY_EXTERN size_t eddy_leak_report(FILE *out);
 

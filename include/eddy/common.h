@@ -103,8 +103,8 @@ EDDY_EXTERN const char *eddy_version(void);
 
 /*
  * The library's log. What eddy itself has to say (a loop stalled, an error reached the end of
- * a pipeline, a task was dropped) is one message at a level, handed to one process-wide hook.
- * The default hook writes "eddy: <message>\n" to stderr in one stdio call.
+ * a pipeline, a task was dropped, a buffer leaked) is one message at a level, handed to one
+ * process-wide hook. The default hook writes "eddy: <message>\n" to stderr in one stdio call.
  * Messages below the level threshold are dropped before they are formatted: the threshold
  * starts at EDDY_LOG_INFO, or at the level the environment variable EDDY_LOG names (trace,
  * debug, info, warn, error), read at the first message. The logging handler's entries
@@ -122,9 +122,10 @@ typedef enum {
 
 /*
  * Receives each message at or above the threshold: message has no "eddy: " prefix and no final
- * newline, and is valid during the call. Called on whatever thread logs (a loop's, a
- * carrier's, the stall watchdog's), on several at once: it must be thread-safe. A loop waits
- * while it runs, so it should not block for long.
+ * newline (a leak report spans lines) and is valid during the call. Called on whatever thread
+ * logs (a loop's, a carrier's, the stall watchdog's, the exiting thread's for the leak report
+ * at exit), on several at once: it must be thread-safe. A loop waits while it runs, so it
+ * should not block for long.
  */
 typedef void (*eddy_log_hook_cb)(eddy_log_level_t level, const char *message, void *arg);
 
@@ -132,7 +133,8 @@ typedef void (*eddy_log_hook_cb)(eddy_log_level_t level, const char *message, vo
  * Send the library's messages to cb(level, message, arg) from now on; cb NULL restores the
  * default (stderr). Meant for start-up, before loops run, but safe from any thread at any
  * time: a message being logged on another thread meanwhile may still reach the previous hook,
- * with its arg.
+ * with its arg. The hook stays set until exit, where the leak report (buffer.h) may use it:
+ * keep what arg points to alive, or restore the default first.
  */
 EDDY_EXTERN void eddy_log_set_hook(eddy_log_hook_cb cb, void *arg);
 

@@ -199,6 +199,71 @@ static void test_double_release_through_the_message_header_is_refused(void **sta
     assert_int_equal(eddy_buf_live_count(), live);
 }
 
+/* The log hook's messages: how many mention what is looked for, and the last such one. */
+typedef struct logged_s {
+    const char *want;
+    unsigned count;
+    eddy_log_level_t level;
+    char last[8192];
+} logged_t;
+
+static void record(eddy_log_level_t level, const char *message, void *arg)
+{
+    logged_t *l = arg;
+    if (strstr(message, l->want) == message) {
+        l->count++;
+        l->level = level;
+        snprintf(l->last, sizeof(l->last), "%s", message);
+    }
+}
+
+static void test_a_report_without_a_file_goes_to_the_log_hook(void **state)
+{
+    size_t before = leak_report_count();
+    eddy_buf_t *a = leaky_helper_allocates();
+    eddy_buf_t *b = leaky_helper_allocates();
+    assert_non_null(a);
+    assert_non_null(b);
+
+    logged_t l = {.want = "LEAK: buffer "};
+    eddy_log_set_hook(record, &l);
+    size_t n = eddy_leak_report(NULL);
+    eddy_log_set_hook(NULL, NULL);
+    assert_int_equal(n, before + 2);
+    assert_int_equal(l.count, before + 2); /* one message a buffer */
+    assert_int_equal(l.level, EDDY_LOG_ERROR);
+    size_t len = strlen(l.last);
+    assert_true(len > 0 && l.last[len - 1] != '\n'); /* the hook adds line ends */
+    if (strstr(l.last, "was not released (reference count 1)\n    allocated (capacity") == NULL ||
+        strstr(l.last, "leaky_helper_allocates") == NULL) {
+        fail_msg("the logged report lacks the allocation trail:\n%s", l.last);
+    }
+
+    assert_int_equal(eddy_buf_release(a), 1);
+    assert_int_equal(eddy_buf_release(b), 1);
+    assert_int_equal(leak_report_count(), before);
+}
+
+static void test_a_double_release_is_reported_through_the_log_hook(void **state)
+{
+    eddy_buf_t *b = eddy_buf_new(16);
+    assert_non_null(b);
+    assert_int_equal(eddy_buf_release(b), 1);
+
+    char want[64];
+    snprintf(want, sizeof(want), "buffer %p: release when", (void *)b);
+    logged_t l = {.want = want};
+    eddy_log_set_hook(record, &l);
+    assert_int_equal(eddy_buf_release(b), EDDY_EREFCNT);
+    eddy_log_set_hook(NULL, NULL);
+    assert_int_equal(l.count, 1);
+    assert_int_equal(l.level, EDDY_LOG_ERROR);
+    if (strstr(l.last, "reference count is already zero\n    this release at:\n") == NULL ||
+        strstr(l.last, "    allocated (capacity") == NULL) {
+        fail_msg("the logged report lacks the trails:\n%s", l.last);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +276,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_double_release_is_refused_and_counted, paranoid_on,
                                         paranoid_off),
         cmocka_unit_test_setup_teardown(test_double_release_through_the_message_header_is_refused,
+                                        paranoid_on, paranoid_off),
+        cmocka_unit_test_setup_teardown(test_a_report_without_a_file_goes_to_the_log_hook,
+                                        paranoid_on, paranoid_off),
+        cmocka_unit_test_setup_teardown(test_a_double_release_is_reported_through_the_log_hook,
                                         paranoid_on, paranoid_off),
     };
     return cmocka_run_group_tests_name("buffer.leak", tests, NULL, NULL);
