@@ -209,6 +209,16 @@ static void loop_release_parts(eddy_loop_t *loop)
     free(loop);
 }
 
+/* The creator sets the backend up standing in for the loop, whose thread does not run yet:
+ * the backends start the wake-up io, which only the loop may do. */
+static int init_poller(eddy_loop_t *loop)
+{
+    eddy_loop_t *prev = eddy__loop_enter(loop);
+    int err = loop->poller->init(loop);
+    eddy__loop_leave(prev);
+    return err;
+}
+
 eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
 {
     eddy_loop_options_t o = {0};
@@ -263,7 +273,7 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
     if (loop->sequencer == NULL ||
         eddy_sequencer_add_gating(loop->sequencer, &loop->consumed, 1) != 0 ||
         (loop->barrier = eddy_sequencer_new_barrier(loop->sequencer, NULL, 0)) == NULL ||
-        poller->init(loop) != 0) {
+        init_poller(loop) != 0) {
         loop_release_parts(loop);
         return NULL;
     }
@@ -324,8 +334,11 @@ int eddy_loop_free(eddy_loop_t *loop)
          * (futures and channels hold uses). */
         eddy_loop_shutdown_gracefully(loop, 0, 0);
     }
-    /* Timers a task inserted while it shut down are cancelled and released. */
+    /* Timers a task inserted while it shut down are cancelled and released, by this thread
+     * standing in for the loop, which has terminated. */
+    eddy_loop_t *prev = eddy__loop_enter(loop);
     eddy__timers_cancel_all(loop);
+    eddy__loop_leave(prev);
     eddy__overflow_t *o = loop->overflow_head;
     while (o != NULL) {
         eddy__overflow_t *next = o->next;
