@@ -100,6 +100,7 @@ static int watchers_grow(eddy_loop_t *loop, int fd)
 int eddy_io_start(eddy_io_t *io, unsigned events)
 {
     eddy_loop_t *loop = io->_loop;
+    eddy__assert_on_loop(loop);
     events &= EDDY_IO_READ | EDDY_IO_WRITE;
     if (events == 0) {
         eddy_io_stop(io);
@@ -136,6 +137,7 @@ void eddy_io_stop(eddy_io_t *io)
     if (io->_interest == 0) {
         return;
     }
+    eddy__assert_on_loop(loop);
     loop->poller->update(loop, io, 0);
     io->_interest = 0;
     if (eddy__io_of(loop, io->fd) == io) {
@@ -285,6 +287,7 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
 
 void eddy__loop_closer_add(eddy_loop_t *loop, eddy__closer_t *c)
 {
+    eddy__assert_on_loop(loop);
     c->next = &loop->closers;
     c->prev = loop->closers.prev;
     c->prev->next = c;
@@ -384,6 +387,7 @@ static int claimed_after_shutdown(eddy_loop_t *loop, int64_t seq)
 
 static int overflow_push(eddy_loop_t *loop, eddy_task_cb fn, void *arg)
 {
+    eddy__assert_on_loop(loop); /* the loop's own tasks only: other threads use the ring */
     eddy__overflow_t *o = malloc(sizeof(*o));
     if (o == NULL) {
         return EDDY_ENOMEM;
@@ -546,6 +550,7 @@ eddy_future_t *eddy_loop_submit(eddy_loop_t *loop, eddy_callable_cb fn, void *ar
 
 static bool tasks_pending(eddy_loop_t *loop)
 {
+    eddy__assert_on_loop(loop);
     return loop->overflow_head != NULL ||
            eddy_sequence_get(eddy_sequencer_cursor(loop->sequencer)) >= loop->next_seq;
 }
@@ -624,6 +629,11 @@ static bool run_ring(eddy_loop_t *loop, int64_t limit, int64_t deadline, size_t 
  */
 static size_t run_tasks(eddy_loop_t *loop, int64_t deadline, int64_t limit)
 {
+    /* The single consumer: the loop, or who stands in for it. */
+    eddy__assert_on_loop(loop);
+    assert((loop->overflow_head == NULL) == (loop->overflow_tail == NULL));
+    assert((loop->overflow_head == NULL) ==
+           (atomic_load_explicit(&loop->m.overflow, memory_order_relaxed) == 0));
     size_t ran = 0;
     if (loop->overflow_head != NULL) {
         if (run_ring(loop, loop->overflow_after, deadline, &ran) ||
@@ -935,6 +945,7 @@ void eddy__loop_leave(eddy_loop_t *prev)
 
 size_t eddy__loop_run_pending(eddy_loop_t *loop)
 {
+    assert(loop->manual);
     size_t total = 0;
     for (;;) {
         loop->now_ns = eddy__loop_now(loop);

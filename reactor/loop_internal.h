@@ -8,6 +8,7 @@
 #include <eddy/loop.h>
 #include <eddy/ring.h>
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -151,6 +152,17 @@ struct eddy_loop_s {
     int64_t watch_since_ns;         /* watchdog: when it was first seen */
     uint64_t watch_reported;        /* watchdog: activity already reported */
 };
+
+/*
+ * Debug builds (no NDEBUG) check at the entry of what only the loop may run (its timers, the
+ * consumer side of its task queue, its channels' state) that the caller runs as the loop: on
+ * the loop's thread, or on a thread that entered it to stand in for it (eddy__loop_enter: a
+ * manual loop's driver, the creator setting the backend up, eddy_loop_free() running a
+ * never-started loop's tasks or dropping a terminated one's timers, eddy__channel_on_loop()
+ * after the loop terminated). A manual loop is everyone's (eddy_loop_in_event_loop()). A
+ * macro, so a failure names the caller's line; the argument is not evaluated under NDEBUG.
+ */
+#define eddy__assert_on_loop(loop) assert(eddy_loop_in_event_loop(loop))
 
 /* Hand a ready descriptor to its io, unless the io left (or fd was reused) meanwhile. */
 void eddy__io_dispatch(eddy_loop_t *loop, int fd, uint32_t gen, unsigned events);

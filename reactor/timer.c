@@ -90,6 +90,8 @@ static void sift_down(eddy__timer_heap_t *h, size_t i, eddy__timer_entry_t e)
 
 static int heap_push(eddy__timer_heap_t *h, eddy_timer_t *t)
 {
+    eddy__assert_on_loop(EDDY_CONTAINER_OF(h, eddy_loop_t, timers));
+    assert(t->index == NOT_IN_HEAP && h->n <= h->cap);
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 64;
         eddy__timer_entry_t *items = realloc(h->items, cap * sizeof(*items));
@@ -107,6 +109,8 @@ static int heap_push(eddy__timer_heap_t *h, eddy_timer_t *t)
 
 static void heap_remove(eddy__timer_heap_t *h, eddy_timer_t *t)
 {
+    eddy__assert_on_loop(EDDY_CONTAINER_OF(h, eddy_loop_t, timers));
+    assert(t->index < h->n && h->items[t->index].timer == t);
     size_t i = t->index;
     t->index = NOT_IN_HEAP;
     eddy__timer_entry_t last = h->items[--h->n];
@@ -364,6 +368,7 @@ int eddy_timer_cancel(eddy_timer_t *t)
 
 size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns)
 {
+    eddy__assert_on_loop(loop);
     eddy__timer_heap_t *h = &loop->timers;
     size_t ran = 0;
     int64_t now = loop->now_ns;
@@ -431,9 +436,11 @@ size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns)
 
 void eddy__timers_cancel_all(eddy_loop_t *loop)
 {
+    eddy__assert_on_loop(loop);
     eddy__timer_heap_t *h = &loop->timers;
     while (h->n > 0) {
         eddy_timer_t *t = h->items[--h->n].timer;
+        assert(t->index == h->n);
         t->index = NOT_IN_HEAP;
         int expected = T_SCHEDULED;
         atomic_compare_exchange_strong(&t->state, &expected, T_CANCELLED);
