@@ -460,6 +460,7 @@ void eddy__channel_activate(eddy_channel_t *ch)
 
 void eddy__channel_do_close(eddy_channel_t *ch, int why, eddy_promise_t *p)
 {
+    eddy__assert_on_loop(eddy__loop_of(ch));
     if (ch->flags & EDDY__CH_CLOSED) {
         /* Already closed: p completes when the close future does (at once, by now). */
         eddy__promise_done(p, 0);

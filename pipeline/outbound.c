@@ -20,6 +20,25 @@ size_t eddy__msg_bytes(eddy_msg_t *msg)
     }
 }
 
+/*
+ * The buffer's shape, checked in debug builds at each entry (after the check that the caller
+ * runs on the channel's loop): head and tail are empty together and the tail is last; the
+ * first unflushed entry is a queued one; the head's unwritten bytes are counted in pending
+ * (pending may count more: a handler that queues writes itself, TLS, counts its own). O(1):
+ * a walk of the entries would make a long queue quadratic.
+ */
+static inline bool well_formed(const eddy_channel_t *ch)
+{
+    const eddy__entry_t *h = ch->out_head;
+    if ((h == NULL) != (ch->out_tail == NULL) || (h != NULL && ch->out_tail->next != NULL)) {
+        return false;
+    }
+    if (ch->unflushed != NULL && h == NULL) {
+        return false;
+    }
+    return h == NULL || (h->done <= h->bytes && h->bytes - h->done <= eddy__pending(ch));
+}
+
 static void fail_msg(eddy_msg_t *msg, eddy_promise_t *p, int err)
 {
     eddy_msg_release(msg);
@@ -28,6 +47,7 @@ static void fail_msg(eddy_msg_t *msg, eddy_promise_t *p, int err)
 
 void eddy__outbound_update_writability(eddy_channel_t *ch)
 {
+    eddy__assert_on_loop(eddy__loop_of(ch));
     bool writable = atomic_load_explicit(&ch->writable, memory_order_relaxed);
     bool now = writable;
     size_t pending = eddy__pending(ch);
@@ -60,6 +80,8 @@ void eddy__outbound_update_writability(eddy_channel_t *ch)
 
 void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
 {
+    eddy__assert_on_loop(eddy__loop_of(ch));
+    assert(well_formed(ch));
     if (ch->flags & EDDY__CH_CLOSED) {
         fail_msg(msg, p, EDDY_ECLOSED);
         return;
@@ -104,12 +126,15 @@ void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
 
 void eddy__outbound_mark_flushed(eddy_channel_t *ch)
 {
+    eddy__assert_on_loop(eddy__loop_of(ch));
+    assert(well_formed(ch));
     ch->unflushed = NULL;
 }
 
 static void pop_head(eddy_channel_t *ch, int err)
 {
     eddy__entry_t *e = ch->out_head;
+    assert(e != NULL && well_formed(ch));
     ch->out_head = e->next;
     if (ch->out_head == NULL) {
         ch->out_tail = NULL;
@@ -131,6 +156,8 @@ static void pop_head(eddy_channel_t *ch, int err)
 
 void eddy__outbound_remove_written(eddy_channel_t *ch, size_t bytes)
 {
+    eddy__assert_on_loop(eddy__loop_of(ch));
+    assert(well_formed(ch));
     atomic_fetch_add_explicit(&ch->bytes_written, bytes, memory_order_relaxed);
     while (ch->out_head != NULL && ch->out_head != ch->unflushed) {
         eddy__entry_t *e = ch->out_head;
@@ -150,11 +177,16 @@ void eddy__outbound_remove_written(eddy_channel_t *ch, size_t bytes)
         bytes -= left;
         pop_head(ch, 0); /* pending drops by what was left of it */
     }
+    /* No more was written than was flushed; unless a promise listener closed the channel,
+     * failing the entries the bytes were for. */
+    assert(bytes == 0 || (ch->flags & EDDY__CH_CLOSED) ||
+           (ch->out_head != NULL && ch->out_head != ch->unflushed));
     eddy__outbound_update_writability(ch);
 }
 
 void eddy__outbound_closing(eddy_channel_t *ch)
 {
+    eddy__assert_on_loop(eddy__loop_of(ch));
     /* No writability event on a closing channel: it would invite writes that can only fail. */
     if (eddy__pending(ch) < (size_t)ch->opt[EDDY_WRITE_BUFFER_LOW_WATER_MARK]) {
         atomic_store_explicit(&ch->writable, true, memory_order_relaxed);
@@ -163,6 +195,8 @@ void eddy__outbound_closing(eddy_channel_t *ch)
 
 void eddy__outbound_fail_all(eddy_channel_t *ch, int err)
 {
+    eddy__assert_on_loop(eddy__loop_of(ch));
+    assert(well_formed(ch));
     while (ch->out_head != NULL) {
         pop_head(ch, err);
     }
@@ -175,6 +209,8 @@ void eddy__outbound_fail_all(eddy_channel_t *ch, int err)
 
 void eddy__outbound_fail_unflushed(eddy_channel_t *ch, int err)
 {
+    eddy__assert_on_loop(eddy__loop_of(ch));
+    assert(well_formed(ch));
     eddy__entry_t *e = ch->unflushed;
     if (e == NULL) {
         return;

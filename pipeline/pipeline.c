@@ -238,11 +238,14 @@ void eddy__pipeline_free(eddy_pipeline_t *p)
 
 void eddy__pipeline_enter(eddy_pipeline_t *p)
 {
+    eddy__assert_on_loop(eddy__loop_of(eddy__pipeline_channel(p)));
     p->depth++;
 }
 
 void eddy__pipeline_leave(eddy_pipeline_t *p)
 {
+    eddy__assert_on_loop(eddy__loop_of(eddy__pipeline_channel(p)));
+    assert(p->depth > 0);
     if (--p->depth == 0 && p->end.grave_next != NULL) {
         bury_dead(p);
     }
@@ -789,6 +792,7 @@ static const unsigned kind_bit[] = {
 static void fire_from(eddy_ctx_t *from, off_kind_t kind, eddy_msg_t *msg, int event, void *data,
                       int err)
 {
+    eddy__assert_on_loop(eddy__loop_of(eddy__pipeline_channel(from->pipeline)));
     unsigned bit = kind_bit[kind];
     eddy_ctx_t *ctx = from->next;
     while (!(ctx->mask & bit)) {
@@ -799,8 +803,10 @@ static void fire_from(eddy_ctx_t *from, off_kind_t kind, eddy_msg_t *msg, int ev
         offload(ctx, kind, msg, event, data, err, NULL);
         return;
     }
-    p->depth++;
+    unsigned depth = ++p->depth;
     call_inbound(ctx, kind, msg, event, data, err);
+    assert(p->depth == depth); /* balanced: every entry inside the handler has left */
+    (void)depth;               /* read by the assert only */
     if (--p->depth == 0 && p->end.grave_next != NULL) {
         bury_dead(p);
     }
@@ -992,6 +998,7 @@ static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_pr
                      const eddy_addr_t *a, const eddy_addr_t *b)
 {
     eddy_pipeline_t *p = from->pipeline;
+    eddy__assert_on_loop(eddy__loop_of(eddy__pipeline_channel(p)));
     if (kind == OUT_CLOSE_AFTER_FLUSH) {
         p->depth++;
         close_after_flush_from(from, pr);
@@ -1002,7 +1009,7 @@ static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_pr
     }
     eddy_ctx_t *ctx = prev_with(from, out_bit[kind]);
     const eddy_handler_ops_t *o = ctx->ops;
-    p->depth++;
+    unsigned depth = ++p->depth;
     switch (kind) {
     case OUT_BIND:
         o->bind(ctx, a, pr);
@@ -1037,6 +1044,8 @@ static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_pr
     case OUT_CLOSE_AFTER_FLUSH:
         break; /* above */
     }
+    assert(p->depth == depth); /* balanced: every entry inside the handler has left */
+    (void)depth;               /* read by the assert only */
     if (--p->depth == 0 && p->end.grave_next != NULL) {
         bury_dead(p);
     }

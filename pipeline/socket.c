@@ -334,12 +334,14 @@ static void finish_shutdown_output(eddy_channel_t *ch)
 
 static void stream_flush(eddy_channel_t *ch)
 {
+    eddy__assert_on_loop(eddy__loop_of(ch));
     if ((ch->flags & (EDDY__CH_FLUSHING | EDDY__CH_CLOSED)) || !(ch->flags & EDDY__CH_ACTIVE)) {
         return; /* a flush inside the flush (a promise listener) is folded into this one */
     }
     if (ch->flags & EDDY__CH_WRITE_WAIT) {
         return; /* the socket is full: the write-ready event flushes */
     }
+    assert(ch->fd >= 0); /* active and not closed */
     ch->flags |= EDDY__CH_FLUSHING;
     int64_t spins = ch->opt[EDDY_WRITE_SPIN_COUNT];
     int err = 0;
@@ -394,6 +396,7 @@ static void stream_flush(eddy_channel_t *ch)
             break;
         }
     }
+    assert(ch->flags & EDDY__CH_FLUSHING); /* no flush inside this one ran (and cleared it) */
     ch->flags &= ~EDDY__CH_FLUSHING;
     if (ch->flags & EDDY__CH_CLOSED) {
         return;
