@@ -517,8 +517,9 @@ static void stream_discard_input(eddy_channel_t *ch)
 static void linger_close(eddy_channel_t *ch, int err)
 {
     eddy__lingering_t *l = ch->lingering;
-    eddy_promise_t *p = eddy_future_retain(l->p);
-    eddy__channel_do_close(ch, err, p); /* stream_do_close lets go of l */
+    eddy_promise_t *p = l->p; /* the close completes it last (stream_do_close frees l) */
+    l->p = NULL;
+    eddy__channel_do_close(ch, err, p);
     eddy_future_release(p);
 }
 
@@ -622,8 +623,13 @@ static void stream_do_close(eddy_channel_t *ch)
             eddy_timer_cancel(l->timer);
             eddy_timer_release(l->timer);
         }
-        eddy__promise_done(l->p, 0);
-        eddy_future_release(l->p);
+        /* Closed otherwise (a plain close, an error): the promise completes with the close,
+         * after the handlers saw channel_inactive. */
+        if (l->p != NULL && eddy_future_add_listener(eddy_channel_close_future(ch),
+                                                     eddy__promise_done_listener, l->p) != 0) {
+            eddy__promise_done(l->p, 0);
+            eddy_future_release(l->p);
+        }
         free(l);
     }
     close_fd(ch);

@@ -1077,6 +1077,7 @@ static void test_socket_close_after_flush_stops_lingering_at_the_linger_time(voi
     assert_true(waited >= 150000000LL);
     assert_true(waited < 5000000000LL);
     assert_int_equal(atomic_load(&reply_reads), 1);
+    WAIT_FOR(atomic_load(&s.closed) == 1); /* the close completes its promise last */
     close(fd);
     server_stop(&s);
 }
@@ -1091,6 +1092,7 @@ static void test_socket_close_after_flush_without_lingering(void **state)
     send_all(fd, "request", 7);
     assert_int_equal(read_reply(fd), 0);
     WAIT_FOR(atomic_load(&reply_closed_ns) != 0);
+    assert_int_equal(atomic_load(&s.closed), 1); /* inactive came before the promise */
     close(fd);
     server_stop(&s);
 }
@@ -1108,6 +1110,7 @@ static void test_socket_plain_close_ends_lingering(void **state)
     assert_true(eddy_channel_is_open(child));
     eddy_channel_close(child, NULL);
     WAIT_FOR(atomic_load(&reply_closed_ns) != 0);
+    assert_int_equal(atomic_load(&s.closed), 1);
     close(fd);
     server_stop(&s);
 }
