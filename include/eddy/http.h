@@ -19,8 +19,13 @@
  * Outbound, the encoder writes an eddy_http_response_t (EDDY_MSG_HTTP_RESPONSE) as the status
  * line, its headers, Content-Length or Transfer-Encoding: chunked, Connection when needed, and
  * its body; for a chunked response the body follows as eddy_http_content_t messages, each
- * written as one chunk, the last one as the zero chunk. Other messages pass unchanged, so
- * pre-encoded buffers may be written between responses.
+ * written as one chunk, the last one as the zero chunk. HTTP/1.0 has no chunks: a chunked 1.0
+ * response (a body of unknown length) goes without Transfer-Encoding, with "Connection:
+ * close", its content as it is, and the close ends the body (RFC 9112 section 6.3). A
+ * response that does not keep the connection alive (eddy_http_response_keeps_alive()) closes
+ * it after its last byte (the response itself, or the last content of a chunked one) with
+ * the channel's close after flush: what was written goes out, then FIN, and what the client
+ * still sends is dropped for EDDY_LINGER_MS (channel.h). Other messages pass unchanged, so pre-encoded buffers may be written between responses.
  *
  * Requests point into the bytes they were decoded from (a retained slice, no copy): the
  * strings of a request are valid while the request is, and are not NUL-terminated.
@@ -109,7 +114,8 @@ typedef struct eddy_http_response_s {
     int version;          /* 10 or 11: the status line's version (11 by default) */
     bool keep_alive;      /* true by default; false writes "Connection: close", and a 1.0
                              response that stays open gets "Connection: keep-alive" */
-    bool chunked;         /* the body follows as content messages; body unused */
+    bool chunked;         /* the body follows as content messages; body unused. For 1.0:
+                             no chunks, the close ends the body (keep_alive forced off) */
     bool head_only;       /* answer to HEAD: Content-Length of body, but not the body */
     eddy_buf_t *body;     /* owned; NULL: empty */
     eddy_buf_t *_headers; /* rendered "Name: value\r\n" lines */
@@ -160,8 +166,13 @@ EDDY_EXTERN void eddy_http_response_set_body(eddy_http_response_t *r, eddy_buf_t
 /** The message header of r, to write it. Borrows. */
 EDDY_EXTERN eddy_msg_t *eddy_http_response_msg(eddy_http_response_t *r);
 /** Append r encoded (status line, headers, body) to out. Borrows r. 0 or EDDY_ENOMEM,
- * EDDY_ECAPACITY (out cannot grow enough; out then holds a partial response). */
+ * EDDY_ECAPACITY (out cannot grow enough; out then holds a partial response). Written so, a
+ * response that does not keep alive (eddy_http_response_keeps_alive()) is the caller's to
+ * close after: the encoder handler closes by itself. */
 EDDY_EXTERN int eddy_http_response_encode(const eddy_http_response_t *r, eddy_buf_t *out);
+/** Whether the connection stays open after r as it is encoded: keep_alive, unless r is a
+ * chunked 1.0 response with a body, which only the close can end. Borrows r. */
+EDDY_EXTERN bool eddy_http_response_keeps_alive(const eddy_http_response_t *r);
 /** The standard reason phrase of status ("Not Found"), or "Unknown". */
 EDDY_EXTERN const char *eddy_http_reason(int status);
 
@@ -189,8 +200,9 @@ EDDY_EXTERN void *eddy_http_aggregator_new(size_t max_content_length);
 /** The handler table for aggregators. */
 EDDY_EXTERN const eddy_handler_ops_t *eddy_http_aggregator_ops(void);
 
-/** State for eddy_http_response_encoder_ops(): writes responses and content as bytes.
- * Freed with eddy_free_state; NULL: out of memory. */
+/** State for eddy_http_response_encoder_ops(): writes responses and content as bytes, and
+ * closes the channel after a response that does not keep alive, once it has been written (the
+ * caller's flush sends it). Freed with eddy_free_state; NULL: out of memory. */
 EDDY_EXTERN eddy_encoder_t *eddy_http_response_encoder_new(void);
 /** The handler table for response encoders. */
 EDDY_EXTERN const eddy_handler_ops_t *eddy_http_response_encoder_ops(void);

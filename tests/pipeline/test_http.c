@@ -668,13 +668,9 @@ static void test_encoder_writes_a_response_with_content_length(void **state)
                              "Content-Length: 13\r\n\r\nHello, World!");
     free(out);
 
-    /* 1.0 kept open, then a close, a HEAD answer, a 204. */
+    /* 1.0 kept open, a HEAD answer, a 204. */
     r = eddy_http_response_new(404);
     r->version = 10;
-    eddy_embedded_write_outbound(ch, eddy_http_response_msg(r));
-    r = eddy_http_response_new(400);
-    r->keep_alive = false;
-    eddy_http_response_set_body(r, eddy_buf_from_str("bad\n"));
     eddy_embedded_write_outbound(ch, eddy_http_response_msg(r));
     r = eddy_http_response_new(200);
     r->head_only = true;
@@ -685,8 +681,6 @@ static void test_encoder_writes_a_response_with_content_length(void **state)
     out = outbound_str(ch);
     assert_string_equal(out, "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n"
                              "Connection: keep-alive\r\n\r\n"
-                             "HTTP/1.1 400 Bad Request\r\nContent-Length: 4\r\n"
-                             "Connection: close\r\n\r\nbad\n"
                              "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"
                              "HTTP/1.1 204 No Content\r\n\r\n");
     free(out);
@@ -752,6 +746,126 @@ static void test_encoder_writes_no_chunks_for_a_response_without_a_body(void **s
     }
 }
 
+/* Write msg from the tail with a promise of its own, flush; the promise's error (EDDY_EAGAIN
+ * while incomplete). */
+static int write_with_promise(eddy_channel_t *ch, eddy_msg_t *msg)
+{
+    eddy_promise_t *p = eddy_promise_new(eddy_channel_loop(ch));
+    assert_non_null(p);
+    eddy_channel_write_and_flush(ch, msg, p);
+    eddy_embedded_run_pending(ch);
+    int err = eddy_future_error(p);
+    eddy_future_release(p);
+    return err;
+}
+
+static void test_encoder_closes_after_a_response_that_does_not_keep_alive(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    /* "Connection: close" is a promise to close once the response is sent (RFC 9112 section
+     * 9.6): the encoder keeps it, and nothing written after it goes out. */
+    eddy_channel_t *ch = encoder_channel();
+    eddy_http_response_t *r = eddy_http_response_new(400);
+    r->keep_alive = false;
+    eddy_http_response_set_body(r, eddy_buf_from_str("bad\n"));
+    assert_false(eddy_http_response_keeps_alive(r));
+    eddy_embedded_write_outbound(ch, eddy_http_response_msg(r));
+    char *out = outbound_str(ch);
+    assert_string_equal(out, "HTTP/1.1 400 Bad Request\r\nContent-Length: 4\r\n"
+                             "Connection: close\r\n\r\nbad\n");
+    free(out);
+    assert_false(eddy_channel_is_open(ch));
+    r = eddy_http_response_new(200);
+    assert_int_equal(write_with_promise(ch, eddy_http_response_msg(r)), EDDY_ECLOSED);
+    out = outbound_str(ch);
+    assert_string_equal(out, "");
+    free(out);
+    finish_clean(ch, live);
+
+    /* A chunked one closes after its last chunk, not before. */
+    ch = encoder_channel();
+    r = eddy_http_response_new(200);
+    r->chunked = true;
+    r->keep_alive = false;
+    eddy_embedded_write_outbound(ch, eddy_http_response_msg(r));
+    eddy_embedded_write_outbound(ch, &eddy_http_content_new(eddy_buf_from("ab", 2), false)->_msg);
+    assert_true(eddy_channel_is_open(ch));
+    eddy_embedded_write_outbound(ch, &eddy_http_content_new(NULL, true)->_msg);
+    assert_false(eddy_channel_is_open(ch));
+    out = outbound_str(ch);
+    assert_string_equal(out, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                             "Connection: close\r\n\r\n2\r\nab\r\n0\r\n\r\n");
+    free(out);
+    finish_clean(ch, live);
+}
+
+static void test_encoder_ends_a_1_0_body_of_unknown_length_by_closing(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    /* A 1.0 client does not know chunked (RFC 9112 sections 6.1, 7.1): a streamed body goes
+     * as it is, the close ends it, so the response cannot keep the connection alive. */
+    eddy_channel_t *ch = encoder_channel();
+    eddy_http_response_t *r = eddy_http_response_new(200);
+    r->version = 10;
+    r->chunked = true;
+    assert_int_equal(eddy_http_response_add_header(r, "Content-Type", "text/plain"), 0);
+    assert_true(r->keep_alive);
+    assert_false(eddy_http_response_keeps_alive(r));
+    eddy_embedded_write_outbound(ch, eddy_http_response_msg(r));
+    eddy_embedded_write_outbound(ch, &eddy_http_content_new(eddy_buf_from("abc", 3), false)->_msg);
+    assert_true(eddy_channel_is_open(ch));
+    eddy_embedded_write_outbound(ch, &eddy_http_content_new(eddy_buf_from("de", 2), true)->_msg);
+    assert_false(eddy_channel_is_open(ch));
+    char *out = outbound_str(ch);
+    assert_string_equal(out, "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n"
+                             "Connection: close\r\n\r\nabcde");
+    free(out);
+    finish_clean(ch, live);
+
+    /* The same head for a HEAD answer, its content dropped; a 1.0 204 has no body to end
+     * and keeps the connection. */
+    static const struct {
+        int status;
+        bool head_only;
+        bool keeps_alive;
+        const char *want;
+    } cases[] = {
+        {200, true, false, "HTTP/1.0 200 OK\r\nConnection: close\r\n\r\n"},
+        {204, false, true, "HTTP/1.0 204 No Content\r\nConnection: keep-alive\r\n\r\n"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ch = encoder_channel();
+        r = eddy_http_response_new(cases[i].status);
+        r->version = 10;
+        r->chunked = true;
+        r->head_only = cases[i].head_only;
+        assert_int_equal(eddy_http_response_keeps_alive(r), cases[i].keeps_alive);
+        eddy_embedded_write_outbound(ch, eddy_http_response_msg(r));
+        eddy_embedded_write_outbound(ch,
+                                     &eddy_http_content_new(eddy_buf_from("abc", 3), true)->_msg);
+        assert_int_equal(eddy_channel_is_open(ch), cases[i].keeps_alive);
+        out = outbound_str(ch);
+        assert_string_equal(out, cases[i].want);
+        free(out);
+        finish_clean(ch, live);
+    }
+
+    /* Encoded into a buffer by hand, the head is the same; closing is then the caller's. */
+    r = eddy_http_response_new(200);
+    r->version = 10;
+    r->chunked = true;
+    eddy_buf_t *b = eddy_buf_new(64);
+    assert_int_equal(eddy_http_response_encode(r, b), 0);
+    static const char want[] = "HTTP/1.0 200 OK\r\nConnection: close\r\n\r\n";
+    assert_int_equal(eddy_buf_readable(b), sizeof(want) - 1);
+    assert_memory_equal(eddy_buf_read_ptr(b), want, sizeof(want) - 1);
+    eddy_buf_release(b);
+    eddy_msg_release(eddy_http_response_msg(r));
+    assert_int_equal(eddy_buf_live_count(), live);
+}
+
 static void test_encoder_output_decodes_as_it_was(void **state)
 {
     (void)state;
@@ -801,6 +915,8 @@ int main(void)
         cmocka_unit_test(test_encoder_writes_a_response_with_content_length),
         cmocka_unit_test(test_encoder_writes_chunked_responses_and_passes_buffers),
         cmocka_unit_test(test_encoder_writes_no_chunks_for_a_response_without_a_body),
+        cmocka_unit_test(test_encoder_closes_after_a_response_that_does_not_keep_alive),
+        cmocka_unit_test(test_encoder_ends_a_1_0_body_of_unknown_length_by_closing),
         cmocka_unit_test(test_encoder_output_decodes_as_it_was),
     };
     return cmocka_run_group_tests_name("pipeline.http", tests, NULL, NULL);

@@ -295,6 +295,18 @@ static bool status_has_body(int status)
     return status >= 200 && status != 204 && status != 304;
 }
 
+/* A 1.0 response whose length is not known up front: a 1.0 client does not know chunked
+ * (RFC 9112 section 6.1), so the body goes as it is and the close ends it (section 6.3). */
+static bool close_delimited(const eddy_http_response_t *r)
+{
+    return r->chunked && r->version == 10 && status_has_body(r->status);
+}
+
+bool eddy_http_response_keeps_alive(const eddy_http_response_t *r)
+{
+    return r->keep_alive && !close_delimited(r);
+}
+
 int eddy_http_response_encode(const eddy_http_response_t *r, eddy_buf_t *out)
 {
     const char *reason = eddy_http_reason(r->status);
@@ -318,7 +330,9 @@ int eddy_http_response_encode(const eddy_http_response_t *r, eddy_buf_t *out)
         eddy_buf_write_bytes(out, eddy_buf_read_ptr(r->_headers), hdrs);
     }
     if (r->chunked && status_has_body(r->status)) {
-        eddy_buf_write_bytes(out, "Transfer-Encoding: chunked\r\n", 28);
+        if (!close_delimited(r)) {
+            eddy_buf_write_bytes(out, "Transfer-Encoding: chunked\r\n", 28);
+        }
     } else if (status_has_body(r->status)) {
         char num[24];
         char *s = format_u64(num + sizeof(num), body);
@@ -326,7 +340,7 @@ int eddy_http_response_encode(const eddy_http_response_t *r, eddy_buf_t *out)
         eddy_buf_write_bytes(out, s, (size_t)(num + sizeof(num) - s));
         eddy_buf_write_bytes(out, "\r\n", 2);
     }
-    if (!r->keep_alive) {
+    if (!eddy_http_response_keeps_alive(r)) {
         eddy_buf_write_bytes(out, "Connection: close\r\n", 19);
     } else if (r->version == 10) {
         eddy_buf_write_bytes(out, "Connection: keep-alive\r\n", 24);
