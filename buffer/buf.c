@@ -8,6 +8,7 @@
  * that owner, which keeps it on its _views list.
  */
 #include "buffer/internal.h"
+#include "buffer/refcnt_inl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -236,11 +237,24 @@ eddy_buf_t *eddy_buf_from_str(const char *s)
     return eddy_buf_from(s, strlen(s));
 }
 
+/* A retain refused: the count was 0 (a release at zero's twin, counted and traced as one)
+ * or at its maximum. */
+static EDDY__NOINLINE void retain_refused(eddy_buf_t *o, uint32_t found)
+{
+    if (found == 0) {
+        eddy__leak_misuse(o, "retain");
+    }
+    eddy__refcnt_refused("buffer", o, found);
+}
+
 eddy_buf_t *eddy_buf_retain(eddy_buf_t *b)
 {
     eddy_buf_t *o = count_owner(b);
-    /* Relaxed: a new reference orders nothing; the final release's acquire does. */
-    atomic_fetch_add_explicit(&o->_msg._refcnt, 1, memory_order_relaxed);
+    uint32_t found;
+    if (!eddy__refcnt_inc(&o->_msg._refcnt, &found)) {
+        retain_refused(o, found);
+        return NULL;
+    }
     if (o->_leak != NULL) {
         eddy__leak_record(o, "retain");
     }
@@ -749,6 +763,10 @@ static eddy_buf_t *make_view(eddy_buf_t *b, size_t i, size_t len, size_t rd, siz
     }
     eddy_buf_t *owner = count_owner(b);
     eddy_buf_t *root = mem_root(b);
+    if (retained && eddy_buf_retain(root) == NULL) {
+        hdr_put(t, v);
+        return NULL;
+    }
     /* From now on the root's block may have views: growth must keep old blocks alive. Only
      * the first view sets the flag: later views may be made on other threads than the root's
      * (from views handed to them), while the root's thread reads its flags. */
@@ -771,7 +789,6 @@ static eddy_buf_t *make_view(eddy_buf_t *b, size_t i, size_t len, size_t rd, siz
         v->_flags = EDDY__BUF_RETAINED;
         v->_parent = root;
         v->_next_view = NULL;
-        eddy_buf_retain(root);
         if (atomic_load_explicit(&eddy__leak_paranoid, memory_order_relaxed)) {
             eddy__leak_track(v);
         }

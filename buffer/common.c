@@ -5,7 +5,12 @@
 #include <eddy/common.h>
 #include <eddy/buffer.h>
 
+#include "buffer/log_internal.h"
+#include "buffer/refcnt_inl.h"
+
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 const char *eddy_strerror(int err)
 {
@@ -45,14 +50,43 @@ void eddy_msg_init(eddy_msg_t *msg, uint32_t type, eddy_msg_free_cb free_cb)
     msg->_free = free_cb;
 }
 
+#ifdef NDEBUG
+static atomic_bool refcnt_fatal = false;
+#else
+static atomic_bool refcnt_fatal = true;
+#endif
+
+bool eddy__refcnt_set_fatal(bool on)
+{
+    return atomic_exchange(&refcnt_fatal, on);
+}
+
+void eddy__refcnt_refused(const char *kind, const void *obj, uint32_t count)
+{
+    bool fatal = atomic_load(&refcnt_fatal);
+    static atomic_bool reported;
+    if (fatal || !atomic_exchange(&reported, true)) {
+        eddy__log(EDDY_LOG_ERROR, "retain of %s %p refused: its reference count is %s%s", kind,
+                  obj,
+                  count == 0 ? "0 (released already: a use after the last release)"
+                             : "at its maximum (4294967295: one more would wrap to 0)",
+                  fatal ? "; aborting (debug build)" : "; the retain returns NULL");
+    }
+    if (fatal) {
+        abort();
+    }
+}
+
 eddy_msg_t *eddy_msg_retain(eddy_msg_t *msg)
 {
     if (msg->type == EDDY_MSG_BUF) {
-        eddy_buf_retain(eddy_buf_of(msg));
-        return msg;
+        return eddy_buf_retain(eddy_buf_of(msg)) != NULL ? msg : NULL;
     }
-    /* Relaxed: taking a reference needs no ordering, only the final release does. */
-    atomic_fetch_add_explicit(&msg->_refcnt, 1, memory_order_relaxed);
+    uint32_t found;
+    if (!eddy__refcnt_inc(&msg->_refcnt, &found)) {
+        eddy__refcnt_refused("message", msg, found);
+        return NULL;
+    }
     return msg;
 }
 

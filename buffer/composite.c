@@ -77,8 +77,7 @@ eddy_composite_t *eddy_composite_new(size_t max_components)
 
 eddy_composite_t *eddy_composite_retain(eddy_composite_t *c)
 {
-    eddy_msg_retain(&c->_msg);
-    return c;
+    return eddy_msg_retain(&c->_msg) != NULL ? c : NULL;
 }
 
 int eddy_composite_release(eddy_composite_t *c)

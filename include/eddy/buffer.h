@@ -55,7 +55,14 @@ EDDY_EXTERN eddy_buf_t *eddy_buf_from(const void *src, size_t len);
 /** A new buffer holding a copy of the string s, without its terminating NUL. */
 EDDY_EXTERN eddy_buf_t *eddy_buf_from_str(const char *s);
 
-/** Take one more reference; returns b. Any thread. */
+/**
+ * Take one more reference; returns b. Any thread. A retain the count cannot take is refused,
+ * where Netty's retain() throws IllegalReferenceCountException: at 0 (b was released already:
+ * a use after its last release) or at UINT32_MAX (one more would wrap to 0). Debug builds
+ * (NDEBUG not defined) then say so on stderr and abort; release builds leave the count as it
+ * is and return NULL, the first refusal said on stderr. A retain at 0 counts as a misuse
+ * (eddy_leak_misuse_count(); in paranoid mode reported with b's trail).
+ */
 EDDY_EXTERN eddy_buf_t *eddy_buf_retain(eddy_buf_t *b);
 
 /**
@@ -232,6 +239,8 @@ EDDY_EXTERN eddy_buf_t *eddy_buf_copy(const eddy_buf_t *b, size_t i, size_t len)
 /** An empty composite holding at most max_components (0: 1024). NULL when out of memory. */
 EDDY_EXTERN eddy_composite_t *eddy_composite_new(size_t max_components);
 
+/** Like eddy_buf_retain(): c, or NULL when refused (count 0 or UINT32_MAX; debug builds
+ * abort). */
 EDDY_EXTERN eddy_composite_t *eddy_composite_retain(eddy_composite_t *c);
 /** Like eddy_buf_release(): 1 freed (components released), 0 still referenced, EDDY_EREFCNT. */
 EDDY_EXTERN int eddy_composite_release(eddy_composite_t *c);
@@ -392,7 +401,7 @@ EDDY_EXTERN bool eddy_leak_is_paranoid(void);
  */
 EDDY_EXTERN size_t eddy_leak_report(FILE *out);
 
-/** Double releases (releases at count zero) seen since start. */
+/** Double releases (releases at count zero) and retains at count zero seen since start. */
 EDDY_EXTERN uint64_t eddy_leak_misuse_count(void);
 
 /* ---------------------------------------------------------------------------------------

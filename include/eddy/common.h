@@ -171,7 +171,8 @@ struct eddy_msg_s {
 /** Initialise a message header with count 1. free_cb is called once, when the count hits 0. */
 EDDY_EXTERN void eddy_msg_init(eddy_msg_t *msg, uint32_t type, eddy_msg_free_cb free_cb);
 
-/** Take one more reference to msg; returns msg. Any thread. */
+/** Take one more reference to msg; returns msg, or NULL when the count cannot take one (0
+ * or UINT32_MAX: refused as eddy_buf_retain() refuses, debug builds abort). Any thread. */
 EDDY_EXTERN eddy_msg_t *eddy_msg_retain(eddy_msg_t *msg);
 
 /**

@@ -13,9 +13,13 @@
 #include <cmocka.h>
 
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include <eddy/buffer.h>
+
+#include "buffer/refcnt_inl.h"
+#include "support/abort_util.h"
 
 #define KIB ((size_t)1024)
 #define MIB (1024 * KIB)
@@ -1506,6 +1510,68 @@ static void test_buf_allocator_names_where_the_memory_came_from(void **state)
     }
 #define WITH_EACH_ALLOCATOR(f) cmocka_unit_test(f), ON_UNPOOLED(f), ON_PRIVATE_POOL(f)
 
+static void retain_buf_once(void *arg)
+{
+    eddy_buf_retain(arg);
+}
+
+static void retain_msg_once(void *arg)
+{
+    eddy_msg_retain(arg);
+}
+
+static void test_retain_at_the_maximum_count_is_refused(void **state)
+{
+    int64_t live = eddy_buf_live_count();
+    eddy_buf_t *b = eddy_buf_alloc(test_allocator(state), 16, 64);
+    assert_non_null(b);
+    /* Four billion retains take a while: start next to the top. One more would wrap the
+     * count to 0, and the next release would free a buffer still in use. */
+    atomic_store(&b->_msg._refcnt, UINT32_MAX - 1);
+    assert_ptr_equal(eddy_buf_retain(b), b);
+    assert_int_equal(eddy_buf_refcnt(b), UINT32_MAX);
+    expect_abort_in_debug(retain_buf_once, b, "retain of buffer");
+
+    bool fatal = eddy__refcnt_set_fatal(false);
+    assert_null(eddy_buf_retain(b));
+    assert_null(eddy_msg_retain(eddy_buf_msg(b)));
+    eddy_buf_t *slice = eddy_buf_slice(b, 0, 4); /* shares b's count */
+    assert_non_null(slice);
+    assert_null(eddy_buf_retain(slice));
+    assert_null(eddy_buf_retained_slice(b, 0, 4)); /* would hold a reference on b */
+    assert_int_equal(eddy_buf_refcnt(b), UINT32_MAX);
+    eddy__refcnt_set_fatal(fatal);
+
+    atomic_store(&b->_msg._refcnt, 1);
+    assert_int_equal(eddy_buf_release(b), 1);
+    assert_int_equal(eddy_buf_live_count(), live);
+}
+
+static void test_retain_of_a_message_refuses_zero_and_the_maximum(void **state)
+{
+    (void)state;
+    /* A message of one's own that outlives its count (its free does nothing), so that a
+     * retain at zero is safe to make. */
+    eddy_msg_t m;
+    eddy_msg_init(&m, EDDY_MSG_USER, NULL);
+    assert_int_equal(eddy_msg_release(&m), 1);
+    expect_abort_in_debug(retain_msg_once, &m, "retain of message");
+    atomic_store(&m._refcnt, UINT32_MAX);
+    expect_abort_in_debug(retain_msg_once, &m, "retain of message");
+
+    bool fatal = eddy__refcnt_set_fatal(false);
+    assert_null(eddy_msg_retain(&m));
+    assert_int_equal(eddy_msg_refcnt(&m), UINT32_MAX);
+    atomic_store(&m._refcnt, 0);
+    assert_null(eddy_msg_retain(&m));
+    assert_int_equal(eddy_msg_refcnt(&m), 0);
+    eddy__refcnt_set_fatal(fatal);
+
+    atomic_store(&m._refcnt, UINT32_MAX - 1);
+    assert_ptr_equal(eddy_msg_retain(&m), &m);
+    assert_int_equal(eddy_msg_refcnt(&m), UINT32_MAX);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1543,6 +1609,9 @@ int main(void)
         WITH_EACH_ALLOCATOR(test_parent_growth_keeps_views_readable),
         WITH_EACH_ALLOCATOR(test_copy_makes_an_independent_buffer),
         cmocka_unit_test(test_from_and_from_str_copy_their_source),
+        cmocka_unit_test_setup_teardown(test_retain_at_the_maximum_count_is_refused,
+                                        use_private_pool, free_private_pool),
+        cmocka_unit_test(test_retain_of_a_message_refuses_zero_and_the_maximum),
         WITH_EACH_ALLOCATOR(test_msg_header_round_trips_to_the_buffer),
         WITH_EACH_ALLOCATOR(test_release_returns_one_only_when_it_frees),
         WITH_EACH_ALLOCATOR(test_buf_allocator_names_where_the_memory_came_from),

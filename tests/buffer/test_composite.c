@@ -10,6 +10,10 @@
 
 #include <eddy/buffer.h>
 
+#include "buffer/refcnt_inl.h"
+#include "support/abort_util.h"
+
+#include <stdatomic.h>
 #include <string.h>
 
 /* Every test must give back every buffer it made; setup records the count, teardown checks. */
@@ -518,6 +522,26 @@ static void test_composite_retain_and_release_count_references(void **state)
     eddy_buf_release(b);
 }
 
+static void retain_composite_once(void *arg)
+{
+    eddy_composite_retain(arg);
+}
+
+static void test_composite_retain_at_the_maximum_count_is_refused(void **state)
+{
+    (void)state;
+    eddy_composite_t *c = eddy_composite_new(0);
+    assert_non_null(c);
+    atomic_store(&eddy_composite_msg(c)->_refcnt, UINT32_MAX);
+    expect_abort_in_debug(retain_composite_once, c, "retain of message");
+    bool fatal = eddy__refcnt_set_fatal(false);
+    assert_null(eddy_composite_retain(c));
+    assert_int_equal(eddy_msg_refcnt(eddy_composite_msg(c)), UINT32_MAX);
+    eddy__refcnt_set_fatal(fatal);
+    atomic_store(&eddy_composite_msg(c)->_refcnt, 1);
+    assert_int_equal(eddy_composite_release(c), 1);
+}
+
 static void test_composite_of_accepts_only_composite_messages(void **state)
 {
     eddy_composite_t *c = eddy_composite_new(0);
@@ -602,6 +626,7 @@ int main(void)
         T(test_composite_add_beyond_max_components_gives_enobufs),
         T(test_composite_read_past_the_end_gives_ebounds_and_consumes_nothing),
         T(test_composite_retain_and_release_count_references),
+        T(test_composite_retain_at_the_maximum_count_is_refused),
         T(test_composite_of_accepts_only_composite_messages),
         T(test_composite_same_buffer_added_twice_is_read_twice),
         T(test_composite_streams_many_components_in_order),

@@ -1,6 +1,7 @@
 /*
  * buffer.leak: paranoid leak detection: reports of live buffers with their allocation stack
- * and touches, and double releases caught and counted instead of corrupting memory.
+ * and touches, and double releases and retains at zero caught and counted instead of
+ * corrupting memory.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,9 +11,13 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include <eddy/buffer.h>
+
+#include "buffer/refcnt_inl.h"
+#include "support/abort_util.h"
 
 /*
  * Allocates the buffer the report must name. Not static and exported (the test binary is
@@ -264,6 +269,36 @@ static void test_a_double_release_is_reported_through_the_log_hook(void **state)
     }
 }
 
+static void retain_once(void *arg)
+{
+    eddy_buf_retain(arg);
+}
+
+static void test_retain_at_zero_is_refused_and_counted(void **state)
+{
+    int64_t live = eddy_buf_live_count();
+    eddy_buf_t *b = eddy_buf_from_str("released");
+    assert_non_null(b);
+    assert_int_equal(eddy_buf_release(b), 1);
+
+    /* Paranoid mode quarantines freed buffers, so a retain at zero is safe to make: debug
+     * builds abort there, release builds refuse. */
+    expect_abort_in_debug(retain_once, b, "retain of buffer");
+    bool fatal = eddy__refcnt_set_fatal(false);
+    uint64_t misuse = eddy_leak_misuse_count();
+    assert_null(eddy_buf_retain(b));
+    assert_int_equal(eddy_buf_refcnt(b), 0);
+    assert_int_equal(eddy_leak_misuse_count(), misuse + 1);
+    assert_null(eddy_msg_retain(eddy_buf_msg(b)));
+    assert_null(eddy_buf_retained_slice(b, 0, 0));
+    assert_int_equal(eddy_buf_refcnt(b), 0);
+    eddy__refcnt_set_fatal(fatal);
+
+    /* Nothing came back to life. */
+    assert_int_equal(eddy_buf_live_count(), live);
+    assert_int_equal(eddy_buf_release(b), EDDY_EREFCNT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -281,6 +316,8 @@ int main(void)
                                         paranoid_on, paranoid_off),
         cmocka_unit_test_setup_teardown(test_a_double_release_is_reported_through_the_log_hook,
                                         paranoid_on, paranoid_off),
+        cmocka_unit_test_setup_teardown(test_retain_at_zero_is_refused_and_counted, paranoid_on,
+                                        paranoid_off),
     };
     return cmocka_run_group_tests_name("buffer.leak", tests, NULL, NULL);
 }
