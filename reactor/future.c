@@ -8,6 +8,7 @@
  * guards listeners and waiters instead. Futures sharing a stripe share its condition
  * variable: completion broadcasts and every waiter re-checks its own future's `done`.
  */
+#include "buffer/refcnt_inl.h"
 #include "reactor/loop_internal.h"
 
 #include <stdalign.h>
@@ -104,10 +105,17 @@ eddy_future_t *eddy__future_new_unowned(void)
 
 eddy_future_t *eddy_future_retain(eddy_future_t *f)
 {
-    if (f != NULL) {
-        atomic_fetch_add_explicit(&f->refcnt, 1, memory_order_relaxed);
+    uint32_t found;
+    if (f != NULL && !eddy__refcnt_inc(&f->refcnt, &found)) {
+        eddy__refcnt_refused("future", f, found);
+        return NULL;
     }
     return f;
+}
+
+_Atomic uint32_t *eddy__future_refcnt(eddy_future_t *f)
+{
+    return &f->refcnt;
 }
 
 void eddy_future_release(eddy_future_t *f)

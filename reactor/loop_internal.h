@@ -275,6 +275,11 @@ int eddy__timer_start(eddy_timer_t *t, int64_t delay_ns, int64_t period_ns);
 /* Futures (future.c). */
 eddy_future_t *eddy__future_new_unowned(void);
 
+/* The reference counts of timers and futures, for tests that take them to their limits
+ * (UINT32_MAX would take four billion retains). */
+_Atomic uint32_t *eddy__timer_refcnt(eddy_timer_t *t);
+_Atomic uint32_t *eddy__future_refcnt(eddy_future_t *f);
+
 /* The stall watchdog (loop.c). */
 void eddy__watchdog_add(eddy_loop_t *loop);
 void eddy__watchdog_remove(eddy_loop_t *loop);

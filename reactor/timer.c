@@ -6,6 +6,7 @@
  * is binary and pointer-linked; Netty's is a binary array). Ties break by a start counter,
  * so timers with one deadline fire in the order they were scheduled.
  */
+#include "buffer/refcnt_inl.h"
 #include "reactor/loop_internal.h"
 
 #include <assert.h>
@@ -152,8 +153,17 @@ int64_t eddy__timers_next_deadline(const eddy__timer_heap_t *h)
 
 eddy_timer_t *eddy_timer_retain(eddy_timer_t *t)
 {
-    atomic_fetch_add_explicit(&t->refcnt, 1, memory_order_relaxed);
+    uint32_t found;
+    if (!eddy__refcnt_inc(&t->refcnt, &found)) {
+        eddy__refcnt_refused("timer", t, found);
+        return NULL;
+    }
     return t;
+}
+
+_Atomic uint32_t *eddy__timer_refcnt(eddy_timer_t *t)
+{
+    return &t->refcnt;
 }
 
 void eddy_timer_release(eddy_timer_t *t)

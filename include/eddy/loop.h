@@ -176,6 +176,9 @@ EDDY_EXTERN eddy_timer_t *eddy_loop_schedule_ns(eddy_loop_t *loop, int64_t delay
  */
 EDDY_EXTERN int eddy_timer_cancel(eddy_timer_t *t);
 
+/** Take one more reference; returns t. Any thread. Refused at UINT32_MAX (one more would wrap
+ * to 0) or 0 (released already), as eddy_buf_retain() refuses (buffer.h): debug builds abort,
+ * release builds leave the count and return NULL. */
 EDDY_EXTERN eddy_timer_t *eddy_timer_retain(eddy_timer_t *t);
 /** Drop a reference; the timer stays scheduled. NULL is ignored. */
 EDDY_EXTERN void eddy_timer_release(eddy_timer_t *t);
@@ -195,6 +198,9 @@ EDDY_EXTERN bool eddy_timer_is_done(const eddy_timer_t *t);
 /** A new incomplete future owned by loop (may be NULL). The caller holds one reference. */
 EDDY_EXTERN eddy_promise_t *eddy_promise_new(eddy_loop_t *loop);
 
+/** Take one more reference; returns f (NULL for NULL). Any thread. Refused at UINT32_MAX or 0,
+ * as eddy_timer_retain(): debug builds abort, release builds return NULL, which reads as a
+ * failed future. */
 EDDY_EXTERN eddy_future_t *eddy_future_retain(eddy_future_t *f);
 /** Drop a reference. NULL is ignored. */
 EDDY_EXTERN void eddy_future_release(eddy_future_t *f);

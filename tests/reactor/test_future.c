@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <eddy/loop.h>
+#include "reactor/loop_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -18,6 +19,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "buffer/refcnt_inl.h"
+#include "support/abort_util.h"
 #include "support/loop_util.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -121,6 +124,32 @@ static void test_retained_future_outlives_one_release(void **state)
     eddy_future_release(p);
     assert_int_equal(eddy_promise_succeed(p, NULL), 0);
     assert_true(eddy_future_is_done(p));
+    eddy_future_release(p);
+}
+
+static void retain_future_once(void *arg)
+{
+    eddy_future_retain(arg);
+}
+
+static void test_future_retain_at_the_maximum_count_is_refused(void **state)
+{
+    (void)state;
+    eddy_promise_t *p = eddy_promise_new(NULL);
+    assert_non_null(p);
+    atomic_store(eddy__future_refcnt(p), UINT32_MAX - 1);
+    assert_ptr_equal(eddy_future_retain(p), p);
+    expect_abort_in_debug(retain_future_once, p, "retain of future");
+    /* Refused, the retain returns NULL: the future a call could not make, failed. */
+    bool fatal = eddy__refcnt_set_fatal(false);
+    eddy_future_t *f = eddy_future_retain(p);
+    assert_null(f);
+    assert_true(eddy_future_is_done(f));
+    assert_int_equal(eddy_future_error(f), EDDY_ENOMEM);
+    assert_int_equal(atomic_load(eddy__future_refcnt(p)), UINT32_MAX);
+    eddy__refcnt_set_fatal(fatal);
+    atomic_store(eddy__future_refcnt(p), 1);
+    assert_int_equal(eddy_promise_succeed(p, NULL), 0);
     eddy_future_release(p);
 }
 
@@ -526,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_promise_fail_keeps_the_error_and_rejects_non_negative_codes),
         cmocka_unit_test(test_future_cancel_fails_it_with_ecanceled),
         cmocka_unit_test(test_retained_future_outlives_one_release),
+        cmocka_unit_test(test_future_retain_at_the_maximum_count_is_refused),
         cmocka_unit_test(test_await_times_out_on_an_incomplete_future),
         cmocka_unit_test(test_await_returns_when_another_thread_completes),
         cmocka_unit_test(test_await_on_the_owner_loop_returns_edeadlk),

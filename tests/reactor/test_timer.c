@@ -19,6 +19,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "buffer/refcnt_inl.h"
+#include "support/abort_util.h"
 #include "support/loop_util.h"
 
 #define LATE_MS 500 /* how late a timer may fire before a test calls it broken */
@@ -829,6 +831,31 @@ static void test_metrics_count_fired_timers_and_their_lag(void **state)
     finish_loop(loop);
 }
 
+static void retain_timer_once(void *arg)
+{
+    eddy_timer_retain(arg);
+}
+
+static void test_timer_retain_at_the_maximum_count_is_refused(void **state)
+{
+    (void)state;
+    eddy_loop_t *loop = eddy_loop_new(NULL);
+    assert_non_null(loop);
+    eddy_timer_t *t = eddy__timer_new(loop, shot_cb, 0, NULL); /* never scheduled */
+    assert_non_null(t);
+    /* One more than UINT32_MAX would wrap to 0: the next release would free it in use. */
+    atomic_store(eddy__timer_refcnt(t), UINT32_MAX - 1);
+    assert_ptr_equal(eddy_timer_retain(t), t);
+    expect_abort_in_debug(retain_timer_once, t, "retain of timer");
+    bool fatal = eddy__refcnt_set_fatal(false);
+    assert_null(eddy_timer_retain(t));
+    assert_int_equal(atomic_load(eddy__timer_refcnt(t)), UINT32_MAX);
+    eddy__refcnt_set_fatal(fatal);
+    atomic_store(eddy__timer_refcnt(t), 1);
+    eddy_timer_release(t);
+    assert_int_equal(eddy_loop_free(loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -847,6 +874,7 @@ int main(void)
         cmocka_unit_test(test_timer_cancels_itself_inside_its_callback),
         cmocka_unit_test(test_timer_callback_schedules_another_timer),
         cmocka_unit_test(test_released_timer_still_fires),
+        cmocka_unit_test(test_timer_retain_at_the_maximum_count_is_refused),
         cmocka_unit_test(test_million_timers_scheduled_and_cancelled),
         cmocka_unit_test(test_timers_left_after_random_cancels_fire_in_order),
         cmocka_unit_test(test_timers_scheduled_and_cancelled_from_another_thread),

@@ -14,6 +14,7 @@
 #define EDDY_TESTS_SUPPORT_ABORT_UTIL_H
 
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
