@@ -9,7 +9,8 @@
  * carrier, keyed by the channel id: one connection's sleeps run one after another, in the
  * order they came, and different connections' sleeps run side by side on the carrier's
  * threads. The loop never waits for them: a carrier partition that is full answers status 3
- * rather than block the loop.
+ * rather than block the loop. Stopping does not wait for them either: sleeps under way end
+ * at once and, like those still queued, are answered with status 3.
  *
  * A frame longer than --max-frame closes its connection; a malformed payload gets status 2
  * and the connection goes on (one too short to hold an id is closed). Reading from a
@@ -18,6 +19,7 @@
 #include "rpc_proto.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,7 +32,12 @@
 
 static _Atomic uint64_t errors_seen;
 static _Atomic uint64_t calls_served;
-static atomic_bool stopping; /* set on SIGINT/SIGTERM: queued sleeps are answered at once */
+
+/* Set on SIGINT/SIGTERM, under stop_lock, and stop_cond broadcast: sleeps wait on it (with a
+ * deadline of the monotonic clock), so that stopping ends them at once. */
+static pthread_mutex_t stop_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stop_cond;
+static bool stopping;
 
 typedef struct sleep_call_s {
     eddy_channel_t *ch; /* retained until the reply is written */
@@ -78,19 +85,33 @@ static void reply(eddy_ctx_t *ctx, uint64_t id, uint8_t status, const void *body
     eddy_ctx_write(ctx, eddy_buf_msg(b), NULL);
 }
 
+/* Wait ms, or less when the server stops first: true when the whole time passed. */
+static bool sleep_unless_stopped(uint32_t ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&stop_lock);
+    int rc = 0;
+    while (!stopping && rc != ETIMEDOUT) {
+        rc = pthread_cond_timedwait(&stop_cond, &stop_lock, &until);
+    }
+    pthread_mutex_unlock(&stop_lock);
+    return rc == ETIMEDOUT;
+}
+
 /* On a carrier thread: sleep, then answer. The write hops to the channel's loop. Once the
- * server is stopping, a sleep not begun is answered with status 3 at once, so that shutting
- * down waits for the sleeps under way only, not for every one queued. */
+ * server is stopping, a sleep under way ends and one not begun does not begin: both are
+ * answered with status 3 at once, so that shutting down waits for no sleep. */
 static int sleep_run(void *arg, void **result)
 {
     sleep_call_t *sc = arg;
-    uint8_t status = RPC_SERVER_ERROR;
-    if (!atomic_load(&stopping)) {
-        struct timespec ts = {.tv_sec = sc->ms / 1000, .tv_nsec = (long)(sc->ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-        }
-        status = RPC_OK;
-    }
+    uint8_t status = sleep_unless_stopped(sc->ms) ? RPC_OK : RPC_SERVER_ERROR;
     eddy_buf_t *b = reply_new(NULL, sc->id, status, NULL, 0);
     if (b != NULL) {
         atomic_fetch_add_explicit(&calls_served, 1, memory_order_relaxed);
@@ -241,6 +262,11 @@ int main(int argc, char **argv)
     }
     sigset_t stop; /* taken by sigwait() below, on this thread only */
     example_block_stop_signals(&stop);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the deadlines' clock: no jumps */
+    pthread_cond_init(&stop_cond, &ca);
+    pthread_condattr_destroy(&ca);
 
     /* One partition per carrier thread, dealt round-robin: channel ids are consecutive, so
      * connections made together land on different threads. IF_POSSIBLE: a full partition
@@ -282,10 +308,13 @@ int main(int argc, char **argv)
 
     int sig = 0;
     sigwait(&stop, &sig);
-    atomic_store(&stopping, true);
-    /* Stop accepting; let the sleeps under way finish and the queued ones be answered (status
-     * 3) while the loops still run; then close the connections and end the loops. The
-     * carrier is freed last: a loop may still offer to it until it ended. */
+    pthread_mutex_lock(&stop_lock);
+    stopping = true;
+    pthread_cond_broadcast(&stop_cond);
+    pthread_mutex_unlock(&stop_lock);
+    /* Stop accepting; let the sleeps under way and the queued ones be answered (status 3)
+     * while the loops still run; then close the connections and end the loops. The carrier
+     * is freed last: a loop may still offer to it until it ended. */
     example_unbind(server);
     eddy_carrier_shutdown(srv.carrier, EDDY_CARRIER_DRAIN);
     eddy_server_counters_t c;

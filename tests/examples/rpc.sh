@@ -3,15 +3,17 @@
 # with echo, add, sleep and mix calls (every reply checked); sleeps on different connections
 # overlap on the offload carrier while one connection's sleeps keep their order; calls that
 # outlive --timeout-ms fail and are counted; malformed payloads get status 2 on a connection
-# that goes on serving, oversize frames close it; then SIGTERM: the server must stop by
-# itself, exit 0 and say so.
+# that goes on serving, oversize frames close it; then SIGTERM with a 10 s sleep under way:
+# the server must cut the sleep short (status 3), stop by itself within 2 s, exit 0 and say
+# so.
 #   tests/examples/rpc.sh SERVER CLIENT
 set -euo pipefail
 server=$1
 client=$2
 log=$(mktemp)
 out=$(mktemp)
-trap 'kill -9 "$pid" 2>/dev/null || true; rm -f "$log" "$out"' EXIT
+cpid=
+trap 'kill -9 "$pid" $cpid 2>/dev/null || true; rm -f "$log" "$out"' EXIT
 "$server" --port 0 --threads 2 >"$log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do
@@ -59,6 +61,14 @@ grep -q "3 errors (3 timeouts)" "$out"
 "$server" --help | grep -q usage
 "$client" --help | grep -q usage
 
+# A sleep of 10 s (MAX_SLEEP_MS) under way on the carrier when SIGTERM comes: shutting down
+# does not wait for it, the call is answered with status 3 at once.
+"$client" --port "$port" --method sleep --sleep-ms 10000 --calls 1 --timeout-ms 30000 \
+    >"$out" 2>&1 &
+cpid=$!
+sleep 0.5 # the call has reached the carrier and begun its sleep
+kill -0 "$cpid" 2>/dev/null || { cat "$out"; echo "the sleep call ended early"; exit 1; }
+t0=$(ms_now)
 kill -TERM "$pid"
 for _ in $(seq 200); do
     kill -0 "$pid" 2>/dev/null || break
@@ -68,6 +78,15 @@ if kill -0 "$pid" 2>/dev/null; then
     echo "the server did not stop on SIGTERM"
     exit 1
 fi
-wait "$pid"
+rc=0
+wait "$pid" || rc=$?
+elapsed=$(($(ms_now) - t0))
+echo "SIGTERM with a sleep under way: stopped in $elapsed ms, exit status $rc"
+((rc == 0)) || { cat "$log"; echo "the server did not exit 0"; exit 1; }
+((elapsed < 2000)) || { echo "the sleep under way held the shutdown"; exit 1; }
 grep -q "stopped by SIGTERM" "$log"
+wait "$cpid" || true
+cpid=
+cat "$out"
+grep -q "status 3" "$out" || { echo "the cut sleep was not answered with status 3"; exit 1; }
 cat "$log"
