@@ -76,6 +76,7 @@ eddy_loop_group_t *eddy_loop_group_new(size_t n, const eddy_loop_options_t *opts
             group_destroy(g);
             return NULL;
         }
+        g->loops[i]->index = i; /* before the loop starts: its thread sees it as it is */
     }
     /* Every loop counts towards the group's termination before any starts: a failed start
      * below terminates them all, those that never ran included. */
@@ -99,8 +100,15 @@ eddy_loop_group_t *eddy_loop_group_new(size_t n, const eddy_loop_options_t *opts
 
 eddy_loop_t *eddy_loop_group_next(eddy_loop_group_t *g)
 {
+    /* Relaxed: the counter only spreads the choices; the loops array is written once, before
+     * the group is handed out, so any thread may read it. */
     size_t i = atomic_fetch_add_explicit(&g->next, 1, memory_order_relaxed);
     return g->loops[g->pow2 ? (i & (g->n - 1)) : (i % g->n)];
+}
+
+int eddy_loop_group_execute(eddy_loop_group_t *g, eddy_task_cb fn, void *arg)
+{
+    return eddy_loop_execute(eddy_loop_group_next(g), fn, arg);
 }
 
 size_t eddy_loop_group_size(const eddy_loop_group_t *g)

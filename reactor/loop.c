@@ -66,6 +66,22 @@ const char *eddy_loop_poller(const eddy_loop_t *loop)
     return loop->poller->name;
 }
 
+size_t eddy_loop_index(const eddy_loop_t *loop)
+{
+    return loop->index;
+}
+
+void eddy_loop_set_data(eddy_loop_t *loop, void *data)
+{
+    /* Release: pairs with eddy_loop_data()'s acquire, so what data points to travels too. */
+    atomic_store_explicit(&loop->data, data, memory_order_release);
+}
+
+void *eddy_loop_data(const eddy_loop_t *loop)
+{
+    return atomic_load_explicit(&loop->data, memory_order_acquire);
+}
+
 /* ---------------------------------------------------------------------------------------
  * I/O registration
  */

@@ -130,6 +130,8 @@ struct eddy_loop_s {
     int64_t poll_return_ns; /* when the poller's system call returned, set by the backend */
 
     char name[16];
+    size_t index;          /* in its group; 0 outside one (set before the loop starts) */
+    _Atomic(void *) data;  /* eddy_loop_set_data(): the user's, never read here */
     unsigned io_ratio;
     int64_t max_task_quantum_ns;
     int64_t stall_threshold_ns;

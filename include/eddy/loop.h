@@ -115,6 +115,25 @@ EDDY_EXTERN eddy_loop_t *eddy_loop_current(void);
 /** The name of the poller backend the loop uses ("epoll", "kqueue", "poll"). */
 EDDY_EXTERN const char *eddy_loop_poller(const eddy_loop_t *loop);
 
+/**
+ * The loop's index in its group (eddy_loop_group_loop(g, i) is loop for i = the index), so a
+ * server keeps per-loop state in an array of eddy_loop_group_size() entries without searching
+ * the group. A loop not in a group (eddy_loop_new, an embedded channel's) is the one loop of
+ * its own: 0. Fixed before the loop starts. Any thread.
+ */
+EDDY_EXTERN size_t eddy_loop_index(const eddy_loop_t *loop);
+
+/**
+ * Per-loop user data (libuv's uv_loop_t.data): a pointer the library stores and never reads,
+ * frees or passes anywhere. NULL until set. Any thread: the set is a release and the read an
+ * acquire, so what data points to, written before the set, is seen by a thread that reads
+ * data. The loop's own thread is the usual reader (eddy_loop_data(eddy_loop_current())).
+ * Freeing the loop leaves data to its owner.
+ */
+EDDY_EXTERN void eddy_loop_set_data(eddy_loop_t *loop, void *data);
+/** The pointer eddy_loop_set_data() last stored, or NULL. Any thread. */
+EDDY_EXTERN void *eddy_loop_data(const eddy_loop_t *loop);
+
 /* ---------------------------------------------------------------------------------------
  * Tasks. Tasks given from one thread run in the order given. fn runs on the loop's thread.
  */
@@ -305,8 +324,19 @@ EDDY_EXTERN void eddy_loop_metrics(const eddy_loop_t *loop, eddy_loop_metrics_t 
  */
 EDDY_EXTERN eddy_loop_group_t *eddy_loop_group_new(size_t n, const eddy_loop_options_t *opts);
 
-/** The next loop by the group's chooser (round robin; a mask when n is a power of two). */
+/**
+ * The next loop by the group's chooser (round robin; a mask when n is a power of two). Any
+ * thread, any number at once: one atomic increment, so concurrent callers share the turns and
+ * each loop gets its turn once per n calls, whoever makes them.
+ */
 EDDY_EXTERN eddy_loop_t *eddy_loop_group_next(eddy_loop_group_t *g);
+
+/**
+ * Run fn(arg) on the group's next loop (Netty's EventLoopGroup.execute): eddy_loop_execute()
+ * on eddy_loop_group_next(g). 0: accepted; EDDY_ESHUTDOWN: that loop is shutting down. Waits
+ * while that loop's queue is full, except on that loop itself. Any thread.
+ */
+EDDY_EXTERN int eddy_loop_group_execute(eddy_loop_group_t *g, eddy_task_cb fn, void *arg);
 EDDY_EXTERN size_t eddy_loop_group_size(const eddy_loop_group_t *g);
 EDDY_EXTERN eddy_loop_t *eddy_loop_group_loop(const eddy_loop_group_t *g, size_t i);
 

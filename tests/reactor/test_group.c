@@ -1,5 +1,6 @@
 /*
- * reactor.group: loop groups choose their loops round robin, run them on threads of their
+ * reactor.group: loop groups choose their loops round robin (from any number of threads at
+ * once), run tasks on the next loop, tell each loop its index, run them on threads of their
  * own, shut down together and are freed only after they terminated. Runs once per poller.
  */
 #include <stdarg.h>
@@ -31,6 +32,8 @@ typedef struct where_s {
     eddy_loop_t *expected;
     pthread_t thread;
     eddy_loop_t *current;
+    size_t index; /* the current loop's, and its data */
+    void *data;
     char name[16];
     atomic_long done;
 } where_t;
@@ -40,6 +43,8 @@ static void note_where(void *arg)
     where_t *w = arg;
     w->thread = pthread_self();
     w->current = eddy_loop_current();
+    w->index = eddy_loop_index(w->current);
+    w->data = eddy_loop_data(w->current);
     pthread_getname_np(pthread_self(), w->name, sizeof(w->name));
     atomic_store(&w->done, 1);
 }
@@ -249,11 +254,115 @@ static void test_group_new_fails_cleanly_when_a_loop_cannot_start(void **state)
     assert_null(f.g);
 }
 
+static void test_group_loops_know_their_index_and_data(void **state)
+{
+    (void)state;
+    eddy_loop_group_t *g = eddy_loop_group_new(3, NULL);
+    assert_non_null(g);
+    int slots[3];
+    for (size_t i = 0; i < 3; i++) {
+        eddy_loop_t *loop = eddy_loop_group_loop(g, i);
+        assert_int_equal(eddy_loop_index(loop), i);
+        assert_null(eddy_loop_data(loop));
+        eddy_loop_set_data(loop, &slots[i]); /* from the test's thread, the loop running */
+    }
+    /* On its thread a loop finds its own slot without searching the group. */
+    where_t seen[3];
+    memset(seen, 0, sizeof(seen));
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(eddy_loop_execute(eddy_loop_group_loop(g, i), note_where, &seen[i]), 0);
+    }
+    for (size_t i = 0; i < 3; i++) {
+        assert_true(wait_for(&seen[i].done, 1, DEADLINE_MS));
+        assert_ptr_equal(seen[i].current, eddy_loop_group_loop(g, i));
+        assert_int_equal(seen[i].index, i);
+        assert_ptr_equal(seen[i].data, &slots[i]);
+    }
+    finish_group(g);
+}
+
+static void test_group_execute_runs_on_each_loop_in_turn(void **state)
+{
+    (void)state;
+    eddy_loop_group_t *g = eddy_loop_group_new(3, NULL);
+    assert_non_null(g);
+    /* Six tasks, round robin from where next() stands: each loop runs two, every third. */
+    where_t seen[6];
+    memset(seen, 0, sizeof(seen));
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(eddy_loop_group_execute(g, note_where, &seen[i]), 0);
+    }
+    bool ran_on[3] = {false, false, false};
+    for (int i = 0; i < 6; i++) {
+        assert_true(wait_for(&seen[i].done, 1, DEADLINE_MS));
+        assert_ptr_equal(seen[i].current, eddy_loop_group_loop(g, seen[i].index));
+        ran_on[seen[i].index] = true;
+        if (i >= 3) {
+            assert_ptr_equal(seen[i].current, seen[i - 3].current);
+        }
+    }
+    assert_true(ran_on[0] && ran_on[1] && ran_on[2]);
+    /* Shut down: refused, as by the loop itself. */
+    eddy_future_t *term = eddy_loop_group_shutdown_gracefully(g, 0, 5000);
+    assert_int_equal(eddy_future_await(term, DEADLINE_MS), 0);
+    where_t late;
+    memset(&late, 0, sizeof(late));
+    assert_int_equal(eddy_loop_group_execute(g, note_where, &late), EDDY_ESHUTDOWN);
+    assert_int_equal(eddy_loop_group_free(g), 0);
+    assert_int_equal(atomic_load(&late.done), 0);
+}
+
+/* Threads calling next() at once share its turns exactly (loop.h: any thread). */
+#define NEXT_THREADS 4
+#define NEXT_CALLS 30000
+
+typedef struct next_caller_s {
+    eddy_loop_group_t *g;
+    size_t picks[3];
+} next_caller_t;
+
+static void *call_next(void *arg)
+{
+    next_caller_t *c = arg;
+    for (int i = 0; i < NEXT_CALLS; i++) {
+        c->picks[eddy_loop_index(eddy_loop_group_next(c->g))]++;
+    }
+    return NULL;
+}
+
+static void test_group_next_is_shared_fairly_by_threads_at_once(void **state)
+{
+    (void)state;
+    eddy_loop_group_t *g = eddy_loop_group_new(3, NULL);
+    assert_non_null(g);
+    next_caller_t callers[NEXT_THREADS];
+    pthread_t th[NEXT_THREADS];
+    memset(callers, 0, sizeof(callers));
+    for (int t = 0; t < NEXT_THREADS; t++) {
+        callers[t].g = g;
+        assert_int_equal(pthread_create(&th[t], NULL, call_next, &callers[t]), 0);
+    }
+    size_t total[3] = {0, 0, 0};
+    for (int t = 0; t < NEXT_THREADS; t++) {
+        assert_int_equal(pthread_join(th[t], NULL), 0);
+        for (int i = 0; i < 3; i++) {
+            total[i] += callers[t].picks[i];
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(total[i], NEXT_THREADS * NEXT_CALLS / 3);
+    }
+    finish_group(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_group_next_alternates_between_its_two_loops),
         cmocka_unit_test(test_group_of_three_goes_round_robin),
+        cmocka_unit_test(test_group_loops_know_their_index_and_data),
+        cmocka_unit_test(test_group_execute_runs_on_each_loop_in_turn),
+        cmocka_unit_test(test_group_next_is_shared_fairly_by_threads_at_once),
         cmocka_unit_test(test_group_runs_tasks_on_different_threads),
         cmocka_unit_test(test_group_free_is_busy_until_shutdown_completes),
         cmocka_unit_test(test_group_terminates_only_when_every_loop_has),

@@ -150,6 +150,40 @@ static void test_loop_runs_on_the_calling_thread(void **state)
     assert_int_equal(eddy_loop_free(loop), 0);
 }
 
+/* What loop.h promises of a loop outside any group, read on its own thread. */
+typedef struct own_s {
+    size_t index;
+    void *data;
+} own_t;
+
+static void note_own(void *arg)
+{
+    own_t *o = arg;
+    o->index = eddy_loop_index(eddy_loop_current());
+    o->data = eddy_loop_data(eddy_loop_current());
+}
+
+static void test_loop_outside_a_group_is_index_0_and_keeps_its_data(void **state)
+{
+    (void)state;
+    eddy_loop_t *loop = eddy_loop_new(NULL);
+    assert_non_null(loop);
+    assert_int_equal(eddy_loop_index(loop), 0);
+    assert_null(eddy_loop_data(loop));
+    int before = 1, after = 2;
+    eddy_loop_set_data(loop, &before); /* before it runs */
+    assert_ptr_equal(eddy_loop_data(loop), &before);
+    assert_int_equal(eddy_loop_start(loop), 0);
+    own_t o = {SIZE_MAX, NULL};
+    run_sync(loop, note_own, &o);
+    assert_int_equal(o.index, 0);
+    assert_ptr_equal(o.data, &before);
+    eddy_loop_set_data(loop, &after); /* while it runs, from another thread */
+    run_sync(loop, note_own, &o);
+    assert_ptr_equal(o.data, &after);
+    finish_loop(loop);
+}
+
 static void test_loop_free_is_busy_while_running(void **state)
 {
     (void)state;
@@ -1135,6 +1169,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loop_starts_runs_a_task_and_stops),
         cmocka_unit_test(test_loop_runs_on_the_calling_thread),
+        cmocka_unit_test(test_loop_outside_a_group_is_index_0_and_keeps_its_data),
         cmocka_unit_test(test_loop_free_is_busy_while_running),
         cmocka_unit_test(test_loop_new_refuses_bad_options),
         cmocka_unit_test(test_loop_never_started_shuts_down_at_once),
