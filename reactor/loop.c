@@ -4,6 +4,7 @@
  */
 #include "reactor/loop_internal.h"
 #include "buffer/log_internal.h"
+#include "reactor/loop_local.h"
 #include "eddy_config.h"
 
 #include <errno.h>
@@ -64,6 +65,33 @@ bool eddy_loop_in_event_loop(const eddy_loop_t *loop)
 const char *eddy_loop_poller(const eddy_loop_t *loop)
 {
     return loop->poller->name;
+}
+
+/* A block of loop_local.h: few per loop (one per module that wants one), found by a walk. */
+struct eddy__local_s {
+    eddy__local_t *next;
+    const void *key;
+    max_align_t data[];
+};
+
+void *eddy__loop_local(eddy_loop_t *loop, const void *key, size_t size)
+{
+    for (eddy__local_t *l = loop->locals; l != NULL; l = l->next) {
+        if (l->key == key) {
+            return l->data;
+        }
+    }
+    if (size > SIZE_MAX - sizeof(eddy__local_t)) {
+        return NULL;
+    }
+    eddy__local_t *l = calloc(1, sizeof(*l) + size);
+    if (l == NULL) {
+        return NULL;
+    }
+    l->key = key;
+    l->next = loop->locals;
+    loop->locals = l;
+    return l->data;
 }
 
 size_t eddy_loop_index(const eddy_loop_t *loop)
@@ -221,6 +249,11 @@ static void loop_release_parts(eddy_loop_t *loop)
     eddy_ring_free(loop->ring);
     eddy_sequence_free(loop->consumed);
     eddy__timers_destroy(&loop->timers);
+    while (loop->locals != NULL) {
+        eddy__local_t *next = loop->locals->next;
+        free(loop->locals);
+        loop->locals = next;
+    }
     free(loop->watchers);
     eddy_future_release(loop->termination);
     pthread_mutex_destroy(&loop->shutdown_lock);

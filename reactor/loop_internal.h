@@ -13,6 +13,9 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 
+/* A block of reactor/loop_local.h (loop.c). */
+typedef struct eddy__local_s eddy__local_t;
+
 /* Any function, for the stall report (function pointers do not convert to void *). */
 typedef void (*eddy__fnptr_t)(void);
 
@@ -132,6 +135,7 @@ struct eddy_loop_s {
     char name[16];
     size_t index;          /* in its group; 0 outside one (set before the loop starts) */
     _Atomic(void *) data;  /* eddy_loop_set_data(): the user's, never read here */
+    eddy__local_t *locals; /* loop_local.h's blocks (the loop's thread) */
     unsigned io_ratio;
     int64_t max_task_quantum_ns;
     int64_t stall_threshold_ns;

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <eddy/loop.h>
+#include "reactor/loop_local.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -182,6 +183,48 @@ static void test_loop_outside_a_group_is_index_0_and_keeps_its_data(void **state
     run_sync(loop, note_own, &o);
     assert_ptr_equal(o.data, &after);
     finish_loop(loop);
+}
+
+/* reactor/loop_local.h, on the loop's thread: one block per key and loop, zeroed, kept. */
+typedef struct locals_s {
+    eddy_loop_t *other;
+    void *a, *a_again, *b, *a_elsewhere;
+    bool zeroed;
+} locals_t;
+
+static const char key_a, key_b;
+
+static void take_locals(void *arg)
+{
+    locals_t *l = arg;
+    eddy_loop_t *loop = eddy_loop_current();
+    l->a = eddy__loop_local(loop, &key_a, 64);
+    l->zeroed = l->a != NULL && memcmp(l->a, (char[64]){0}, 64) == 0;
+    if (l->a != NULL) {
+        memset(l->a, 0x5a, 64);
+    }
+    l->a_again = eddy__loop_local(loop, &key_a, 64);
+    l->b = eddy__loop_local(loop, &key_b, 8);
+}
+
+static void test_loop_locals_are_one_block_per_key_and_loop(void **state)
+{
+    (void)state;
+    eddy_loop_t *loop = start_loop(NULL);
+    eddy_loop_t *other = start_loop(NULL);
+    locals_t l = {0}, m = {0};
+    run_sync(loop, take_locals, &l);
+    run_sync(other, take_locals, &m);
+    assert_non_null(l.a);
+    assert_true(l.zeroed);
+    assert_ptr_equal(l.a_again, l.a);
+    assert_non_null(l.b);
+    assert_ptr_not_equal(l.b, l.a);
+    assert_non_null(m.a);
+    assert_true(m.zeroed); /* the other loop's block, not the one just written */
+    assert_ptr_not_equal(m.a, l.a);
+    finish_loop(loop); /* the blocks go with the loops (ASan: no leak) */
+    finish_loop(other);
 }
 
 static void test_loop_free_is_busy_while_running(void **state)
@@ -1170,6 +1213,7 @@ int main(void)
         cmocka_unit_test(test_loop_starts_runs_a_task_and_stops),
         cmocka_unit_test(test_loop_runs_on_the_calling_thread),
         cmocka_unit_test(test_loop_outside_a_group_is_index_0_and_keeps_its_data),
+        cmocka_unit_test(test_loop_locals_are_one_block_per_key_and_loop),
         cmocka_unit_test(test_loop_free_is_busy_while_running),
         cmocka_unit_test(test_loop_new_refuses_bad_options),
         cmocka_unit_test(test_loop_never_started_shuts_down_at_once),
