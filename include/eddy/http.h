@@ -176,6 +176,22 @@ EDDY_EXTERN bool eddy_http_response_keeps_alive(const eddy_http_response_t *r);
 /** The standard reason phrase of status ("Not Found"), or "Unknown". */
 EDDY_EXTERN const char *eddy_http_reason(int status);
 
+/* The length of eddy_http_date()'s text: "Sun, 06 Nov 1994 08:49:37 GMT". */
+#define EDDY_HTTP_DATE_LEN 29
+
+/**
+ * Now as a Date header's value (an IMF-fixdate, RFC 9110 section 5.6.7, English whatever the
+ * locale: "Sun, 06 Nov 1994 08:49:37 GMT", EDDY_HTTP_DATE_LEN characters and a NUL), cached
+ * per loop as nginx's ngx_cached_http_time: formatted by the first call on loop and again once
+ * the loop's clock (eddy_loop_now_ns()) reaches the wall clock's next second, so at most once
+ * a second however many responses ask; in between, one clock read. On an embedded channel's
+ * loop the virtual clock decides when the text is renewed (eddy_embedded_advance_time()), the
+ * wall clock what it says. The text is the loop's, renewed in place: valid until the next call
+ * on that loop, and the same pointer each time (compare the text to see a change). The loop's
+ * thread only (for an embedded channel, the thread driving it). Never NULL.
+ */
+EDDY_EXTERN const char *eddy_http_date(eddy_loop_t *loop);
+
 /* ---------------------------------------------------------------------------------------
  * Handlers
  */

@@ -16,9 +16,13 @@
 #include <eddy/http.h>
 #include <eddy/pipeline.h>
 
+#include "pipeline/codec/http/internal.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------
  * Helpers
@@ -895,6 +899,76 @@ static void test_encoder_output_decodes_as_it_was(void **state)
     finish_clean(enc, live);
 }
 
+/* ---------------------------------------------------------------------------------------
+ * The cached Date
+ */
+
+static void test_date_is_an_imf_fixdate(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t t;
+        const char *want;
+    } cases[] = {
+        {784111777, "Sun, 06 Nov 1994 08:49:37 GMT"}, /* RFC 9110 section 5.6.7's example */
+        {0, "Thu, 01 Jan 1970 00:00:00 GMT"},
+        {1709251199, "Thu, 29 Feb 2024 23:59:59 GMT"},
+        {4102444800, "Fri, 01 Jan 2100 00:00:00 GMT"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char out[EDDY_HTTP_DATE_LEN + 1];
+        memset(out, 'x', sizeof(out));
+        eddy__http_date_format(cases[i].t, out);
+        assert_string_equal(out, cases[i].want);
+    }
+}
+
+/* The seconds since the epoch that an IMF-fixdate says. */
+static time_t date_seconds(const char *s)
+{
+    assert_int_equal(strlen(s), EDDY_HTTP_DATE_LEN);
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    const char *end = strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    assert_non_null(end);
+    assert_int_equal(*end, '\0');
+    return timegm(&tm);
+}
+
+static void test_date_is_cached_per_loop_until_its_clock_reaches_the_next_second(void **state)
+{
+    (void)state;
+    eddy_channel_t *ch = eddy_embedded_channel_new();
+    eddy_channel_t *other = eddy_embedded_channel_new();
+    assert_non_null(ch);
+    assert_non_null(other);
+    eddy_loop_t *loop = eddy_channel_loop(ch);
+    const char *d = eddy_http_date(loop);
+    assert_non_null(d);
+    time_t first = date_seconds(d);
+    assert_true(llabs((long long)(first - time(NULL))) <= 1);
+    char before[EDDY_HTTP_DATE_LEN + 1];
+    memcpy(before, d, sizeof(before));
+    assert_ptr_equal(eddy_http_date(loop), d);
+
+    /* The wall clock moves on, the loop's (virtual) clock does not: still the cached text. */
+    usleep(1100 * 1000);
+    assert_ptr_equal(eddy_http_date(loop), d);
+    assert_string_equal(d, before);
+    /* Another loop has a cache of its own, formatted now. */
+    const char *o = eddy_http_date(eddy_channel_loop(other));
+    assert_ptr_not_equal(o, d);
+    assert_true(date_seconds(o) > first);
+
+    /* A second of the loop's clock later: formatted again, in place, for now. */
+    eddy_embedded_advance_time(ch, 1000);
+    assert_ptr_equal(eddy_http_date(loop), d);
+    assert_true(date_seconds(d) > first);
+    assert_true(llabs((long long)(date_seconds(d) - time(NULL))) <= 1);
+    assert_true(eddy_embedded_finish(other));
+    assert_true(eddy_embedded_finish(ch)); /* the caches go with the loops (ASan) */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -918,6 +992,8 @@ int main(void)
         cmocka_unit_test(test_encoder_closes_after_a_response_that_does_not_keep_alive),
         cmocka_unit_test(test_encoder_ends_a_1_0_body_of_unknown_length_by_closing),
         cmocka_unit_test(test_encoder_output_decodes_as_it_was),
+        cmocka_unit_test(test_date_is_an_imf_fixdate),
+        cmocka_unit_test(test_date_is_cached_per_loop_until_its_clock_reaches_the_next_second),
     };
     return cmocka_run_group_tests_name("pipeline.http", tests, NULL, NULL);
 }
