@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static const char hello_body[] = "Hello, World!";
 
@@ -51,11 +50,9 @@ static int64_t request_timeout_ms = 30000; /* --request-timeout; 0: none */
 static _Atomic uint64_t timeouts;          /* connections closed by either timeout */
 
 /* The answer to GET / with keep-alive, pre-encoded per loop thread and rebuilt when the
- * second of its Date header changes (checked at most every 100 ms of loop time). */
+ * loop's cached Date (eddy_http_date: renewed once a second) changes. */
 typedef struct hello_cache_s {
-    int64_t checked_ns;
-    time_t sec;
-    char date[40]; /* "Tue, 01 Dec 2026 13:18:47 GMT" */
+    char date[EDDY_HTTP_DATE_LEN + 1]; /* the Date it was built with */
     size_t len;
     char bytes[256];
 } hello_cache_t;
@@ -64,19 +61,11 @@ static _Thread_local hello_cache_t hello;
 
 static void hello_refresh(eddy_loop_t *loop)
 {
-    int64_t now = eddy_loop_now_ns(loop);
-    if (hello.len > 0 && now - hello.checked_ns < 100 * 1000000LL) {
+    const char *date = eddy_http_date(loop);
+    if (hello.len > 0 && memcmp(hello.date, date, EDDY_HTTP_DATE_LEN) == 0) {
         return;
     }
-    hello.checked_ns = now;
-    time_t t = time(NULL);
-    if (t == hello.sec && hello.len > 0) {
-        return;
-    }
-    hello.sec = t;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(hello.date, sizeof(hello.date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    memcpy(hello.date, date, sizeof(hello.date));
     int n = snprintf(hello.bytes, sizeof(hello.bytes),
                      "HTTP/1.1 200 OK\r\nServer: eddy\r\nDate: %s\r\n"
                      "Content-Type: text/plain\r\nContent-Length: %zu\r\n\r\n%s",
@@ -292,13 +281,7 @@ static int init_child(eddy_channel_t *ch, void *arg)
     if (c == NULL) {
         return EDDY_ENOMEM;
     }
-    eddy_loop_t *loop = eddy_channel_loop(ch);
-    c->stats = &stats[0];
-    for (size_t i = 0; i < eddy_loop_group_size(loops); i++) {
-        if (eddy_loop_group_loop(loops, i) == loop) {
-            c->stats = &stats[i];
-        }
-    }
+    c->stats = &stats[eddy_loop_index(eddy_channel_loop(ch))];
     eddy_pipeline_t *p = eddy_channel_pipeline(ch);
     int err = 0;
     if (request_timeout_ms > 0) {
