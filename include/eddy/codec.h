@@ -28,11 +28,19 @@
  * both modes. Frames the built-in decoders emit are eddy_buf_t: a retained slice of the
  * cumulation (no copy), or a copy when a COMPOSITE frame spans several reads.
  *
- * Errors: a decode that returns a negative EDDY_E* (malformed input: EDDY_EDECODE) has the
- * cumulation discarded and the error fired to exception_caught, after the messages it emitted.
- * A decoder that stays in step with the stream (a too-long frame skipped whole) reports with
- * eddy_decoder_raise() instead, and decoding goes on. Too-long frames are never buffered:
- * their bytes are discarded as they arrive and EDDY_ETOOLONGFRAME is raised once.
+ * Errors: a decode that returns a negative EDDY_E* (malformed input: EDDY_EDECODE) says the
+ * stream is broken. The cumulation is discarded and nothing after it is decoded; the messages
+ * decode emitted before are delivered, the read batch ends (channel_read_complete passes on,
+ * so what the handlers after it wrote for those messages is flushed), then the error is fired
+ * to exception_caught and the channel closes after flush (eddy_ctx_close_after_flush): bad
+ * input gets a clean close and loses no reply to what came before it, also when the handler
+ * closes in exception_caught (Netty fires at once and leaves the channel open; DESIGN.md
+ * promises the close after the flush). Pipelines fed by hand (eddy_pipeline_fire_channel_read)
+ * must end each batch with eddy_pipeline_fire_channel_read_complete for the error to come. At
+ * the end of input (decode_last) the error is fired at once. A decoder that stays in step
+ * with the stream (a too-long frame skipped whole) reports with eddy_decoder_raise() instead,
+ * in order with its messages, and decoding goes on. Too-long frames are never buffered: their
+ * bytes are discarded as they arrive and EDDY_ETOOLONGFRAME is raised once.
  *
  * Encoders: the message-to-byte encoder base (Netty's MessageToByteEncoder) and the length
  * field prepender. Every callback runs on the channel's loop, like every handler's.

@@ -59,6 +59,8 @@ struct eddy_decoder_s {
     bool closing;               /* inside input_closed(): nested closes do nothing more */
     size_t emitted;             /* messages fired, ever: read_complete after a close */
     int64_t since;              /* the message under way began then (loop clock); 0: none */
+    int failed;                 /* a decode error waiting for read_complete (negative), or
+                                   1 once raised: input is dropped from then on; 0: none */
     eddy_decoder_out_t *active; /* the decode call in progress, if any */
     eddy_cumulation_t cum;
     max_align_t self[]; /* the decoder's own state */
@@ -560,7 +562,13 @@ static bool decode_once(eddy_ctx_t *ctx, eddy_decoder_t *d, eddy_decode_cb fn, p
         }
     }
     if (err < 0) {
-        eddy_ctx_fire_exception(ctx, err);
+        if (!removed && !d->closing && d->failed == 0) {
+            /* In a read batch: raised after its read_complete (below), so that what the
+             * handlers after us wrote for the messages before it is flushed first. */
+            d->failed = err;
+        } else if (removed || d->closing) {
+            eddy_ctx_fire_exception(ctx, err);
+        }
     }
     return !removed && !eddy_ctx_is_removed(ctx);
 }
@@ -674,6 +682,10 @@ void eddy_decoder_channel_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
     if (d->active != NULL) {
         return; /* fed from inside our own decode: the loop running it goes on with these */
     }
+    if (d->failed != 0) {
+        cum_clear(&d->cum); /* out of step with the stream: the channel closes at read_complete */
+        return;
+    }
     if (call_decode(ctx, d) && eddy_cumulation_readable(&d->cum) == 0) {
         cum_clear(&d->cum); /* all consumed: hold no memory between reads */
     }
@@ -692,7 +704,18 @@ void eddy_decoder_channel_read_complete(eddy_ctx_t *ctx)
         d->got_bytes = false;
         d->fired = false;
     }
+    int failed = d != NULL && d->failed < 0 ? d->failed : 0;
+    if (failed != 0) {
+        d->failed = 1;
+    }
     eddy_ctx_fire_channel_read_complete(ctx);
+    if (failed != 0 && !eddy_ctx_is_removed(ctx)) {
+        /* The stream is broken: the error, then the channel closes once what was written is
+         * out (DESIGN.md: bad input closes after what was queued is flushed). A handler that
+         * closes in exception_caught closes at once, after read_complete's flush. */
+        eddy_ctx_fire_exception(ctx, failed);
+        eddy_ctx_close_after_flush(ctx, NULL);
+    }
 }
 
 void eddy_decoder_channel_inactive(eddy_ctx_t *ctx)
