@@ -151,8 +151,7 @@ int main(int argc, char **argv)
     if (tls_cert != NULL && (tls = tls_context(tls_cert, tls_key, tls_ca)) == NULL) {
         return 1;
     }
-    sigset_t stop; /* taken by sigwait() below, on this thread only */
-    example_block_stop_signals(&stop);
+    eddy_stop_signals_block(); /* before any loop thread: they inherit it */
 
     eddy_loop_options_t boss_opts = {.name = "echo-boss"};
     eddy_loop_options_t worker_opts = {.name = "echo-worker"};
@@ -175,8 +174,7 @@ int main(int argc, char **argv)
            tls != NULL ? " with TLS" : "", eddy_loop_group_size(workers), eddy_version());
     fflush(stdout);
 
-    int sig = 0;
-    sigwait(&stop, &sig);
+    int sig = eddy_stop_signals_wait(-1);
     /* Stop accepting, then let the loops close every connection (each gets one last try at
      * what it flushed) and end. */
     example_unbind(server);

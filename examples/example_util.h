@@ -26,17 +26,6 @@ static inline bool example_parse_uint(const char *s, unsigned long max, unsigned
     return true;
 }
 
-/* Block SIGINT and SIGTERM on the calling thread and fill *stop with them, for a server's
- * sigwait(). Call before any thread starts, so that every thread inherits the mask and the
- * signals reach only the sigwait() of the main thread. */
-static inline void example_block_stop_signals(sigset_t *stop)
-{
-    sigemptyset(stop);
-    sigaddset(stop, SIGINT);
-    sigaddset(stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, stop, NULL);
-}
-
 /* Bind b on host:port and wait for it: the listening channel (retained: the caller releases
  * it), or NULL after one line on stderr naming the program (name) and the error. */
 static inline eddy_channel_t *example_bind(eddy_server_bootstrap_t *b, const char *host,

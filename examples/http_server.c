@@ -346,8 +346,7 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    sigset_t stop; /* taken by sigwait() below, on this thread only */
-    example_block_stop_signals(&stop);
+    eddy_stop_signals_block(); /* before any loop thread: they inherit it */
     idle_timeout_ms = (int64_t)idle * 1000;
     request_timeout_ms = (int64_t)request * 1000;
 
@@ -377,8 +376,7 @@ int main(int argc, char **argv)
            eddy_loop_group_size(loops), eddy_version());
     fflush(stdout);
 
-    int sig = 0;
-    sigwait(&stop, &sig);
+    int sig = eddy_stop_signals_wait(-1);
     example_unbind(listener);
     eddy_server_counters_t c;
     eddy_server_bootstrap_counters(server, &c);

@@ -285,8 +285,7 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    sigset_t stop; /* taken by sigwait() below, on this thread only */
-    example_block_stop_signals(&stop);
+    eddy_stop_signals_block(); /* before any loop thread: they inherit it */
 
     server_t srv = {.store = resp_store_new(), .limits = {.max_bulk_len = max_bulk}};
     eddy_loop_options_t boss_opts = {.name = "resp-boss"};
@@ -320,8 +319,7 @@ int main(int argc, char **argv)
            eddy_version());
     fflush(stdout);
 
-    int sig = 0;
-    sigwait(&stop, &sig);
+    int sig = eddy_stop_signals_wait(-1);
     /* Stop accepting, then let the loops close every connection (each gets one last try at
      * what it flushed) and end; shutting down cancels the sweepers. */
     example_unbind(server);

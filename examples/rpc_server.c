@@ -260,8 +260,7 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    sigset_t stop; /* taken by sigwait() below, on this thread only */
-    example_block_stop_signals(&stop);
+    eddy_stop_signals_block(); /* before any loop thread: they inherit it */
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the deadlines' clock: no jumps */
@@ -306,8 +305,7 @@ int main(int argc, char **argv)
            eddy_loop_group_size(workers), offload, max_frame, eddy_version());
     fflush(stdout);
 
-    int sig = 0;
-    sigwait(&stop, &sig);
+    int sig = eddy_stop_signals_wait(-1);
     pthread_mutex_lock(&stop_lock);
     stopping = true;
     pthread_cond_broadcast(&stop_cond);

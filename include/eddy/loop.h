@@ -290,6 +290,31 @@ EDDY_EXTERN int eddy_io_start(eddy_io_t *io, unsigned events);
 EDDY_EXTERN void eddy_io_stop(eddy_io_t *io);
 
 /* ---------------------------------------------------------------------------------------
+ * Stop signals: how a server waits for SIGINT or SIGTERM. A signal goes to any thread that
+ * does not block it, so blocked on the main thread alone it may land on a loop's thread, where
+ * nothing waits for it. Block them first thing in main(), before any loop group exists (its
+ * threads inherit the mask), then wait for them on the main thread:
+ *
+ *     int main(void)
+ *     {
+ *         eddy_stop_signals_block();
+ *         eddy_loop_group_t *g = eddy_loop_group_new(0, NULL);
+ *         ... bind, serve ...
+ *         int sig = eddy_stop_signals_wait(-1);
+ *         ... close the listener, shut the group down gracefully, free ...
+ *     }
+ */
+
+/** Block SIGINT and SIGTERM on the calling thread (pthread_sigmask): threads it creates
+ * afterwards inherit the block. 0, or a negative EDDY_E*. */
+EDDY_EXTERN int eddy_stop_signals_block(void);
+
+/** Wait up to timeout_ms (negative: no limit) for SIGINT or SIGTERM, blocked with
+ * eddy_stop_signals_block(): the signal's number, 0 when the time passed first, or a negative
+ * EDDY_E*. The calling thread (one thread at a time waits). */
+EDDY_EXTERN int eddy_stop_signals_wait(int64_t timeout_ms);
+
+/* ---------------------------------------------------------------------------------------
  * Metrics: per loop, updated by the loop with plain stores and read by any thread without
  * locks; a group sums its loops (maxima are the maximum).
  */

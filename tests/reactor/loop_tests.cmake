@@ -34,3 +34,5 @@ eddy_add_loop_test(timer)
 eddy_add_loop_test(future)
 eddy_add_loop_test(group)
 eddy_add_loop_test(stress_loop NAME stress_loop LABELS concurrency TIMEOUT 120)
+# Stop signals (reactor/signal.c): blocked before the loops start, waited for on the main thread.
+eddy_add_test(reactor signal TIMEOUT 30)
