@@ -629,7 +629,7 @@ int eddy_bootstrap_attr(eddy_bootstrap_t *b, const void *key, void *value)
     return 0;
 }
 
-void eddy_bootstrap_handler(eddy_bootstrap_t *b, eddy_channel_init_cb init, void *arg)
+void eddy_bootstrap_init(eddy_bootstrap_t *b, eddy_channel_init_cb init, void *arg)
 {
     b->c->init = init;
     b->c->init_arg = arg;

@@ -536,7 +536,7 @@ int eddy_server_bootstrap_child_attr(eddy_server_bootstrap_t *b, const void *key
     return attrs_put(&b->s->child_attrs, &b->s->nchild_attrs, key, value);
 }
 
-void eddy_server_bootstrap_handler(eddy_server_bootstrap_t *b, eddy_channel_init_cb init, void *arg)
+void eddy_server_bootstrap_init(eddy_server_bootstrap_t *b, eddy_channel_init_cb init, void *arg)
 {
     b->s->handler = init;
     b->s->handler_arg = arg;

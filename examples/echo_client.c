@@ -274,7 +274,7 @@ int main(int argc, char **argv)
     eddy_bootstrap_t *b = eddy_bootstrap_new();
     eddy_bootstrap_group(b, g);
     eddy_bootstrap_option(b, EDDY_TCP_NODELAY, 1);
-    eddy_bootstrap_handler(b, init_conn, &ia);
+    eddy_bootstrap_init(b, init_conn, &ia);
 
     int64_t t0 = eddy_now_ns();
     int rc = 0;

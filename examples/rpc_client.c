@@ -586,7 +586,7 @@ int main(int argc, char **argv)
     }
     eddy_bootstrap_group(b, g);
     eddy_bootstrap_option(b, EDDY_TCP_NODELAY, 1);
-    eddy_bootstrap_handler(b, init_conn, &run);
+    eddy_bootstrap_init(b, init_conn, &run);
 
     int64_t t0 = eddy_now_ns();
     int rc = 0;

@@ -65,9 +65,12 @@ EDDY_EXTERN int eddy_server_bootstrap_child_attr(eddy_server_bootstrap_t *b, con
 /**
  * Optional: init(listener, arg) runs on the listening channel's loop once it is bound and
  * listening (channel_active has passed by then), to add handlers to its pipeline (they see
- * accept errors as exception_caught). Non-zero closes the listener and fails the bind.
+ * accept errors as exception_caught). Non-zero closes the listener and fails the bind. The
+ * three init functions are named for the channel they set up: eddy_server_bootstrap_init (the
+ * listener, Netty's handler()), eddy_server_bootstrap_child_init (each accepted channel,
+ * Netty's childHandler()), eddy_bootstrap_init (a client's channel, Netty's handler()).
  */
-EDDY_EXTERN void eddy_server_bootstrap_handler(eddy_server_bootstrap_t *b,
+EDDY_EXTERN void eddy_server_bootstrap_init(eddy_server_bootstrap_t *b,
                                                eddy_channel_init_cb init, void *arg);
 
 /** Required: init(child, arg) runs on the child's loop for every accepted channel, before it
@@ -150,7 +153,7 @@ EDDY_EXTERN int eddy_bootstrap_attr(eddy_bootstrap_t *b, const void *key, void *
  * for each, and the channels of failed tries are closed (their handlers removed). Non-zero
  * closes the channel and fails the connect with it (EDDY_ECANCELED when positive).
  */
-EDDY_EXTERN void eddy_bootstrap_handler(eddy_bootstrap_t *b, eddy_channel_init_cb init, void *arg);
+EDDY_EXTERN void eddy_bootstrap_init(eddy_bootstrap_t *b, eddy_channel_init_cb init, void *arg);
 
 typedef enum {
     EDDY_BACKOFF_NONE,       /* no reconnecting (the default) */

@@ -234,7 +234,7 @@ static eddy_bootstrap_t *rx_client(eddy_loop_group_t *g, rx_t *rx)
     eddy_bootstrap_t *b = eddy_bootstrap_new();
     assert_non_null(b);
     assert_int_equal(eddy_bootstrap_group(b, g), 0);
-    eddy_bootstrap_handler(b, init_rx, rx);
+    eddy_bootstrap_init(b, init_rx, rx);
     return b;
 }
 
@@ -255,7 +255,7 @@ static void test_bootstraps_echo_by_address_and_by_name(void **state)
     eddy_server_bootstrap_t *sb = echo_server(boss, workers);
     assert_int_equal(eddy_server_bootstrap_child_attr(sb, &child_key, &child_key), 0);
     assert_int_equal(eddy_server_bootstrap_attr(sb, &listener_key, &listener_key), 0);
-    eddy_server_bootstrap_handler(sb, init_listener, NULL);
+    eddy_server_bootstrap_init(sb, init_listener, NULL);
     eddy_channel_t *server = await_channel(eddy_server_bootstrap_bind(sb, "127.0.0.1", 0));
     uint16_t port = port_of(server);
     assert_true(port != 0);
@@ -397,7 +397,7 @@ static void test_init_callbacks_that_fail_close_the_channel(void **state)
 
     eddy_bootstrap_t *cb = eddy_bootstrap_new();
     assert_int_equal(eddy_bootstrap_group(cb, g), 0);
-    eddy_bootstrap_handler(cb, refuse_init, NULL);
+    eddy_bootstrap_init(cb, refuse_init, NULL);
     assert_int_equal(
         await_error(eddy_bootstrap_connect(cb, "127.0.0.1", port_of(server)), DEADLINE_MS),
         EDDY_EPERM);
@@ -786,7 +786,7 @@ static void test_reconnect_on_close_replaces_a_lost_connection(void **state)
     eddy_channel_t *server = await_channel(eddy_server_bootstrap_bind(sb, "127.0.0.1", 0));
     eddy_bootstrap_t *cb = eddy_bootstrap_new();
     assert_int_equal(eddy_bootstrap_group(cb, g), 0);
-    eddy_bootstrap_handler(cb, init_and_keep, NULL);
+    eddy_bootstrap_init(cb, init_and_keep, NULL);
     eddy_reconnect_options_t ro = {
         .backoff = EDDY_BACKOFF_FIXED,
         .base_ms = 10,
