@@ -124,8 +124,9 @@ typedef struct eddy_listen_options_s {
 
 /**
  * Bind and listen on addr; the returned future completes on the loop with the listening
- * channel as its result (the future holds no reference: take one to keep it past close), or
- * fails with EDDY_EADDRINUSE, EDDY_EACCES... The caller releases the future. Any thread.
+ * channel as its result (eddy_future_channel(): the future holds a reference to it while the
+ * future lives; retain the channel to keep it after releasing the future), or fails with
+ * EDDY_EADDRINUSE, EDDY_EACCES... The caller owns the future and releases it. Any thread.
  * NULL only without memory.
  */
 EDDY_EXTERN eddy_future_t *eddy_channel_listen(const eddy_addr_t *addr,
@@ -134,8 +135,9 @@ EDDY_EXTERN eddy_future_t *eddy_channel_listen(const eddy_addr_t *addr,
 /**
  * Connect to remote on loop: a new channel, init called on the loop to add its handlers
  * before anything else happens, then a non-blocking connect honouring
- * EDDY_CONNECT_TIMEOUT_MS. The future completes with the channel (active) or fails with
- * EDDY_ECONNREFUSED, EDDY_ETIMEDOUT...; the channel is then closed. Any thread.
+ * EDDY_CONNECT_TIMEOUT_MS. The future completes with the channel (active; held by the future,
+ * as for eddy_channel_listen) or fails with EDDY_ECONNREFUSED, EDDY_ETIMEDOUT...; the channel
+ * is then closed. The caller owns the future. Any thread. NULL only without memory.
  */
 EDDY_EXTERN eddy_future_t *eddy_channel_connect(eddy_loop_t *loop, const eddy_addr_t *remote,
                                                 const eddy_channel_config_t *config,

@@ -209,6 +209,13 @@ EDDY_EXTERN bool eddy_timer_is_done(const eddy_timer_t *t);
  * an error code. Listeners run on the owner loop (at once when added to a completed future on
  * that loop); a future without an owner runs them on the completing thread.
  *
+ * Owned or borrowed, by name: a function that starts work and returns its future (submit,
+ * listen, connect, bind, eddy_promise_new) gives the caller one reference, to release. A
+ * future that belongs to an object is borrowed: the accessors named *_future
+ * (eddy_channel_close_future, eddy_loop_termination_future) and the *_shutdown_gracefully
+ * functions, which return that termination future as Netty's shutdownGracefully() does.
+ * Never release a borrowed future; retain it to keep it past its owner.
+ *
  * The eddy_future_* functions accept NULL, the future a call returns when it could not make
  * one without memory: it reads as failed with EDDY_ENOMEM (done; error and await return
  * EDDY_ENOMEM; add_listener returns EDDY_ENOMEM and never calls cb; result and loop NULL).
