@@ -265,45 +265,25 @@ static const eddy_handler_ops_t http_ops = {
     .exception_caught = http_exception,
 };
 
-/* Add a handler whose state comes from a constructor: NULL (no memory) fails here, rather
- * than the handler later. The state is taken over, also when the add fails. */
-static int add_handler(eddy_pipeline_t *p, const char *name, const eddy_handler_ops_t *ops,
-                       void *state)
+static conn_t *conn_new(eddy_channel_t *ch)
 {
-    return state != NULL ? eddy_pipeline_add_last(p, name, ops, state, eddy_free_state)
-                         : EDDY_ENOMEM;
+    conn_t *c = calloc(1, sizeof(*c));
+    if (c != NULL) {
+        c->stats = &stats[eddy_loop_index(eddy_channel_loop(ch))];
+    }
+    return c;
 }
 
+/* A timeout of 0 makes its handler never fire. A failed constructor (no memory) fails the
+ * add, which frees the rest. */
 static int init_child(eddy_channel_t *ch, void *arg)
 {
     (void)arg;
-    conn_t *c = calloc(1, sizeof(*c));
-    if (c == NULL) {
-        return EDDY_ENOMEM;
-    }
-    c->stats = &stats[eddy_loop_index(eddy_channel_loop(ch))];
-    eddy_pipeline_t *p = eddy_channel_pipeline(ch);
-    int err = 0;
-    if (request_timeout_ms > 0) {
-        err = add_handler(p, "request-deadline", eddy_message_deadline_handler_ops(),
-                          eddy_message_deadline_handler_new(request_timeout_ms));
-    }
-    if (err == 0 && idle_timeout_ms > 0) {
-        err = add_handler(p, "timeout", eddy_read_timeout_handler_ops(),
-                          eddy_read_timeout_handler_new(idle_timeout_ms));
-    }
-    if (err == 0) {
-        err = add_handler(p, "decoder", eddy_http_request_decoder_ops(),
-                          eddy_http_request_decoder_new(NULL));
-    }
-    if (err == 0) {
-        err = add_handler(p, "aggregator", eddy_http_aggregator_ops(), eddy_http_aggregator_new(0));
-    }
-    if (err == 0) {
-        return eddy_pipeline_add_last(p, "http", &http_ops, c, eddy_free_state);
-    }
-    free(c);
-    return err;
+    return EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch),
+                                  eddy_message_deadline_handler(request_timeout_ms),
+                                  eddy_read_timeout_handler(idle_timeout_ms),
+                                  eddy_http_request_decoder(NULL), eddy_http_aggregator(0),
+                                  eddy_handler("http", &http_ops, conn_new(ch), eddy_free_state));
 }
 
 static void usage(FILE *f)

@@ -215,18 +215,12 @@ static const eddy_handler_ops_t conn_ops = {
 static int init_child(eddy_channel_t *ch, void *arg)
 {
     server_t *srv = arg;
-    eddy_pipeline_t *p = eddy_channel_pipeline(ch);
-    int err = eddy_pipeline_add_last(p, "resp_decoder", eddy_resp_decoder_ops(),
-                                     eddy_resp_decoder_new(&srv->limits), eddy_free_state);
-    if (err != 0) {
-        return err;
-    }
     conn_t *c = calloc(1, sizeof(*c));
-    if (c == NULL) {
-        return EDDY_ENOMEM;
+    if (c != NULL) {
+        c->store = srv->store;
     }
-    c->store = srv->store;
-    return eddy_pipeline_add_last(p, "resp", &conn_ops, c, eddy_free_state);
+    return EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch), eddy_resp_decoder(&srv->limits),
+                                  eddy_handler("resp", &conn_ops, c, eddy_free_state));
 }
 
 /* Each loop sweeps its share of the shards. */

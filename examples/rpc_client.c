@@ -312,17 +312,11 @@ static int init_conn(eddy_channel_t *ch, void *arg)
         slots <<= 1;
     }
     conn_t *c = calloc(1, sizeof(*c) + slots * sizeof(slot_t));
-    if (c == NULL) {
-        return EDDY_ENOMEM;
+    if (c != NULL) {
+        *c = (conn_t){.run = run, .next_id = 1, .mask = slots - 1};
     }
-    *c = (conn_t){.run = run, .next_id = 1, .mask = slots - 1};
-    eddy_pipeline_t *p = eddy_channel_pipeline(ch);
-    int err = rpc_add_framing(p, run->max_frame);
-    if (err != 0) {
-        free(c);
-        return err;
-    }
-    return eddy_pipeline_add_last(p, "client", &client_ops, c, eddy_free_state);
+    return rpc_add_framing(eddy_channel_pipeline(ch), run->max_frame,
+                           eddy_handler("client", &client_ops, c, eddy_free_state));
 }
 
 static int cmp_i64(const void *a, const void *b)

@@ -41,27 +41,14 @@ static inline uint64_t rpc_get_u64(const uint8_t *p)
 }
 
 /**
- * Add the framing handlers to p: the length field decoder ("framer", frames of at most
- * max_frame bytes with their length field, which it strips) and the prepender ("prepender").
- * 0, EDDY_ENOMEM, or the pipeline's error.
+ * Add the framing handlers to p, then app: the length field decoder (frames of at most
+ * max_frame bytes with their length field, which it strips) and the prepender. 0, or the
+ * pipeline's error with none of them added (eddy_pipeline_add_handlers).
  */
-static inline int rpc_add_framing(eddy_pipeline_t *p, size_t max_frame)
+static inline int rpc_add_framing(eddy_pipeline_t *p, size_t max_frame, eddy_handler_t app)
 {
-    eddy_decoder_t *d = eddy_length_field_decoder_new(max_frame, 0, 4, 0, 4);
-    if (d == NULL) {
-        return EDDY_ENOMEM;
-    }
-    int err =
-        eddy_pipeline_add_last(p, "framer", eddy_length_field_decoder_ops(), d, eddy_free_state);
-    if (err != 0) {
-        return err;
-    }
-    void *prepender = eddy_length_field_prepender_new(4);
-    if (prepender == NULL) {
-        return EDDY_ENOMEM;
-    }
-    return eddy_pipeline_add_last(p, "prepender", eddy_length_field_prepender_ops(), prepender,
-                                  eddy_free_state);
+    return EDDY_PIPELINE_ADD_LAST(p, eddy_length_field_decoder(max_frame, 0, 4, 0, 4),
+                                  eddy_length_field_prepender(4), app);
 }
 
 #endif /* EDDY_EXAMPLES_RPC_PROTO_H */

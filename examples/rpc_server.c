@@ -217,9 +217,8 @@ typedef struct server_s {
 static int init_child(eddy_channel_t *ch, void *arg)
 {
     server_t *s = arg;
-    eddy_pipeline_t *p = eddy_channel_pipeline(ch);
-    int err = rpc_add_framing(p, s->max_frame);
-    return err != 0 ? err : eddy_pipeline_add_last(p, "rpc", &rpc_ops, s->carrier, NULL);
+    return rpc_add_framing(eddy_channel_pipeline(ch), s->max_frame,
+                           eddy_handler("rpc", &rpc_ops, s->carrier, NULL));
 }
 
 static void usage(FILE *f)

@@ -342,7 +342,8 @@ typedef struct change_s {
     void *state;
     eddy_state_free_cb free_state;
     eddy_carrier_t *carrier;
-    bool remove; /* a removal of base (by name) or of ops */
+    bool remove;      /* a removal of base (by name) or of ops */
+    eddy_ctx_t *made; /* an add's new context, once added */
 } change_t;
 
 static int apply_add(change_t *c)
@@ -435,6 +436,7 @@ static int apply_add(change_t *c)
     if (ctx->ops->handler_added != NULL && !ctx->removed) {
         ctx->ops->handler_added(ctx);
     }
+    c->made = ctx;
     eddy__pipeline_leave(p);
     return 0;
 }
@@ -473,8 +475,8 @@ static int change(eddy_pipeline_t *p, int where, const char *base, const char *n
                   const eddy_handler_ops_t *ops, void *state, eddy_state_free_cb free_state,
                   eddy_carrier_t *carrier, bool remove)
 {
-    change_t local = {p, where, base, name, {NULL, NULL}, ops, state, free_state, carrier,
-                      remove};
+    change_t local = {p,          where,   base,   name, {NULL, NULL}, ops, state,
+                      free_state, carrier, remove, NULL};
     eddy_channel_t *ch = eddy__pipeline_channel(p);
     if (eddy_loop_in_event_loop(eddy__loop_of(ch))) {
         return remove ? apply_remove(&local) : apply_add(&local);
@@ -540,6 +542,93 @@ int eddy_pipeline_add_last_on(eddy_pipeline_t *p, eddy_carrier_t *c, const char 
         return EDDY_EINVAL;
     }
     return change(p, WHERE_LAST, NULL, name, ops, state, free_state, c, false);
+}
+
+eddy_handler_t eddy_handler(const char *name, const eddy_handler_ops_t *ops, void *state,
+                            eddy_state_free_cb free_state)
+{
+    if (ops == NULL || (state == NULL && free_state != NULL)) {
+        /* No ops, or a state to free that is not there: its allocation failed. */
+        return (eddy_handler_t){.state = state,
+                                .free_state = free_state,
+                                .error = ops == NULL ? EDDY_EINVAL : EDDY_ENOMEM};
+    }
+    return (eddy_handler_t){.name = name, .ops = ops, .state = state, .free_state = free_state};
+}
+
+eddy_handler_t eddy_handler_named(eddy_handler_t h, const char *name)
+{
+    h.name = name;
+    return h;
+}
+
+
+static void handler_drop(const eddy_handler_t *h)
+{
+    if (h->free_state != NULL && h->state != NULL) {
+        h->free_state(h->state);
+    }
+}
+
+int eddy_pipeline_add_handlers(eddy_pipeline_t *p, const eddy_handler_t *hs, size_t n)
+{
+    int err = 0;
+    for (size_t i = 0; i < n && err == 0; i++) {
+        if (hs[i].ops == NULL) {
+            err = hs[i].error != 0 ? hs[i].error : EDDY_EINVAL; /* its constructor failed */
+        }
+    }
+    eddy_channel_t *ch = eddy__pipeline_channel(p);
+    if (err == 0 && !eddy_loop_in_event_loop(eddy__loop_of(ch))) {
+        /* From another thread: each travels as a task, in order. */
+        for (size_t i = 0; i < n; i++) {
+            int e = eddy_pipeline_add_last(p, hs[i].name, hs[i].ops, hs[i].state,
+                                           hs[i].free_state);
+            err = err != 0 ? err : e;
+        }
+        return err;
+    }
+    size_t added = 0;
+    bool add_failed = false; /* apply_add failed at hs[added], and freed its state */
+    eddy_ctx_t *made[16];
+    eddy_ctx_t **ctxs = n <= 16 ? made : calloc(n, sizeof(*ctxs));
+    if (err == 0 && ctxs == NULL) {
+        err = EDDY_ENOMEM;
+    }
+    /* Held: a handler_added that removes another of these must not free it under us. */
+    eddy__pipeline_enter(p);
+    while (err == 0 && added < n) {
+        const eddy_handler_t *h = &hs[added];
+        change_t c = {.p = p,
+                      .where = WHERE_LAST,
+                      .name = h->name,
+                      .ops = h->ops,
+                      .state = h->state,
+                      .free_state = h->free_state};
+        err = apply_add(&c); /* frees the state when it fails */
+        if (err == 0) {
+            ctxs[added++] = c.made;
+        } else {
+            add_failed = true;
+        }
+    }
+    if (err != 0) {
+        /* All or none: the ones added go again (handler_removed, state freed), the ones not
+         * reached are freed. */
+        for (size_t i = added; i-- > 0;) {
+            if (!ctxs[i]->removed) {
+                unlink_ctx(p, ctxs[i]);
+            }
+        }
+        for (size_t i = added + (add_failed ? 1 : 0); i < n; i++) {
+            handler_drop(&hs[i]);
+        }
+    }
+    eddy__pipeline_leave(p);
+    if (ctxs != made) {
+        free(ctxs);
+    }
+    return err;
 }
 
 int eddy_pipeline_remove(eddy_pipeline_t *p, const char *name)

@@ -1,6 +1,7 @@
 list(APPEND EDDY_SOURCES
     pipeline/channel.c
     pipeline/embedded.c
+    pipeline/handlers.c
     pipeline/outbound.c
     pipeline/pipeline.c
     pipeline/scoped.c

@@ -236,6 +236,12 @@ EDDY_EXTERN eddy_decoder_t *
 eddy_length_field_decoder_new_opts(const eddy_length_field_options_t *o);
 /** The handler table for length field decoders. */
 EDDY_EXTERN const eddy_handler_ops_t *eddy_length_field_decoder_ops(void);
+/** A length field decoder as one value (pipeline.h, eddy_handler_t): ops and state. */
+EDDY_EXTERN eddy_handler_t eddy_length_field_decoder(size_t max_frame_length,
+                                                     size_t length_field_offset,
+                                                     unsigned length_field_length,
+                                                     int64_t length_adjustment,
+                                                     size_t initial_bytes_to_strip);
 
 typedef struct eddy_length_field_prepender_options_s {
     unsigned length_field_length;      /* 1, 2, 3, 4 or 8 bytes */
@@ -258,6 +264,8 @@ EDDY_EXTERN void *
 eddy_length_field_prepender_new_opts(const eddy_length_field_prepender_options_t *o);
 /** The handler table for length field prependers. */
 EDDY_EXTERN const eddy_handler_ops_t *eddy_length_field_prepender_ops(void);
+/** A length field prepender as one value (eddy_handler_t). */
+EDDY_EXTERN eddy_handler_t eddy_length_field_prepender(unsigned length_field_length);
 
 /* ---------------------------------------------------------------------------------------
  * Delimited and fixed framing (Netty's LineBasedFrameDecoder, DelimiterBasedFrameDecoder,
@@ -275,6 +283,9 @@ EDDY_EXTERN eddy_decoder_t *eddy_line_decoder_new(size_t max_length, bool strip_
                                                   bool fail_fast);
 /** The handler table for line decoders. */
 EDDY_EXTERN const eddy_handler_ops_t *eddy_line_decoder_ops(void);
+/** A line decoder as one value (eddy_handler_t). */
+EDDY_EXTERN eddy_handler_t eddy_line_decoder(size_t max_length, bool strip_delimiter,
+                                             bool fail_fast);
 
 /* A delimiter: len bytes at bytes (len > 0). */
 typedef struct eddy_delimiter_s {
@@ -295,12 +306,18 @@ EDDY_EXTERN eddy_decoder_t *eddy_delimiter_decoder_new(size_t max_frame_length,
                                                        size_t n);
 /** The handler table for delimiter decoders. */
 EDDY_EXTERN const eddy_handler_ops_t *eddy_delimiter_decoder_ops(void);
+/** A delimiter decoder as one value (eddy_handler_t). */
+EDDY_EXTERN eddy_handler_t eddy_delimiter_decoder(size_t max_frame_length, bool strip_delimiter,
+                                                  bool fail_fast,
+                                                  const eddy_delimiter_t *delimiters, size_t n);
 
 /** A decoder emitting every frame_length bytes as a frame. NULL when frame_length is 0 or
  * out of memory. */
 EDDY_EXTERN eddy_decoder_t *eddy_fixed_length_decoder_new(size_t frame_length);
 /** The handler table for fixed length decoders. */
 EDDY_EXTERN const eddy_handler_ops_t *eddy_fixed_length_decoder_ops(void);
+/** A fixed length decoder as one value (eddy_handler_t). */
+EDDY_EXTERN eddy_handler_t eddy_fixed_length_decoder(size_t frame_length);
 
 /* ---------------------------------------------------------------------------------------
  * The encoder base (Netty's MessageToByteEncoder)

@@ -84,6 +84,9 @@ EDDY_EXTERN const eddy_handler_ops_t *eddy_idle_state_handler_ops(void);
  */
 EDDY_EXTERN void *eddy_idle_state_handler_new(int64_t reader_idle_ms, int64_t writer_idle_ms,
                                               int64_t all_idle_ms);
+/** The idle state handler as one value (pipeline.h, eddy_handler_t): ops and state. */
+EDDY_EXTERN eddy_handler_t eddy_idle_state_handler(int64_t reader_idle_ms,
+                                                   int64_t writer_idle_ms, int64_t all_idle_ms);
 
 /* ---------------------------------------------------------------------------------------
  * Timeouts (Netty's ReadTimeoutHandler and WriteTimeoutHandler): exception_caught with
@@ -99,6 +102,8 @@ EDDY_EXTERN const eddy_handler_ops_t *eddy_read_timeout_handler_ops(void);
  * without memory. Any thread.
  */
 EDDY_EXTERN void *eddy_read_timeout_handler_new(int64_t timeout_ms);
+/** The read timeout handler as one value (eddy_handler_t). */
+EDDY_EXTERN eddy_handler_t eddy_read_timeout_handler(int64_t timeout_ms);
 
 /** The write timeout handler's ops table (static). Any thread. */
 EDDY_EXTERN const eddy_handler_ops_t *eddy_write_timeout_handler_ops(void);
@@ -109,6 +114,8 @@ EDDY_EXTERN const eddy_handler_ops_t *eddy_write_timeout_handler_ops(void);
  * 1 ms). A completed write cancels its timer. NULL without memory. Any thread.
  */
 EDDY_EXTERN void *eddy_write_timeout_handler_new(int64_t timeout_ms);
+/** The write timeout handler as one value (eddy_handler_t). */
+EDDY_EXTERN eddy_handler_t eddy_write_timeout_handler(int64_t timeout_ms);
 
 /* ---------------------------------------------------------------------------------------
  * Message deadline: a whole message must arrive within a time of its first byte, however the
@@ -131,6 +138,8 @@ EDDY_EXTERN const eddy_handler_ops_t *eddy_message_deadline_handler_ops(void);
  * memory. Any thread.
  */
 EDDY_EXTERN void *eddy_message_deadline_handler_new(int64_t timeout_ms);
+/** The message deadline handler as one value (eddy_handler_t). */
+EDDY_EXTERN eddy_handler_t eddy_message_deadline_handler(int64_t timeout_ms);
 
 /* ---------------------------------------------------------------------------------------
  * Logging (Netty's LoggingHandler): one entry per event, inbound and outbound, each event
@@ -174,6 +183,8 @@ EDDY_EXTERN const eddy_handler_ops_t *eddy_logging_handler_ops(void);
 /** State for eddy_logging_handler_ops(), from opts (copied; NULL: defaults). NULL without
  * memory. Any thread. */
 EDDY_EXTERN void *eddy_logging_handler_new(const eddy_logging_options_t *opts);
+/** The logging handler as one value (eddy_handler_t). */
+EDDY_EXTERN eddy_handler_t eddy_logging_handler(const eddy_logging_options_t *opts);
 
 /** A ready sink: writes "eddy: LEVEL text\n" to the FILE * in file (NULL: stderr) in one
  * stdio call. Any thread. */
@@ -203,6 +214,9 @@ EDDY_EXTERN const eddy_handler_ops_t *eddy_flush_consolidation_handler_ops(void)
  */
 EDDY_EXTERN void *eddy_flush_consolidation_handler_new(unsigned explicit_flush_after_flushes,
                                                        bool consolidate_when_no_read_in_progress);
+/** The flush consolidation handler as one value (eddy_handler_t). */
+EDDY_EXTERN eddy_handler_t eddy_flush_consolidation_handler(
+    unsigned explicit_flush_after_flushes, bool consolidate_when_no_read_in_progress);
 
 #ifdef __cplusplus
 }

@@ -204,6 +204,8 @@ EDDY_EXTERN const char *eddy_http_date(eddy_loop_t *loop);
 EDDY_EXTERN eddy_decoder_t *eddy_http_request_decoder_new(const eddy_http_decoder_options_t *o);
 /** The handler table for request decoders. */
 EDDY_EXTERN const eddy_handler_ops_t *eddy_http_request_decoder_ops(void);
+/** The request decoder as one value (pipeline.h, eddy_handler_t): ops and state. */
+EDDY_EXTERN eddy_handler_t eddy_http_request_decoder(const eddy_http_decoder_options_t *o);
 
 /**
  * State for eddy_http_aggregator_ops(), after a request decoder: heads and their content
@@ -215,6 +217,8 @@ EDDY_EXTERN const eddy_handler_ops_t *eddy_http_request_decoder_ops(void);
 EDDY_EXTERN void *eddy_http_aggregator_new(size_t max_content_length);
 /** The handler table for aggregators. */
 EDDY_EXTERN const eddy_handler_ops_t *eddy_http_aggregator_ops(void);
+/** The aggregator as one value (eddy_handler_t). */
+EDDY_EXTERN eddy_handler_t eddy_http_aggregator(size_t max_content_length);
 
 /** State for eddy_http_response_encoder_ops(): writes responses and content as bytes, and
  * closes the channel after a response that does not keep alive, once it has been written (the
@@ -222,6 +226,8 @@ EDDY_EXTERN const eddy_handler_ops_t *eddy_http_aggregator_ops(void);
 EDDY_EXTERN eddy_encoder_t *eddy_http_response_encoder_new(void);
 /** The handler table for response encoders. */
 EDDY_EXTERN const eddy_handler_ops_t *eddy_http_response_encoder_ops(void);
+/** The response encoder as one value (eddy_handler_t). */
+EDDY_EXTERN eddy_handler_t eddy_http_response_encoder(void);
 
 #ifdef __cplusplus
 }

@@ -127,6 +127,56 @@ EDDY_EXTERN int eddy_pipeline_add_last_on(eddy_pipeline_t *p, eddy_carrier_t *c,
                                           const char *name, const eddy_handler_ops_t *ops,
                                           void *state, eddy_state_free_cb free_state);
 
+/* ---------------------------------------------------------------------------------------
+ * Handlers as values, and adding several at once (Netty's addLast(a, b, c)). A handler is its
+ * ops and its state together, made by one constructor so the two cannot mismatch: every
+ * built-in handler has one (eddy_idle_state_handler, eddy_length_field_decoder,
+ * eddy_http_aggregator, ...), and eddy_handler() makes one of yours. A constructor that fails
+ * (no memory, invalid arguments) returns a handler with ops NULL and error set; adding it
+ * fails, so its caller checks once, at the add:
+ *
+ *     static int init_child(eddy_channel_t *ch, void *arg)
+ *     {
+ *         return EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch),
+ *                                       eddy_read_timeout_handler(30000),
+ *                                       eddy_length_field_decoder(65536, 0, 4, 0, 4),
+ *                                       eddy_length_field_prepender(4),
+ *                                       eddy_handler("app", &app_ops, app_new(), app_free));
+ *     }
+ */
+
+typedef struct eddy_handler_s {
+    const char *name;              /* unique in the pipeline (copied); NULL: a generated one */
+    const eddy_handler_ops_t *ops; /* NULL: the constructor failed (see error) */
+    void *state;
+    eddy_state_free_cb free_state;
+    int error; /* why a constructor failed: EDDY_ENOMEM (also for invalid arguments) */
+} eddy_handler_t;
+
+/** A handler of your own: ops (static) with state, freed with free_state after removal (may
+ * be NULL). A failed handler when ops is NULL (EDDY_EINVAL), or when state is NULL but
+ * free_state is not (EDDY_ENOMEM: the state's allocation failed), so
+ * eddy_handler("app", &app_ops, app_new(), app_free) needs no check of its own. */
+EDDY_EXTERN eddy_handler_t eddy_handler(const char *name, const eddy_handler_ops_t *ops,
+                                        void *state, eddy_state_free_cb free_state);
+/** h with the name it is added under (Netty's addLast(name, handler)). */
+EDDY_EXTERN eddy_handler_t eddy_handler_named(eddy_handler_t h, const char *name);
+
+/**
+ * Add the n handlers last, in order, all or none: 0, or the first failure (a failed
+ * constructor's error, then those of eddy_pipeline_add_last) with none of them left in the
+ * pipeline (those added already are removed again) and every state freed. The channel's
+ * loop; from another thread each is added as a task, in order, and only failed constructors
+ * are reported.
+ */
+EDDY_EXTERN int eddy_pipeline_add_handlers(eddy_pipeline_t *p, const eddy_handler_t *handlers,
+                                           size_t n);
+/** eddy_pipeline_add_handlers() of the handlers listed: EDDY_PIPELINE_ADD_LAST(p, a, b, c). */
+#define EDDY_PIPELINE_ADD_LAST(p, ...)                                                         \
+    eddy_pipeline_add_handlers((p), (const eddy_handler_t[]){__VA_ARGS__},                     \
+                               sizeof((const eddy_handler_t[]){__VA_ARGS__}) /                 \
+                                   sizeof(eddy_handler_t))
+
 /** Remove the handler called name: 0 or EDDY_ENOENT. handler_removed runs at once; the state
  * is freed once no callback of the handler is running (a handler may remove itself). */
 EDDY_EXTERN int eddy_pipeline_remove(eddy_pipeline_t *p, const char *name);

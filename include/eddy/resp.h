@@ -88,6 +88,8 @@ EDDY_EXTERN eddy_decoder_t *eddy_resp_decoder_new(const eddy_resp_decoder_option
 
 /** The handler table for RESP decoders. */
 EDDY_EXTERN const eddy_handler_ops_t *eddy_resp_decoder_ops(void);
+/** The decoder as one value (pipeline.h, eddy_handler_t): ops and state. */
+EDDY_EXTERN eddy_handler_t eddy_resp_decoder(const eddy_resp_decoder_options_t *o);
 
 /** The command behind msg, or NULL when msg is not one. Borrows. */
 EDDY_EXTERN eddy_resp_cmd_t *eddy_resp_cmd_of(eddy_msg_t *msg);

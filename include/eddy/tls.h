@@ -152,6 +152,10 @@ EDDY_EXTERN eddy_tls_handler_t *eddy_tls_handler_new(eddy_tls_context_t *c,
                                                      const eddy_tls_handler_options_t *opts);
 /** Free a handler state (an eddy_state_free_cb). The pipeline calls it. */
 EDDY_EXTERN void eddy_tls_handler_free(void *state);
+/** eddy_tls_handler_new() as one value (pipeline.h, eddy_handler_t), with its free
+ * callback: add it first (nearest the head). */
+EDDY_EXTERN eddy_handler_t eddy_tls_handler(eddy_tls_context_t *c,
+                                            const eddy_tls_handler_options_t *opts);
 
 /**
  * Make a handler and add it first in ch's pipeline as "tls". *handshake (may be NULL)

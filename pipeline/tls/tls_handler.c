@@ -1175,6 +1175,11 @@ static const eddy_handler_ops_t tls_ops = {
     .flush = tls_flush,
 };
 
+eddy_handler_t eddy_tls_handler(eddy_tls_context_t *c, const eddy_tls_handler_options_t *opts)
+{
+    return eddy_handler(NULL, &tls_ops, eddy_tls_handler_new(c, opts), eddy_tls_handler_free);
+}
+
 const eddy_handler_ops_t *eddy_tls_handler_ops(void)
 {
     return &tls_ops;

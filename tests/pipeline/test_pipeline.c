@@ -11,6 +11,8 @@
 #include <cmocka.h>
 
 #include <eddy/channel.h>
+#include <eddy/codec.h>
+#include <eddy/handler.h>
 #include <eddy/pipeline.h>
 
 #include <stdlib.h>
@@ -419,6 +421,68 @@ static void test_pipeline_close_after_flush_flushes_first(void **state)
     assert_true(eddy_embedded_finish(ch));
 }
 
+/* Handlers as values, added in one call, all or none. */
+static int counted_frees, counted_removed;
+
+static void counted_free(void *state)
+{
+    counted_frees++;
+    free(state);
+}
+
+static void counted_removed_cb(eddy_ctx_t *ctx)
+{
+    (void)ctx;
+    counted_removed++;
+}
+
+static const eddy_handler_ops_t counted_ops = {
+    .name = "counted",
+    .handler_removed = counted_removed_cb,
+};
+
+static eddy_handler_t counted(const char *name)
+{
+    return eddy_handler(name, &counted_ops, malloc(8), counted_free);
+}
+
+static void test_pipeline_adds_handlers_as_values_all_or_none(void **state)
+{
+    (void)state;
+    counted_frees = counted_removed = 0;
+    eddy_channel_t *ch = eddy_embedded_channel_new();
+    eddy_pipeline_t *p = eddy_channel_pipeline(ch);
+    assert_int_equal(EDDY_PIPELINE_ADD_LAST(p, eddy_read_timeout_handler(1000),
+                                            eddy_handler_named(eddy_length_field_decoder(
+                                                                   1024, 0, 2, 0, 2),
+                                                               "frames"),
+                                            counted("app")),
+                     0);
+    const char *names[4];
+    assert_int_equal(eddy_pipeline_names(p, names, 4), 3);
+    assert_string_equal(names[1], "frames");
+    assert_string_equal(names[2], "app");
+
+    /* A constructor that failed (a zero maximum): nothing is added, every state freed. */
+    assert_int_equal(EDDY_PIPELINE_ADD_LAST(p, counted("b"),
+                                            eddy_length_field_decoder(0, 0, 2, 0, 2),
+                                            counted("c")),
+                     EDDY_ENOMEM);
+    assert_int_equal(counted_frees, 2);
+    assert_int_equal(counted_removed, 0);
+    assert_int_equal(eddy_pipeline_names(p, names, 4), 3);
+
+    /* A name taken halfway: the ones added go again, the rest are freed. */
+    assert_int_equal(EDDY_PIPELINE_ADD_LAST(p, counted("d"), counted("e"), counted("app"),
+                                            counted("f")),
+                     EDDY_EEXIST);
+    assert_int_equal(counted_removed, 2); /* d and e came and went */
+    assert_int_equal(counted_frees, 2 + 4);
+    assert_int_equal(eddy_pipeline_names(p, names, 4), 3);
+    assert_true(eddy_embedded_finish(ch));
+    assert_int_equal(counted_frees, 2 + 4 + 1); /* app, at close */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -432,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_pipeline_water_marks_and_the_outbound_cap),
         cmocka_unit_test(test_pipeline_input_shutdown_is_an_event_when_allowed),
         cmocka_unit_test(test_pipeline_close_after_flush_flushes_first),
+        cmocka_unit_test(test_pipeline_adds_handlers_as_values_all_or_none),
     };
     return cmocka_run_group_tests_name("pipeline.pipeline", tests, NULL, NULL);
 }
