@@ -485,15 +485,19 @@ static void stream_discard_input(eddy_channel_t *ch)
     size_t left = DISCARD_MAX;
     while (left > 0) {
         ssize_t n;
+        size_t len = left < sizeof(sink) ? left : sizeof(sink);
 #ifdef __linux__
         if (tcp) {
-            /* MSG_TRUNC on TCP drops the bytes without copying them anywhere. */
-            n = recv(ch->fd, NULL, left, MSG_TRUNC | MSG_DONTWAIT);
+            /* MSG_TRUNC on TCP drops the bytes without copying them anywhere. sink is never
+             * written, but the sanitizers' recv() marks the bytes received as written to the
+             * buffer: with NULL every loop wrote address 0 (a race between loops to TSan), and
+             * a len past sink would overflow it (to ASan). */
+            n = recv(ch->fd, sink, len, MSG_TRUNC | MSG_DONTWAIT);
         } else
 #endif
         {
             (void)tcp;
-            n = recv(ch->fd, sink, left < sizeof(sink) ? left : sizeof(sink), MSG_DONTWAIT);
+            n = recv(ch->fd, sink, len, MSG_DONTWAIT);
         }
         if (n < 0 && errno == EINTR) {
             continue;
