@@ -1294,7 +1294,7 @@ static void run_idle_case(void)
         if (avail[k])
             exec_free(ex[k]);
 
-    double pct[SUBJ_N];
+    double pct[SUBJ_N] = {0}; /* zero for an absent subject (never shown): gcc 12 -O3 */
     for (int k = SUBJ_EDDY; k <= SUBJ_UV; k++) {
         if (!avail[k])
             continue;
