@@ -121,7 +121,7 @@ int main(int argc, char **argv)
     const char *host = "127.0.0.1";
     unsigned long port = 8007, threads = 0;
     const char *tls_cert = NULL, *tls_key = NULL, *tls_ca = NULL;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* each option and its value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -141,7 +141,6 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-        i++;
     }
     if (tls_ca != NULL && tls_cert == NULL) {
         usage(stderr);

@@ -305,7 +305,7 @@ int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
     unsigned long port = 8080, threads = 0, idle = 60, request = 30;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* each option and its value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -324,7 +324,6 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-        i++;
     }
     eddy_stop_signals_block(); /* before any loop thread: they inherit it */
     idle_timeout_ms = (int64_t)idle * 1000;

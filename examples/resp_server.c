@@ -257,7 +257,7 @@ int main(int argc, char **argv)
     const char *host = "127.0.0.1";
     unsigned long port = 6380, threads = 0, max_bulk = EDDY_RESP_DEFAULT_MAX_BULK_LEN;
     unsigned long max_out = MAX_OUTPUT_DEFAULT;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* each option and its value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -277,7 +277,6 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-        i++;
     }
     eddy_stop_signals_block(); /* before any loop thread: they inherit it */
 

@@ -239,7 +239,7 @@ int main(int argc, char **argv)
     const char *host = "127.0.0.1";
     unsigned long port = RPC_DEFAULT_PORT, threads = 0, offload = 16;
     unsigned long max_frame = RPC_DEFAULT_MAX_FRAME;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* each option and its value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -257,7 +257,6 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-        i++;
     }
     eddy_stop_signals_block(); /* before any loop thread: they inherit it */
     pthread_condattr_t ca;

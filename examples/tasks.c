@@ -148,7 +148,7 @@ static bool parse_uint(const char *s, unsigned long min, unsigned long max, unsi
 int main(int argc, char **argv)
 {
     unsigned long loops = 2, threads = 4, tasks = 100000;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* each option and its value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -161,7 +161,6 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-        i++;
     }
 
     eddy_loop_options_t opts = {.name = "tasks"};
