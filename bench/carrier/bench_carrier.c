@@ -352,7 +352,7 @@ int main(int argc, char **argv)
 {
     uint64_t rounds = DEFAULT_ROUNDS;
     int only = -1;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* each option and its value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t x = 0;
@@ -386,7 +386,6 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-        i++;
     }
     keys = aligned_alloc(64, sizeof(key_state_t) * n_keys);
     if (keys == NULL)

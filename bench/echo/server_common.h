@@ -21,7 +21,7 @@ static inline void server_args_parse(server_args_t *a, int argc, char **argv, co
 {
     a->port = 8007;
     a->cpu = -1;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* each option and its value */
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--port") == 0 && v != NULL && atoi(v) > 0 && atoi(v) < 65536) {
             a->port = atoi(v);
@@ -31,7 +31,6 @@ static inline void server_args_parse(server_args_t *a, int argc, char **argv, co
             fprintf(stderr, "usage: %s [--port N] [--cpu N]\n", name);
             exit(2);
         }
-        i++;
     }
 }
 
