@@ -20,12 +20,14 @@ size_t eddy__msg_bytes(eddy_msg_t *msg)
     }
 }
 
+#ifndef NDEBUG
 /*
  * The buffer's shape, checked in debug builds at each entry (after the check that the caller
  * runs on the channel's loop): head and tail are empty together and the tail is last; the
  * first unflushed entry is a queued one; the head's unwritten bytes are counted in pending
  * (pending may count more: a handler that queues writes itself, TLS, counts its own). O(1):
- * a walk of the entries would make a long queue quadratic.
+ * a walk of the entries would make a long queue quadratic. Only assert() calls it, so it is
+ * not there when assert() is not (clang warns of an unused function in release builds).
  */
 static inline bool well_formed(const eddy_channel_t *ch)
 {
@@ -38,6 +40,7 @@ static inline bool well_formed(const eddy_channel_t *ch)
     }
     return h == NULL || (h->done <= h->bytes && h->bytes - h->done <= eddy__pending(ch));
 }
+#endif
 
 static void fail_msg(eddy_msg_t *msg, eddy_promise_t *p, int err)
 {
