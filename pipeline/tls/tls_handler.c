@@ -197,7 +197,7 @@ static eddy_tls_handler_t *handler_make(eddy_tls_context_t *c,
     bool ok = true;
     if (s->client) {
         SSL_set_connect_state(s->ssl);
-        const char *name = s->server_name;
+        char *name = s->server_name; /* SSL_set_tlsext_host_name() casts to void * */
         if (name != NULL && eddy__tls_is_ip(name)) {
             /* No SNI for addresses (RFC 6066); the certificate must name the address. */
             ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s->ssl), name) == 1;
