@@ -3,6 +3,8 @@
 #   make bench  the benchmarks    make fuzz   fuzz the decoders    make clean  remove build/
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+# Our own builds treat warnings as errors; a user's plain cmake build does not (EDDY_WERROR).
+DEV_FLAGS := -DEDDY_WERROR=ON
 
 .PHONY: all deps build run test test-normal test-asan test-tsan bench fuzz clean
 
@@ -12,7 +14,8 @@ deps:
 	@bash scripts/deps.sh
 
 build: deps
-	@cmake -S . -B build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo $(DEV_FLAGS) $(CMAKE_FLAGS) \
+		>/dev/null
 	@cmake --build build/release -j $(JOBS)
 
 run: build
@@ -24,20 +27,20 @@ test: deps
 	@$(MAKE) --no-print-directory test-normal test-asan test-tsan
 
 test-normal:
-	@cmake -S . -B build/debug -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B build/debug -DCMAKE_BUILD_TYPE=Debug $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build/debug -j $(JOBS)
 	cd build/debug && ctest --output-on-failure -j $(JOBS)
 
 test-asan:
 	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DEDDY_SANITIZE=address,undefined \
-		-DEDDY_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+		-DEDDY_BUILD_BENCH=OFF $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build/asan -j $(JOBS)
 	cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 		UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -LE install
 
 test-tsan:
 	@cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEDDY_SANITIZE=thread \
-		-DEDDY_BUILD_BENCH=OFF -DEDDY_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS) >/dev/null
+		-DEDDY_BUILD_BENCH=OFF -DEDDY_BUILD_EXAMPLES=OFF $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build/tsan -j $(JOBS)
 	cd build/tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 		ctest --output-on-failure -j $(JOBS) -L concurrency
