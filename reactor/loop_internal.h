@@ -289,5 +289,8 @@ _Atomic uint32_t *eddy__future_refcnt(eddy_future_t *f);
 /* The stall watchdog (loop.c). */
 void eddy__watchdog_add(eddy_loop_t *loop);
 void eddy__watchdog_remove(eddy_loop_t *loop);
+/* End the watchdog thread and wait for it (eddy_library_shutdown()): 0, or EDDY_EBUSY, and
+ * nothing done, while a loop is watched. One thread at a time. */
+int eddy__watchdog_shutdown(void);
 
 #endif /* EDDY_REACTOR_LOOP_INTERNAL_H */
