@@ -1,6 +1,7 @@
 /*
  * The allocator interface, the unpooled allocator, and the per-thread state of the buffer
- * module (recycled headers, live counts, pool caches) with its registry.
+ * module (recycled headers, live counts, pool caches) with its registry; and the buffer
+ * module's part of eddy_library_shutdown().
  */
 #include "buffer/internal.h"
 
@@ -221,4 +222,36 @@ void eddy_allocator_foreach_cache(eddy_allocator_t *a,
                                   void (*cb)(const eddy_cache_metrics_t *m, void *arg), void *arg)
 {
     a->ops->foreach_cache(a, cb, arg);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Shutdown
+ */
+
+int eddy__buffer_shutdown(void)
+{
+    if (eddy_buf_live_count() != 0) {
+        return EDDY_EBUSY;
+    }
+    /* Pairs with the release store in default_init(). */
+    eddy_allocator_t *a = atomic_load_explicit(&eddy__default_allocator, memory_order_acquire);
+    if (a != NULL && a != &unpooled.super) {
+        int err = a->ops->destroy(a); /* EDDY_EBUSY, nothing freed, while a block is out */
+        if (err != 0) {
+            return err;
+        }
+        /* Nothing may allocate after this; what does anyway gets malloc's memory, not freed
+         * memory, and a second shutdown finds no pool. Pairs with the acquire loads. */
+        atomic_store_explicit(&eddy__default_allocator, &unpooled.super, memory_order_release);
+    }
+    /* The calling thread's state, as if it exited (its pool caches are orphans by now);
+     * other threads' states go when they exit. */
+    eddy__tls_t *t = eddy__tls_current;
+    if (t != NULL) {
+        pthread_setspecific(tls_key, NULL); /* so its destructor does not run again */
+        tls_destroy(t);
+    }
+    eddy__hdr_shutdown();
+    eddy__leak_shutdown();
+    return 0;
 }

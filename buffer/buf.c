@@ -118,6 +118,20 @@ void eddy__hdr_thread_exit(eddy__tls_t *t)
     t->hdr_count = 0;
 }
 
+void eddy__hdr_shutdown(void)
+{
+    pthread_mutex_lock(&hdr_depot_lock);
+    eddy_buf_t *batch = hdr_depot;
+    hdr_depot = NULL;
+    hdr_depot_n = 0;
+    pthread_mutex_unlock(&hdr_depot_lock);
+    while (batch != NULL) {
+        eddy_buf_t *next = batch->_parent;
+        hdr_list_free(batch);
+        batch = next;
+    }
+}
+
 /* Growth steps: double from 64 bytes up to 4 MiB, then grow by 4 MiB (Netty's
  * AbstractByteBufAllocator.calculateNewCapacity uses the same threshold). */
 #define GROW_MIN 64

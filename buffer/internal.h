@@ -7,6 +7,8 @@
 
 #include <eddy/buffer.h>
 
+#include "buffer/shutdown_internal.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -93,6 +95,11 @@ void eddy__registry_unlock(void);
  * its recycled headers (buf.c). */
 void eddy__pool_thread_exit(eddy__tls_t *t);
 void eddy__hdr_thread_exit(eddy__tls_t *t);
+
+/* eddy__buffer_shutdown()'s parts: free the depot of recycled headers (buf.c) and the
+ * quarantine of released buffers (leak.c). */
+void eddy__hdr_shutdown(void);
+void eddy__leak_shutdown(void);
 
 /*
  * eddy_allocator_default() without its pthread_once once it has run. The acquire load pairs

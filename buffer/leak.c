@@ -262,6 +262,21 @@ void eddy__leak_misuse(eddy_buf_t *b, const char *what)
 #endif
 }
 
+void eddy__leak_shutdown(void)
+{
+    pthread_mutex_lock(&lock);
+    rec_t *r = q_head;
+    q_head = q_tail = NULL;
+    q_len = 0;
+    pthread_mutex_unlock(&lock);
+    while (r != NULL) {
+        rec_t *next = r->next;
+        free(r->buf);
+        free(r);
+        r = next;
+    }
+}
+
 uint64_t eddy_leak_misuse_count(void)
 {
     return atomic_load(&misuses);

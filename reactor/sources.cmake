@@ -11,6 +11,7 @@ list(APPEND EDDY_SOURCES
     reactor/poller_epoll.c
     reactor/poller_kqueue.c
     reactor/poller_poll.c
+    reactor/shutdown.c
     reactor/signal.c
     reactor/timer.c)
 list(APPEND EDDY_SOURCES reactor/carrier.c)

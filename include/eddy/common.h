@@ -101,6 +101,28 @@ EDDY_EXTERN const char *eddy_err_name(int err);
 /** The library's version as "major.minor.patch". */
 EDDY_EXTERN const char *eddy_version(void);
 
+/**
+ * Give back what eddy keeps for the whole process, as libuv's uv_library_shutdown() does: the
+ * default allocator's pooled memory (its chunks, and the blocks cached by every thread), the
+ * calling thread's buffer caches, the recycled buffer headers, the leak detector's quarantine,
+ * and the stall watchdog's thread. For programs whose memory is checked at exit (valgrind,
+ * which otherwise shows the pool as "still reachable") or that unload eddy; others need not
+ * call it, as the process's end returns all of it.
+ *
+ * Call it last, from one thread: after every loop group and loop has terminated and been
+ * freed, every channel, bootstrap, carrier and TLS context freed or released, every buffer
+ * released, and every other thread that used buffers has exited (a thread still alive keeps
+ * its own caches and headers until it exits). Allocators made with eddy_pooled_allocator_new()
+ * are the caller's to free, first; OpenSSL's memory is OpenSSL's.
+ *
+ * Returns 0, or EDDY_EBUSY when it finds a buffer alive (eddy_buf_live_count() is not 0) or a
+ * loop running (one with the stall watchdog on, the default): then nothing is freed that the
+ * library needs, it stays usable, and the call may be made again later. After 0, eddy must
+ * not be used again, but for eddy_library_shutdown() itself: a second call does nothing and
+ * returns 0.
+ */
+EDDY_EXTERN int eddy_library_shutdown(void);
+
 /*
  * The library's log. What eddy itself has to say (a loop stalled, an error reached the end of
  * a pipeline, a task was dropped, a buffer leaked) is one message at a level, handed to one
