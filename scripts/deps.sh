@@ -21,6 +21,7 @@ PACKAGES=(
     pkg-config
     python3             # tests/examples/hostile.py, the hostile clients
     redis-tools         # redis-cli and redis-benchmark: the RESP server's tests and benchmark
+    valgrind            # examples.echo_valgrind runs eddy-echo-server under memcheck
 )
 
 BENCH_PACKAGES=(
