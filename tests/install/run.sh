@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # tests/install/run.sh BUILD_DIR SOURCE_DIR: install eddy two ways and build the consumer
-# (tests/install/consumer) against each with find_package(eddy) and with pkg-config:
+# (tests/install/consumer) against each, shared and static, with find_package(eddy)
+# (eddy::eddy, eddy::eddy_static) and with pkg-config (eddy, eddy-static):
 #   1. BUILD_DIR into a custom prefix (cmake --install --prefix);
 #   2. a separate build of the library configured as Debian packages it (/usr, with the
 #      multiarch libdir lib/<triplet>), installed with DESTDIR into a staging directory, which
 #      pkg-config and CMake must find where it is (the files are relocatable).
-# Every consumer must run; a wrong prefix in eddy.pc or eddyConfig.cmake fails to compile.
+# Every consumer must run, and the static ones must not need libeddy.so; a wrong prefix in
+# eddy.pc or eddyConfig.cmake fails to compile.
 # shellcheck disable=SC2046 # pkg-config's output is meant to be split into words
 set -euo pipefail
 build=$1
@@ -18,6 +20,13 @@ fail() {
     exit 1
 }
 
+# A program linked with the static library must not need libeddy.so.
+static_only() {
+    if readelf -d "$1" | grep NEEDED | grep -q libeddy; then
+        fail "$(basename "$1") needs the shared library: $(readelf -d "$1" | grep NEEDED)"
+    fi
+}
+
 # check NAME PREFIX LIBDIR: the consumers against the tree installed at PREFIX, whose
 # libraries are in LIBDIR (both as they are on disk now).
 check() {
@@ -27,6 +36,7 @@ check() {
     test -f "$prefix/include/eddy/eddy.h" || fail "headers missing"
     test -f "$libdir/cmake/eddy/eddyConfig.cmake" || fail "eddyConfig.cmake missing"
     test -f "$libdir/pkgconfig/eddy.pc" || fail "eddy.pc missing"
+    test -f "$libdir/pkgconfig/eddy-static.pc" || fail "eddy-static.pc missing"
     # The library carries no RPATH of its own (CMake drops the build tree's at install).
     if readelf -d "$libdir/libeddy.so" | grep -qE 'RPATH|RUNPATH'; then
         fail "libeddy.so has an RPATH: $(readelf -d "$libdir/libeddy.so" | grep -E 'R(UN)?PATH')"
@@ -42,6 +52,7 @@ check() {
     cmake --build "$out/cmake" >/dev/null
     LD_LIBRARY_PATH=$libdir "$out/cmake/consumer"
     "$out/cmake/consumer_static"
+    static_only "$out/cmake/consumer_static"
 
     echo "-- pkg-config, from the installed tree where it is"
     export PKG_CONFIG_PATH=$libdir/pkgconfig
@@ -52,10 +63,10 @@ check() {
     cc -std=c11 $(pkg-config --cflags eddy) "$src/tests/install/consumer/main.c" \
         $(pkg-config --libs eddy) -o "$out/pc_consumer"
     LD_LIBRARY_PATH=$libdir "$out/pc_consumer"
-    cc -std=c11 $(pkg-config --cflags eddy) "$src/tests/install/consumer/main.c" \
-        "$libdir/libeddy.a" $(pkg-config --libs-only-other --static eddy) -lpthread -ldl \
-        -o "$out/pc_consumer_static"
+    cc -std=c11 $(pkg-config --cflags eddy-static) "$src/tests/install/consumer/main.c" \
+        $(pkg-config --libs eddy-static) -o "$out/pc_consumer_static"
     "$out/pc_consumer_static"
+    static_only "$out/pc_consumer_static"
     unset PKG_CONFIG_PATH
 }
 
