@@ -1,12 +1,13 @@
 # The front door. CMake is the build; these targets install what is missing, then build and run.
 #   make run    the demo          make test   every test: normal, ASan+UBSan, TSan builds
 #   make bench  the benchmarks    make fuzz   fuzz the decoders    make clean  remove build/
+#   make install [PREFIX=/usr/local] [DESTDIR=]   the library, its headers and package files
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 # Our own builds treat warnings as errors; a user's plain cmake build does not (EDDY_WERROR).
 DEV_FLAGS := -DEDDY_WERROR=ON
 
-.PHONY: all deps build run test test-normal test-asan test-tsan bench fuzz clean
+.PHONY: all deps build run test test-normal test-asan test-tsan bench fuzz install clean
 
 all: build
 
@@ -60,6 +61,17 @@ fuzz:
 		-fno-sanitize-recover=undefined" >/dev/null
 	@cmake --build build/fuzz -j $(JOBS) --target fuzz_http fuzz_resp fuzz_store fuzz_frame
 	@bash fuzz/run.sh build/fuzz $(FUZZ_SECONDS)
+
+# A Release build of the library alone (no tests, benchmarks or examples, so none of their
+# packages are needed: deps is not run), installed under PREFIX, staged under DESTDIR if given.
+# Warnings stay warnings here, as in any user's build.
+PREFIX ?= /usr/local
+install:
+	@cmake -S . -B build/install -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$(PREFIX)" \
+		-DEDDY_BUILD_TESTS=OFF -DEDDY_BUILD_BENCH=OFF -DEDDY_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS) \
+		>/dev/null
+	@cmake --build build/install -j $(JOBS)
+	@DESTDIR="$(DESTDIR)" cmake --install build/install
 
 clean:
 	rm -rf build
