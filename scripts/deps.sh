@@ -4,10 +4,11 @@
 # to the lists; keep them sorted.
 #   scripts/deps.sh          what `make run` and `make test` need
 #   scripts/deps.sh --bench  that, plus the baselines `make bench` runs against
-#   scripts/deps.sh --fuzz   that, plus clang and its libFuzzer runtime for `make fuzz`
+#   scripts/deps.sh --fuzz   that, plus clang's libFuzzer runtime for `make fuzz`
 set -euo pipefail
 
 PACKAGES=(
+    clang               # buildtypes.gcc_clang builds every build type with clang too
     cmake
     curl                # the HTTP server's tests drive it with curl
     gcc                 # with its ASan, UBSan and TSan runtimes (libgcc-12-dev)
@@ -36,8 +37,7 @@ BENCH_PACKAGES=(
 )
 
 FUZZ_PACKAGES=(
-    clang                 # make fuzz builds with clang's -fsanitize=fuzzer
-    libclang-rt-14-dev    # libFuzzer and clang's sanitizer runtimes
+    libclang-rt-14-dev    # libFuzzer and clang's sanitizer runtimes (clang itself is above)
 )
 
 if [ "${1:-}" = "--bench" ]; then
