@@ -210,8 +210,9 @@ EDDY_EXTERN bool eddy_timer_is_done(const eddy_timer_t *t);
  * that loop); a future without an owner runs them on the completing thread.
  *
  * Owned or borrowed, by name: a function that starts work and returns its future (submit,
- * listen, connect, bind, eddy_promise_new) gives the caller one reference, to release. A
- * future that belongs to an object is borrowed: the accessors named *_future
+ * listen, connect, bind, execute, eddy_promise_new) or says retain
+ * (eddy_tls_handler_retain_handshake) gives the caller one reference, to release. A future
+ * that belongs to an object is borrowed: the accessors named *_future
  * (eddy_channel_close_future, eddy_loop_termination_future) and the *_shutdown_gracefully
  * functions, which return that termination future as Netty's shutdownGracefully() does.
  * Never release a borrowed future; retain it to keep it past its owner.

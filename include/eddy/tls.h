@@ -170,12 +170,12 @@ EDDY_EXTERN int eddy_tls_add(eddy_channel_t *ch, eddy_tls_context_t *c,
 EDDY_EXTERN eddy_tls_handler_t *eddy_tls_handler_of(eddy_channel_t *ch);
 
 /**
- * The handshake future: completes with NULL once the handshake is done, or fails with
- * EDDY_ETLS (OpenSSL refused: the reason is in the handshake event and
- * eddy_tls_handler_error), EDDY_ETIMEDOUT or EDDY_ECLOSED. A new reference for the caller.
- * Any thread, while the handler is alive (before it is added, or on the loop).
+ * The handshake future, retained for the caller (release it; it outlives the handler):
+ * completes with NULL once the handshake is done, or fails with EDDY_ETLS (OpenSSL refused:
+ * the reason is in the handshake event and eddy_tls_handler_error), EDDY_ETIMEDOUT or
+ * EDDY_ECLOSED. Any thread, while the handler is alive (before it is added, or on the loop).
  */
-EDDY_EXTERN eddy_future_t *eddy_tls_handler_handshake_future(eddy_tls_handler_t *h);
+EDDY_EXTERN eddy_future_t *eddy_tls_handler_retain_handshake(eddy_tls_handler_t *h);
 /** Start the handshake now (start_on_demand, or a renewed wish); nothing if started. */
 EDDY_EXTERN void eddy_tls_handler_handshake(eddy_tls_handler_t *h);
 /**

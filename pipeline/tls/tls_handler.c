@@ -1213,7 +1213,7 @@ eddy_tls_handler_t *eddy_tls_handler_of(eddy_channel_t *ch)
     return ctx != NULL ? eddy_ctx_state(ctx) : NULL;
 }
 
-eddy_future_t *eddy_tls_handler_handshake_future(eddy_tls_handler_t *h)
+eddy_future_t *eddy_tls_handler_retain_handshake(eddy_tls_handler_t *h)
 {
     return eddy_future_retain(h->handshake);
 }
