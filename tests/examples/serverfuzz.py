@@ -1,0 +1,1651 @@
+#!/usr/bin/env python3
+"""Whole-server fuzzing: seeded, generated hostile traffic against the example servers.
+
+Each run starts one example server (eddy-echo-server plain or with --tls, eddy-rpc-server,
+eddy-http-server, eddy-resp-server) with two worker loops, 256 descriptors and an ephemeral
+port of 127.0.0.1, and plays bursts of client connections against it, all at once and
+interleaved on one selectors loop. What every connection does is generated up front from the
+run's seed by a grammar of its protocol:
+
+  - valid messages (HTTP/1.1 and 1.0 requests with Content-Length and chunked bodies,
+    keep-alive and Connection: close, Expect: 100-continue; RESP arrays and inline commands;
+    RPC frames of echo/add/sleep; echo bytes; the same over TLS), pipelined many at a time;
+  - mutated ones (bytes flipped, inserted, deleted, duplicated, cut; numbers, length fields and
+    CRLFs corrupted) and pure garbage;
+  - the byte stream split at random into writes with small random delays;
+  - resets (SO_LINGER {1, 0}, then close) and half-closes (shutdown(SHUT_WR)) at random
+    points, a reset right after a request that makes the server close, clients that stop
+    reading (a small SO_RCVBUF, never recv) while they send, slow and idle ones.
+
+Connections that sent only valid messages check what comes back (echo: a prefix of what was
+sent; RPC: each call's answer; HTTP: statuses in order; RESP: well-formed replies, exact ones
+where the command fixes them) and, when they wait for it, that all of it comes. After every
+burst a canary (a well-formed request on a fresh connection) must be answered correctly
+within CANARY_SECONDS. At the end the server gets SIGTERM and must exit 0 with no sanitizer
+report in its output.
+
+    serverfuzz.py BIN_DIR [CERT_DIR] [--servers echo,tls,rpc,http,resp] [--seeds 1,2]
+                  [--bursts N] [--out DIR]
+    serverfuzz.py BIN_DIR [CERT_DIR] --soak SECONDS [--servers ...]   fresh seeds until then
+    serverfuzz.py BIN_DIR [CERT_DIR] --replay TRACE.json [--repeat N] a failure, again
+
+BIN_DIR holds the servers (build/<tree>/examples); CERT_DIR the certificates
+tests/pipeline/tls_certs.sh makes (server.pem, server.key, ca.pem), needed by the tls server
+only. A run is named by its server and seed: `--servers http --seeds 1234` plays it again
+exactly (the inputs; the interleaving is the kernel's). A failure prints the seed, the server
+and the tail of its output, and writes a trace (JSON: per burst, per connection, the actions
+in order: bytes sent as hex, the writes they were split into, delays, resets and
+half-closes) to OUT/serverfuzz-<server>-<seed>.json; --replay plays a trace. Traces kept as
+tests live in tests/examples/fuzz_cases/ (see fuzz/README.md).
+
+Exit status: 0 when every run passed, 1 when one failed, 2 on a usage error.
+"""
+import argparse
+import ctypes
+import errno
+import json
+import os
+import random
+import re
+import selectors
+import signal
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+FDS = 256  # the servers' descriptor limit (ulimit -n), as in hostile.py
+THREADS = 2  # worker loops: two, so that work really crosses threads (TSan)
+# AddressSanitizer's quarantine of freed memory is 256 MiB by default; a server holding many
+# connections fills it. hostile.py runs the servers with the same smaller one.
+ASAN_QUARANTINE = "quarantine_size_mb=16:thread_local_quarantine_size_kb=256"
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                     "WARNING: ThreadSanitizer", "SUMMARY:")
+
+# Generous for a sanitizer build on a loaded 2-core machine: a correct server answers a canary
+# in milliseconds; one that has not after this long is hung (or gone).
+CANARY_SECONDS = 30.0
+# A connection that sent only valid requests and waits for all the answers waits this long.
+ANSWER_SECONDS = 20.0
+# A burst's connections are planned to end in a few seconds; past this they are closed.
+BURST_SECONDS = 60.0
+# Before SIGTERM: long enough for timers a burst left behind to fire (eddy-http-server
+# lingers 1 s on a closing connection), so that what they touch is checked too.
+SETTLE_SECONDS = 1.5
+STOP_SECONDS = 60.0  # SIGTERM to exit: graceful shutdown takes at most ~7 s
+
+TRACE_FORMAT = "eddy-serverfuzz-1"
+
+
+class Failure(Exception):
+    """The server failed: crashed, hung, answered wrongly, or exited badly."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Generation helpers. Every random choice comes from the run's random.Random, so a seed names
+# the inputs exactly. Times are milliseconds, rounded, so that traces stay readable.
+
+def ms(x):
+    return round(x, 3)
+
+
+def geometric(rng, mean, cap):
+    """A count >= 1, small mostly, now and then large (up to cap)."""
+    n = 1
+    while n < cap and rng.random() > 1.0 / mean:
+        n += 1
+    return n
+
+
+def token(rng, lo=1, hi=12, alphabet="abcdefghijklmnopqrstuvwxyz0123456789"):
+    return "".join(rng.choice(alphabet) for _ in range(rng.randint(lo, hi)))
+
+
+class Msg:
+    """One protocol message to send: parts (bytes, times) concatenated; a part repeated many
+    times is a large body kept small in the trace. expect says what its answer must be (the
+    protocol's checker reads it), closes whether the server ends the connection after it."""
+
+    def __init__(self, data, expect=None, closes=False, parts=None):
+        self.parts = parts if parts is not None else [(data, 1)]
+        self.expect = expect
+        self.closes = closes
+
+    def flat(self):
+        return b"".join(p * n for p, n in self.parts)
+
+    def big(self):
+        return any(n > 1 for _, n in self.parts)
+
+
+INTERESTING_BYTES = b"\x00\xff\r\n :;\t-0\x7f*$+\"%"
+INTERESTING_NUMS = [b"0", b"1", b"-1", b"00", b"65535", b"65536", b"4294967295", b"4294967296",
+                    b"9223372036854775807", b"9223372036854775808", b"99999999999999999999",
+                    b"18446744073709551616", b"+1", b"0x10", b"1e3", b" 5", b"5 ", b"", b"-0",
+                    b"1048576", b"1048577", b"8192", b"67108864", b"67108865"]
+CRLF_SWAPS = [b"\n", b"\r", b"", b"\r\r\n", b"\n\r", b"\r\n\r\n", b"\r\n ", b"\x00\r\n"]
+
+
+def mutate_generic(rng, data):
+    """Flip, set, insert, delete, duplicate, cut bytes; corrupt numbers and CRLFs."""
+    b = bytearray(data)
+    for _ in range(rng.choice((1, 1, 1, 2, 2, 3, 5))):
+        if not b:
+            b += rng.randbytes(rng.randint(1, 8))
+            continue
+        n = len(b)
+        i = rng.randrange(n)
+        op = rng.choice(("flip", "set", "insert", "delete", "truncate", "dup", "number",
+                         "number", "crlf", "crlf"))
+        if op == "flip":
+            b[i] ^= 1 << rng.randrange(8)
+        elif op == "set":
+            b[i] = rng.choice(INTERESTING_BYTES)
+        elif op == "insert":
+            what = rng.choice((rng.randbytes(rng.randint(1, 16)),
+                               bytes([rng.choice(INTERESTING_BYTES)]) * rng.randint(1, 64),
+                               b"\r\n", b"\r\n\r\n", rng.choice(INTERESTING_NUMS)))
+            b[i:i] = what
+        elif op == "delete":
+            del b[i:i + rng.randint(1, 16)]
+        elif op == "truncate":
+            del b[i:]
+        elif op == "dup":
+            j = min(n, i + rng.randint(1, 64))
+            b[j:j] = bytes(b[i:j]) * rng.randint(1, 4)
+        elif op == "number":
+            runs = [m.span() for m in re.finditer(rb"\d+", bytes(b))]
+            if runs:
+                s, e = rng.choice(runs)
+                v = int(b[s:e]) if e - s < 30 else 0
+                b[s:e] = rng.choice(INTERESTING_NUMS + [b"%d" % (v + rng.choice((-2, -1, 1, 2)))])
+        elif op == "crlf":
+            ends = [m.start() for m in re.finditer(rb"\r\n", bytes(b))]
+            if ends:
+                s = rng.choice(ends)
+                b[s:s + 2] = rng.choice(CRLF_SWAPS)
+    return bytes(b)
+
+
+def garbage_bytes(rng, tokens):
+    """Pure garbage: random bytes, or a soup of the protocol's own tokens (closer to what a
+    parser takes a second look at)."""
+    if rng.random() < 0.5:
+        return rng.randbytes(rng.choice((1, 7, 64, 512, 4096, 65536)))
+    return b"".join(rng.choice(tokens) for _ in range(rng.randint(1, 400)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Protocols: each generates messages, mutates them, checks answers, and asks its canary.
+
+def recv_until(sock, done, limit=1 << 20):
+    """Read from a blocking socket until done(bytes) or EOF; what was read."""
+    got = b""
+    while not done(got) and len(got) < limit:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+class Proto:
+    name = ""
+    exe = ""
+    # Scenario weights (see gen_conn); protocols override some.
+    weights = {"valid": 20, "mutated": 20, "garbage": 6, "reset_mid": 10, "half_close": 8,
+               "noread": 5, "close_rst": 12, "idle": 3, "slow": 4, "big": 2}
+    tokens = [b"\r\n", b" ", b"0", b"1"]
+
+    def argv(self, bin_dir, cert_dir):
+        return [os.path.join(bin_dir, self.exe), "--port", "0", "--threads", str(THREADS)]
+
+    def new_conn(self, rng):
+        """Per-connection generation state (ids already used and such)."""
+        return {}
+
+    def message(self, rng, st):
+        raise NotImplementedError
+
+    def closing(self, rng, st):
+        """A message after which the server closes the connection (or any, if it never does)."""
+        return self.message(rng, st)
+
+    def big(self, rng, st):
+        return self.message(rng, st)
+
+    def mutate(self, rng, msg):
+        return mutate_generic(rng, msg.flat())
+
+    def garbage(self, rng):
+        return garbage_bytes(rng, self.tokens)
+
+    def checker(self, expects, client):
+        """A checker of the answers to expects (the valid messages' expect, in order)."""
+        return None
+
+    def canary(self, port, n, tls):
+        raise NotImplementedError
+
+
+class Echo(Proto):
+    name = "echo"
+    exe = "eddy-echo-server"
+    weights = dict(Proto.weights, close_rst=6, big=4)
+    tokens = [b"\r\n", b"\x00", b"ping", b"\xff" * 8, b"x" * 100]
+
+    def message(self, rng, st):
+        if rng.random() < 0.5:
+            data = (" ".join(token(rng) for _ in range(rng.randint(1, 20))) + "\n").encode()
+        else:
+            data = rng.randbytes(rng.choice((1, 16, 300, 1500, 4096, 20000)))
+        return Msg(data)
+
+    def big(self, rng, st):
+        return Msg(None, parts=[(rng.randbytes(4096), rng.randint(16, 256))])
+
+    def checker(self, expects, client):
+        return EchoChecker(client)
+
+    def canary(self, port, n, tls):
+        probe = b"canary %d %s\n" % (n, os.urandom(8).hex().encode())
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            conn = tls.wrap_socket(s, server_hostname="localhost") if tls else s
+            conn.sendall(probe)
+            got = recv_until(conn, lambda g: len(g) >= len(probe))
+        if got != probe:
+            raise CanaryWrong(f"sent {probe!r}, got {got!r}")
+
+
+class EchoChecker:
+    """Echo: what comes back is always a prefix of what was sent (also after mutations)."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def feed(self, rx):
+        sent = self.client.sent_plain
+        if bytes(sent[:len(rx)]) != bytes(rx):
+            at = next(i for i in range(len(rx)) if rx[i] != sent[i]) if len(rx) <= len(sent) \
+                else len(sent)
+            return f"echoed bytes differ from those sent at offset {at}"
+        return None
+
+    def complete(self, rx):
+        return len(rx) >= len(self.client.sent_plain)
+
+
+class TlsEcho(Echo):
+    """The echo server with --tls: the same grammar as plaintext inside TLS, plus handshakes
+    cut, mutated or replaced by garbage, records corrupted, close_notify."""
+    name = "tls"
+    weights = dict(Echo.weights, garbage=5, hs_mutated=8, hs_cut=6, record_flip=6)
+    tokens = [b"\x16\x03\x01", b"\x16\x03\x03\x00\x05", b"\x17\x03\x03", b"\x15\x03\x03\x00\x02",
+              b"\x00", b"\xff\xff", b"\x01\x00\x00"]
+
+    def argv(self, bin_dir, cert_dir):
+        return super().argv(bin_dir, cert_dir) + [
+            "--tls", os.path.join(cert_dir, "server.pem"), os.path.join(cert_dir, "server.key")]
+
+
+def rpc_frame(call_id, method, body, mlen=None):
+    payload = struct.pack(">QB", call_id, len(method) if mlen is None else mlen) + method + body
+    return struct.pack(">I", len(payload)) + payload
+
+
+class Rpc(Proto):
+    """rpc_proto.h: u32 length, then u64 id, u8 method length, method, body."""
+    name = "rpc"
+    exe = "eddy-rpc-server"
+    weights = dict(Proto.weights, close_rst=8)
+    tokens = [b"\x00\x00\x00", b"\x00\x00\x00\x0d", b"\xff\xff\xff\xff", b"echo", b"add",
+              b"sleep", b"\x04", b"\x00" * 8]
+
+    def new_conn(self, rng):
+        return {"id": rng.randrange(1 << 32) << 16}
+
+    def message(self, rng, st):
+        st["id"] += 1
+        cid = st["id"]
+        kind = rng.choices(("echo", "add", "sleep", "unknown", "bad_mlen", "bad_add",
+                            "bad_sleep"), (50, 25, 8, 6, 4, 4, 3))[0]
+        if kind == "echo":
+            body = rng.randbytes(rng.choice((0, 1, 16, 200, 1500, 9000)))
+            return Msg(rpc_frame(cid, b"echo", body), [cid, [0], body.hex()])
+        if kind == "add":
+            a, b = rng.getrandbits(64), rng.getrandbits(64)
+            s = struct.pack(">Q", (a + b) & ((1 << 64) - 1))
+            return Msg(rpc_frame(cid, b"add", struct.pack(">QQ", a, b)), [cid, [0], s.hex()])
+        if kind == "sleep":
+            # Short: a carrier thread sleeps it. A full partition answers status 3 at once.
+            # Not waited for: the carrier partition it shares with other connections may be
+            # sleeping a mutated call's 10 s (MAX_SLEEP_MS), or several, first.
+            body = struct.pack(">I", rng.choice((0, 1, 2, 5, 10, 25)))
+            return Msg(rpc_frame(cid, b"sleep", body), [cid, [0, 3], "", "slow"])
+        if kind == "unknown":
+            method = rng.choice((b"", b"ech", b"echoo", b"ADD", token(rng).encode()))
+            return Msg(rpc_frame(cid, method, rng.randbytes(rng.randint(0, 20))), [cid, [1], ""])
+        if kind == "bad_mlen":  # the method length runs past the payload
+            body = rng.randbytes(rng.randint(0, 10))
+            return Msg(rpc_frame(cid, b"echo", body, mlen=4 + len(body) + rng.randint(1, 200)),
+                       [cid, [2], ""])
+        if kind == "bad_add":
+            body = rng.randbytes(rng.choice((0, 8, 15, 17, 32)))
+            return Msg(rpc_frame(cid, b"add", body), [cid, [2], ""])
+        body = rng.randbytes(rng.choice((0, 3, 5, 8)))
+        return Msg(rpc_frame(cid, b"sleep", body), [cid, [2], ""])
+
+    def closing(self, rng, st):
+        if rng.random() < 0.5:  # a payload too short for an id: the stream cannot be trusted
+            return Msg(struct.pack(">I", 3) + b"abc", closes=True)
+        # Longer than --max-frame (1 MiB with the length field): closed unread.
+        return Msg(struct.pack(">I", (1 << 20) + rng.randint(0, 1000)) + rng.randbytes(100),
+                   closes=True)
+
+    def big(self, rng, st):
+        st["id"] += 1
+        n = rng.randint(16, 250)
+        chunk = rng.randbytes(4096)
+        head = struct.pack(">IQB", 8 + 1 + 4 + 4096 * n, st["id"], 4) + b"echo"
+        return Msg(None, [st["id"], [0], None], parts=[(head, 1), (chunk, n)])
+
+    def mutate(self, rng, msg):
+        data = bytearray(msg.flat())
+        if rng.random() < 0.4 and len(data) >= 13:
+            if rng.random() < 0.7:  # the length field
+                n = struct.unpack(">I", data[:4])[0]
+                v = rng.choice((0, 1, 7, 8, 9, 12, n - 1, n + 1, n + rng.randint(2, 100),
+                                1 << 20, (1 << 20) - 4, (1 << 20) - 3, 0xFFFFFFFF,
+                                rng.getrandbits(32)))
+                data[:4] = struct.pack(">I", v & 0xFFFFFFFF)
+            else:  # the method length
+                data[12] = rng.randrange(256)
+            if rng.random() < 0.5:
+                return bytes(data)
+        return mutate_generic(rng, bytes(data))
+
+    def checker(self, expects, client):
+        return RpcChecker(expects)
+
+    def canary(self, port, n, tls):
+        body = b"canary %d %s" % (n, os.urandom(8).hex().encode())
+        want = struct.pack(">IQB", 9 + len(body), 0xCA0000 + n, 0) + body
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(rpc_frame(0xCA0000 + n, b"echo", body))
+            got = recv_until(s, lambda g: len(g) >= len(want))
+        if got != want:
+            raise CanaryWrong(f"echo call answered {got!r}, wanted {want!r}")
+
+
+class RpcChecker:
+    """Every answer is a well-formed frame for a call we made, once, with its status and body;
+    complete when every call but the slow ones (sleeps) is answered."""
+
+    def __init__(self, expects):
+        self.calls = {e[0]: e for e in expects}  # id: [id, statuses, body hex, "slow"?]
+        self.answered = set()
+        self.awaited = {e[0] for e in expects if len(e) < 4}
+        self.pos = 0
+
+    def feed(self, rx):
+        while len(rx) - self.pos >= 4:
+            pos = self.pos
+            n = struct.unpack(">I", rx[pos:pos + 4])[0]
+            if n < 9:
+                return f"answer frame of {n} bytes"
+            if len(rx) - pos - 4 < n:
+                break
+            cid, status = struct.unpack(">QB", rx[pos + 4:pos + 13])
+            body = bytes(rx[pos + 13:pos + 4 + n])
+            self.pos = pos + 4 + n
+            e = self.calls.get(cid)
+            if e is None:
+                return f"answer for call {cid:#x}, which was never made"
+            if cid in self.answered:
+                return f"call {cid:#x} answered twice"
+            self.answered.add(cid)
+            if status not in e[1]:
+                return f"call {cid:#x} answered status {status}, wanted {e[1]}"
+            if status == 0 and e[2] is not None and body.hex() != e[2]:
+                return f"call {cid:#x} answered a body of {len(body)} bytes, not the one wanted"
+        return None
+
+    def complete(self, rx):
+        return self.awaited <= self.answered
+
+
+class Http(Proto):
+    """HTTP/1.1 and 1.0: GET, HEAD, POST (and others, 404) with Content-Length or chunked
+    bodies, keep-alive, Connection: close, Expect: 100-continue, pipelined."""
+    name = "http"
+    exe = "eddy-http-server"
+    weights = dict(Proto.weights, close_rst=16)
+    tokens = [b"GET ", b"HEAD ", b"POST ", b"/", b"/stats", b" HTTP/1.1", b" HTTP/1.0",
+              b"\r\n", b"\r\n\r\n", b"Host: a", b"Content-Length: ", b"Transfer-Encoding: ",
+              b"chunked", b"Connection: close", b"Expect: 100-continue", b": ", b"0", b"5",
+              b"ffff", b";", b"\n", b" ", b"\t"]
+
+    def request(self, rng, *, close=None, body=None, version=None):
+        method = rng.choices(("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"),
+                             (40, 10, 30, 5, 5, 3))[0]
+        target = rng.choice(("/", "/", "/", "/stats", "/missing", "/a/b?c=d", "/?x=1",
+                             "/" + token(rng), "/" + "x" * rng.randint(100, 3000)))
+        version = version or rng.choices(("1.1", "1.0"), (85, 15))[0]
+        headers = []
+        if version == "1.1" or rng.random() < 0.5:
+            headers.append(("Host", rng.choice(("a", "localhost", "127.0.0.1:8080"))))
+        for _ in range(geometric(rng, 2, 20)):
+            headers.append(rng.choice((("User-Agent", "serverfuzz/" + token(rng)),
+                                       ("Accept", "*/*"), ("X-" + token(rng), token(rng, 0, 40)),
+                                       ("Cookie", token(rng, 1, 200)))))
+        if body is None and (method in ("POST", "PUT") or rng.random() < 0.1):
+            body = rng.randbytes(rng.choice((0, 1, 10, 100, 1000, 5000, 20000)))
+        chunked = body is not None and version == "1.1" and rng.random() < 0.35
+        if body is not None and not chunked:
+            headers.append(("Content-Length", str(len(body))))
+        if chunked:
+            headers.append(("Transfer-Encoding", "chunked"))
+        if body is not None and version == "1.1" and rng.random() < 0.2:
+            headers.append(("Expect", "100-continue"))
+        if close is None:
+            close = rng.random() < 0.12
+        keep = not close
+        if version == "1.1" and close:
+            headers.append(("Connection", rng.choice(("close", "Close", "keep-alive, close"))))
+        elif version == "1.0" and keep:
+            headers.append(("Connection", "keep-alive"))
+        elif version == "1.1" and rng.random() < 0.1:
+            headers.append(("Connection", "keep-alive"))
+        rng.shuffle(headers)
+        head = "".join(["\r\n" if rng.random() < 0.03 else "",
+                        f"{method} {target} HTTP/{version}\r\n"] +
+                       [f"{k}: {v}\r\n" for k, v in headers] + ["\r\n"]).encode()
+        data = head + (self.chunks(rng, body) if chunked else (body or b""))
+        ok = method in ("GET", "HEAD") and target in ("/", "/stats")
+        expect = [method, 200 if ok else 404, version]
+        return Msg(data, expect, closes=close)
+
+    def chunks(self, rng, body):
+        out, pos = [], 0
+        while pos < len(body):
+            n = min(len(body) - pos, rng.choice((1, 7, 100, 1000, 8192)))
+            size = "%x" % n if rng.random() < 0.7 else "%X" % n
+            ext = rng.choice(("", "", ";a=b", ";x"))
+            out.append(f"{size}{ext}\r\n".encode() + body[pos:pos + n] + b"\r\n")
+            pos += n
+        trailer = rng.choice((b"", b"", b"X-Trailer: 1\r\n"))
+        return b"".join(out) + b"0\r\n" + trailer + b"\r\n"
+
+    def message(self, rng, st):
+        return self.request(rng)
+
+    def closing(self, rng, st):
+        """Connection: close, or 1.0, or a request the server rejects (then it closes)."""
+        r = rng.random()
+        if r < 0.4:
+            return self.request(rng, close=True)
+        if r < 0.5:
+            return self.request(rng, close=True, version="1.0")
+        bad = rng.choice((b"GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+                          b"GET / HTTP/1.1\r\n\r\n",
+                          b"GET  / HTTP/1.1\r\nHost: a\r\n\r\n",
+                          b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n"
+                          b"Transfer-Encoding: chunked\r\n\r\nabc",
+                          b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n",
+                          b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2000000\r\n\r\n",
+                          b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                          b"zz\r\n",
+                          b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\nHost: a\r\n\r\n",
+                          b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03"))
+        return Msg(bad, closes=True)
+
+    def big(self, rng, st):
+        n = rng.randint(16, 255)  # at most 1044480 bytes: within the 1 MiB limit
+        head = (f"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: {4096 * n}\r\n\r\n").encode()
+        return Msg(None, ["POST", 404, "1.1"], parts=[(head, 1), (rng.randbytes(4096), n)])
+
+    def checker(self, expects, client):
+        return HttpChecker(expects)
+
+    def canary(self, port, n, tls):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: canary-%d\r\n\r\n" % n)
+            got = recv_until(s, lambda g: b"Hello, World!" in g)
+        if not (got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"\r\n\r\nHello, World!")):
+            raise CanaryWrong(f"GET / answered {got[:300]!r}")
+
+
+class HttpChecker:
+    """Answers in order: a status line, headers, the body Content-Length says (none for HEAD);
+    100 Continue allowed between; nothing after the answer to a closing request."""
+
+    def __init__(self, expects):
+        self.expects = expects  # [method, status, version, closes] per request, in order
+        self.pos = 0
+        self.n = 0
+
+    def wanted(self):
+        for i, e in enumerate(self.expects):
+            if e[3]:
+                return i + 1
+        return len(self.expects)
+
+    def feed(self, rx):
+        while True:
+            end = rx.find(b"\r\n\r\n", self.pos)
+            if end < 0:
+                if len(rx) - self.pos > 16384:
+                    return "an answer's head has no end"
+                return None
+            head = bytes(rx[self.pos:end]).decode("latin-1")
+            m = re.match(r"HTTP/1\.([01]) (\d{3}) ", head)
+            if not m:
+                return f"malformed status line {head[:80]!r}"
+            status = int(m.group(2))
+            if status == 100:
+                self.pos = end + 4
+                continue
+            if self.n >= self.wanted():
+                return f"an answer ({status}) beyond the {self.wanted()} requests answerable"
+            method, want, version, _ = self.expects[self.n]
+            cl = re.search(r"\r\ncontent-length:\s*(\d+)", head, re.I)
+            length = 0 if method == "HEAD" else int(cl.group(1)) if cl else 0
+            if len(rx) < end + 4 + length:
+                return None
+            if status != want:
+                return f"request {self.n} ({method}) answered {status}, wanted {want}"
+            if m.group(1) != version[-1]:
+                return f"request {self.n} (HTTP/{version}) answered with HTTP/1.{m.group(1)}"
+            self.n += 1
+            self.pos = end + 4 + length
+
+    def complete(self, rx):
+        return self.n >= self.wanted()
+
+
+RESP_KEYS = ["k%d" % i for i in range(8)] + ["counter", "big"]
+
+
+def resp_encode(rng, args):
+    """An array of bulk strings, or (args without blanks) an inline command."""
+    if all(re.fullmatch(rb"[A-Za-z0-9_:.+-]+", a) for a in args) and rng.random() < 0.25:
+        return b" ".join(args) + rng.choice((b"\r\n", b"\r\n", b"\n"))
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+class Resp(Proto):
+    """RESP2: arrays of bulk strings and inline commands from examples/resp_store.c."""
+    name = "resp"
+    exe = "eddy-resp-server"
+    weights = dict(Proto.weights, close_rst=10)
+    tokens = [b"*", b"$", b"\r\n", b"-1", b"0", b"3", b"SET", b"GET", b"k1", b"PING", b"+", b":",
+              b"\n", b" ", b"\"", b"'", b"*-1", b"$-1", b"999999999"]
+
+    def message(self, rng, st):
+        key = rng.choice(RESP_KEYS).encode() if rng.random() < 0.9 else token(rng).encode()
+        val = (str(rng.randint(-100, 100)) if rng.random() < 0.3 else token(rng, 0, 200)).encode()
+        c = rng.choices(
+            ("get", "set", "set_opt", "del", "incr", "decr", "incrby", "expire", "pexpire", "ttl",
+             "pttl", "persist", "exists", "echo", "ping", "ping_msg", "dbsize", "info", "select",
+             "config", "command", "client", "flushall", "unknown", "arity"),
+            (14, 14, 5, 5, 6, 3, 3, 3, 3, 2, 2, 2, 2, 4, 5, 2, 1, 1, 1, 1, 1, 1, 0.3, 2, 2))[0]
+        expect = None  # any well-formed reply
+        if c == "get":
+            args = [b"GET", key]
+        elif c == "set":
+            args = [b"SET", key, val]
+        elif c == "set_opt":
+            opt = rng.choice(([b"EX", b"1"], [b"PX", b"%d" % rng.randint(1, 300)], [b"NX"],
+                              [b"XX"], [b"KEEPTTL"], [b"GET"]))
+            args = [b"SET", key, val] + opt
+        elif c == "del":
+            args = [b"DEL"] + [rng.choice(RESP_KEYS).encode() for _ in range(rng.randint(1, 3))]
+        elif c in ("incr", "decr"):
+            args = [c.upper().encode(), rng.choice((b"counter", key))]
+        elif c == "incrby":
+            args = [rng.choice((b"INCRBY", b"DECRBY")), b"counter",
+                    rng.choice((b"1", b"-5", b"1000", b"9223372036854775807"))]
+        elif c == "expire":
+            args = [b"EXPIRE", key, rng.choice((b"0", b"1", b"2", b"-1"))]
+        elif c == "pexpire":
+            args = [b"PEXPIRE", key, b"%d" % rng.randint(0, 500)]
+        elif c in ("ttl", "pttl", "persist", "exists"):
+            args = [c.upper().encode(), key]
+        elif c == "echo":
+            args = [b"ECHO", val]
+            expect = (b"$%d\r\n" % len(val) + val + b"\r\n").hex()
+        elif c == "ping":
+            args = [b"PING"]
+            expect = b"+PONG\r\n".hex()
+        elif c == "ping_msg":
+            args = [b"PING", val]
+            expect = (b"$%d\r\n" % len(val) + val + b"\r\n").hex()
+        elif c == "dbsize":
+            args = [b"DBSIZE"]
+        elif c == "info":
+            args = [b"INFO"] + rng.choice(([], [b"server"], [b"keyspace"], [b"nope"]))
+        elif c == "select":
+            args = [b"SELECT", b"0"]
+            expect = b"+OK\r\n".hex()
+        elif c == "config":
+            args = [b"CONFIG", b"GET", rng.choice((b"save", b"appendonly", b"x"))]
+        elif c == "command":
+            args = [b"COMMAND"] + rng.choice(([], [b"COUNT"], [b"DOCS"]))
+        elif c == "client":
+            args = [b"CLIENT", b"SETNAME", b"fuzz"]
+            expect = b"+OK\r\n".hex()
+        elif c == "flushall":
+            args = [b"FLUSHALL"]
+        elif c == "unknown":
+            # (a prefix, so that a random name is never a real command, QUIT say)
+            args = [rng.choice((b"KEYS", b"HGET", b"SUBSCRIBE", b"NO" + token(rng).encode())), key]
+            expect = "-"
+        else:  # wrong arity
+            args = [rng.choice((b"GET", b"SET", b"INCR", b"TTL", b"ECHO"))]
+            expect = "-"
+        if rng.random() < 0.5:
+            args[0] = args[0].lower()
+        return Msg(resp_encode(rng, args), expect)
+
+    def closing(self, rng, st):
+        if rng.random() < 0.5:
+            return Msg(resp_encode(rng, [rng.choice((b"QUIT", b"quit"))]), b"+OK\r\n".hex(),
+                       closes=True)
+        bad = rng.choice((b"*1\r\n$x\r\n", b"*2\r\n$3\r\nGET\r\n:1\r\n", b"*-5\r\n",
+                          b"$3\r\nGET\r\n", b"*1\r\n$999999999999\r\n", b"\"unbalanced\r\n"))
+        return Msg(bad, closes=True)
+
+    def big(self, rng, st):
+        n = rng.randint(16, 255)
+        head = b"*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$%d\r\n" % (4096 * n)
+        return Msg(None, None, parts=[(head, 1), (rng.randbytes(4096), n), (b"\r\n", 1)])
+
+    def checker(self, expects, client):
+        return RespChecker(expects)
+
+    def canary(self, port, n, tls):
+        tok = b"canary-%d-%s" % (n, os.urandom(8).hex().encode())
+        want = b"+PONG\r\n$%d\r\n%s\r\n" % (len(tok), tok)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"PING\r\n" + resp_encode(random.Random(n), [b"ECHO", tok]))
+            got = recv_until(s, lambda g: len(g) >= len(want))
+        if got != want:
+            raise CanaryWrong(f"PING, ECHO answered {got!r}")
+
+
+def resp_reply_end(rx, pos, depth=0):
+    """Where the RESP2 reply at rx[pos:] ends; None if it has not all arrived; raises
+    ValueError when it is malformed."""
+    nl = rx.find(b"\r\n", pos)
+    if nl < 0:
+        if len(rx) - pos > 65536:
+            raise ValueError("reply line without an end")
+        return None
+    kind, line = rx[pos:pos + 1], bytes(rx[pos + 1:nl])
+    if kind in (b"+", b"-"):
+        return nl + 2
+    if kind == b":":
+        if not re.fullmatch(rb"-?\d+", line):
+            raise ValueError(f"integer reply {line[:40]!r}")
+        return nl + 2
+    if kind in (b"$", b"*"):
+        if not re.fullmatch(rb"-1|\d+", line):
+            raise ValueError(f"length {line[:40]!r}")
+        n = int(line)
+        if kind == b"$":
+            if n < 0:
+                return nl + 2
+            if len(rx) < nl + 2 + n + 2:
+                return None
+            if rx[nl + 2 + n:nl + 4 + n] != b"\r\n":
+                raise ValueError("bulk reply not ended by CRLF")
+            return nl + 4 + n
+        end = nl + 2
+        for _ in range(max(n, 0)):
+            end = resp_reply_end(rx, end, depth + 1)
+            if end is None:
+                return None
+        return end
+    raise ValueError(f"reply starting {bytes(rx[pos:pos + 20])!r}")
+
+
+class RespChecker:
+    """Replies well-formed, one per command, exact where the command fixes it; nothing after
+    QUIT's +OK."""
+
+    def __init__(self, expects):
+        self.expects = expects  # per command: None (any), "-" (an error), or the reply in hex
+        self.pos = 0
+        self.n = 0
+
+    def feed(self, rx):
+        while self.pos < len(rx):
+            try:
+                end = resp_reply_end(rx, self.pos)
+            except ValueError as e:
+                return f"malformed reply {self.n}: {e}"
+            if end is None:
+                return None
+            if self.n >= len(self.expects):
+                return f"a reply beyond the {len(self.expects)} commands sent"
+            got, want = bytes(rx[self.pos:end]), self.expects[self.n]
+            if want == "-" and not got.startswith(b"-"):
+                return f"command {self.n} should have failed; answered {got[:80]!r}"
+            if want not in (None, "-") and got.hex() != want:
+                return f"command {self.n} answered {got[:80]!r}, wanted {bytes.fromhex(want)!r}"
+            self.n += 1
+            self.pos = end
+        return None
+
+    def complete(self, rx):
+        return self.n >= len(self.expects)
+
+
+class CanaryWrong(Exception):
+    """The canary was answered, wrongly: a failure at once (no retry)."""
+
+
+PROTOS = {p.name: p for p in (Echo(), TlsEcho(), Rpc(), Http(), Resp())}
+ALL_SERVERS = ["echo", "tls", "rpc", "http", "resp"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Connection plans. A plan is a list of actions; a burst is a list of plans.
+#   send {hex, times}   write these bytes (times: repeated), one write call as far as the
+#                       socket takes them (TLS: plaintext, one record per write)
+#   raw {hex}           TLS connections: bytes straight to the socket, not encrypted
+#   sleep {ms}          do nothing for a while (what arrives is still read)
+#   read {ms, all}      wait for EOF, or all the answers, or ms; all: missing answers fail
+#   wait_data {ms}      wait until some answer bytes arrive (or EOF, or ms)
+#   shut                shutdown(SHUT_WR): a half-close
+#   rst                 SO_LINGER {1, 0}, close: a reset
+#   close               close
+#   flood {hex, ms}     write these bytes again and again, as fast as the socket takes them
+#   handshake {ms, mutate}  TLS handshake; mutate: {op, at} changes the ClientHello
+#   stop_reading        never read again
+#   tls_close           send close_notify
+#   flip {at}           TLS: corrupt the next write's ciphertext at that fraction of it
+# A plan also says: rcvbuf (SO_RCVBUF, before connect), noread (never read), tls (version),
+# start_ms (when, in the burst), check (the answers valid messages must get).
+
+def split_stream(rng, data, actions, budget):
+    """Append send actions for data, split into writes at random, with small random delays
+    between some of them; budget is a one-item list of delay milliseconds left."""
+    if not data:
+        return
+    style = rng.choices(("whole", "chunks", "tiny"), (35, 55, 10))[0]
+    pos = 0
+    while pos < len(data):
+        if style == "whole":
+            n = len(data)
+        elif style == "tiny" and pos < 300:
+            n = rng.randint(1, 3)
+        else:
+            n = rng.choice((1, 2, rng.randint(1, 64), rng.randint(1, 1500), rng.randint(1, 16384)))
+        actions.append({"op": "send", "hex": data[pos:pos + n].hex()})
+        pos += n
+        if pos < len(data) and budget[0] > 0 and rng.random() < (0.8 if style == "tiny" else 0.2):
+            d = ms(rng.choice((0.05, 0.2, 1, rng.uniform(0, 5), rng.uniform(0, 30))))
+            budget[0] -= d
+            actions.append({"op": "sleep", "ms": d})
+
+
+def add_msgs(rng, msgs, actions, budget):
+    """Send messages: flat bytes split at random; repeated parts as one action each."""
+    flat = b""
+    for m in msgs:
+        for part, times in m.parts:
+            if times == 1:
+                flat += part
+            else:
+                split_stream(rng, flat, actions, budget)
+                flat = b""
+                actions.append({"op": "send", "hex": part.hex(), "times": times})
+    split_stream(rng, flat, actions, budget)
+
+
+def gen_conn(rng, proto, cid):
+    """One connection's plan, of a kind drawn by the protocol's weights."""
+    kinds = list(proto.weights)
+    kind = rng.choices(kinds, [proto.weights[k] for k in kinds])[0]
+    plan = {"id": cid, "kind": kind, "start_ms": ms(rng.uniform(0, 300)), "actions": []}
+    acts = plan["actions"]
+    budget = [rng.choice((0, 50, 300, 1000))]  # milliseconds of write delays, at most
+    st = proto.new_conn(rng)
+    tls = proto.name == "tls"
+    if tls:
+        plan["tls"] = rng.choice(("1.2", "1.3", "1.3"))
+        if kind not in ("garbage", "hs_mutated", "hs_cut"):
+            acts.append({"op": "handshake", "ms": ANSWER_SECONDS * 1000})
+
+    def several(lo=1, mean=4, cap=40):
+        """lo or more messages, about lo + mean - 1."""
+        return [proto.message(rng, st) for _ in range(lo + geometric(rng, mean, cap) - 1)]
+
+    end = rng.choice(("close", "close", "rst"))
+    if kind in ("valid", "big"):
+        msgs = several() if kind == "valid" else [proto.big(rng, st)] + several(1, 2, 4)
+        closing_at = next((i for i, m in enumerate(msgs) if m.closes), None)
+        if closing_at is not None:
+            msgs = msgs[:closing_at + 1]
+        add_msgs(rng, msgs, acts, budget)
+        plan["check"] = [m.expect if proto.name != "http" else m.expect + [m.closes]
+                         for m in msgs]
+        acts.append({"op": "read", "ms": ANSWER_SECONDS * 1000, "all": True})
+    elif kind == "mutated":
+        msgs = several()
+        data = b"".join(proto.mutate(rng, m) if (not m.big() and rng.random() < 0.5) else m.flat()
+                        for m in msgs)
+        split_stream(rng, data, acts, budget)
+        acts.append({"op": "read", "ms": ms(rng.choice((0, 50, 300, 1000)))})
+    elif kind == "garbage":
+        data = proto.garbage(rng)
+        if tls and rng.random() < 0.5:
+            acts.append({"op": "raw", "hex": data.hex()})
+        else:
+            split_stream(rng, data, acts, budget)
+            if tls:  # garbage instead of a handshake: all of it raw
+                for a in acts:
+                    if a["op"] == "send":
+                        a["op"] = "raw"
+        acts.append({"op": "read", "ms": ms(rng.choice((0, 100, 500)))})
+    elif kind in ("reset_mid", "half_close"):
+        msgs = several()
+        data = b"".join(proto.mutate(rng, m) if rng.random() < 0.2 else m.flat()
+                        for m in msgs if not m.big())
+        cut = rng.randint(0, len(data))
+        split_stream(rng, data[:cut], acts, budget)
+        if rng.random() < 0.5:
+            acts.append({"op": "sleep", "ms": ms(rng.choice((0, 0.1, 1, 10, 100)))})
+        if kind == "reset_mid":
+            end = "rst"
+        else:
+            acts.append({"op": "shut"})
+            acts.append({"op": "read", "ms": ms(rng.choice((100, 500, 2000)))})
+    elif kind == "noread":
+        plan["rcvbuf"] = rng.choice((1024, 2048, 4096))
+        if tls:
+            acts.append({"op": "stop_reading"})
+        else:
+            plan["noread"] = True
+        batch = b"".join(m.flat() for m in several(4, 8, 64) if not m.big() and not m.closes)
+        acts.append({"op": "flood", "hex": batch[:16384].hex(),
+                     "ms": ms(rng.uniform(200, 1500))})
+    elif kind == "close_rst":
+        # A request after which the server closes (or one that answers), then a reset right
+        # as the answer is on its way: at once, after a moment, or as its first bytes arrive.
+        msgs = [proto.message(rng, st) for _ in range(rng.choice((0, 0, 0, 1, 3)))]
+        msgs = [m for m in msgs if not m.closes] + [proto.closing(rng, st)]
+        data = b"".join(m.flat() for m in msgs)
+        if rng.random() < 0.7:
+            acts.append({"op": "send", "hex": data.hex()})
+        else:
+            split_stream(rng, data, acts, budget)
+        when = rng.choices(("now", "soon", "data"), (50, 30, 20))[0]
+        if when == "soon":
+            acts.append({"op": "sleep", "ms": ms(rng.choice((0.01, 0.05, 0.1, 0.3, 1, 3)))})
+        elif when == "data":
+            acts.append({"op": "wait_data", "ms": 200})
+        end = "rst"
+    elif kind == "idle":
+        msgs = several()
+        data = b"".join(m.flat() for m in msgs if not m.big())
+        if rng.random() < 0.5:
+            split_stream(rng, data[:rng.randint(0, len(data))], acts, budget)
+        acts.append({"op": "sleep", "ms": ms(rng.uniform(100, 1500))})
+    elif kind == "slow":
+        m = proto.message(rng, st)
+        for i, part in enumerate(m.flat()[:rng.randint(10, 60)]):
+            acts.append({"op": "send", "hex": bytes([part]).hex()})
+            acts.append({"op": "sleep", "ms": ms(rng.uniform(1, 20))})
+        acts.append({"op": "read", "ms": ms(rng.choice((0, 100)))})
+    elif kind == "hs_mutated":  # TLS: a ClientHello changed, then whatever comes
+        acts.append({"op": "handshake", "ms": 3000,
+                     "mutate": {"op": rng.choice(("flip", "flip", "insert", "delete", "dup")),
+                                "at": ms(rng.random())}})
+        add_msgs(rng, several(), acts, budget)
+        acts.append({"op": "read", "ms": ms(rng.choice((0, 100, 500)))})
+    elif kind == "hs_cut":  # TLS: part of a ClientHello, then a reset, a close or silence
+        acts.append({"op": "handshake", "ms": 3000,
+                     "mutate": {"op": "cut", "at": ms(rng.random())}})
+        acts.append({"op": "sleep", "ms": ms(rng.choice((0, 1, 50, 500)))})
+    elif kind == "record_flip":  # TLS: a corrupted record among good ones
+        msgs = several()
+        k = rng.randrange(len(msgs))
+        add_msgs(rng, msgs[:k], acts, budget)
+        acts.append({"op": "flip", "at": ms(rng.random())})
+        add_msgs(rng, msgs[k:], acts, budget)
+        acts.append({"op": "read", "ms": ms(rng.choice((0, 100, 500)))})
+    if tls and kind in ("valid", "mutated", "half_close") and rng.random() < 0.3:
+        # close_notify before the end (a half-close of TLS); after shut it would not be sent
+        i = next((j for j, a in enumerate(acts) if a["op"] in ("shut", "read")), len(acts))
+        acts.insert(i, {"op": "tls_close"})
+    acts.append({"op": end})
+    if tls and kind == "record_flip":
+        plan["check"] = []  # echo's prefix check holds for any TLS plaintext that came back
+    if proto.name in ("echo", "tls") and "check" not in plan and kind != "garbage":
+        plan["check"] = []  # echo: what comes back is a prefix of what was sent, always
+    return plan
+
+
+def gen_burst(rng, proto):
+    """Tens of connections at once, now and then about a hundred."""
+    n = rng.randint(10, 30) if rng.random() < 0.6 else rng.randint(30, 100)
+    return {"conns": [gen_conn(rng, proto, i) for i in range(n)]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Playing plans: one client actor per connection, all on one selectors loop.
+
+def tls_contexts(cert_dir):
+    """Client contexts per TLS version, trusting the test CA (the server's certificate is for
+    localhost and 127.0.0.1)."""
+    ctxs = {}
+    for v, ver in (("1.2", ssl.TLSVersion.TLSv1_2), ("1.3", ssl.TLSVersion.TLSv1_3)):
+        c = ssl.create_default_context(cafile=os.path.join(cert_dir, "ca.pem"))
+        c.minimum_version = c.maximum_version = ver
+        ctxs[v] = c
+    return ctxs
+
+
+def mutate_hello(op, at, raw):
+    """The ClientHello (raw, the first flight) changed by op at fraction at of its length."""
+    b = bytearray(raw)
+    i = min(len(b) - 1, int(at * len(b)))
+    if op == "flip":
+        b[i] ^= 0x5A
+    elif op == "insert":
+        b[i:i] = b"\x00\xff\x16"
+    elif op == "delete":
+        del b[i:i + 3]
+    elif op == "dup":
+        b[i:i] = b[i:i + 16]
+    elif op == "cut":
+        del b[i:]
+    return bytes(b)
+
+
+class Client:
+    """One connection playing its plan. Never blocks: advance() runs actions until one waits
+    (for the socket to take bytes, for time, for answers), the loop calls it again when that
+    may be over."""
+
+    def __init__(self, burst, plan):
+        self.burst = burst
+        self.plan = plan
+        self.actions = plan["actions"]
+        self.i = 0
+        self.sock = None
+        self.connecting = False
+        self.done = False
+        self.out = bytearray()        # raw bytes the socket has not taken yet
+        self.sent_plain = bytearray()  # what we sent (plaintext for TLS)
+        self.rx = bytearray()         # what came back (plaintext for TLS)
+        self.rx_raw = 0
+        self.eof = False
+        self.dead = False  # a write failed: the server closed or reset the connection
+        self.reading = not plan.get("noread")
+        self.wait = None   # the action waiting: (kind, deadline, extra)
+        self.wake = None   # when the loop must call advance() anyway
+        self.flood = None  # bytes a flood writes again and again
+        self.flip_next = None
+        self.registered = 0
+        self.error = None  # what was wrong with the answers
+        self.tls = None    # ssl.SSLObject
+        self.tls_in = self.tls_out = None
+        self.tls_ok = self.tls_failed = False
+        self.tls_error = None
+        check = plan.get("check")
+        self.checker = burst.proto.checker(check, self) if check is not None else None
+
+    # -- socket plumbing
+    def start(self):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if self.plan.get("rcvbuf"):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.plan["rcvbuf"])
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # our splits reach the wire
+        s.setblocking(False)
+        self.sock = s
+        err = s.connect_ex(("127.0.0.1", self.burst.port))
+        if err not in (0, errno.EINPROGRESS):
+            self.finish()  # refused: the server may be out of descriptors; not ours to judge
+            return
+        self.connecting = True
+        self.update()
+
+    def update(self):
+        """Register with the selector for what we wait for."""
+        if self.done:
+            return
+        ev = 0
+        if self.reading and not self.eof and not self.connecting:
+            ev |= selectors.EVENT_READ
+        if self.connecting or (self.out and not self.dead):
+            ev |= selectors.EVENT_WRITE
+        sel = self.burst.sel
+        if ev == self.registered:
+            return
+        if self.registered and ev:
+            sel.modify(self.sock, ev, self)
+        elif self.registered:
+            sel.unregister(self.sock)
+        else:
+            sel.register(self.sock, ev, self)
+        self.registered = ev
+
+    def on_event(self, mask):
+        if self.done:
+            return
+        if self.connecting:
+            err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            self.connecting = False
+            if err != 0:
+                self.finish()
+                return
+            self.advance()
+            return
+        if mask & selectors.EVENT_READ:
+            self.read()
+        if mask & selectors.EVENT_WRITE:
+            self.flush()
+        self.advance()
+
+    def read(self):
+        for _ in range(16):
+            try:
+                data = self.sock.recv(65536)
+            except BlockingIOError:
+                break
+            except OSError:  # a reset: ours, or the server's after bad input
+                self.eof = True
+                break
+            if not data:
+                self.eof = True
+                break
+            self.rx_raw += len(data)
+            if self.tls:
+                self.tls_in.write(data)
+                self.tls_pump()
+            else:
+                self.rx += data
+        if self.checker and self.error is None:
+            self.error = self.checker.feed(self.rx)
+
+    def flush(self):
+        """Write what is pending; False while the socket does not take it all."""
+        while self.out and not self.dead:
+            try:
+                n = self.sock.send(self.out[:65536])
+            except BlockingIOError:
+                return False
+            except OSError:  # EPIPE, ECONNRESET: the server closed on us, legitimately
+                self.dead = True
+                self.out.clear()
+                return True
+            del self.out[:n]
+        return True
+
+    def finish(self, how="close"):
+        if self.done:
+            return
+        if self.registered:
+            self.burst.sel.unregister(self.sock)
+            self.registered = 0
+        if self.sock is not None:
+            try:
+                if how == "rst":
+                    self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                         struct.pack("ii", 1, 0))
+            except OSError:
+                pass
+            self.sock.close()
+        self.done = True
+
+    # -- TLS through memory BIOs, so that the socket stays non-blocking and ours
+    def tls_drain(self):
+        data = self.tls_out.read()
+        if data and self.flip_next is not None:
+            b = bytearray(data)
+            b[min(len(b) - 1, int(self.flip_next * len(b)))] ^= 0x20
+            data = bytes(b)
+            self.flip_next = None
+        self.out += data
+
+    def tls_pump(self):
+        """Advance the handshake, or read what was decrypted."""
+        try:
+            if not self.tls_ok and not self.tls_failed:
+                self.tls.do_handshake()
+                self.tls_ok = True
+            while self.tls_ok:
+                data = self.tls.read(65536)
+                if not data:
+                    break
+                self.rx += data
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            pass
+        except (ssl.SSLError, OSError, ValueError) as e:
+            # A failed handshake or a record we corrupted: nothing more to decrypt. Not a
+            # failure; the server is entitled to refuse.
+            self.tls_error = self.tls_error or str(e)
+            self.tls_failed = True
+            self.tls_ok = False
+        self.tls_drain()
+
+    # -- the plan
+    def satisfied(self, now):
+        kind, deadline, extra = self.wait
+        if kind == "sleep":
+            return now >= deadline
+        if kind == "read":
+            complete = self.checker is not None and self.checker.complete(self.rx)
+            if complete or self.eof or now >= deadline or not self.reading or self.error:
+                if extra and not complete and self.error is None and not self.dead:
+                    if self.eof:
+                        self.error = "the connection closed before every answer came"
+                    else:
+                        self.error = f"not every answer came within {ANSWER_SECONDS:.0f} s"
+                return True
+            return False
+        if kind == "wait_data":
+            return self.rx_raw > extra or self.eof or now >= deadline
+        if kind == "handshake":
+            if self.tls_ok or self.tls_failed or self.eof or now >= deadline:
+                if not self.tls_ok and extra and self.error is None:
+                    # A plain handshake on a connection that sends only valid data.
+                    self.error = f"the TLS handshake failed: {self.tls_error or 'no answer'}"
+                return True
+            return False
+        if kind == "flood":
+            if now >= deadline or self.dead:
+                self.out.clear()  # what the socket did not take is not sent
+                return True
+            # Refill while the socket takes it all, a few times, then leave bytes pending:
+            # the selector wakes us when it takes more (a server reading as fast as we write
+            # would otherwise keep us here until the deadline).
+            for _ in range(8):
+                if self.out and not self.flush():
+                    break
+                if self.tls:
+                    try:
+                        self.tls.write(self.flood)
+                    except ssl.SSLError:
+                        self.out.clear()
+                        return True
+                    self.tls_drain()
+                else:
+                    self.out += self.flood
+            return False
+        raise AssertionError(kind)
+
+    def advance(self):
+        while not self.done and not self.connecting:
+            now = time.monotonic()
+            self.wake = None
+            blocked = bool(self.out) and not self.dead and not self.flush()
+            if self.wait is not None:
+                if not self.satisfied(now):
+                    self.wake = self.wait[1]
+                    break
+                self.wait = None
+                continue  # look at the socket again: a flood leaves bytes behind
+            if blocked:
+                break  # the next action waits until the socket took the last send
+            if self.i == len(self.actions):
+                self.finish()
+                return
+            a = self.actions[self.i]
+            self.i += 1
+            self.do(a, now)
+        self.update()
+
+    def do(self, a, now):
+        op = a["op"]
+        if op == "send":
+            if self.dead or (self.plan.get("tls") and not self.tls_ok):
+                return  # nobody to send to: the server closed, or TLS is not up
+            data = bytes.fromhex(a["hex"]) * a.get("times", 1)
+            self.sent_plain += data
+            if self.tls:
+                try:
+                    self.tls.write(data)
+                except ssl.SSLError:
+                    self.tls_failed, self.tls_ok = True, False
+                self.tls_drain()
+            else:
+                self.out += data
+        elif op == "raw":
+            if not self.dead:
+                self.out += bytes.fromhex(a["hex"])
+        elif op == "flip":
+            self.flip_next = a["at"]
+        elif op == "sleep":
+            self.wait = ("sleep", now + a["ms"] / 1000, None)
+        elif op == "read":
+            self.wait = ("read", now + a["ms"] / 1000, a.get("all", False))
+        elif op == "wait_data":
+            self.wait = ("wait_data", now + a["ms"] / 1000, self.rx_raw)
+        elif op == "flood":
+            self.flood = bytes.fromhex(a["hex"])
+            self.wait = ("flood", now + a["ms"] / 1000, None)
+        elif op == "shut":
+            try:
+                self.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+        elif op == "stop_reading":
+            self.reading = False
+        elif op == "handshake":
+            ctx = self.burst.tls_ctxs[self.plan["tls"]]
+            self.tls_in, self.tls_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+            self.tls = ctx.wrap_bio(self.tls_in, self.tls_out, server_hostname="localhost")
+            try:
+                self.tls.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            hello = self.tls_out.read()
+            m = a.get("mutate")
+            if m:
+                hello = mutate_hello(m["op"], m["at"], hello)
+                self.tls_failed = True  # our ClientHello is not the one the state machine sent
+            self.out += hello
+            if m and m["op"] == "cut":
+                return
+            self.wait = ("handshake", now + a["ms"] / 1000, self.plan["kind"] in ("valid", "big"))
+        elif op == "tls_close":
+            if self.tls_ok:
+                try:
+                    self.tls.unwrap()
+                except (ssl.SSLError, ValueError):
+                    pass
+                self.tls_drain()
+        elif op in ("rst", "close"):
+            if op == "close":
+                self.flush()
+            self.finish(op)
+        else:
+            raise ValueError(f"unknown action {op!r}")
+
+
+class Burst:
+    """Every connection of a burst, played at once."""
+
+    def __init__(self, proto, plans, port, tls_ctxs):
+        self.proto = proto
+        self.port = port
+        self.tls_ctxs = tls_ctxs
+        self.sel = selectors.DefaultSelector()
+        self.clients = [Client(self, p) for p in plans]
+
+    def run(self, limit=BURST_SECONDS):
+        t0 = time.monotonic()
+        pending = sorted(self.clients, key=lambda c: c.plan["start_ms"])
+        started = []
+        deadline = t0 + limit
+        while True:
+            now = time.monotonic()
+            while pending and t0 + pending[0].plan["start_ms"] / 1000 <= now:
+                c = pending.pop(0)
+                started.append(c)
+                c.start()
+            live = [c for c in started if not c.done]
+            if (not pending and not live) or now > deadline:
+                break
+            wakes = [c.wake for c in live if c.wake is not None]
+            if pending:
+                wakes.append(t0 + pending[0].plan["start_ms"] / 1000)
+            timeout = min(min(wakes, default=now + 0.1), now + 0.1) - now
+            for key, mask in self.sel.select(max(0.0, timeout)):
+                key.data.on_event(mask)
+            now = time.monotonic()
+            for c in live:
+                if not c.done and c.wake is not None and c.wake <= now:
+                    c.advance()
+        stuck = 0
+        for c in self.clients:
+            if not c.done:
+                stuck += 1
+                c.finish()
+        self.sel.close()
+        errors = [f"connection {c.plan['id']} ({c.plan['kind']}): {c.error}"
+                  for c in self.clients if c.error]
+        return errors, stuck, time.monotonic() - t0
+
+    def summary(self):
+        """How the connections went: checked and answered in full, closed by the server."""
+        full = sum(1 for c in self.clients if c.checker and c.checker.complete(c.rx))
+        closed = sum(1 for c in self.clients if c.eof or c.dead)
+        return f"{full} answered in full, {closed} closed by the server"
+
+
+# ---------------------------------------------------------------------------------------------
+# The server under test.
+
+def die_with_parent():
+    """In the child before exec: SIGKILL when we die, however we die (a ctest timeout)."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def sanitizer_env():
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), ASAN_QUARANTINE]))
+    # Defaults first, so that the caller's settings win.
+    env["TSAN_OPTIONS"] = ":".join(filter(None, ["halt_on_error=1:second_deadlock_stack=1",
+                                                 env.get("TSAN_OPTIONS")]))
+    env["UBSAN_OPTIONS"] = ":".join(filter(None, ["print_stacktrace=1", env.get("UBSAN_OPTIONS")]))
+    return env
+
+
+class Server:
+    def __init__(self, argv, log_path):
+        self.name = os.path.basename(argv[0])
+        self.log_path = log_path
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(
+            ["bash", "-c", f'ulimit -n {FDS}; exec "$@"', "server"] + argv,
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+            env=sanitizer_env(), preexec_fn=die_with_parent)
+        deadline = time.monotonic() + 30
+        while True:
+            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", self.output())
+            if m:
+                self.port = int(m.group(1))
+                break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                raise Failure(f"{self.name} did not start:\n{self.output()[-3000:]}")
+            time.sleep(0.02)
+
+    def output(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        """SIGTERM; the exit status, or a Failure when it does not exit."""
+        self.proc.terminate()
+        try:
+            return self.proc.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            raise Failure(f"did not exit within {STOP_SECONDS:.0f} s of SIGTERM")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def canary(proto, srv, n, tls):
+    """A well-formed request on a fresh connection, answered correctly, or a Failure."""
+    deadline = time.monotonic() + CANARY_SECONDS
+    last = None
+    while True:
+        if not srv.alive():
+            raise Failure(f"canary {n}: the server died (status {srv.proc.returncode})")
+        try:
+            proto.canary(srv.port, n, tls)
+            return
+        except CanaryWrong as e:
+            raise Failure(f"canary {n} answered wrongly: {e}")
+        except (OSError, ssl.SSLError) as e:
+            last = e  # out of descriptors, or still closing what the burst left: again
+        if time.monotonic() > deadline:
+            raise Failure(f"canary {n} not answered within {CANARY_SECONDS:.0f} s ({last})")
+        time.sleep(0.2)
+
+
+def report_output(text):
+    """The part of the server's output worth showing: the first sanitizer report, up to its
+    SUMMARY line, else the tail."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if any(m in line for m in SANITIZER_MARKERS):
+            end = next((j for j in range(i, len(lines)) if "SUMMARY:" in lines[j]), i + 80)
+            return "\n".join(lines[max(0, i - 1):min(end + 1, i + 150)])
+    return "\n".join(lines[-40:])
+
+
+def signature(why):
+    """What names a failure for --reduce: the sanitizer's SUMMARY line, else its first line."""
+    m = re.search(r"^SUMMARY: .*$", why, re.M)
+    return re.sub(r"\d+", "N", m.group(0) if m else why.splitlines()[0])  # sizes, counts vary
+
+
+def play(args, name, bursts, label):
+    """Start the server, play the bursts, canary after each, stop it; None when it passed,
+    else (why, the bursts played). label names the run (its seed, or the trace)."""
+    proto = PROTOS[name]
+    tls_client = tls_contexts(args.cert_dir) if name == "tls" else None
+    canary_tls = tls_client["1.3"] if tls_client else None
+    log_path = os.path.join(args.out, f"serverfuzz-{name}-{label}.log")
+    t0 = time.monotonic()
+    srv = None
+    played = 0
+    conns = stuck = 0
+    try:
+        srv = Server(proto.argv(args.bin_dir, args.cert_dir), log_path)
+        for k, b in enumerate(bursts):
+            played = k + 1
+            burst = Burst(proto, b["conns"], srv.port, tls_client)
+            errors, s, took = burst.run()
+            conns += len(b["conns"])
+            stuck += s
+            if args.verbose:
+                print(f"  burst {k}: {len(b['conns'])} connections in {took:.1f} s, "
+                      f"{burst.summary()}{f', {s} cut at the time limit' if s else ''}",
+                      flush=True)
+            if not srv.alive():  # what its connections saw follows from that
+                raise Failure(f"burst {k}: the server died (status {srv.proc.returncode})")
+            if errors:
+                raise Failure(f"burst {k}: wrong answers:\n    " + "\n    ".join(errors[:10]))
+            canary(proto, srv, k, canary_tls)
+        time.sleep(SETTLE_SECONDS)
+        if not srv.alive():
+            raise Failure(f"the server died (status {srv.proc.returncode})")
+        rc = srv.stop()
+        out = srv.output()
+        found = [m for m in SANITIZER_MARKERS if m in out]
+        if found:
+            raise Failure(f"sanitizer report in the output ({found[0]!r})")
+        if rc != 0:
+            tsan = " (ThreadSanitizer's exit status: a report)" if rc == 66 else ""
+            raise Failure(f"exit status {rc} after SIGTERM{tsan}")
+    except Failure as f:
+        if srv is not None:
+            srv.kill()
+            why = f"{f}\n--- {srv.name} output ({log_path}) ---\n{report_output(srv.output())}"
+        else:
+            why = str(f)
+        return why, bursts[:played]
+    finally:
+        if srv is not None:
+            srv.kill()
+    print(f"serverfuzz: {name} {label}: ok ({len(bursts)} bursts, {conns} connections, "
+          f"{time.monotonic() - t0:.1f} s{f', {stuck} cut at the time limit' if stuck else ''})",
+          flush=True)
+    os.unlink(log_path)
+    return None
+
+
+def write_trace(args, name, seed, bursts, why, label):
+    path = os.path.join(args.out, f"serverfuzz-{name}-{label}.json")
+    trace = {"format": TRACE_FORMAT, "server": name, "seed": seed, "threads": THREADS,
+             "failure": why.splitlines()[0], "bursts": bursts}
+    with open(path, "w") as f:
+        json.dump(trace, f, separators=(",", ":"))
+        f.write("\n")
+    return path
+
+
+def run_seed(args, name, seed):
+    rng = random.Random(seed)
+    bursts = [gen_burst(rng, PROTOS[name]) for _ in range(args.bursts)]
+    print(f"serverfuzz: {name} seed {seed}: {args.bursts} bursts", flush=True)
+    res = play(args, name, bursts, str(seed))
+    if res is None:
+        return True
+    why, played = res
+    path = write_trace(args, name, seed, played, why, str(seed))
+    print(f"serverfuzz: FAILED: {name} seed {seed}: {why}\n"
+          f"serverfuzz: trace {path}\n"
+          f"serverfuzz: again: {sys.argv[0]} {args.bin_dir} {args.cert_dir} --servers {name} "
+          f"--seeds {seed} --bursts {args.bursts}   or   --replay {path}", flush=True)
+    return False
+
+
+def need_certs(args, name, what):
+    """The tls server's certificates are there, or exit 2 (a usage error)."""
+    if name == "tls" and not os.path.exists(os.path.join(args.cert_dir, "server.pem")):
+        print(f"serverfuzz: {what}: the tls server needs CERT_DIR "
+              "(tests/pipeline/tls_certs.sh DIR makes it)", file=sys.stderr)
+        sys.exit(2)
+
+
+def replay(args, path):
+    with open(path) as f:
+        trace = json.load(f)
+    if trace.get("format") != TRACE_FORMAT:
+        print(f"serverfuzz: {path}: not a {TRACE_FORMAT} trace", file=sys.stderr)
+        sys.exit(2)
+    name = trace["server"]
+    need_certs(args, name, path)
+    label = os.path.splitext(os.path.basename(path))[0]
+    failed = 0
+    for r in range(args.repeat):
+        print(f"serverfuzz: replaying {path} ({name}, seed {trace.get('seed')}, "
+              f"{len(trace['bursts'])} bursts){f' #{r + 1}' if args.repeat > 1 else ''}",
+              flush=True)
+        res = play(args, name, trace["bursts"], f"replay-{label}")
+        if res is not None:
+            failed += 1
+            print(f"serverfuzz: FAILED: replay of {path}: {res[0]}", flush=True)
+    if args.repeat > 1:
+        print(f"serverfuzz: {failed} of {args.repeat} replays failed")
+    return failed == 0
+
+
+def reduce(args, path):
+    """Make a failing trace smaller: drop bursts, then connections (halves, quarters, ...,
+    one at a time) while a replay still fails the same way (its signature) at least once in
+    --repeat tries. Writes OUT/<name>-reduced.json."""
+    with open(path) as f:
+        trace = json.load(f)
+    name = trace["server"]
+    need_certs(args, name, path)
+
+    def fails(bursts, sig=None):
+        for _ in range(args.repeat):
+            res = play(args, name, bursts, "reduce")
+            if res is not None and (sig is None or signature(res[0]) == sig):
+                return signature(res[0])
+        return None
+
+    sig = fails(trace["bursts"])
+    if sig is None:
+        print(f"serverfuzz: {path} does not fail in {args.repeat} tries: nothing to reduce")
+        return False
+    print(f"serverfuzz: reducing {path}, failing with: {sig}", flush=True)
+    bursts = trace["bursts"]
+    i = 0
+    while len(bursts) > 1 and i < len(bursts):
+        cand = bursts[:i] + bursts[i + 1:]
+        if fails(cand, sig):
+            bursts = cand
+        else:
+            i += 1
+    for bi in range(len(bursts)):
+        conns, n = bursts[bi]["conns"], 2
+        while len(conns) > 1:
+            chunk = max(1, len(conns) // n)
+            for start in range(0, len(conns), chunk):
+                cand_conns = conns[:start] + conns[start + chunk:]
+                cand = bursts[:bi] + [{"conns": cand_conns}] + bursts[bi + 1:]
+                if cand_conns and fails(cand, sig):
+                    conns = cand_conns
+                    bursts = cand
+                    n = max(n - 1, 2)
+                    break
+            else:
+                if chunk == 1:
+                    break
+                n = min(n * 2, len(conns))
+        print(f"serverfuzz: burst {bi}: {len(conns)} connections left", flush=True)
+    out = dict(trace, bursts=bursts, failure=sig, reduced_from=os.path.basename(path))
+    dest = os.path.join(args.out, os.path.splitext(os.path.basename(path))[0] + "-reduced.json")
+    with open(dest, "w") as f:
+        json.dump(out, f, separators=(",", ":"))
+        f.write("\n")
+    print(f"serverfuzz: reduced trace {dest}: {len(bursts)} bursts, "
+          f"{sum(len(b['conns']) for b in bursts)} connections")
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("bin_dir", help="where eddy-*-server are (build/<tree>/examples)")
+    ap.add_argument("cert_dir", nargs="?", default="",
+                    help="tls_certs.sh's certificates (for the tls server)")
+    ap.add_argument("--servers", default=",".join(ALL_SERVERS),
+                    help="comma-separated, of " + ",".join(ALL_SERVERS) + " (default: all)")
+    ap.add_argument("--seeds", help="comma-separated seeds, each run on every server "
+                    "(default: one fresh seed)")
+    ap.add_argument("--bursts", type=int, default=4, help="bursts per run (default 4)")
+    ap.add_argument("--soak", type=float, metavar="SECONDS",
+                    help="fresh seeds, servers in turn, until SECONDS have passed")
+    ap.add_argument("--replay", metavar="TRACE", help="play a trace file")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="--replay: this many times; --reduce: tries per candidate")
+    ap.add_argument("--reduce", metavar="TRACE", help="make a failing trace smaller")
+    ap.add_argument("--out", help="where logs and traces go (default: a new temporary directory)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="a line per burst")
+    args = ap.parse_args()
+    args.out = args.out or tempfile.mkdtemp(prefix="serverfuzz-")
+    os.makedirs(args.out, exist_ok=True)
+    # SIGTERM (ctest, make) ends us through the finally clauses, which kill the server.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+
+    if args.replay:
+        sys.exit(0 if replay(args, args.replay) else 1)
+    if args.reduce:
+        sys.exit(0 if reduce(args, args.reduce) else 1)
+    names = [s for s in args.servers.split(",") if s]
+    for n in names:
+        if n not in PROTOS:
+            ap.error(f"unknown server {n!r}")
+    if "tls" in names:
+        need_certs(args, "tls", "--servers")
+    failures = []
+    if args.soak:
+        end = time.monotonic() + args.soak
+        runs = 0
+        while time.monotonic() < end:
+            name = names[runs % len(names)]
+            seed = int.from_bytes(os.urandom(6), "big") ^ (time.time_ns() & 0xFFFFFF)
+            runs += 1
+            if not run_seed(args, name, seed):
+                failures.append(f"{name} seed {seed}")
+        print(f"serverfuzz: soak: {runs} runs in {args.soak:.0f} s, {len(failures)} failed"
+              + "".join(f"\n  {f}" for f in failures)
+              + f"\nserverfuzz: logs and traces in {args.out}")
+    else:
+        seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else \
+            [int.from_bytes(os.urandom(6), "big")]
+        for seed in seeds:
+            for name in names:
+                if not run_seed(args, name, seed):
+                    failures.append(f"{name} seed {seed}")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
