@@ -23,7 +23,7 @@ run: build
 	@bash scripts/demo.sh build/release
 
 # The normal build runs every test; the ASan+UBSan build every test but the install check;
-# the TSan build the tests labelled concurrency.
+# the TSan build the tests labelled concurrency, and the server fuzzer's (serverfuzz).
 test: deps
 	@$(MAKE) --no-print-directory test-normal test-asan test-tsan
 
@@ -41,10 +41,10 @@ test-asan:
 
 test-tsan:
 	@cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEDDY_SANITIZE=thread \
-		-DEDDY_BUILD_BENCH=OFF -DEDDY_BUILD_EXAMPLES=OFF $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
+		-DEDDY_BUILD_BENCH=OFF $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build/tsan -j $(JOBS)
 	cd build/tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-		ctest --output-on-failure -j $(JOBS) -L concurrency
+		ctest --output-on-failure -j $(JOBS) -L 'concurrency|serverfuzz'
 
 # Benchmarks print a table and JSON lines ({"bench":...}); the JSON goes to bench/results.json.
 bench: build
