@@ -45,6 +45,9 @@ static void on_head(eddy_ctx_t *ctx, http_aggregator_t *s, eddy_http_request_t *
         reject(ctx, s, req, 413);
         return;
     }
+    /* Held before the 100 Continue goes out: a flush that fails closes the channel, and
+     * removing this handler then releases what it holds. */
+    s->req = req;
     if (req->expect_continue) {
         /* The client waits for this before it sends the body (RFC 9110 section 10.1.1). */
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -53,7 +56,6 @@ static void on_head(eddy_ctx_t *ctx, http_aggregator_t *s, eddy_http_request_t *
             eddy_ctx_write_and_flush(ctx, eddy_buf_msg(b), NULL);
         }
     }
-    s->req = req;
 }
 
 static void on_content(eddy_ctx_t *ctx, http_aggregator_t *s, eddy_http_content_t *c)
