@@ -2,12 +2,13 @@
 #   make run    the demo          make test   every test: normal, ASan+UBSan, TSan builds
 #   make bench  the benchmarks    make fuzz   fuzz the decoders    make clean  remove build/
 #   make install [PREFIX=/usr/local] [DESTDIR=]   the library, its headers and package files
+#   make soak   fuzz the example servers whole (SECONDS=300, SERVERS=echo,tls,rpc,http,resp)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 # Our own builds treat warnings as errors; a user's plain cmake build does not (EDDY_WERROR).
 DEV_FLAGS := -DEDDY_WERROR=ON
 
-.PHONY: all deps build run test test-normal test-asan test-tsan bench fuzz install clean
+.PHONY: all deps build run test test-normal test-asan test-tsan bench fuzz install soak clean
 
 all: build
 
@@ -72,6 +73,21 @@ install:
 		>/dev/null
 	@cmake --build build/install -j $(JOBS)
 	@DESTDIR="$(DESTDIR)" cmake --install build/install
+
+# The example servers fuzzed whole (tests/examples/serverfuzz.py, fuzz/README.md) in the
+# ASan+UBSan build: fresh seeds for SECONDS in all, the SERVERS in turn. Each seed is printed,
+# each failure with its trace file (in build/asan/soak/); exits non-zero after a failure.
+SECONDS ?= 300
+SERVERS ?= echo,tls,rpc,http,resp
+soak: deps
+	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DEDDY_SANITIZE=address,undefined \
+		-DEDDY_BUILD_BENCH=OFF $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build/asan -j $(JOBS) --target eddy-echo-server eddy-rpc-server \
+		eddy-http-server eddy-resp-server
+	@bash tests/pipeline/tls_certs.sh build/asan/soak-certs
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+		python3 tests/examples/serverfuzz.py build/asan/examples build/asan/soak-certs \
+		--soak $(SECONDS) --servers $(SERVERS) --out build/asan/soak
 
 clean:
 	rm -rf build
