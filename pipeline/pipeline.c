@@ -733,8 +733,8 @@ static void offload_drop(offload_t *o)
     }
 }
 
-static void call_inbound(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event,
-                         void *data, int err);
+static void call_or_pass_inbound(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event,
+                                 void *data, int err);
 
 static int offload_run(void *arg, void **result)
 {
@@ -754,7 +754,7 @@ static int offload_run(void *arg, void **result)
         memcpy(&fn, &o->data, sizeof(fn));
         fn(ctx, o->arg, true);
     } else {
-        call_inbound(ctx, o->kind, o->msg, o->event, o->data, o->err);
+        call_or_pass_inbound(ctx, o->kind, o->msg, o->event, o->data, o->err);
     }
     free(o);
     *result = NULL;
@@ -819,12 +819,51 @@ void eddy__ctx_offload_call(eddy_ctx_t *ctx, eddy__ctx_call_fn fn, void *arg)
  * Inbound events
  */
 
-/* Call the handler's slot for an inbound event. An offloaded context receives every inbound
- * event, so that what it passes on keeps its order with what it emits (a read_complete must
- * not overtake the reads still queued on the carrier): a slot it leaves NULL passes the event
- * on from there. On the loop, a context is only reached for the slots it has (its mask). */
+/* Call the handler's slot for an inbound event: on the loop a context is only reached for the
+ * slots it has (its mask), so the slot is there. */
 static void call_inbound(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event,
                          void *data, int err)
+{
+    const eddy_handler_ops_t *o = ctx->ops;
+    switch (kind) {
+    case OFF_REGISTERED:
+        o->channel_registered(ctx);
+        break;
+    case OFF_UNREGISTERED:
+        o->channel_unregistered(ctx);
+        break;
+    case OFF_ACTIVE:
+        o->channel_active(ctx);
+        break;
+    case OFF_INACTIVE:
+        o->channel_inactive(ctx);
+        break;
+    case OFF_READ:
+        o->channel_read(ctx, msg);
+        break;
+    case OFF_READ_COMPLETE:
+        o->channel_read_complete(ctx);
+        break;
+    case OFF_USER_EVENT:
+        o->user_event_triggered(ctx, event, data);
+        break;
+    case OFF_WRITABILITY:
+        o->channel_writability_changed(ctx);
+        break;
+    case OFF_EXCEPTION:
+        o->exception_caught(ctx, err);
+        break;
+    case OFF_REMOVED:
+    case OFF_CALL:
+        break; /* offload_run() handles them */
+    }
+}
+
+/* The same on an offloaded context's carrier, which receives every inbound event, so that
+ * what it passes on keeps its order with what it emits (a read_complete must not overtake the
+ * reads still queued there): a slot it leaves NULL passes the event on from there. */
+static void call_or_pass_inbound(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event,
+                                 void *data, int err)
 {
     const eddy_handler_ops_t *o = ctx->ops;
     switch (kind) {
@@ -1088,14 +1127,6 @@ static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_pr
 {
     eddy_pipeline_t *p = from->pipeline;
     eddy__assert_on_loop(eddy__loop_of(eddy__pipeline_channel(p)));
-    if (kind == OUT_CLOSE_AFTER_FLUSH) {
-        p->depth++;
-        close_after_flush_from(from, pr);
-        if (--p->depth == 0 && p->end.grave_next != NULL) {
-            bury_dead(p);
-        }
-        return;
-    }
     eddy_ctx_t *ctx = prev_with(from, out_bit[kind]);
     const eddy_handler_ops_t *o = ctx->ops;
     unsigned depth = ++p->depth;
@@ -1131,7 +1162,9 @@ static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_pr
         out_from(from, OUT_FLUSH, NULL, NULL, NULL, NULL);
         break;
     case OUT_CLOSE_AFTER_FLUSH:
-        break; /* above */
+        /* In the switch, not a test before it: the hot operations pay nothing for it. */
+        close_after_flush_from(from, pr);
+        break;
     }
     assert(p->depth == depth); /* balanced: every entry inside the handler has left */
     (void)depth;               /* read by the assert only */
