@@ -578,8 +578,16 @@ int eddy_pipeline_add_handlers(eddy_pipeline_t *p, const eddy_handler_t *hs, siz
             err = hs[i].error != 0 ? hs[i].error : EDDY_EINVAL; /* its constructor failed */
         }
     }
+    if (err != 0) {
+        /* None is added, so the pipeline is not touched: this may be another thread than the
+         * channel's loop, whose pipeline it is. */
+        for (size_t i = 0; i < n; i++) {
+            handler_drop(&hs[i]);
+        }
+        return err;
+    }
     eddy_channel_t *ch = eddy__pipeline_channel(p);
-    if (err == 0 && !eddy_loop_in_event_loop(eddy__loop_of(ch))) {
+    if (!eddy_loop_in_event_loop(eddy__loop_of(ch))) {
         /* From another thread: each travels as a task, in order. */
         for (size_t i = 0; i < n; i++) {
             int e = eddy_pipeline_add_last(p, hs[i].name, hs[i].ops, hs[i].state,
@@ -592,7 +600,7 @@ int eddy_pipeline_add_handlers(eddy_pipeline_t *p, const eddy_handler_t *hs, siz
     bool add_failed = false; /* apply_add failed at hs[added], and freed its state */
     eddy_ctx_t *made[16];
     eddy_ctx_t **ctxs = n <= 16 ? made : calloc(n, sizeof(*ctxs));
-    if (err == 0 && ctxs == NULL) {
+    if (ctxs == NULL) {
         err = EDDY_ENOMEM;
     }
     /* Held: a handler_added that removes another of these must not free it under us. */

@@ -167,7 +167,7 @@ EDDY_EXTERN eddy_handler_t eddy_handler_named(eddy_handler_t h, const char *name
  * constructor's error, then those of eddy_pipeline_add_last) with none of them left in the
  * pipeline (those added already are removed again) and every state freed. The channel's
  * loop; from another thread each is added as a task, in order, and only failed constructors
- * are reported.
+ * are reported (none is added then, and every state is freed, as on the loop).
  */
 EDDY_EXTERN int eddy_pipeline_add_handlers(eddy_pipeline_t *p, const eddy_handler_t *handlers,
                                            size_t n);

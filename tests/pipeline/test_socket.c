@@ -14,6 +14,7 @@
 
 #include <eddy/carrier.h>
 #include <eddy/channel.h>
+#include <eddy/codec.h>
 #include <eddy/pipeline.h>
 
 #include <errno.h>
@@ -630,6 +631,44 @@ static void test_socket_writes_after_the_loop_terminated_fail_one_at_a_time(void
     eddy_channel_release(atomic_exchange(&s.child, NULL));
     assert_int_equal(eddy_loop_group_free(s.group), 0);
     close(fd);
+}
+
+/* A handler value whose constructor failed, added from a thread other than the channel's
+ * loop: the add reports the failure, frees every state it was given and leaves the pipeline
+ * alone (it belongs to the loop). It used to take the on-loop path from this thread. */
+static _Atomic int offloop_freed;
+
+static void offloop_free(void *state)
+{
+    atomic_fetch_add(&offloop_freed, 1);
+    free(state);
+}
+
+static void test_socket_failed_handler_added_off_the_loop_is_reported(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    server_start_local(&s);
+    int fd = client_connect(&s.addr);
+    eddy_channel_t *child = accepted_child(&s);
+    eddy_pipeline_t *p = eddy_channel_pipeline(child);
+    assert_false(eddy_loop_in_event_loop(eddy_channel_loop(child)));
+    assert_int_equal(EDDY_PIPELINE_ADD_LAST(p, eddy_length_field_decoder(64, 0, 5, 0, 0)),
+                     EDDY_ENOMEM);
+    assert_int_equal(
+        EDDY_PIPELINE_ADD_LAST(p, eddy_handler("extra", &quiet_ops, malloc(8), offloop_free),
+                               eddy_length_field_decoder(64, 0, 5, 0, 0)),
+        EDDY_ENOMEM);
+    assert_int_equal(atomic_load(&offloop_freed), 1);
+    /* Nothing was added: the echo still answers alone. */
+    send_all(fd, "abc", 3);
+    char buf[3];
+    recv_all(fd, buf, 3);
+    assert_memory_equal(buf, "abc", 3);
+    close(fd);
+    WAIT_FOR(atomic_load(&s.closed) == 1);
+    assert_int_equal(atomic_load(&s.errors), 0);
+    server_stop(&s);
 }
 
 /* eddy's own client: connect, exchange, and a refused connection failing its future. */
@@ -1440,6 +1479,7 @@ int main(void)
         cmocka_unit_test(test_socket_close_fails_queued_writes),
         cmocka_unit_test(test_socket_writes_from_other_threads_keep_their_order),
         cmocka_unit_test(test_socket_writes_after_the_loop_terminated_fail_one_at_a_time),
+        cmocka_unit_test(test_socket_failed_handler_added_off_the_loop_is_reported),
         cmocka_unit_test(test_socket_eddy_client_connects_and_refusal_fails),
         cmocka_unit_test(test_socket_offloaded_handler_runs_off_the_loop_in_order),
         cmocka_unit_test(test_socket_offloaded_handler_outlives_its_loop_group),
