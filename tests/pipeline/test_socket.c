@@ -258,6 +258,8 @@ static void echo_round_trip_on(server_t *s, const eddy_addr_t *addr)
             assert_true(r > 0);
             got += (size_t)r;
         }
+        /* All sent and still short after DEADLINE_MS: an echo went missing. */
+        assert_true(sent < total || got == total);
     }
     assert_memory_equal(in, out, total);
     WAIT_FOR(atomic_load(&s->echoed) == total);
@@ -950,6 +952,38 @@ static void test_socket_offloaded_handler_keeps_read_complete_behind_reads(void 
     eddy_carrier_free(carrier);
 }
 
+/* The usual echo itself offloaded: channel_read writes without a flush, and
+ * channel_read_complete flushes. The read_complete of a batch reaches the handler after that
+ * batch's reads, on the carrier, so each flush sends what came before it and nothing waits
+ * behind a flush that already ran. The reads take a while, so the loop runs batches ahead of
+ * the carrier; the client sends in many writes and checks every byte comes back in order. */
+static void lagging_echo_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    usleep(50);
+    echo_read(ctx, msg);
+}
+
+static const eddy_handler_ops_t lagging_echo_ops = {
+    .name = "lagging-echo",
+    .sharable = true,
+    .channel_read = lagging_echo_read,
+    .channel_read_complete = echo_read_complete,
+    .channel_inactive = note_inactive,
+    .exception_caught = note_exception,
+};
+
+static void test_socket_offloaded_echo_that_flushes_in_read_complete_loses_nothing(void **state)
+{
+    (void)state;
+    eddy_carrier_t *carrier = offload_carrier_new(2, 1);
+    server_t s = {.ops = &lagging_echo_ops, .carrier = carrier};
+    eddy_addr_t a;
+    assert_int_equal(eddy_addr_ip(&a, "127.0.0.1", 0), 0);
+    echo_round_trip_on(&s, &a);
+    assert_int_equal(eddy_carrier_shutdown(carrier, EDDY_CARRIER_DRAIN), 0);
+    eddy_carrier_free(carrier);
+}
+
 /* A handler-scoped timer of an offloaded handler runs on the carrier, with the handler's
  * events, and never after its handler_removed (which also runs there). */
 static _Atomic int off_timer_runs, off_timer_after_removed, off_timer_on_loop, off_removed;
@@ -1491,6 +1525,7 @@ int main(void)
         cmocka_unit_test(test_socket_offloaded_handler_outlives_its_loop_group),
         cmocka_unit_test(test_socket_offloaded_reads_after_close_skip_removed_handlers),
         cmocka_unit_test(test_socket_offloaded_handler_keeps_read_complete_behind_reads),
+        cmocka_unit_test(test_socket_offloaded_echo_that_flushes_in_read_complete_loses_nothing),
         cmocka_unit_test(test_socket_offloaded_handler_timers_run_on_its_carrier),
         cmocka_unit_test(test_socket_close_after_flush_lingers_so_the_reply_arrives_whole),
         cmocka_unit_test(test_socket_close_after_flush_stops_lingering_at_the_linger_time),
