@@ -3,8 +3,9 @@
  * driven by plain blocking client sockets so the peer can misbehave: echo through a
  * pipeline, half-closure, a reset, a slow reader driving writability false and back with
  * bounded memory, close with queued writes failing their promises, writes from other
- * threads arriving in order, eddy's own client (eddy_channel_connect), and an offloaded
- * handler. Every test is bounded in time and closes what it opened.
+ * threads arriving in order, eddy's own client (eddy_channel_connect), offloaded handlers,
+ * and a stalled message meeting its deadline. Every test is bounded in time and closes what
+ * it opened.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <eddy/carrier.h>
 #include <eddy/channel.h>
 #include <eddy/codec.h>
+#include <eddy/handler.h>
 #include <eddy/pipeline.h>
 
 #include <errno.h>
@@ -56,6 +58,7 @@ typedef struct server_s {
     const eddy_handler_ops_t *ops;
     eddy_carrier_t *carrier; /* offload the handler there */
     const eddy_handler_ops_t *after; /* NULL, or a handler on the loop after it */
+    int (*before)(eddy_pipeline_t *p); /* NULL, or adds handlers in front of it */
     _Atomic int late; /* events the "after" handler saw once removed or inactive */
     _Atomic int reads; /* messages the "after" handler saw */
 } server_t;
@@ -128,6 +131,12 @@ static int init_child(eddy_channel_t *ch, void *arg)
         eddy_channel_release(old);
     }
     eddy_pipeline_t *p = eddy_channel_pipeline(ch);
+    if (s->before != NULL) {
+        int rc = s->before(p);
+        if (rc != 0) {
+            return rc;
+        }
+    }
     if (s->carrier != NULL) {
         int rc = eddy_pipeline_add_last_on(p, s->carrier, "h", s->ops, s, NULL);
         if (rc == 0 && s->after != NULL) {
@@ -1040,6 +1049,68 @@ static void test_socket_offloaded_handler_timers_run_on_its_carrier(void **state
 }
 
 /* ---------------------------------------------------------------------------------------
+ * The message deadline (eddy_message_deadline_handler) on real sockets: frames of a 2-byte
+ * length then the payload, echoed without the length.
+ */
+
+#define FRAME_DEADLINE_MS 400
+
+static int add_frame_deadline(eddy_pipeline_t *p)
+{
+    return EDDY_PIPELINE_ADD_LAST(p, eddy_message_deadline_handler(FRAME_DEADLINE_MS),
+                                  eddy_length_field_decoder(1024, 0, 2, 0, 2));
+}
+
+/* A client that sends the first bytes of a frame and then stalls is closed once the deadline
+ * has passed since those bytes, with EDDY_ETIMEDOUT raised first; it is not kept waiting
+ * until the connection idles out. */
+static void test_socket_message_deadline_closes_a_stalled_frame(void **state)
+{
+    (void)state;
+    server_t s = {.before = add_frame_deadline};
+    server_start_local(&s);
+    int fd = client_connect(&s.addr);
+    int64_t t0 = eddy_now_ns();
+    send_all(fd, "\0\5he", 4); /* 5 bytes announced, 2 sent */
+    char c;
+    ssize_t r = recv(fd, &c, 1, 0);
+    int64_t waited = eddy_now_ns() - t0;
+    assert_true(r == 0 || (r < 0 && errno == ECONNRESET)); /* closed, not SO_RCVTIMEO */
+    assert_true(waited >= FRAME_DEADLINE_MS * 1000000LL);
+    assert_true(waited < DEADLINE_MS * 1000000LL / 2);
+    WAIT_FOR(atomic_load(&s.closed) == 1);
+    assert_int_equal(atomic_load(&s.errors), 1);
+    assert_int_equal(atomic_load(&s.last_error), EDDY_ETIMEDOUT);
+    assert_int_equal(atomic_load(&s.echoed), 0);
+    close(fd);
+    server_stop(&s);
+}
+
+/* A frame that trickles in but ends within the deadline is served, and the connection is not
+ * timed between frames: a pause longer than the deadline before the next one is fine. */
+static void test_socket_message_deadline_serves_a_frame_completed_in_time(void **state)
+{
+    (void)state;
+    server_t s = {.before = add_frame_deadline};
+    server_start_local(&s);
+    int fd = client_connect(&s.addr);
+    char buf[5];
+    for (int i = 0; i < 2; i++) {
+        send_all(fd, "\0\5he", 4);
+        usleep(FRAME_DEADLINE_MS * 1000 / 4);
+        send_all(fd, "llo", 3);
+        recv_all(fd, buf, 5);
+        assert_memory_equal(buf, "hello", 5);
+        usleep(FRAME_DEADLINE_MS * 1000 * 3 / 2); /* between frames: not timed */
+    }
+    assert_int_equal(atomic_load(&s.closed), 0);
+    assert_int_equal(atomic_load(&s.errors), 0);
+    close(fd);
+    WAIT_FOR(atomic_load(&s.closed) == 1);
+    server_stop(&s);
+}
+
+/* ---------------------------------------------------------------------------------------
  * Close after flush, lingering (eddy_channel_close_after_flush)
  */
 
@@ -1527,6 +1598,8 @@ int main(void)
         cmocka_unit_test(test_socket_offloaded_handler_keeps_read_complete_behind_reads),
         cmocka_unit_test(test_socket_offloaded_echo_that_flushes_in_read_complete_loses_nothing),
         cmocka_unit_test(test_socket_offloaded_handler_timers_run_on_its_carrier),
+        cmocka_unit_test(test_socket_message_deadline_closes_a_stalled_frame),
+        cmocka_unit_test(test_socket_message_deadline_serves_a_frame_completed_in_time),
         cmocka_unit_test(test_socket_close_after_flush_lingers_so_the_reply_arrives_whole),
         cmocka_unit_test(test_socket_close_after_flush_stops_lingering_at_the_linger_time),
         cmocka_unit_test(test_socket_close_after_flush_without_lingering),
