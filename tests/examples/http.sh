@@ -19,14 +19,7 @@ cleanup() {
     rm -rf "$log" "$tmp"
 }
 trap cleanup EXIT
-# The port a server started with log $1 listens on, once it says so.
-port_of() {
-    for _ in $(seq 100); do
-        grep -q "listening on" "$1" && break
-        sleep 0.05
-    done
-    grep -o "127.0.0.1:[0-9]*" "$1" | head -1 | cut -d: -f2
-}
+source "$(dirname "$0")/lib.sh"
 "$server" --port 0 --threads 2 >"$log" 2>&1 &
 pid=$!
 port=$(port_of "$log")
