@@ -3,12 +3,15 @@
  * talk to it; the commands are in resp_store.c.
  *
  *   eddy-resp-server [--host ADDR] [--port N] [--threads N] [--max-bulk-len BYTES]
+ *                    [--max-output BYTES] [--request-timeout S]
  *
- * Each connection's pipeline is the RESP decoder (include/eddy/resp.h), then one handler that
- * runs every command of a read batch against the shared keyspace, appends the replies to one
- * buffer, and writes and flushes that once per batch (channel_read_complete): a client
- * pipelining 16 commands gets its 16 replies in one write. A protocol error or QUIT gets its
- * reply, then the connection closes. SIGINT or SIGTERM stop it gracefully.
+ * Each connection's pipeline is the library's message deadline (--request-timeout: a command
+ * must arrive whole within it of its first bytes, however slowly they trickle), the RESP
+ * decoder (include/eddy/resp.h), then one handler that runs every command of a read batch
+ * against the shared keyspace, appends the replies to one buffer, and writes and flushes that
+ * once per batch (channel_read_complete): a client pipelining 16 commands gets its 16 replies
+ * in one write. A protocol error or QUIT gets its reply, then the connection closes. SIGINT or
+ * SIGTERM stop it gracefully.
  */
 #include <eddy/eddy.h>
 #include <eddy/resp.h>
@@ -56,6 +59,7 @@ typedef struct conn_s {
 typedef struct server_s {
     resp_store_t *store;
     eddy_resp_decoder_options_t limits;
+    int64_t request_timeout_ms; /* 0: none */
 } server_t;
 
 static void conn_close_now(eddy_ctx_t *ctx, conn_t *c)
@@ -219,8 +223,9 @@ static int init_child(eddy_channel_t *ch, void *arg)
     if (c != NULL) {
         c->store = srv->store;
     }
-    return EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch), eddy_resp_decoder(&srv->limits),
-                                  eddy_handler("resp", &conn_ops, c, eddy_free_state));
+    return EDDY_PIPELINE_ADD_LAST(
+        eddy_channel_pipeline(ch), eddy_message_deadline_handler(srv->request_timeout_ms),
+        eddy_resp_decoder(&srv->limits), eddy_handler("resp", &conn_ops, c, eddy_free_state));
 }
 
 /* Each loop sweeps its share of the shards. */
@@ -240,13 +245,15 @@ static void sweep(eddy_timer_t *t, void *arg)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: eddy-resp-server [--host ADDR] [--port N] [--threads N] [--max-bulk-len N]\n"
-               "                        [--max-output N]\n"
+               "                        [--max-output N] [--request-timeout S]\n"
                "  --host ADDR        address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
                "  --port N           port (default 6380; 0 picks one)\n"
                "  --threads N        worker loops sharing one keyspace (default: one per CPU)\n"
                "  --max-bulk-len N   longest bulk string accepted, bytes (default 64 MiB)\n"
                "  --max-output N     close a client holding more unread replies, bytes\n"
                "                     (default 256 MiB; 0: no limit)\n"
+               "  --request-timeout S  close a client whose command has not arrived whole\n"
+               "                     S seconds after its first bytes (default 30; 0: never)\n"
                "A Redis-compatible server: PING ECHO SET GET DEL EXISTS INCR DECR INCRBY DECRBY\n"
                "EXPIRE PEXPIRE TTL PTTL PERSIST FLUSHALL DBSIZE INFO COMMAND CONFIG GET SELECT\n"
                "QUIT. SIGINT or SIGTERM stop it gracefully.\n");
@@ -256,7 +263,7 @@ int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
     unsigned long port = 6380, threads = 0, max_bulk = EDDY_RESP_DEFAULT_MAX_BULK_LEN;
-    unsigned long max_out = MAX_OUTPUT_DEFAULT;
+    unsigned long max_out = MAX_OUTPUT_DEFAULT, request = 30;
     for (int i = 1; i < argc; i += 2) { /* each option and its value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -273,6 +280,8 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--max-output") == 0 && v != NULL &&
                    example_parse_uint(v, (unsigned long)1 << 40, &max_out)) {
             max_output = (size_t)max_out;
+        } else if (strcmp(a, "--request-timeout") == 0 && v != NULL &&
+                   example_parse_uint(v, 86400, &request)) {
         } else {
             usage(stderr);
             return 2;
@@ -280,7 +289,9 @@ int main(int argc, char **argv)
     }
     eddy_stop_signals_block(); /* before any loop thread: they inherit it */
 
-    server_t srv = {.store = resp_store_new(), .limits = {.max_bulk_len = max_bulk}};
+    server_t srv = {.store = resp_store_new(),
+                    .limits = {.max_bulk_len = max_bulk},
+                    .request_timeout_ms = (int64_t)request * 1000};
     eddy_loop_options_t boss_opts = {.name = "resp-boss"};
     eddy_loop_options_t worker_opts = {.name = "resp-worker"};
     eddy_loop_group_t *boss = eddy_loop_group_new(1, &boss_opts);

@@ -315,7 +315,8 @@ static int init_conn(eddy_channel_t *ch, void *arg)
     if (c != NULL) {
         *c = (conn_t){.run = run, .next_id = 1, .mask = slots - 1};
     }
-    return rpc_add_framing(eddy_channel_pipeline(ch), run->max_frame,
+    /* No deadline for replies: --timeout-ms bounds each call instead. */
+    return rpc_add_framing(eddy_channel_pipeline(ch), run->max_frame, 0,
                            eddy_handler("client", &client_ops, c, eddy_free_state));
 }
 

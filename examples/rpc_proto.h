@@ -41,13 +41,17 @@ static inline uint64_t rpc_get_u64(const uint8_t *p)
 }
 
 /**
- * Add the framing handlers to p, then app: the length field decoder (frames of at most
- * max_frame bytes with their length field, which it strips) and the prepender. 0, or the
- * pipeline's error with none of them added (eddy_pipeline_add_handlers).
+ * Add the framing handlers to p, then app: the message deadline (a frame must arrive whole
+ * within frame_timeout_ms of its first bytes, however slowly they trickle; 0: no limit), the
+ * length field decoder (frames of at most max_frame bytes with their length field, which it
+ * strips) and the prepender. 0, or the pipeline's error with none of them added
+ * (eddy_pipeline_add_handlers).
  */
-static inline int rpc_add_framing(eddy_pipeline_t *p, size_t max_frame, eddy_handler_t app)
+static inline int rpc_add_framing(eddy_pipeline_t *p, size_t max_frame, int64_t frame_timeout_ms,
+                                  eddy_handler_t app)
 {
-    return EDDY_PIPELINE_ADD_LAST(p, eddy_length_field_decoder(max_frame, 0, 4, 0, 4),
+    return EDDY_PIPELINE_ADD_LAST(p, eddy_message_deadline_handler(frame_timeout_ms),
+                                  eddy_length_field_decoder(max_frame, 0, 4, 0, 4),
                                   eddy_length_field_prepender(4), app);
 }
 

@@ -3,7 +3,7 @@
  * compatible with Netty's LengthFieldBasedFrameDecoder and LengthFieldPrepender.
  *
  *   eddy-rpc-server [--host ADDR] [--port N] [--threads N] [--offload-threads N]
- *                   [--max-frame N]
+ *                   [--max-frame N] [--request-timeout S]
  *
  * "echo" and "add" are answered on the I/O loop. "sleep" blocks, so it runs on an offload
  * carrier, keyed by the channel id: one connection's sleeps run one after another, in the
@@ -13,8 +13,11 @@
  * at once and, like those still queued, are answered with status 3.
  *
  * A frame longer than --max-frame closes its connection; a malformed payload gets status 2
- * and the connection goes on (one too short to hold an id is closed). Reading from a
- * connection pauses while its replies are not drained. SIGINT or SIGTERM stop it gracefully.
+ * and the connection goes on (one too short to hold an id is closed). So does a frame that
+ * has not arrived whole --request-timeout after its first bytes (the library's message
+ * deadline: a client trickling a byte now and then cannot hold a connection for ever).
+ * Reading from a connection pauses while its replies are not drained. SIGINT or SIGTERM stop
+ * it gracefully.
  */
 #include "rpc_proto.h"
 
@@ -212,12 +215,13 @@ static const eddy_handler_ops_t rpc_ops = {
 typedef struct server_s {
     eddy_carrier_t *carrier;
     size_t max_frame;
+    int64_t request_timeout_ms; /* 0: none */
 } server_t;
 
 static int init_child(eddy_channel_t *ch, void *arg)
 {
     server_t *s = arg;
-    return rpc_add_framing(eddy_channel_pipeline(ch), s->max_frame,
+    return rpc_add_framing(eddy_channel_pipeline(ch), s->max_frame, s->request_timeout_ms,
                            eddy_handler("rpc", &rpc_ops, s->carrier, NULL));
 }
 
@@ -225,12 +229,15 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: eddy-rpc-server [--host ADDR] [--port N] [--threads N] "
                "[--offload-threads N] [--max-frame N]\n"
+               "                       [--request-timeout S]\n"
                "  --host ADDR           address to listen on (default 127.0.0.1)\n"
                "  --port N              port (default 9000; 0 picks one)\n"
                "  --threads N           worker loops (default: one per CPU)\n"
                "  --offload-threads N   carrier threads running \"sleep\" (default 16)\n"
                "  --max-frame N         longest frame in bytes, length field included\n"
                "                        (default 1048576); longer ones close the connection\n"
+               "  --request-timeout S   close connections whose frame has not arrived whole\n"
+               "                        S seconds after its first bytes (default 30; 0: never)\n"
                "Methods: echo, add, sleep. SIGINT or SIGTERM stop it gracefully.\n");
 }
 
@@ -238,7 +245,7 @@ int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
     unsigned long port = RPC_DEFAULT_PORT, threads = 0, offload = 16;
-    unsigned long max_frame = RPC_DEFAULT_MAX_FRAME;
+    unsigned long max_frame = RPC_DEFAULT_MAX_FRAME, request = 30;
     for (int i = 1; i < argc; i += 2) { /* each option and its value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -253,6 +260,8 @@ int main(int argc, char **argv)
                    example_parse_uint(v, EDDY_CARRIER_MAX_THREADS, &offload) && offload > 0) {
         } else if (strcmp(a, "--max-frame") == 0 && v != NULL &&
                    example_parse_uint(v, UINT32_MAX, &max_frame) && max_frame >= 4 + RPC_HEADER) {
+        } else if (strcmp(a, "--request-timeout") == 0 && v != NULL &&
+                   example_parse_uint(v, 86400, &request)) {
         } else {
             usage(stderr);
             return 2;
@@ -275,7 +284,7 @@ int main(int argc, char **argv)
     co.partitioner = EDDY_CARRIER_BY_KEY;
     co.assign = EDDY_CARRIER_CIRCLE;
     co.full = EDDY_CARRIER_IF_POSSIBLE;
-    server_t srv = {.max_frame = max_frame};
+    server_t srv = {.max_frame = max_frame, .request_timeout_ms = (int64_t)request * 1000};
     int err = eddy_carrier_new(&srv.carrier, &co, NULL, NULL);
     if (err != 0) {
         fprintf(stderr, "eddy-rpc-server: cannot start the carrier: %s\n", eddy_strerror(err));

@@ -3,7 +3,8 @@
 # expiry, a --pipe batch), raw inline requests over bash's /dev/tcp, an oversized bulk length
 # answered with a protocol error and a close while another connection keeps working, and a
 # short redis-benchmark run. The server listens on an ephemeral port with 2 loops; SIGTERM
-# must stop it, exit 0 and say so.
+# must stop it, exit 0 and say so. A second server with --request-timeout 1 cuts off a
+# client whose command trickles in or stalls (slow_client.py).
 #   tests/examples/resp.sh SERVER
 set -euo pipefail
 server=$1
@@ -15,20 +16,18 @@ for tool in redis-cli redis-benchmark; do
 done
 log=$(mktemp)
 pid=
+slow_pid=
 cleanup() {
-    if [[ -n $pid ]]; then
-        kill -9 "$pid" 2>/dev/null || true
-    fi
-    rm -f "$log" "$log.batch"
+    for p in $pid $slow_pid; do
+        kill -9 "$p" 2>/dev/null || true
+    done
+    rm -f "$log" "$log.batch" "$log.slow"
 }
 trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
 "$server" --port 0 --threads 2 >"$log" 2>&1 &
 pid=$!
-for _ in $(seq 100); do
-    grep -q "listening on" "$log" && break
-    sleep 0.05
-done
-port=$(grep -o "127.0.0.1:[0-9]*" "$log" | head -1 | cut -d: -f2)
+port=$(port_of "$log")
 [[ -n "$port" ]] || {
     echo "no port in: $(cat "$log")"
     exit 1
@@ -166,6 +165,40 @@ grep -qi "error\|warning" <<<"$out" && {
 }
 
 "$server" --help | grep -q usage
+
+# --request-timeout: a command trickling in a byte every 0.1 s, and one that stalls halfway,
+# are cut off a second after their first bytes; whole commands are served as before.
+"$server" --port 0 --threads 1 --request-timeout 1 >"$log.slow" 2>&1 &
+slow_pid=$!
+slow_port=$(port_of "$log.slow")
+[[ -n "$slow_port" ]] || {
+    echo "no port in: $(cat "$log.slow")"
+    exit 1
+}
+for mode in trickle stall; do
+    python3 "$(dirname "$0")/slow_client.py" "$slow_port" 1 "$mode" resp || {
+        cat "$log.slow"
+        echo "--request-timeout did not cut off a $mode"
+        exit 1
+    }
+done
+[[ $(timeout 10 redis-cli -h 127.0.0.1 -p "$slow_port" PING) == PONG ]] || {
+    echo "the request-timeout server does not answer PING"
+    exit 1
+}
+kill -TERM "$slow_pid"
+wait "$slow_pid" || {
+    cat "$log.slow"
+    echo "the request-timeout server did not exit 0"
+    exit 1
+}
+slow_pid=
+grep -q "2 errors" "$log.slow" || {
+    cat "$log.slow"
+    echo "no count of the cut-off clients"
+    exit 1
+}
+
 kill -TERM "$pid"
 for _ in $(seq 100); do
     kill -0 "$pid" 2>/dev/null || break

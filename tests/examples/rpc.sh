@@ -3,9 +3,10 @@
 # with echo, add, sleep and mix calls (every reply checked); sleeps on different connections
 # overlap on the offload carrier while one connection's sleeps keep their order; calls that
 # outlive --timeout-ms fail and are counted; malformed payloads get status 2 on a connection
-# that goes on serving, oversize frames close it; then SIGTERM with a 10 s sleep under way:
-# the server must cut the sleep short (status 3), stop by itself within 2 s, exit 0 and say
-# so.
+# that goes on serving, oversize frames close it; a second server with --request-timeout 1
+# cuts off a client whose frame trickles in or stalls (slow_client.py); then SIGTERM with a
+# 10 s sleep under way: the server must cut the sleep short (status 3), stop by itself within
+# 2 s, exit 0 and say so.
 #   tests/examples/rpc.sh SERVER CLIENT
 set -euo pipefail
 server=$1
@@ -13,14 +14,12 @@ client=$2
 log=$(mktemp)
 out=$(mktemp)
 cpid=
-trap 'kill -9 "$pid" $cpid 2>/dev/null || true; rm -f "$log" "$out"' EXIT
+slow_pid=
+trap 'kill -9 "$pid" $cpid $slow_pid 2>/dev/null || true; rm -f "$log" "$out"' EXIT
+source "$(dirname "$0")/lib.sh"
 "$server" --port 0 --threads 2 >"$log" 2>&1 &
 pid=$!
-for _ in $(seq 100); do
-    grep -q "listening on" "$log" && break
-    sleep 0.05
-done
-port=$(grep -o "127.0.0.1:[0-9]*" "$log" | head -1 | cut -d: -f2)
+port=$(port_of "$log")
 [[ -n "$port" ]] || { echo "no port in: $(cat "$log")"; exit 1; }
 ms_now() { echo $(($(date +%s%N) / 1000000)); }
 
@@ -60,6 +59,22 @@ grep -q "3 errors (3 timeouts)" "$out"
 "$client" --port "$port" --method mix --calls 300 --sleep-ms 1
 "$server" --help | grep -q usage
 "$client" --help | grep -q usage
+
+# --request-timeout: a frame trickling in a byte every 0.1 s, and one that stalls halfway,
+# are cut off a second after their first bytes; whole frames are served as before.
+"$server" --port 0 --threads 1 --request-timeout 1 >"$out" 2>&1 &
+slow_pid=$!
+slow_port=$(port_of "$out")
+[[ -n "$slow_port" ]] || { echo "no port in: $(cat "$out")"; exit 1; }
+for mode in trickle stall; do
+    python3 "$(dirname "$0")/slow_client.py" "$slow_port" 1 "$mode" rpc ||
+        { cat "$out"; echo "--request-timeout did not cut off a $mode"; exit 1; }
+done
+"$client" --port "$slow_port" --method mix --calls 300 --sleep-ms 1
+kill -TERM "$slow_pid"
+wait "$slow_pid" || { cat "$out"; echo "the request-timeout server did not exit 0"; exit 1; }
+slow_pid=
+grep -q "2 connections closed on errors" "$out" || { cat "$out"; echo "no count"; exit 1; }
 
 # A sleep of 10 s (MAX_SLEEP_MS) under way on the carrier when SIGTERM comes: shutting down
 # does not wait for it, the call is answered with status 3 at once.
