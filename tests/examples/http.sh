@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# eddy-http-server end to end with real clients: curl (answers, keep-alive, /stats, 404,
-# oversized headers and bodies), raw pipelined and malformed requests over bash's /dev/tcp,
-# a short wrk run when wrk is installed, the idle and request timeouts, then SIGTERM: the server must stop
-# by itself, exit 0 and say so. Every client call is bounded in time.
+# eddy-http-server end to end with real clients: curl (answers, their Date, keep-alive,
+# /stats, 404, oversized headers and bodies), raw pipelined and malformed requests over
+# bash's /dev/tcp, a short wrk run when wrk is installed, the idle and request timeouts, then
+# SIGTERM: the server must stop by itself, exit 0 and say so. Every client call is bounded in
+# time.
 #   tests/examples/http.sh SERVER
 set -euo pipefail
 server=$1
@@ -35,6 +36,17 @@ grep -qi '^HTTP/1.1 200' "$tmp/h" || fail "GET / status: $(cat "$tmp/h")"
 grep -qi '^content-type: text/plain' "$tmp/h" || fail "GET / type: $(cat "$tmp/h")"
 grep -qi '^content-length: 13' "$tmp/h" || fail "GET / length: $(cat "$tmp/h")"
 grep -qi '^connection: close' "$tmp/h" && fail "GET / closes: $(cat "$tmp/h")"
+
+# Date, the loop's cached one (renewed once a second): IMF-fixdate (RFC 9110 5.6.7), and now,
+# both in the pre-encoded answer to GET / and in one the response encoder makes (404).
+imf='(Mon|Tue|Wed|Thu|Fri|Sat|Sun), [0-3][0-9] (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [0-9]{4} [0-2][0-9]:[0-5][0-9]:[0-6][0-9] GMT'
+for path in / /nope; do
+    curl -D "$tmp/h" -o /dev/null "$url$path"
+    hdr=$(grep -i '^date:' "$tmp/h" | tr -d '\r') || fail "GET $path: no Date: $(cat "$tmp/h")"
+    [[ $hdr =~ ^[Dd]ate:\ ($imf)$ ]] || fail "GET $path: not an IMF-fixdate: '$hdr'"
+    skew=$(($(date +%s) - $(date -u -d "${BASH_REMATCH[1]}" +%s)))
+    ((skew >= -1 && skew <= 2)) || fail "GET $path: Date is $skew s off: '$hdr'"
+done
 
 # Keep-alive: three requests, one connection.
 conns=$(curl --http1.1 -o /dev/null -o /dev/null -o /dev/null -w '%{num_connects}' \
