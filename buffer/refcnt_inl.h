@@ -5,8 +5,8 @@
  * A retain on a count of 0 comes after the last release (the object is freed, or being freed
  * on another thread), one on UINT32_MAX would wrap the count to 0 and let the next release
  * free an object still in use. Netty's retain() throws IllegalReferenceCountException; here
- * the count is left as it is, the refusal reported on stderr, and debug builds abort there,
- * where the bug is, rather than at a use after free later on.
+ * the count is left as it is, the refusal reported through the log hook (common.h), and debug
+ * builds abort there, where the bug is, rather than at a use after free later on.
  */
 #ifndef EDDY_BUFFER_REFCNT_INL_H
 #define EDDY_BUFFER_REFCNT_INL_H
@@ -36,8 +36,8 @@ static inline bool eddy__refcnt_inc(_Atomic uint32_t *cnt, uint32_t *found)
 
 /*
  * Report a refused retain of obj, a kind ("buffer", "message", "timer", "future") whose count
- * was count, on stderr; then abort when refusals are fatal (buffer/common.c). Release builds
- * report the first refusal only.
+ * was count, through the log hook (EDDY_LOG_ERROR); then abort when refusals are fatal
+ * (buffer/common.c). Release builds report the first refusal only.
  */
 void eddy__refcnt_refused(const char *kind, const void *obj, uint32_t count);
 

@@ -472,7 +472,8 @@ static void close_fd(eddy_channel_t *ch)
  * request behind a Connection: close, the rest of a rejected upload, TLS session tickets).
  * A requested close therefore first discards what is waiting, up to DISCARD_MAX: one
  * system call that finds nothing in the common case. What arrives after the close still
- * meets a reset; nginx's lingering close is the fuller answer and is not here.
+ * meets a reset; the fuller answer is the lingering close below (nginx's), which a close
+ * after flush uses.
  */
 static void stream_discard_input(eddy_channel_t *ch)
 {

@@ -90,7 +90,7 @@ EDDY_EXTERN int eddy_server_bootstrap_reuseport(eddy_server_bootstrap_t *b, bool
  * Limit the server: at most max_connections children open at once (0: no limit), and at
  * most accepts_per_second new ones in each one-second window (0: no limit). Connections
  * beyond a limit are accepted and closed at once, counted (eddy_server_bootstrap_counters)
- * and logged to stderr at most once a second.
+ * and logged (EDDY_LOG_WARN, through the log hook: common.h) at most once a second.
  */
 EDDY_EXTERN void eddy_server_bootstrap_limits(eddy_server_bootstrap_t *b, uint64_t max_connections,
                                               uint64_t accepts_per_second);
@@ -111,9 +111,9 @@ EDDY_EXTERN void eddy_server_bootstrap_counters(const eddy_server_bootstrap_t *b
  * thread (the first address returned is used); NULL or "": every interface (0.0.0.0). port 0:
  * an ephemeral port (read it from eddy_channel_local_addr of the future's channel). Returns a
  * future the caller releases; it completes with the listening channel (eddy_future_channel;
- * valid while the future is held: retain it to keep it after releasing the future), or fails with EDDY_EINVAL (no group
- * or no child_init: one line on stderr names it), EDDY_ENOENT (unknown host),
- * EDDY_EADDRINUSE... NULL only without memory. Any thread.
+ * valid while the future is held: retain it to keep it after releasing the future), or
+ * fails with EDDY_EINVAL (no group or no child_init: one EDDY_LOG_ERROR message names it),
+ * EDDY_ENOENT (unknown host), EDDY_EADDRINUSE... NULL only without memory. Any thread.
  */
 EDDY_EXTERN eddy_future_t *eddy_server_bootstrap_bind(eddy_server_bootstrap_t *b, const char *host,
                                                       uint16_t port);
@@ -192,8 +192,8 @@ EDDY_EXTERN int eddy_bootstrap_reconnect(eddy_bootstrap_t *b, const eddy_reconne
  * addresses (IPv6 and IPv4) tried in turn until one connects; EDDY_CONNECT_TIMEOUT_MS holds
  * for each try. Returns a future the caller releases; it completes with the connected
  * channel (valid while the future is held) or fails with the last try's error (EDDY_ECONNREFUSED,
- * EDDY_ETIMEDOUT...), EDDY_ENOENT (unknown host), or EDDY_EINVAL (no group: one line on
- * stderr). NULL only without memory. Any thread.
+ * EDDY_ETIMEDOUT...), EDDY_ENOENT (unknown host), or EDDY_EINVAL (no group: one
+ * EDDY_LOG_ERROR message). NULL only without memory. Any thread.
  */
 EDDY_EXTERN eddy_future_t *eddy_bootstrap_connect(eddy_bootstrap_t *b, const char *host,
                                                   uint16_t port);

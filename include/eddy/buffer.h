@@ -59,9 +59,9 @@ EDDY_EXTERN eddy_buf_t *eddy_buf_from_str(const char *s);
  * Take one more reference; returns b. Any thread. A retain the count cannot take is refused,
  * where Netty's retain() throws IllegalReferenceCountException: at 0 (b was released already:
  * a use after its last release) or at UINT32_MAX (one more would wrap to 0). Debug builds
- * (NDEBUG not defined) then say so on stderr and abort; release builds leave the count as it
- * is and return NULL, the first refusal said on stderr. A retain at 0 counts as a misuse
- * (eddy_leak_misuse_count(); in paranoid mode reported with b's trail).
+ * (NDEBUG not defined) then say so through the log hook (common.h) and abort; release builds
+ * leave the count as it is and return NULL, the first refusal logged. A retain at 0 counts
+ * as a misuse (eddy_leak_misuse_count(); in paranoid mode reported with b's trail).
  */
 EDDY_EXTERN eddy_buf_t *eddy_buf_retain(eddy_buf_t *b);
 
