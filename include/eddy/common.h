@@ -130,7 +130,7 @@ EDDY_EXTERN int eddy_library_shutdown(void);
  * Messages below the level threshold are dropped before they are formatted: the threshold
  * starts at EDDY_LOG_INFO, or at the level the environment variable EDDY_LOG names (trace,
  * debug, info, warn, error), read at the first message. The logging handler's entries
- * (handler.h) carry the same levels but go to that handler's own sink.
+ * (handler.h) come here too, at the handler's level, unless it was given a sink of its own.
  */
 
 /* Log levels, least severe first. */

@@ -156,6 +156,13 @@ EDDY_EXTERN eddy_handler_t eddy_message_deadline_handler(int64_t timeout_ms);
  *
  * with "(N more bytes not shown)" on a last line past max_dump. Entries have no final
  * newline. The handler is sharable: it keeps no per-channel state.
+ *
+ * Without a sink of its own, entries go to the library's log (common.h): to the hook
+ * eddy_log_set_hook() set (by default "eddy: <entry>" on stderr), at the handler's level, and
+ * those below the log's threshold (EDDY_LOG_INFO, unless EDDY_LOG or eddy_log_set_level() say
+ * otherwise) are dropped before they are built. So the default DEBUG entries show with
+ * EDDY_LOG=debug, as Netty's LoggingHandler at DEBUG shows once its logger is at DEBUG. A sink
+ * given in the options gets every entry, whatever the threshold.
  */
 
 /* Each entry carries an eddy_log_level_t (common.h). */
@@ -172,7 +179,7 @@ typedef void (*eddy_log_cb)(eddy_log_level_t level, const char *text, void *arg)
 typedef struct eddy_logging_options_s {
     eddy_log_level_t level;   /* the level of every entry; 0: EDDY_LOG_DEBUG */
     eddy_log_format_t format; /* 0: EDDY_LOG_HEX_DUMP */
-    eddy_log_cb sink;         /* NULL: eddy_log_to_file, to stderr */
+    eddy_log_cb sink;         /* NULL: the library's log (above) */
     void *sink_arg;
     size_t max_dump; /* bytes of a message dumped at most; 0: 64 KiB */
 } eddy_logging_options_t;

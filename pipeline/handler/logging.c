@@ -5,8 +5,9 @@
  *
  * Beyond Netty: the outbound read is logged ("READ REQUEST"), writability says which way it
  * changed, a user event shows its name and an idle event whether it is the first, and dumps
- * stop at max_dump bytes. Without a logging framework, the level only travels with the entry
- * to the sink, which decides whether to show it (Netty asks its logger first).
+ * stop at max_dump bytes. By default entries go to the library's log (common.h), which is
+ * asked first, as Netty asks its logger: an entry below its threshold is not built. A sink of
+ * the user's own gets every entry with its level and decides.
  */
 #include "pipeline/internal.h"
 
@@ -23,7 +24,7 @@
 typedef struct logging_s {
     eddy_log_level_t level;
     eddy_log_format_t format;
-    eddy_log_cb sink;
+    eddy_log_cb sink; /* NULL: the library's log */
     void *sink_arg;
     size_t max_dump;
 } logging_t;
@@ -62,8 +63,8 @@ void *eddy_logging_handler_new(const eddy_logging_options_t *opts)
     }
     s->level = o.level != 0 ? o.level : EDDY_LOG_DEBUG;
     s->format = o.format;
-    s->sink = o.sink != NULL ? o.sink : eddy_log_to_file;
-    s->sink_arg = o.sink != NULL ? o.sink_arg : NULL;
+    s->sink = o.sink;
+    s->sink_arg = o.sink_arg;
     s->max_dump = o.max_dump != 0 ? o.max_dump : DEFAULT_MAX_DUMP;
     return s;
 }
@@ -153,10 +154,25 @@ static void text_channel(text_t *t, eddy_ctx_t *ctx)
     text_str(t, "]");
 }
 
+/* Begin an entry with its channel: false, nothing built, when the library's log would drop
+ * it (the threshold is one relaxed load; a hex dump is many rows). */
+static bool entry_start(const logging_t *s, text_t *t, eddy_ctx_t *ctx)
+{
+    if (s->sink == NULL && !eddy__log_enabled(s->level)) {
+        return false;
+    }
+    text_channel(t, ctx);
+    return true;
+}
+
 static void emit(const logging_t *s, text_t *t)
 {
     if (!t->failed && t->s != NULL) {
-        s->sink(s->level, t->s, s->sink_arg);
+        if (s->sink != NULL) {
+            s->sink(s->level, t->s, s->sink_arg);
+        } else {
+            eddy__log_text(s->level, t->s);
+        }
     }
     free(t->s);
 }
@@ -166,7 +182,9 @@ static void log_event(eddy_ctx_t *ctx, const char *event)
 {
     const logging_t *s = eddy_ctx_state(ctx);
     text_t t = {0};
-    text_channel(&t, ctx);
+    if (!entry_start(s, &t, ctx)) {
+        return;
+    }
     text_printf(&t, " %s", event);
     emit(s, &t);
 }
@@ -239,7 +257,9 @@ static void log_msg(eddy_ctx_t *ctx, const char *event, eddy_msg_t *msg)
 {
     const logging_t *s = eddy_ctx_state(ctx);
     text_t t = {0};
-    text_channel(&t, ctx);
+    if (!entry_start(s, &t, ctx)) {
+        return;
+    }
     if (msg->type != EDDY_MSG_BUF && msg->type != EDDY_MSG_COMPOSITE) {
         text_printf(&t, " %s: message of type %u", event, msg->type);
         emit(s, &t);
@@ -314,19 +334,20 @@ static void log_user_event(eddy_ctx_t *ctx, int event, void *data)
 {
     const logging_t *s = eddy_ctx_state(ctx);
     text_t t = {0};
-    text_channel(&t, ctx);
-    const char *name = event_name(event);
-    if (name != NULL) {
-        text_printf(&t, " USER_EVENT: %s", name);
-    } else {
-        text_printf(&t, " USER_EVENT: %d", event);
+    if (entry_start(s, &t, ctx)) {
+        const char *name = event_name(event);
+        if (name != NULL) {
+            text_printf(&t, " USER_EVENT: %s", name);
+        } else {
+            text_printf(&t, " USER_EVENT: %d", event);
+        }
+        bool idle = event == EDDY_EVENT_READER_IDLE || event == EDDY_EVENT_WRITER_IDLE ||
+                    event == EDDY_EVENT_ALL_IDLE;
+        if (idle && data != NULL && ((const eddy_idle_event_t *)data)->first) {
+            text_str(&t, " (first)");
+        }
+        emit(s, &t);
     }
-    bool idle = event == EDDY_EVENT_READER_IDLE || event == EDDY_EVENT_WRITER_IDLE ||
-                event == EDDY_EVENT_ALL_IDLE;
-    if (idle && data != NULL && ((const eddy_idle_event_t *)data)->first) {
-        text_str(&t, " (first)");
-    }
-    emit(s, &t);
     eddy_ctx_fire_user_event(ctx, event, data);
 }
 
@@ -341,9 +362,10 @@ static void log_exception(eddy_ctx_t *ctx, int err)
 {
     const logging_t *s = eddy_ctx_state(ctx);
     text_t t = {0};
-    text_channel(&t, ctx);
-    text_printf(&t, " EXCEPTION: %s (%s)", eddy_err_name(err), eddy_strerror(err));
-    emit(s, &t);
+    if (entry_start(s, &t, ctx)) {
+        text_printf(&t, " EXCEPTION: %s (%s)", eddy_err_name(err), eddy_strerror(err));
+        emit(s, &t);
+    }
     eddy_ctx_fire_exception(ctx, err);
 }
 
@@ -354,7 +376,9 @@ static void log_addrs(eddy_ctx_t *ctx, const char *event, const eddy_addr_t *a,
     const logging_t *s = eddy_ctx_state(ctx);
     char x[128], y[128];
     text_t t = {0};
-    text_channel(&t, ctx);
+    if (!entry_start(s, &t, ctx)) {
+        return;
+    }
     text_printf(&t, " %s: %s", event, a != NULL ? eddy_addr_format(a, x, sizeof(x)) : "none");
     if (b != NULL) {
         text_printf(&t, ", %s", eddy_addr_format(b, y, sizeof(y)));

@@ -604,6 +604,37 @@ static void test_logging_handler_writes_to_a_file_through_the_ready_sink(void **
     fclose(f);
 }
 
+/* Without a sink of its own the handler logs through the library's log: the hook a user set
+ * gets its entries, at the handler's level; below the log's threshold there are none. */
+static void test_logging_handler_without_a_sink_logs_through_the_log_hook(void **state)
+{
+    (void)state;
+    capture_t c = {0};
+    eddy_log_level_t was = eddy_log_level();
+    eddy_log_set_hook(capture, &c);
+    eddy_log_set_level(EDDY_LOG_DEBUG);
+    eddy_channel_t *ch = eddy_embedded_channel_new();
+    assert_non_null(ch);
+    eddy_logging_options_t o = {.format = EDDY_LOG_SIMPLE};
+    assert_int_equal(EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch), eddy_logging_handler(&o)),
+                     0);
+    assert_true(eddy_embedded_write_inbound(ch, text("Hello")));
+    assert_int_equal(drain(ch, true), 1);
+    assert_int_equal(c.n, 2);
+    assert_entry(&c, 0, ch, "READ: 5B");
+    assert_entry(&c, 1, ch, "READ COMPLETE");
+    assert_int_equal(c.level[0], EDDY_LOG_DEBUG);
+
+    eddy_log_set_level(EDDY_LOG_INFO); /* DEBUG entries are dropped now */
+    assert_true(eddy_embedded_write_inbound(ch, text("Hello")));
+    assert_int_equal(drain(ch, true), 1);
+    assert_int_equal(c.n, 2);
+    eddy_log_set_hook(NULL, NULL);
+    eddy_log_set_level(was);
+    assert_true(eddy_embedded_finish(ch));
+    capture_free(&c);
+}
+
 /* ---------------------------------------------------------------------------------------
  * The flush consolidation handler
  */
@@ -972,6 +1003,7 @@ int main(void)
         cmocka_unit_test(test_logging_handler_bounds_dumps_and_dumps_composites),
         cmocka_unit_test(test_logging_handler_simple_format_logs_sizes_and_passes_other_messages),
         cmocka_unit_test(test_logging_handler_writes_to_a_file_through_the_ready_sink),
+        cmocka_unit_test(test_logging_handler_without_a_sink_logs_through_the_log_hook),
         cmocka_unit_test(test_flush_consolidation_holds_flushes_until_read_complete),
         cmocka_unit_test(test_flush_consolidation_flushes_every_explicit_flush_after_flushes),
         cmocka_unit_test(test_flush_consolidation_passes_flushes_outside_a_read),
