@@ -2,7 +2,8 @@
 #   make run    the demo          make test   every test: normal, ASan+UBSan, TSan builds
 #   make bench  the benchmarks    make fuzz   fuzz the decoders    make clean  remove build/
 #   make install [PREFIX=/usr/local] [DESTDIR=]   the library, its headers and package files
-#   make soak   fuzz the example servers whole (SECONDS=300, SERVERS=echo,tls,rpc,http,resp)
+#   make soak   fuzz the example servers whole (SECONDS=300, SERVERS=echo,tls,rpc,http,resp,
+#               SANITIZER=address or thread)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 # Our own builds treat warnings as errors; a user's plain cmake build does not (EDDY_WERROR).
@@ -23,6 +24,14 @@ build: deps
 run: build
 	@bash scripts/demo.sh build/release
 
+# The sanitizer trees, configured alike wherever they are built (test-*, soak).
+ASAN_TREE := build/asan
+ASAN_FLAGS := -DCMAKE_BUILD_TYPE=Debug -DEDDY_SANITIZE=address,undefined -DEDDY_BUILD_BENCH=OFF
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
+TSAN_TREE := build/tsan
+TSAN_FLAGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEDDY_SANITIZE=thread -DEDDY_BUILD_BENCH=OFF
+TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
 # The normal build runs every test; the ASan+UBSan build every test but the install check;
 # the TSan build the tests labelled concurrency, and the server fuzzer's (serverfuzz).
 test: deps
@@ -34,18 +43,14 @@ test-normal:
 	cd build/debug && ctest --output-on-failure -j $(JOBS)
 
 test-asan:
-	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DEDDY_SANITIZE=address,undefined \
-		-DEDDY_BUILD_BENCH=OFF $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
-	@cmake --build build/asan -j $(JOBS)
-	cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
-		UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -LE install
+	@cmake -S . -B $(ASAN_TREE) $(ASAN_FLAGS) $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(ASAN_TREE) -j $(JOBS)
+	cd $(ASAN_TREE) && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) -LE install
 
 test-tsan:
-	@cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEDDY_SANITIZE=thread \
-		-DEDDY_BUILD_BENCH=OFF $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
-	@cmake --build build/tsan -j $(JOBS)
-	cd build/tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-		ctest --output-on-failure -j $(JOBS) -L 'concurrency|serverfuzz'
+	@cmake -S . -B $(TSAN_TREE) $(TSAN_FLAGS) $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(TSAN_TREE) -j $(JOBS)
+	cd $(TSAN_TREE) && $(TSAN_ENV) ctest --output-on-failure -j $(JOBS) -L 'concurrency|serverfuzz'
 
 # Benchmarks print a table and JSON lines ({"bench":...}); the JSON goes to bench/results.json.
 bench: build
@@ -75,19 +80,24 @@ install:
 	@DESTDIR="$(DESTDIR)" cmake --install build/install
 
 # The example servers fuzzed whole (tests/examples/serverfuzz.py, fuzz/README.md) in the
-# ASan+UBSan build: fresh seeds for SECONDS in all, the SERVERS in turn. Each seed is printed,
-# each failure with its trace file (in build/asan/soak/); exits non-zero after a failure.
+# ASan+UBSan build, or with SANITIZER=thread in the TSan build: fresh seeds for SECONDS in all,
+# the SERVERS in turn. Each seed is printed, each failure with its trace file (in the tree's
+# soak/); exits non-zero after a failure.
 SECONDS ?= 300
 SERVERS ?= echo,tls,rpc,http,resp
+SANITIZER ?= address
+SOAK_TREE = $(if $(filter thread,$(SANITIZER)),$(TSAN_TREE),$(ASAN_TREE))
+SOAK_FLAGS = $(if $(filter thread,$(SANITIZER)),$(TSAN_FLAGS),$(ASAN_FLAGS))
+SOAK_ENV = $(if $(filter thread,$(SANITIZER)),$(TSAN_ENV),$(ASAN_ENV))
 soak: deps
-	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DEDDY_SANITIZE=address,undefined \
-		-DEDDY_BUILD_BENCH=OFF $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
-	@cmake --build build/asan -j $(JOBS) --target eddy-echo-server eddy-rpc-server \
+	@case "$(SANITIZER)" in address|thread) ;; \
+		*) echo "make soak: SANITIZER is address or thread, not '$(SANITIZER)'"; exit 2;; esac
+	@cmake -S . -B $(SOAK_TREE) $(SOAK_FLAGS) $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(SOAK_TREE) -j $(JOBS) --target eddy-echo-server eddy-rpc-server \
 		eddy-http-server eddy-resp-server
-	@bash tests/pipeline/tls_certs.sh build/asan/soak-certs
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-		python3 tests/examples/serverfuzz.py build/asan/examples build/asan/soak-certs \
-		--soak $(SECONDS) --servers $(SERVERS) --out build/asan/soak
+	@bash tests/pipeline/tls_certs.sh $(SOAK_TREE)/soak-certs
+	$(SOAK_ENV) python3 tests/examples/serverfuzz.py $(SOAK_TREE)/examples $(SOAK_TREE)/soak-certs \
+		--soak $(SECONDS) --servers $(SERVERS) --out $(SOAK_TREE)/soak
 
 clean:
 	rm -rf build
