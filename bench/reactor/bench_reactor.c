@@ -53,7 +53,8 @@
  * Options: --case NAME, --rounds N (measured rounds, after one warm-up round), --ops N (tasks,
  * timers, or latency samples per round; k and m suffixes), --subject NAME (one subject, for
  * profiling), --idle-seconds S, --gap-us N (sleep between wake-up
- * samples), --awake (see spinner_main), --no-pin. Threads are pinned: the first CPU the
+ * samples), --awake (see spinner_main), --no-pin, --no-costs (skip the machine costs
+ * printed first). Threads are pinned: the first CPU the
  * process may use runs the main thread and the producer, the second the consumer.
  */
 #include <eddy/common.h>
@@ -76,6 +77,7 @@
 #include <unistd.h>
 
 #include "support/bench_util.h"
+#include "support/machine_costs.h"
 
 #define MAX_ROUNDS 101
 _Static_assert(MAX_ROUNDS <= BENCH_MAX_ROUNDS, "bench_stats sorts at most BENCH_MAX_ROUNDS");
@@ -114,11 +116,11 @@ static const char *const timer_names[SUBJ_N] = {"eddy", "", "libuv_timer", "libu
  * Default operations per round, per case. On a quiet 2-core EPYC VM the whole run (one
  * warm-up and five rounds of everything but idle_cpu) takes about two minutes.
  */
-static const uint64_t default_ops[CASE_N] = {2000000, 2000000, 2000000, 5000,
-                                             1000000, 1000000, 0};
+static const uint64_t default_ops[CASE_N] = {2000000, 2000000, 2000000, 5000, 1000000, 1000000, 0};
 
-static int cpu_a = -1; /* main thread, producer */
-static int cpu_b = -1; /* consumer, loop */
+static int cpu_a = -1;    /* main thread, producer */
+static bool costs = true; /* measure and print the machine's costs first (--no-costs) */
+static int cpu_b = -1;    /* consumer, loop */
 static bool layout_shared;
 static const char *only_subject;
 static double idle_seconds = DEFAULT_IDLE_S;
@@ -1332,7 +1334,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: bench_reactor [--case NAME] [--rounds N] [--ops N] [--subject NAME] "
-            "[--idle-seconds S] [--gap-us N] [--awake] [--no-pin]\n"
+            "[--idle-seconds S] [--gap-us N] [--awake] [--no-pin] [--no-costs]\n"
             "  --case NAME       tasks_1p, tasks_2p, wakeup_latency, timers_schedule_cancel, "
             "timers_schedule_fire or idle_cpu (default: all)\n"
             "  --rounds N        measured rounds after one warm-up round (default %d, max %d; "
@@ -1344,7 +1346,8 @@ static void usage(FILE *out)
             "  --gap-us N        sleep before each wake-up latency sample (default %d)\n"
             "  --awake           wakeup_latency: keep the consumer's CPU from halting with a "
             "SCHED_IDLE spinner (see the source)\n"
-            "  --no-pin          leave threads where the scheduler puts them\n",
+            "  --no-pin          leave threads where the scheduler puts them\n"
+            "  --no-costs        skip measuring the machine's system-call and cache costs\n",
             DEFAULT_ROUNDS, MAX_ROUNDS, (unsigned long long)default_ops[CASE_TASKS_1P],
             (unsigned long long)default_ops[CASE_TIMERS_CANCEL],
             (unsigned long long)default_ops[CASE_WAKEUP], DEFAULT_IDLE_S, DEFAULT_GAP_US);
@@ -1410,6 +1413,8 @@ int main(int argc, char **argv)
             keep_awake = true;
         } else if (strcmp(a, "--no-pin") == 0) {
             pin = false;
+        } else if (strcmp(a, "--no-costs") == 0) {
+            costs = false;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
@@ -1433,7 +1438,10 @@ int main(int argc, char **argv)
            model, sysconf(_SC_NPROCESSORS_ONLN), cpu_a, cpu_b, pin ? "" : " (not pinned)", load[0],
            load[1], load[2]);
     printf("throughput ratio = eddy median / baseline median (ops/s); higher favours eddy\n");
-    fflush(stdout);
+    if (costs) {
+        bench_machine_costs_print("reactor", cpu_a < 0 ? 0 : cpu_a, cpu_b < 0 ? 1 : cpu_b);
+        bench_thread_pin(cpu_a);
+    }
 
     for (int c = 0; c < CASE_N; c++) {
         if (only >= 0 && c != only)

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "support/bench_util.h"
+#include "support/machine_costs.h"
 
 #ifdef EDDY_BENCH_HAVE_CK
 #include <ck_ring.h>
@@ -52,6 +53,7 @@ enum { B_MUTEX, B_CK, B_N };
 static const char *const base_names[B_N] = {"mutex_queue", "ck_ring"};
 
 static bool pin = true;
+static bool costs = true; /* measure and print the machine's costs first (--no-costs) */
 static int cpus[2] = {0, 1};
 
 static int64_t now_ns(void)
@@ -551,12 +553,14 @@ int main(int argc, char **argv)
             java_cmd = v, i++;
         } else if (strcmp(argv[i], "--no-pin") == 0) {
             pin = false;
+        } else if (strcmp(argv[i], "--no-costs") == 0) {
+            costs = false;
         } else if (strcmp(argv[i], "--ops") == 0) {
             events = parse_count(v), i++; /* bench/run.sh passes the same flags to all */
         } else {
             fprintf(stderr, "usage: bench_ring [--events N] [--baseline-events N] [--rounds N] "
                             "[--case 1p1c|2p1c|pipeline3|diamond] [--java CMD] "
-                            "[--no-pin]\n");
+                            "[--no-pin] [--no-costs]\n");
             return 2;
         }
     }
@@ -585,6 +589,8 @@ int main(int argc, char **argv)
            ncpu, cpus[0], cpus[1], pin ? "" : " (--no-pin: not pinned)", load[0]);
     printf("1 warm-up round, then %d rounds, subjects alternating within each round; "
            "ratio = eddy median / baseline median\n", rounds);
+    if (costs)
+        bench_machine_costs_print("ring", cpus[0], cpus[1]);
 
     for (int c = 0; c < C_N; c++) {
         if (only >= 0 && c != only)
