@@ -184,6 +184,15 @@ static inline int64_t eddy__sequencer_mp_published(const eddy_sequencer_t *s, in
     return avail;
 }
 
+/* Multi-producer: seq's slot holds seq, published. Seeing it implies seq was claimed: a slot
+ * holds the lap of the last sequence published there, and laps only grow. */
+static inline bool eddy__sequencer_mp_is_published(const eddy_sequencer_t *s, int64_t seq)
+{
+    /* Pairs with the release store in mp_set_available() (ring.c). */
+    return atomic_load_explicit(&s->available[seq & s->mask], memory_order_acquire) ==
+           (int32_t)(seq >> s->shift);
+}
+
 /* The highest sequence in [lo, avail] up to which every slot is published (avail: claimed). */
 static inline int64_t eddy__sequencer_highest_published(const eddy_sequencer_t *s, int64_t lo,
                                                         int64_t avail)
@@ -197,6 +206,33 @@ static inline int64_t eddy__sequencer_highest_published(const eddy_sequencer_t *
 void eddy__sequencer_signal(eddy_sequencer_t *s);
 
 /*
+ * True once seq's slot may be read as far as the cursor tells: claimed and, with several
+ * producers, published too. The cursor of a multi-producer sequencer counts claims, so a
+ * waiter that looked at it alone would take a slot claimed by a producer that was then
+ * preempted before it published, and spin on it until that producer ran again.
+ */
+static inline bool eddy__barrier_cursor_ready(const eddy_barrier_t *b, int64_t seq)
+{
+    if (b->seqr->kind == EDDY__PRODUCER_MULTI)
+        return eddy__sequencer_mp_is_published(b->seqr, seq);
+    return eddy_sequence_get(b->cursor) >= seq;
+}
+
+/*
+ * What wait strategies wait on: a value >= seq once seq may be read through b, below seq
+ * until then. With dependencies, their minimum (they pass only published slots); on the
+ * cursor alone, the cursor once seq is published (eddy__barrier_cursor_ready).
+ */
+static inline int64_t eddy__barrier_probe(const eddy_barrier_t *b, int64_t seq)
+{
+    int64_t avail = eddy__barrier_dependent(b);
+    if (b->ndeps == 0 && avail >= seq && b->seqr->kind == EDDY__PRODUCER_MULTI &&
+        !eddy__sequencer_mp_is_published(b->seqr, seq))
+        return seq - 1;
+    return avail;
+}
+
+/*
  * eddy_barrier_wait_for(), inline for the processors: a consumer asking for what its last wait
  * found reads nothing shared but the alert flag, and one that finds seq already passed by the
  * cursor (or its dependencies) never calls into the wait strategy (Java's BatchEventProcessor
@@ -208,7 +244,7 @@ static inline int64_t eddy__barrier_wait_for(eddy_barrier_t *b, int64_t seq)
         return EDDY_ECANCELED;
     if (seq <= b->cached)
         return b->cached;
-    int64_t avail = eddy__barrier_dependent(b);
+    int64_t avail = eddy__barrier_probe(b, seq);
     if (avail < seq) {
         avail = b->ws->ops->wait_for(b->ws, seq, b);
         if (avail < seq)

@@ -311,18 +311,11 @@ static int64_t mp_try_next(eddy_sequencer_t *s, int64_t n)
 
 static inline void mp_set_available(eddy_sequencer_t *s, int64_t seq)
 {
-    /* Pairs with the acquire loads in mp_is_available() and eddy__sequencer_mp_published():
-     * the slot's contents, written before this store, are visible to the consumer that sees
-     * the lap number. */
+    /* Pairs with the acquire loads in eddy__sequencer_mp_is_published() and
+     * eddy__sequencer_mp_published(): the slot's contents, written before this store, are
+     * visible to the consumer that sees the lap number. */
     atomic_store_explicit(&s->available[seq & s->mask], (int32_t)(seq >> s->shift),
                           memory_order_release);
-}
-
-static inline bool mp_is_available(const eddy_sequencer_t *s, int64_t seq)
-{
-    /* Pairs with the release store in mp_set_available(). */
-    return atomic_load_explicit(&s->available[seq & s->mask], memory_order_acquire) ==
-           (int32_t)(seq >> s->shift);
 }
 
 void eddy_sequencer_set_ring(eddy_sequencer_t *s, const eddy_ring_t *ring)
@@ -406,7 +399,7 @@ bool eddy_sequencer_is_available(const eddy_sequencer_t *s, int64_t seq)
     if (seq < 0)
         return false;
     if (s->kind == EDDY__PRODUCER_MULTI)
-        return mp_is_available(s, seq);
+        return eddy__sequencer_mp_is_published(s, seq);
     int64_t cursor = eddy_sequence_get(&s->cursor);
     return seq <= cursor && seq > cursor - s->size;
 }
@@ -564,4 +557,9 @@ int64_t eddy_barrier_cursor(const eddy_barrier_t *b)
 int64_t eddy_barrier_dependent(const eddy_barrier_t *b)
 {
     return eddy__barrier_dependent(b);
+}
+
+int64_t eddy_barrier_probe(const eddy_barrier_t *b, int64_t seq)
+{
+    return eddy__barrier_probe(b, seq);
 }

@@ -3,9 +3,14 @@
  * sequence it needs, and what a producer does after publishing so that sleeping consumers
  * wake. Each is a const ops table plus a little state; the trade-offs are in ring.h.
  *
- * Every strategy waits until the barrier's dependent sequence (the cursor, or the slowest
- * upstream consumer) reaches seq, and checks the barrier's alert on each round, so a halt
- * never waits for an event that does not come.
+ * Every strategy waits until seq can be read through the barrier (eddy__barrier_probe: the
+ * slowest upstream consumer has passed it, or with none, it is published), and checks the
+ * barrier's alert on each round, so a halt never waits for an event that does not come.
+ *
+ * No strategy spins without end on one sequence: its producer may have been preempted
+ * between claiming and publishing it, and when threads outnumber cores the spinning waiter
+ * may be what keeps that producer off the CPU. Busy spin yields once in a long while,
+ * yielding after a short spin, and the blocking strategies spin a little, then sleep.
  */
 #include "reactor/internal.h"
 
@@ -19,10 +24,36 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#if !defined(EDDY_RING_NO_MEMBARRIER) && defined(SYS_membarrier)
+#define USE_MEMBARRIER 1
+#include <linux/membarrier.h>
+#endif
 #endif
 
 /* Spins before the yielding strategy starts yielding (Java YieldingWaitStrategy.SPIN_TRIES). */
 #define YIELD_SPINS 100
+/*
+ * Spins between the busy-spin strategy's yields: about 100 us (a pause is 20-25 ns on the
+ * EPYC of bench/RESULTS.md, 40-50 ns on Skylake-era Xeons), long past any producer that is
+ * running, short beside a scheduler's time slice, so a producer preempted on a shared core
+ * gets it back.
+ */
+#define BUSY_SPINS_PER_YIELD 4096
+/*
+ * Spins before a blocking strategy sleeps: about 6 us on that EPYC, the cost of two system
+ * calls there (2.5 us each, bench/RESULTS.md machine costs), and far less than a futex
+ * sleep and wake-up (the wait, the wake and the scheduler's latency in between). A producer
+ * that keeps publishing is caught by the spin, and neither side enters the kernel; a lull
+ * longer than the spin costs one sleep, as before.
+ */
+#define BLOCK_SPINS 256
+/*
+ * A sleeper's first sleep, while publishers skip the fence (see "Blocking" below): short,
+ * so that a wake-up lost to a publish racing with it costs at most this much, and long
+ * beside a futex wait and wake (about 1 + 1 us of system calls and 8-40 us of hand-off on
+ * the EPYC of bench/RESULTS.md), so most lulls end inside it without the heavy barrier.
+ */
+#define NAP_NS 50000
 /* Sleeping defaults (Java SleepingWaitStrategy: DEFAULT_RETRIES, DEFAULT_SLEEP). */
 #define SLEEP_RETRIES 200
 #define SLEEP_NS 100
@@ -65,11 +96,15 @@ void eddy_wait_strategy_free(eddy_wait_strategy_t *ws)
 
 static int64_t busy_spin_wait(eddy_wait_strategy_t *ws, int64_t seq, eddy_barrier_t *b)
 {
+    unsigned spins = 0;
     int64_t avail;
-    while ((avail = eddy__barrier_dependent(b)) < seq) {
+    while ((avail = eddy__barrier_probe(b, seq)) < seq) {
         if (eddy__barrier_alerted(b))
             return EDDY_ECANCELED;
-        eddy__cpu_relax();
+        if (++spins % BUSY_SPINS_PER_YIELD == 0)
+            sched_yield();
+        else
+            eddy__cpu_relax();
     }
     return avail;
 }
@@ -94,7 +129,7 @@ static int64_t yielding_wait(eddy_wait_strategy_t *ws, int64_t seq, eddy_barrier
 {
     int counter = YIELD_SPINS;
     int64_t avail;
-    while ((avail = eddy__barrier_dependent(b)) < seq) {
+    while ((avail = eddy__barrier_probe(b, seq)) < seq) {
         if (eddy__barrier_alerted(b))
             return EDDY_ECANCELED;
         if (counter == 0) {
@@ -134,7 +169,7 @@ static int64_t sleeping_wait(eddy_wait_strategy_t *ws, int64_t seq, eddy_barrier
     sleeping_t *sl = (sleeping_t *)ws;
     int counter = sl->retries;
     int64_t avail;
-    while ((avail = eddy__barrier_dependent(b)) < seq) {
+    while ((avail = eddy__barrier_probe(b, seq)) < seq) {
         if (eddy__barrier_alerted(b))
             return EDDY_ECANCELED;
         if (counter > 100) {
@@ -174,20 +209,48 @@ eddy_wait_strategy_t *eddy_wait_strategy_sleeping(int retries, int64_t sleep_ns)
 /* ---------------------------------------------------------------------------------------
  * Blocking, lite blocking, timeout blocking
  *
- * A waiter sleeps until the cursor reaches seq. On Linux it sleeps on the futex word gen,
- * which a wake bumps first: the waiter reads gen before it checks the cursor, so a publish
- * between the check and the sleep changes gen and the futex wait returns at once. Elsewhere
- * a mutex and condition variable do the same.
+ * A waiter whose sequence is not ready spins a little (BLOCK_SPINS; lite blocking does not),
+ * then sleeps until seq is ready through the cursor (eddy__barrier_cursor_ready). On Linux it
+ * sleeps on the futex word gen, which a wake bumps first: the waiter reads gen before it
+ * checks the cursor, so a publish between the check and the sleep changes gen and the futex
+ * wait returns at once. Elsewhere a mutex and condition variable do the same.
  *
- * Before each check a waiter reads gen, then raises need_signal; a publisher that finds it
- * raised clears it (exchange), bumps gen and wakes everyone, so only the first publish after
- * a waiter went to sleep makes the wake system call, not every publish until the waiter has
- * run. The lost wake-up is avoided as in Dekker's algorithm: the waiter stores need_signal,
- * a seq_cst fence, then reads the cursor; the publisher stores the cursor, a seq_cst fence,
- * then reads need_signal. One fence comes first, so either the waiter sees the new cursor or
- * the publisher sees the flag. And whoever clears a flag the waiter raised bumps gen after
- * the waiter read it (the exchange acquires the waiter's release store of the flag, which
- * follows its read of gen), so the waiter's futex wait returns at once or is woken.
+ * A publish touches no shared line and makes no system call while nobody sleeps: before each
+ * check a sleeper reads gen, then raises need_signal; a publisher that finds it raised
+ * clears it (exchange), bumps gen and wakes everyone, so only the first publish after a
+ * waiter went to sleep makes the wake system call. The lost wake-up is avoided as in
+ * Dekker's algorithm: the waiter stores need_signal, a seq_cst fence, then reads the cursor
+ * (or the slot's published lap); the publisher stores the cursor (or the lap), a seq_cst
+ * fence, then reads need_signal. One fence comes first, so either the waiter sees the
+ * publish or the publisher sees the flag. And whoever clears a flag the waiter raised bumps
+ * gen after the waiter read it (the exchange acquires the waiter's release store of the
+ * flag, which follows its read of gen), so the waiter's futex wait returns at once or is
+ * woken.
+ *
+ * Java's BlockingWaitStrategy takes a lock and signals a condition on every publish; the
+ * first version here bumped gen on every publish to match. Both put a read-modify-write of a
+ * line the waiter reads on the publisher's path; the flag makes that cost appear only when
+ * someone actually sleeps.
+ *
+ * The publisher's fence is cheap in itself (6 ns on the EPYC of bench/RESULTS.md), but it
+ * waits for the publisher's store to leave its store buffer, which waits for the cache line
+ * of the cursor (or the lap) to come back from the consumer polling it: a quarter of a
+ * microsecond between that VM's CPUs. It made 1p1c blocking 3x and 2p1c 2x slower than the
+ * same code without it. So on Linux the fence moves to the sleeper, which is about to make a
+ * system call anyway: publishers order their store and their load of need_signal by the
+ * compiler only, and a sleeper runs membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which puts
+ * a full barrier into every thread of the process running at that moment (a thread not
+ * running has passed one in its context switch): Dekker's fences, one of them made by the
+ * kernel on the publisher's behalf (liburcu and folly's asymmetric barriers work the same
+ * way). Either that barrier comes after the publisher's store, which the sleeper then sees,
+ * or before its load of need_signal, which then sees the flag.
+ *
+ * membarrier interrupts the other CPUs that run the process's threads (50 us on that VM, 1.3
+ * us with no other thread running), so a sleeper does not pay it for every lull: it first
+ * naps NAP_NS without it, then checks again. A publish that raced with the nap's flag and
+ * missed it is seen at that check, so a lost wake-up costs at most the nap; only a sleep
+ * past the nap takes the barrier and then sleeps for as long as it must. Without membarrier
+ * (another kernel, or a seccomp filter that refuses it) publishers fence, as before.
  */
 
 typedef struct {
@@ -196,8 +259,9 @@ typedef struct {
      * from the read-only fields. */
     alignas(EDDY__LINE) _Atomic uint32_t gen;
     _Atomic uint32_t need_signal;
-    alignas(EDDY__LINE) bool lite;
-    int64_t timeout_ns; /* 0: none */
+    alignas(EDDY__LINE) int spins; /* before sleeping */
+    bool asym;                     /* publishers skip the fence: sleepers use membarrier */
+    int64_t timeout_ns;            /* 0: none */
 #ifndef USE_FUTEX
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -231,72 +295,135 @@ static void futex_wake_all(_Atomic uint32_t *word)
 }
 #endif
 
+#ifdef USE_MEMBARRIER
+static pthread_once_t membarrier_once = PTHREAD_ONCE_INIT;
+static bool membarrier_ok;
+
+/* Register the process for private expedited barriers, once; remember whether it worked. */
+static void membarrier_register(void)
+{
+    long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    membarrier_ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+                    syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+/* Publishers may skip their fence: sleepers can put one into them. */
+static bool asymmetric_barriers(void)
+{
+    pthread_once(&membarrier_once, membarrier_register);
+    return membarrier_ok;
+}
+
+/* A full barrier in every running thread of the process (see "Blocking" above). */
+static bool heavy_barrier(void)
+{
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+#else
+static bool asymmetric_barriers(void)
+{
+    return false;
+}
+
+static bool heavy_barrier(void)
+{
+    return false;
+}
+#endif
+
+/* Sleep until seq is ready through the cursor: 0, EDDY_ECANCELED or EDDY_ETIMEDOUT. */
+static int blocking_sleep(blocking_t *bl, int64_t seq, eddy_barrier_t *b)
+{
+    int64_t deadline = 0;
+    if (bl->timeout_ns) {
+        /* Saturated: a timeout past the clock's range must not wrap into the past. */
+        int64_t now = eddy__now_ns();
+        deadline = bl->timeout_ns < INT64_MAX - now ? now + bl->timeout_ns : INT64_MAX;
+    }
+    /* With asymmetric barriers the first sleep is a nap, without the heavy barrier. */
+    bool napping = bl->asym;
+    int rc = 0;
+#ifndef USE_FUTEX
+    pthread_mutex_lock(&bl->lock);
+#endif
+    for (;;) {
+#ifdef USE_FUTEX
+        /* Pairs with the release increment in the publishers' wake: seeing a new gen means
+         * seeing the publish made before it. Read before the flag is raised (see above). */
+        uint32_t gen = atomic_load_explicit(&bl->gen, memory_order_acquire);
+#endif
+        /* Pairs with the acquire exchange in the publishers' wake. */
+        atomic_store_explicit(&bl->need_signal, 1, memory_order_release);
+        /* Dekker with the publishers' fence, or with the one heavy_barrier() puts into them
+         * (see above). Our own fence orders our flag before our check either way. */
+        eddy__fence_seq_cst();
+        if (bl->asym && !napping && !heavy_barrier())
+            napping = true; /* it failed after all: keep to naps, each ends in a check */
+        if (eddy__barrier_cursor_ready(b, seq))
+            break;
+        if (eddy__barrier_alerted(b)) {
+            rc = EDDY_ECANCELED;
+            break;
+        }
+        int64_t left = 0;
+        if (deadline) {
+            left = deadline - eddy__now_ns();
+            if (left <= 0) {
+                rc = EDDY_ETIMEDOUT;
+                break;
+            }
+        }
+        if (napping && (left == 0 || left > NAP_NS))
+            left = NAP_NS;
+#ifdef USE_FUTEX
+        futex_wait(&bl->gen, gen, left);
+        /* A nap that ended by a wake-up or by its time: either way the next round checks. */
+        napping = false;
+#else
+        if (deadline) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            int64_t t = ts.tv_nsec + left;
+            ts.tv_sec += (time_t)(t / 1000000000);
+            ts.tv_nsec = (long)(t % 1000000000);
+            pthread_cond_timedwait(&bl->cond, &bl->lock, &ts);
+        } else {
+            pthread_cond_wait(&bl->cond, &bl->lock);
+        }
+#endif
+    }
+#ifndef USE_FUTEX
+    pthread_mutex_unlock(&bl->lock);
+#endif
+    return rc;
+}
+
 static int64_t blocking_wait(eddy_wait_strategy_t *ws, int64_t seq, eddy_barrier_t *b)
 {
     blocking_t *bl = (blocking_t *)ws;
-    if (eddy_sequence_get(b->cursor) < seq) {
-        int64_t deadline = 0;
-        if (bl->timeout_ns) {
-            /* Saturated: a timeout past the clock's range must not wrap into the past. */
-            int64_t now = eddy__now_ns();
-            deadline = bl->timeout_ns < INT64_MAX - now ? now + bl->timeout_ns : INT64_MAX;
+    if (!eddy__barrier_cursor_ready(b, seq)) {
+        int spins = bl->spins;
+        while (spins > 0 && !eddy__barrier_cursor_ready(b, seq)) {
+            if (eddy__barrier_alerted(b))
+                return EDDY_ECANCELED;
+            spins--;
+            eddy__cpu_relax();
         }
-        int64_t rc = 0;
-#ifndef USE_FUTEX
-        pthread_mutex_lock(&bl->lock);
-#endif
-        for (;;) {
-#ifdef USE_FUTEX
-            /* Pairs with the release increments in blocking_signal(): seeing a new gen means
-             * seeing the cursor stored before it. Read before the flag is raised (see above). */
-            uint32_t gen = atomic_load_explicit(&bl->gen, memory_order_acquire);
-#endif
-            /* Pairs with the acquire exchange in blocking_signal(). */
-            atomic_store_explicit(&bl->need_signal, 1, memory_order_release);
-            /* Dekker with the fence in blocking_signal() (see above). */
-            eddy__fence_seq_cst();
-            if (eddy_sequence_get(b->cursor) >= seq)
-                break;
-            if (eddy__barrier_alerted(b)) {
-                rc = EDDY_ECANCELED;
-                break;
-            }
-            int64_t left = 0;
-            if (deadline) {
-                left = deadline - eddy__now_ns();
-                if (left <= 0) {
-                    rc = EDDY_ETIMEDOUT;
-                    break;
-                }
-            }
-#ifdef USE_FUTEX
-            futex_wait(&bl->gen, gen, left);
-#else
-            if (deadline) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                int64_t t = ts.tv_nsec + left;
-                ts.tv_sec += (time_t)(t / 1000000000);
-                ts.tv_nsec = (long)(t % 1000000000);
-                pthread_cond_timedwait(&bl->cond, &bl->lock, &ts);
-            } else {
-                pthread_cond_wait(&bl->cond, &bl->lock);
-            }
-#endif
+        if (spins == 0) {
+            int rc = blocking_sleep(bl, seq, b);
+            if (rc != 0)
+                return rc;
         }
-#ifndef USE_FUTEX
-        pthread_mutex_unlock(&bl->lock);
-#endif
-        if (rc != 0)
-            return rc;
     }
-    int spins = 0;
+    /* Upstream consumers are waited for by spinning, then yielding, as Java does: they never
+     * signal. The cursor is ready, so without them this returns at once. */
+    int dep_spins = 0;
     int64_t avail;
     while ((avail = eddy__barrier_dependent(b)) < seq) {
         if (eddy__barrier_alerted(b))
             return EDDY_ECANCELED;
-        if (spins < DEP_SPINS) {
-            spins++;
+        if (dep_spins < DEP_SPINS) {
+            dep_spins++;
             eddy__cpu_relax();
         } else {
             sched_yield();
@@ -305,24 +432,15 @@ static int64_t blocking_wait(eddy_wait_strategy_t *ws, int64_t seq, eddy_barrier
     return avail;
 }
 
-static void blocking_signal(eddy_wait_strategy_t *ws)
+/* A publisher's wake-up, once its publish is ordered before its load of the flag. */
+static inline void blocking_wake(blocking_t *bl)
 {
-    blocking_t *bl = (blocking_t *)ws;
-    /* The full blocking strategy bumps the word on every publish, as Java's takes its lock on
-     * every publish (a read-modify-write of a line the waiters read); the lite one writes
-     * shared state only when a waiter raised the flag. Pairs with the acquire load of gen in
-     * blocking_wait(). */
-    if (!bl->lite)
-        atomic_fetch_add_explicit(&bl->gen, 1, memory_order_release);
-    /* Dekker with the fence in blocking_wait(): our cursor store (or alert) before the load
-     * of need_signal. */
-    eddy__fence_seq_cst();
     if (atomic_load_explicit(&bl->need_signal, memory_order_relaxed) == 0 ||
         atomic_exchange_explicit(&bl->need_signal, 0, memory_order_acquire) == 0)
         return;
 #ifdef USE_FUTEX
     /* After the exchange, so the bump follows the waiter's read of gen (see above); pairs
-     * with the acquire load of gen in blocking_wait(). */
+     * with the acquire load of gen in blocking_sleep(). */
     atomic_fetch_add_explicit(&bl->gen, 1, memory_order_release);
     futex_wake_all(&bl->gen);
 #else
@@ -330,6 +448,21 @@ static void blocking_signal(eddy_wait_strategy_t *ws)
     pthread_cond_broadcast(&bl->cond);
     pthread_mutex_unlock(&bl->lock);
 #endif
+}
+
+static void blocking_signal(eddy_wait_strategy_t *ws)
+{
+    /* Dekker with the fence in blocking_sleep(): our cursor or lap store (or alert) before
+     * the load of need_signal. */
+    eddy__fence_seq_cst();
+    blocking_wake((blocking_t *)ws);
+}
+
+static void blocking_signal_light(eddy_wait_strategy_t *ws)
+{
+    /* Program order only: a sleeper's heavy_barrier() orders our store before our load. */
+    atomic_signal_fence(memory_order_seq_cst);
+    blocking_wake((blocking_t *)ws);
 }
 
 static void blocking_free(eddy_wait_strategy_t *ws)
@@ -342,36 +475,51 @@ static void blocking_free(eddy_wait_strategy_t *ws)
     free(ws);
 }
 
-static const eddy_wait_strategy_ops_t blocking_ops = {
-    .name = "blocking",
-    .wait_for = blocking_wait,
-    .signal_all = blocking_signal,
-    .free = blocking_free,
+/* [0]: publishers fence; [1]: they do not, sleepers use the heavy barrier. */
+static const eddy_wait_strategy_ops_t blocking_ops[2] = {
+    {.name = "blocking",
+     .wait_for = blocking_wait,
+     .signal_all = blocking_signal,
+     .free = blocking_free},
+    {.name = "blocking",
+     .wait_for = blocking_wait,
+     .signal_all = blocking_signal_light,
+     .free = blocking_free},
 };
 
-static const eddy_wait_strategy_ops_t lite_blocking_ops = {
-    .name = "lite_blocking",
-    .wait_for = blocking_wait,
-    .signal_all = blocking_signal,
-    .free = blocking_free,
+static const eddy_wait_strategy_ops_t lite_blocking_ops[2] = {
+    {.name = "lite_blocking",
+     .wait_for = blocking_wait,
+     .signal_all = blocking_signal,
+     .free = blocking_free},
+    {.name = "lite_blocking",
+     .wait_for = blocking_wait,
+     .signal_all = blocking_signal_light,
+     .free = blocking_free},
 };
 
-static const eddy_wait_strategy_ops_t timeout_blocking_ops = {
-    .name = "timeout_blocking",
-    .wait_for = blocking_wait,
-    .signal_all = blocking_signal,
-    .free = blocking_free,
+static const eddy_wait_strategy_ops_t timeout_blocking_ops[2] = {
+    {.name = "timeout_blocking",
+     .wait_for = blocking_wait,
+     .signal_all = blocking_signal,
+     .free = blocking_free},
+    {.name = "timeout_blocking",
+     .wait_for = blocking_wait,
+     .signal_all = blocking_signal_light,
+     .free = blocking_free},
 };
 
-static eddy_wait_strategy_t *blocking_new(const eddy_wait_strategy_ops_t *ops, bool lite,
+static eddy_wait_strategy_t *blocking_new(const eddy_wait_strategy_ops_t ops[2], int spins,
                                           int64_t timeout_ns)
 {
-    blocking_t *bl = (blocking_t *)ws_new(ops, sizeof *bl);
+    bool asym = asymmetric_barriers();
+    blocking_t *bl = (blocking_t *)ws_new(&ops[asym], sizeof *bl);
     if (bl == NULL)
         return NULL;
     atomic_init(&bl->gen, 0);
     atomic_init(&bl->need_signal, 0);
-    bl->lite = lite;
+    bl->spins = spins;
+    bl->asym = asym;
     bl->timeout_ns = timeout_ns;
 #ifndef USE_FUTEX
     if (pthread_mutex_init(&bl->lock, NULL) != 0) {
@@ -389,19 +537,19 @@ static eddy_wait_strategy_t *blocking_new(const eddy_wait_strategy_ops_t *ops, b
 
 eddy_wait_strategy_t *eddy_wait_strategy_blocking(void)
 {
-    return blocking_new(&blocking_ops, false, 0);
+    return blocking_new(blocking_ops, BLOCK_SPINS, 0);
 }
 
 eddy_wait_strategy_t *eddy_wait_strategy_lite_blocking(void)
 {
-    return blocking_new(&lite_blocking_ops, true, 0);
+    return blocking_new(lite_blocking_ops, 0, 0);
 }
 
 eddy_wait_strategy_t *eddy_wait_strategy_timeout_blocking(int64_t timeout_ns)
 {
     if (timeout_ns <= 0)
         return NULL;
-    return blocking_new(&timeout_blocking_ops, true, timeout_ns);
+    return blocking_new(timeout_blocking_ops, BLOCK_SPINS, timeout_ns);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -421,7 +569,7 @@ static int64_t phased_wait(eddy_wait_strategy_t *ws, int64_t seq, eddy_barrier_t
     int64_t start = 0;
     int counter = PHASED_SPINS;
     for (;;) {
-        int64_t avail = eddy__barrier_dependent(b);
+        int64_t avail = eddy__barrier_probe(b, seq);
         if (avail >= seq)
             return avail;
         if (eddy__barrier_alerted(b))

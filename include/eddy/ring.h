@@ -261,9 +261,11 @@ EDDY_EXTERN eddy_barrier_t *eddy_sequencer_new_barrier(eddy_sequencer_t *s,
 EDDY_EXTERN void eddy_barrier_free(eddy_barrier_t *b);
 
 /**
- * Wait until seq is available and return the highest available sequence, which is at least
- * seq, so that the consumer handles the whole batch at once. May return less than seq
- * (a multi-producer slot claimed but not yet published); the caller asks again. Returns
+ * Wait until seq is available (with several producers: published, not only claimed) and
+ * return the highest available sequence, which is at least seq, so that the consumer handles
+ * the whole batch at once. With a custom strategy that waits on eddy_barrier_dependent()
+ * rather than eddy_barrier_probe() it may return less than seq (a multi-producer slot claimed
+ * but not yet published); callers ask again. Returns
  * EDDY_ECANCELED when the barrier is alerted (before or during the wait) and EDDY_ETIMEDOUT
  * when a timeout-blocking strategy's time runs out. The consumer's thread.
  */
@@ -293,6 +295,14 @@ EDDY_EXTERN int64_t eddy_barrier_cursor(const eddy_barrier_t *b);
  */
 EDDY_EXTERN int64_t eddy_barrier_dependent(const eddy_barrier_t *b);
 
+/**
+ * What a wait strategy waits on for seq: eddy_barrier_dependent(), but below seq while seq is
+ * claimed by one of several producers and not yet published (acquire loads). A strategy that
+ * waited on the cursor alone would find such a slot ready, hand it back, and be asked again
+ * at once: a spin on a producer that may have been preempted mid-publish. Any thread.
+ */
+EDDY_EXTERN int64_t eddy_barrier_probe(const eddy_barrier_t *b, int64_t seq);
+
 /* ---------------------------------------------------------------------------------------
  * Wait strategies
  *
@@ -304,8 +314,9 @@ EDDY_EXTERN int64_t eddy_barrier_dependent(const eddy_barrier_t *b);
 struct eddy_wait_strategy_ops_s {
     const char *name;
     /**
-     * Wait until eddy_barrier_dependent(b) >= seq and return it; return EDDY_ECANCELED as soon
-     * as eddy_barrier_is_alerted(b), EDDY_ETIMEDOUT if the strategy gives up. Consumer thread.
+     * Wait until eddy_barrier_probe(b, seq) >= seq and return it; return EDDY_ECANCELED as
+     * soon as eddy_barrier_is_alerted(b), EDDY_ETIMEDOUT if the strategy gives up. Never spin
+     * without end: the producer awaited may share the waiter's core. Consumer thread.
      */
     int64_t (*wait_for)(eddy_wait_strategy_t *ws, int64_t seq, eddy_barrier_t *b);
     /** Wake every waiter after a publish or an alert. NULL: nothing ever sleeps. Any thread. */
@@ -319,9 +330,11 @@ struct eddy_wait_strategy_s {
 };
 
 /**
- * Busy spin: re-read the sequence in a loop with a CPU pause hint. Lowest latency and highest
- * throughput while every consumer has a core of its own; burns that core, and starves the
- * producer when threads outnumber cores. Publishing costs nothing extra.
+ * Busy spin: re-read the sequence in a loop with a CPU pause hint, yielding once every 4096
+ * rounds (about 0.1 ms) so that a producer preempted on the same core runs again. Lowest
+ * latency and highest throughput while every consumer has a core of its own; burns that core
+ * while waiting, and costs the producers their share of it when threads outnumber cores.
+ * Publishing costs nothing extra.
  */
 EDDY_EXTERN eddy_wait_strategy_t *eddy_wait_strategy_busy_spin(void);
 
@@ -341,23 +354,25 @@ EDDY_EXTERN eddy_wait_strategy_t *eddy_wait_strategy_yielding(void);
 EDDY_EXTERN eddy_wait_strategy_t *eddy_wait_strategy_sleeping(int retries, int64_t sleep_ns);
 
 /**
- * Blocking: a waiting consumer sleeps on a futex (Linux; mutex and condition variable
- * elsewhere) until a publish wakes it. No CPU while idle; a wake-up costs microseconds. Every
- * publish bumps the shared wake-up word (an atomic read-modify-write on a line the waiters
- * read) and makes the wake system call when someone sleeps. Waiting on upstream consumers
- * (not the cursor) spins, then yields. The choice when CPU matters more than latency.
+ * Blocking: a waiting consumer spins about 256 rounds (a few microseconds), then sleeps on a
+ * futex (Linux; mutex and condition variable elsewhere) until a publish wakes it. No CPU
+ * while idle; a sleep and its wake-up cost two system calls and the scheduler's latency, so
+ * a producer that keeps publishing is caught by the spin instead. A publish costs a fence and
+ * a load of a flag the sleepers raise; it writes shared state and makes the wake system call
+ * only after a consumer went to sleep. Waiting on upstream consumers (not the cursor) spins,
+ * then yields. The choice when CPU matters more than latency.
  */
 EDDY_EXTERN eddy_wait_strategy_t *eddy_wait_strategy_blocking(void);
 
 /**
- * Lite blocking: blocking, but a publish touches shared state only when a waiter has
- * announced itself (a flag the waiter sets before sleeping), so a busy ring pays one load
- * and a fence per publish instead of a read-modify-write.
+ * Lite blocking: blocking without the spin: a consumer whose sequence is not ready goes to
+ * sleep at once. The least CPU for a consumer that is mostly idle; each lull costs a sleep
+ * and a wake-up. Publishing costs what it costs with blocking.
  */
 EDDY_EXTERN eddy_wait_strategy_t *eddy_wait_strategy_lite_blocking(void);
 
 /**
- * Timeout blocking: lite blocking, but a wait that sees nothing for timeout_ns (> 0) returns
+ * Timeout blocking: blocking, but a wait that sees nothing for timeout_ns (> 0) returns
  * EDDY_ETIMEDOUT (processors call their handler's on_timeout and wait again). Only the wait
  * for producers times out: a consumer waiting on slower consumers upstream spins as in Java.
  * NULL when timeout_ns <= 0 or out of memory.

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SANITIZED 1
@@ -138,10 +139,20 @@ typedef struct {
     eddy_ring_t *ring;
     int32_t id;
     int64_t n;
-    int batch;      /* claim this many at a time (1: next(1)) */
-    bool use_try;   /* claim with try_next, retrying on EAGAIN */
-    int64_t again;  /* EAGAINs seen */
+    int batch;       /* claim this many at a time (1: next(1)) */
+    bool use_try;    /* claim with try_next, retrying on EAGAIN */
+    int64_t again;   /* EAGAINs seen */
+    int stall_every; /* > 0: every so many claims, sleep between the claim and its publish */
+    int burst;       /* > 0: sleep after so many events, so consumers wait and sleep */
 } producer_t;
+
+/* A short sleep: long enough that waiting consumers go to sleep, or that a consumer meets a
+ * claimed slot nobody publishes yet (the producer looks preempted). */
+static void nap(int64_t us)
+{
+    struct timespec ts = {0, (long)(us * 1000)};
+    nanosleep(&ts, NULL);
+}
 
 static void *produce(void *arg)
 {
@@ -166,6 +177,10 @@ static void *produce(void *arg)
             ev->producer = p->id;
             ev->count = count++;
         }
+        if (p->stall_every > 0 && count % p->stall_every == 0)
+            nap(300);
+        if (p->burst > 0 && count % p->burst == 0)
+            nap(count % (3 * p->burst) == 0 ? 200 : 20);
         if (k == 1)
             eddy_sequencer_publish(p->seqr, hi);
         else
@@ -174,23 +189,27 @@ static void *produce(void *arg)
     return NULL;
 }
 
-/* Run producers against a started disruptor, then shut it down (which drains). */
-static void run_producers(eddy_disruptor_t *d, int producers, int64_t n, int batch, bool use_try)
+/* Run producers like proto (seqr, ring and id are filled in) against a started disruptor,
+ * then shut it down (which drains). */
+static void run_producers_like(eddy_disruptor_t *d, int producers, producer_t proto)
 {
     pthread_t t[MAX_PRODUCERS];
     producer_t p[MAX_PRODUCERS];
     for (int i = 0; i < producers; i++) {
-        p[i] = (producer_t){.seqr = eddy_disruptor_sequencer(d),
-                            .ring = eddy_disruptor_ring(d),
-                            .id = i,
-                            .n = n,
-                            .batch = batch,
-                            .use_try = use_try};
+        p[i] = proto;
+        p[i].seqr = eddy_disruptor_sequencer(d);
+        p[i].ring = eddy_disruptor_ring(d);
+        p[i].id = i;
         assert_int_equal(pthread_create(&t[i], NULL, produce, &p[i]), 0);
     }
     for (int i = 0; i < producers; i++)
         pthread_join(t[i], NULL);
     assert_int_equal(eddy_disruptor_shutdown(d), 0);
+}
+
+static void run_producers(eddy_disruptor_t *d, int producers, int64_t n, int batch, bool use_try)
+{
+    run_producers_like(d, producers, (producer_t){.n = n, .batch = batch, .use_try = use_try});
 }
 
 /* A diamond (a and b, then c) fed by producers: every strategy, several producers. */
@@ -334,6 +353,43 @@ static void worker_pool(int k, int producers, int workers, bool then_checker)
     eddy_wait_strategy_free(ws);
 }
 
+/*
+ * One consumer behind two producers whose events come in bursts, or who stall between a
+ * claim and its publish (as a producer preempted there does), under every strategy: the
+ * blocking ones spin, go to sleep in the pauses and must be woken by the next publish (a lost
+ * wake-up hangs the test until its ctest timeout), and no strategy may take a claimed slot
+ * before it is published or lose the events published past it meanwhile.
+ */
+static void one_consumer_behind(int k, size_t ring_size, producer_t proto)
+{
+    eddy_wait_strategy_t *ws = make_ws(k);
+    eddy_disruptor_t *d = eddy_disruptor_new(ring_size, sizeof(event_t), NULL, NULL, true, ws);
+    assert_non_null(d);
+    checker_t c;
+    checker_init(&c, -1, 0);
+    eddy_event_handler_t h = {&checker_ops, &c};
+    assert_non_null(eddy_disruptor_handle_events_with(d, &h, 1));
+    assert_int_equal(eddy_disruptor_start(d), 0);
+    run_producers_like(d, 2, proto);
+    checker_assert(&c, 2, proto.n);
+    assert_int_equal(eddy_disruptor_free(d), 0);
+    eddy_wait_strategy_free(ws);
+}
+
+static void test_sleeping_consumers_wake_for_every_burst(void **state)
+{
+    for (int k = 0; k < WS_N; k++) {
+        one_consumer_behind(k, 1024, (producer_t){.n = events_for(k), .batch = 1, .burst = 7});
+        one_consumer_behind(k, 8, (producer_t){.n = events_for(k), .batch = 2, .burst = 5});
+    }
+}
+
+static void test_a_slot_claimed_and_not_yet_published_is_waited_for(void **state)
+{
+    for (int k = 0; k < WS_N; k++)
+        one_consumer_behind(k, 64, (producer_t){.n = events_for(k), .batch = 1, .stall_every = 97});
+}
+
 static void test_worker_pool_hands_each_event_to_one_worker(void **state)
 {
     worker_pool(WS_BLOCK, 2, 3, true);
@@ -349,6 +405,8 @@ int main(void)
         cmocka_unit_test(test_pipeline_of_three_with_batched_claims),
         cmocka_unit_test(test_broadcast_with_try_next_producers),
         cmocka_unit_test(test_worker_pool_hands_each_event_to_one_worker),
+        cmocka_unit_test(test_sleeping_consumers_wake_for_every_burst),
+        cmocka_unit_test(test_a_slot_claimed_and_not_yet_published_is_waited_for),
     };
     return cmocka_run_group_tests_name("reactor.stress_ring", tests, NULL, NULL);
 }
