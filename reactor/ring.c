@@ -130,6 +130,7 @@ static eddy_sequencer_t *sequencer_new(int kind, size_t size, eddy_wait_strategy
     s->signal = ws->ops->signal_all != NULL;
     s->shift = __builtin_ctzll((unsigned long long)size);
     s->size = (int64_t)size;
+    s->claim_slack = s->size / 8 < EDDY__CLAIM_SLACK ? s->size / 8 : EDDY__CLAIM_SLACK;
     s->mask = (int64_t)size - 1;
     s->ws = ws;
     eddy__gating_t *g = calloc(1, sizeof *g);
@@ -269,22 +270,9 @@ static __attribute__((noinline, cold)) void mp_wait_gating(eddy_sequencer_t *s, 
     eddy_sequence_set(&s->gating_cache, min);
 }
 
-/* How far ahead of a claim its producer fetches slots and lap entries (see
- * eddy__prefetch_write): far enough that the line arrives before it is written, near enough
- * that it is not the line another producer is writing now. Tuned on the loop's task queue. */
-#define PREFETCH_AHEAD 16
-
-static inline void mp_prefetch(const eddy_sequencer_t *s, int64_t next)
-{
-    if (s->prefetch_ring != NULL)
-        eddy__prefetch_write(eddy_ring_get(s->prefetch_ring, next + PREFETCH_AHEAD));
-    eddy__prefetch_write(&s->available[(next + PREFETCH_AHEAD) & s->mask]);
-}
-
 static inline int64_t mp_next(eddy_sequencer_t *s, int64_t n)
 {
     int64_t next = eddy_sequence_add_and_get(&s->cursor, n);
-    mp_prefetch(s, next);
     int64_t current = next - n;
     int64_t wrap = next - s->size;
     /* Pairs with the release store in mp_wait_gating() and mp_has_capacity(): another
@@ -292,7 +280,16 @@ static inline int64_t mp_next(eddy_sequencer_t *s, int64_t n)
     int64_t cached = eddy_sequence_get(&s->gating_cache);
     if (EDDY_UNLIKELY(wrap > cached || cached > current))
         mp_wait_gating(s, current, wrap);
+    else
+        eddy__sequencer_mp_prefetch(s, next, cached);
     return next;
+}
+
+bool eddy__sequencer_mp_room_slow(eddy_sequencer_t *s, int64_t seq)
+{
+    int64_t min = gating_min(s, seq - 1);
+    eddy_sequence_set(&s->gating_cache, min);
+    return seq - s->size <= min;
 }
 
 static int64_t mp_try_next(eddy_sequencer_t *s, int64_t n)
@@ -305,7 +302,7 @@ static int64_t mp_try_next(eddy_sequencer_t *s, int64_t n)
         if (!mp_has_capacity(s, n, current))
             return EDDY_EAGAIN;
     } while (!eddy_sequence_cas(&s->cursor, current, next));
-    mp_prefetch(s, next);
+    eddy__sequencer_mp_prefetch(s, next, eddy_sequence_get(&s->gating_cache));
     return next;
 }
 

@@ -75,11 +75,10 @@ static void *mp_producer(void *arg)
     return NULL;
 }
 
-static void test_tasks_from_four_threads_run_once_in_per_producer_order(void **state)
+static void tasks_from_four_threads(size_t queue_size)
 {
-    (void)state;
     memset(&mp, 0, sizeof(mp));
-    eddy_loop_options_t opts = {.task_queue_size = 1024};
+    eddy_loop_options_t opts = {.task_queue_size = queue_size};
     mp.loop = start_loop(&opts);
     pthread_t th[PRODUCERS];
     for (uintptr_t p = 0; p < PRODUCERS; p++) {
@@ -100,6 +99,13 @@ static void test_tasks_from_four_threads_run_once_in_per_producer_order(void **s
     for (int p = 1; p < PRODUCERS; p++) {
         assert_int_equal(mp.next[p], PER_PRODUCER);
     }
+}
+
+static void test_tasks_from_four_threads_run_once_in_per_producer_order(void **state)
+{
+    (void)state;
+    tasks_from_four_threads(1024);
+    tasks_from_four_threads(16);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -164,7 +170,9 @@ static void test_every_accepted_task_runs_once_when_shutdown_races_producers(voi
             assert_non_null(race.ran[p]);
             assert_non_null(race.accepted[p]);
         }
-        eddy_loop_options_t opts = {.task_queue_size = 256};
+        /* 16 slots: producers overrun the room they saw before their fetch-add claim and
+         * wait for it holding the claim, or give it up when the loop stops short of it. */
+        eddy_loop_options_t opts = {.task_queue_size = round & 2 ? 16 : 256};
         race.loop = start_loop(&opts);
         pthread_t th[PRODUCERS];
         for (uintptr_t p = 0; p < PRODUCERS; p++) {

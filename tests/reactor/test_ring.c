@@ -11,6 +11,8 @@
 
 #include <eddy/ring.h>
 
+#include "reactor/internal.h" /* the fetch-add claim of the loop's task queue */
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -169,6 +171,50 @@ static void test_multi_producer_consumers_see_only_contiguous_slots(void **state
     /* A sequence the barrier already found comes from its cache. */
     assert_int_equal(eddy_barrier_wait_for(b, 2), 2);
     eddy_barrier_free(b);
+    eddy_sequencer_free(s);
+    eddy_wait_strategy_free(ws);
+}
+
+/*
+ * The loop's task queue claims with one fetch-add while the cached view of the consumer
+ * shows room to spare, and compare-and-swap (try_next) near a full ring: the fast claim is
+ * refused there, and a claim that raced past the room finds out with mp_room().
+ */
+static void test_fetch_add_claims_keep_slack_from_a_full_ring(void **state)
+{
+    eddy_wait_strategy_t *ws = eddy_wait_strategy_yielding();
+    eddy_sequencer_t *s = eddy_sequencer_new_multi(16, ws); /* slack 2 */
+    eddy_sequence_t consumer;
+    eddy_sequence_init(&consumer, -1);
+    eddy_sequence_t *g[] = {&consumer};
+    eddy_sequencer_add_gating(s, g, 1);
+    /* Room for 16; the fast claim stops 2 short of it. */
+    for (int64_t i = 0; i < 14; i++) {
+        int64_t seq = eddy__sequencer_mp_claim(s);
+        assert_int_equal(seq, i);
+        assert_true(eddy__sequencer_mp_room(s, seq));
+        eddy_sequencer_publish(s, seq);
+    }
+    assert_int_equal(eddy__sequencer_mp_claim(s), EDDY_EAGAIN);
+    /* Compare-and-swap claims take the last two, then find the ring full. */
+    assert_int_equal(eddy_sequencer_try_next(s, 1), 14);
+    assert_int_equal(eddy_sequencer_try_next(s, 1), 15);
+    assert_int_equal(eddy_sequencer_try_next(s, 1), EDDY_EAGAIN);
+    assert_int_equal(eddy__sequencer_mp_claim(s), EDDY_EAGAIN);
+    /* A claim that raced past the room (as if other producers took the slack between its
+     * look and its fetch-add) is told there is none until the consumer moves. */
+    int64_t raced = eddy_sequence_add_and_get(&s->cursor, 1);
+    assert_int_equal(raced, 16);
+    assert_false(eddy__sequencer_mp_room(s, raced));
+    eddy_sequence_set(&consumer, 0);
+    assert_true(eddy__sequencer_mp_room(s, raced));
+    eddy_sequencer_publish(s, raced);
+    /* The consumer catches up: fast claims again, a lap later. */
+    eddy_sequence_set(&consumer, 16);
+    assert_true(eddy_sequencer_has_capacity(s, 14));
+    int64_t seq = eddy__sequencer_mp_claim(s);
+    assert_int_equal(seq, 17);
+    assert_true(eddy__sequencer_mp_room(s, seq));
     eddy_sequencer_free(s);
     eddy_wait_strategy_free(ws);
 }
@@ -371,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_multi_producer_try_next_fails_on_full_ring),
         cmocka_unit_test(test_multi_producer_consumers_see_only_contiguous_slots),
         cmocka_unit_test(test_multi_producer_laps_are_told_apart),
+        cmocka_unit_test(test_fetch_add_claims_keep_slack_from_a_full_ring),
         cmocka_unit_test(test_gating_sequences_added_and_removed),
         cmocka_unit_test(test_removed_gating_sequence_can_be_freed_at_once),
         cmocka_unit_test(test_barrier_returns_highest_available),
