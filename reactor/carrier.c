@@ -136,7 +136,7 @@ static int64_t part_wait_for(eddy_wait_strategy_t *ws, int64_t seq, eddy_barrier
     for (;;) {
         if (eddy_barrier_is_alerted(b))
             return EDDY_ECANCELED;
-        int64_t avail = eddy_barrier_dependent(b);
+        int64_t avail = eddy_barrier_probe(b, seq);
         if (avail >= seq)
             return avail;
         sched_yield();
