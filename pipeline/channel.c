@@ -408,17 +408,7 @@ void eddy_channel_release(eddy_channel_t *ch)
         ch->ops->destroy(ch);
     }
     /* A channel that never closed (made and dropped before registration) frees its queue. */
-    eddy__entry_t *e = ch->out_head;
-    while (e != NULL) {
-        eddy__entry_t *next = e->next;
-        eddy_msg_release(e->msg);
-        if (e->p != NULL) {
-            eddy_promise_fail(e->p, EDDY_ECLOSED);
-            eddy_future_release(e->p);
-        }
-        free(e);
-        e = next;
-    }
+    eddy__outbound_destroy(ch);
     eddy__pipeline_free(&ch->pipeline);
     eddy__options_t *o = options_of(ch);
     if (o->shared != NULL) {
@@ -467,8 +457,7 @@ void eddy__channel_do_close(eddy_channel_t *ch, int why, eddy_promise_t *p)
         return;
     }
     if ((why == 0 || why == EDDY_ESHUTDOWN) && (ch->flags & EDDY__CH_ACTIVE) &&
-        !(ch->flags & EDDY__CH_FLUSHING) && ch->out_head != NULL &&
-        ch->out_head != ch->unflushed) {
+        !(ch->flags & EDDY__CH_FLUSHING) && eddy__outbound_has_flushed(ch)) {
         /* A requested close (or the loop's shutdown) first gives what was flushed one
          * non-blocking try, so a reply written and flushed just before close goes out
          * when the socket takes it. An error close does not: the peer is gone. */
@@ -829,5 +818,5 @@ void eddy_channel_counters(const eddy_channel_t *ch, eddy_channel_counters_t *c)
     c->bytes_written = atomic_load_explicit(&ch->bytes_written, memory_order_relaxed);
     c->msgs_read = atomic_load_explicit(&ch->msgs_read, memory_order_relaxed);
     c->msgs_written = atomic_load_explicit(&ch->msgs_written, memory_order_relaxed);
-    c->pending_outbound_bytes = eddy__pending(ch);
+    c->pending_outbound_bytes = eddy__outbound_pending(ch);
 }

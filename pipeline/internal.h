@@ -13,6 +13,7 @@
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <sys/uio.h>
 
 /* One bit per event a handler may implement: its mask says which it does. */
 enum {
@@ -117,7 +118,7 @@ typedef struct eddy__channel_ops_s {
     void (*destroy)(eddy_channel_t *ch);
 } eddy__channel_ops_t;
 
-/* One queued write. */
+/* One queued write (outbound.c). */
 typedef struct eddy__entry_s {
     struct eddy__entry_s *next;
     eddy_msg_t *msg;
@@ -125,6 +126,22 @@ typedef struct eddy__entry_s {
     size_t bytes;  /* counted against the water marks */
     size_t done;   /* bytes of it already written (a partial writev) */
 } eddy__entry_t;
+
+/*
+ * The outbound buffer (outbound.c, Netty's ChannelOutboundBuffer), a channel's member. Its
+ * fields are outbound.c's alone: the pipeline adds entries and flushes them; a transport asks
+ * for an iovec of the flushed bytes and says how many it wrote; the buffer completes (or
+ * fails) entries, in one place. Data flows one way: pipeline -> outbound -> transport.
+ */
+typedef struct eddy__outbound_s {
+    /* Entries from head up to unflushed (exclusive; NULL: all) are flushed, the rest written
+     * but not yet flushed. */
+    eddy__entry_t *head, *tail, *unflushed;
+    /* Bytes queued (flushed or not, and what a handler that queues writes itself reserved):
+     * written on the loop, read by eddy_channel_counters() anywhere, so relaxed atomic loads
+     * and stores (plain moves on x86). */
+    _Atomic size_t pending;
+} eddy__outbound_t;
 
 /* Flags of eddy_channel_s.flags (the loop's thread). */
 enum {
@@ -260,12 +277,7 @@ struct eddy_channel_s {
     _Atomic(eddy_promise_t *) close_future;
     const eddy__close_hook_t *close_hook; /* NULL: none */
 
-    /* The outbound buffer: entries from out_head up to `unflushed` (exclusive; NULL: all) are
-     * flushed, the rest written but not yet flushed. */
-    eddy__entry_t *out_head, *out_tail, *unflushed; /* unflushed: first entry not flushed */
-    /* Bytes queued (flushed or not): written on the loop, read by eddy_channel_counters()
-     * anywhere, so relaxed atomic loads and stores (plain moves on x86): eddy__pending(). */
-    _Atomic size_t pending;
+    eddy__outbound_t out;
 
     _Atomic uint64_t bytes_read, bytes_written, msgs_read, msgs_written;
 
@@ -288,16 +300,6 @@ struct eddy_channel_s {
 static inline eddy_loop_t *eddy__loop_of(const eddy_channel_t *ch)
 {
     return ch->io._loop;
-}
-
-static inline size_t eddy__pending(const eddy_channel_t *ch)
-{
-    return atomic_load_explicit(&ch->pending, memory_order_relaxed);
-}
-
-static inline void eddy__pending_set(eddy_channel_t *ch, size_t n)
-{
-    atomic_store_explicit(&ch->pending, n, memory_order_relaxed);
 }
 
 /* The channel a pipeline is embedded in. */
@@ -356,11 +358,34 @@ void eddy__listener_accept(eddy_channel_t *ch);
 /* The embedded channel keeps what reaches the tail (embedded.c). */
 void eddy__embedded_inbound(eddy_channel_t *ch, eddy_msg_t *msg);
 
-/* The outbound buffer (outbound.c). */
+/* The outbound buffer (outbound.c). Every function runs on the channel's loop, but
+ * eddy__outbound_pending(), which any thread may call. */
+/* Queue msg (owned) with p (may be NULL), unflushed; refused (msg released, p failed) when
+ * the channel is closed or its output shut (EDDY_ECLOSED, EDDY_EPIPE), msg is not bytes
+ * (EDDY_ENOTSUP), the hard cap would be passed (EDDY_ENOBUFS), or without memory. */
 void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p);
+/* Everything queued so far is flushed: a transport may write it. */
 void eddy__outbound_mark_flushed(eddy_channel_t *ch);
-/* Take the first flushed entry off (written): completes its promise with 0. */
-void eddy__outbound_remove_written(eddy_channel_t *ch, size_t bytes);
+/* Flushed entries wait to be written. */
+bool eddy__outbound_has_flushed(const eddy_channel_t *ch);
+/* Fill iov[0..max) with the flushed bytes, in order; *n gets the count used. Returns the
+ * bytes they hold (0 with *n 0: flushed entries are all empty; eddy__outbound_written(ch, 0)
+ * completes them). The memory stays valid until those bytes are written or the entries
+ * failed. */
+size_t eddy__outbound_iovec(const eddy_channel_t *ch, struct iovec *iov, int max, int *n);
+/* bytes of the flushed entries went out: complete the entries written whole (promise 0,
+ * message released), skip the rest in the first one left. */
+void eddy__outbound_written(eddy_channel_t *ch, size_t bytes);
+/* Hand every flushed message to sink (which owns it), completing its promise with 0: a
+ * transport that moves messages, not bytes (the embedded channel). */
+void eddy__outbound_hand_over(eddy_channel_t *ch, void (*sink)(eddy_channel_t *ch, eddy_msg_t *m));
+/* A handler that queues writes itself (TLS) counts its bytes against the water marks and the
+ * hard cap: 0, or EDDY_ENOBUFS (nothing counted); it calls eddy__outbound_update_writability()
+ * once the write is queued. unreserve takes them out again. */
+int eddy__outbound_reserve(eddy_channel_t *ch, size_t bytes);
+void eddy__outbound_unreserve(eddy_channel_t *ch, size_t bytes);
+/* Bytes queued, flushed or not. Any thread. */
+size_t eddy__outbound_pending(const eddy_channel_t *ch);
 /* Fail every entry with err, messages released. */
 void eddy__outbound_fail_all(eddy_channel_t *ch, int err);
 /* Fail what was written but not flushed with err (shutdown_output: it would never go out). */
@@ -368,6 +393,8 @@ void eddy__outbound_fail_unflushed(eddy_channel_t *ch, int err);
 /* The channel is closing and pending dropped: writable again, silently, when below the low
  * water mark (a handler that queues writes itself, TLS, failing them at close). */
 void eddy__outbound_closing(eddy_channel_t *ch);
+/* The channel is freed: fail whatever it still queued (made and dropped before it closed). */
+void eddy__outbound_destroy(eddy_channel_t *ch);
 /* Re-evaluate writability after pending changed; fires the event when it flips. */
 void eddy__outbound_update_writability(eddy_channel_t *ch);
 /* The readable bytes of a message the outbound buffer can write (buf, composite), else 0. */

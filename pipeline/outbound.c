@@ -1,8 +1,12 @@
 /*
  * The outbound buffer (Netty's ChannelOutboundBuffer): writes queue as {message, promise};
- * a flush marks what is queued as flushed; the channel kind writes flushed entries and takes
- * them off here. Pending bytes (flushed or not) count against the water marks, and an
- * optional hard cap refuses writes with EDDY_ENOBUFS instead of growing without bound.
+ * a flush marks what is queued as flushed; a transport takes an iovec of the flushed bytes
+ * and reports how many it wrote, and the buffer completes those entries. Pending bytes
+ * (flushed or not) count against the water marks, and an optional hard cap refuses writes
+ * with EDDY_ENOBUFS instead of growing without bound.
+ *
+ * Only this file reads the buffer's fields (eddy__outbound_t): an entry's message is
+ * released and its promise completed in complete_entry() and nowhere else.
  */
 #include "pipeline/internal.h"
 
@@ -20,27 +24,49 @@ size_t eddy__msg_bytes(eddy_msg_t *msg)
     }
 }
 
+static size_t pending(const eddy__outbound_t *ob)
+{
+    return atomic_load_explicit(&ob->pending, memory_order_relaxed);
+}
+
+static void pending_set(eddy__outbound_t *ob, size_t n)
+{
+    atomic_store_explicit(&ob->pending, n, memory_order_relaxed);
+}
+
+size_t eddy__outbound_pending(const eddy_channel_t *ch)
+{
+    return pending(&ch->out);
+}
+
 #ifndef NDEBUG
 /*
  * The buffer's shape, checked in debug builds at each entry (after the check that the caller
  * runs on the channel's loop): head and tail are empty together and the tail is last; the
  * first unflushed entry is a queued one; the head's unwritten bytes are counted in pending
- * (pending may count more: a handler that queues writes itself, TLS, counts its own). O(1):
+ * (pending may count more: a handler that queues writes itself, TLS, reserves its own). O(1):
  * a walk of the entries would make a long queue quadratic. Only assert() calls it, so it is
  * not there when assert() is not (clang warns of an unused function in release builds).
  */
-static inline bool well_formed(const eddy_channel_t *ch)
+static inline bool well_formed(const eddy__outbound_t *ob)
 {
-    const eddy__entry_t *h = ch->out_head;
-    if ((h == NULL) != (ch->out_tail == NULL) || (h != NULL && ch->out_tail->next != NULL)) {
+    const eddy__entry_t *h = ob->head;
+    if ((h == NULL) != (ob->tail == NULL) || (h != NULL && ob->tail->next != NULL)) {
         return false;
     }
-    if (ch->unflushed != NULL && h == NULL) {
+    if (ob->unflushed != NULL && h == NULL) {
         return false;
     }
-    return h == NULL || (h->done <= h->bytes && h->bytes - h->done <= eddy__pending(ch));
+    return h == NULL || (h->done <= h->bytes && h->bytes - h->done <= pending(ob));
 }
 #endif
+
+/* What every function here asserts first: the channel's loop runs it, on a sound buffer. */
+#define ASSERT_SOUND(ch)                                                                           \
+    do {                                                                                           \
+        eddy__assert_on_loop(eddy__loop_of(ch));                                                   \
+        assert(well_formed(&(ch)->out));                                                           \
+    } while (0)
 
 static void fail_msg(eddy_msg_t *msg, eddy_promise_t *p, int err)
 {
@@ -48,15 +74,54 @@ static void fail_msg(eddy_msg_t *msg, eddy_promise_t *p, int err)
     eddy__promise_done(p, err);
 }
 
+/*
+ * An entry leaves the buffer, detached already: its unwritten bytes out of pending, its
+ * message released (or handed to sink, which owns it then), its promise completed with err,
+ * its memory freed.
+ */
+static void complete_entry(eddy_channel_t *ch, eddy__entry_t *e, int err,
+                           void (*sink)(eddy_channel_t *ch, eddy_msg_t *m))
+{
+    eddy__outbound_t *ob = &ch->out;
+    pending_set(ob, pending(ob) - (e->bytes - e->done));
+    if (err == 0) {
+        atomic_fetch_add_explicit(&ch->msgs_written, 1, memory_order_relaxed);
+    }
+    if (sink != NULL) {
+        sink(ch, e->msg);
+    } else {
+        eddy_msg_release(e->msg);
+    }
+    if (e->p != NULL) {
+        eddy__promise_done(e->p, err);
+        eddy_future_release(e->p);
+    }
+    free(e);
+}
+
+/* Detach the first entry. */
+static eddy__entry_t *take_head(eddy__outbound_t *ob)
+{
+    eddy__entry_t *e = ob->head;
+    ob->head = e->next;
+    if (ob->head == NULL) {
+        ob->tail = NULL;
+    }
+    if (ob->unflushed == e) {
+        ob->unflushed = e->next;
+    }
+    return e;
+}
+
 void eddy__outbound_update_writability(eddy_channel_t *ch)
 {
     eddy__assert_on_loop(eddy__loop_of(ch));
     bool writable = atomic_load_explicit(&ch->writable, memory_order_relaxed);
     bool now = writable;
-    size_t pending = eddy__pending(ch);
-    if (writable && pending > (size_t)ch->opt[EDDY_WRITE_BUFFER_HIGH_WATER_MARK]) {
+    size_t n = pending(&ch->out);
+    if (writable && n > (size_t)ch->opt[EDDY_WRITE_BUFFER_HIGH_WATER_MARK]) {
         now = false;
-    } else if (!writable && pending < (size_t)ch->opt[EDDY_WRITE_BUFFER_LOW_WATER_MARK]) {
+    } else if (!writable && n < (size_t)ch->opt[EDDY_WRITE_BUFFER_LOW_WATER_MARK]) {
         now = true;
     }
     if (now == writable) {
@@ -81,10 +146,17 @@ void eddy__outbound_update_writability(eddy_channel_t *ch)
     }
 }
 
+/* The hard cap (EDDY_MAX_PENDING_OUTBOUND) would be passed by bytes more. */
+static bool over_cap(const eddy_channel_t *ch, size_t bytes)
+{
+    int64_t cap = ch->opt[EDDY_MAX_PENDING_OUTBOUND];
+    return cap > 0 && pending(&ch->out) + bytes > (size_t)cap;
+}
+
 void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
 {
-    eddy__assert_on_loop(eddy__loop_of(ch));
-    assert(well_formed(ch));
+    ASSERT_SOUND(ch);
+    eddy__outbound_t *ob = &ch->out;
     if (ch->flags & EDDY__CH_CLOSED) {
         fail_msg(msg, p, EDDY_ECLOSED);
         return;
@@ -99,8 +171,7 @@ void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
         return;
     }
     size_t bytes = eddy__msg_bytes(msg);
-    int64_t cap = ch->opt[EDDY_MAX_PENDING_OUTBOUND];
-    if (cap > 0 && eddy__pending(ch) + bytes > (size_t)cap) {
+    if (over_cap(ch, bytes)) {
         fail_msg(msg, p, EDDY_ENOBUFS);
         return;
     }
@@ -114,61 +185,71 @@ void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
     e->p = p != NULL ? eddy_future_retain(p) : NULL;
     e->bytes = bytes;
     e->done = 0;
-    if (ch->out_tail != NULL) {
-        ch->out_tail->next = e;
+    if (ob->tail != NULL) {
+        ob->tail->next = e;
     } else {
-        ch->out_head = e;
+        ob->head = e;
     }
-    ch->out_tail = e;
-    if (ch->unflushed == NULL) {
-        ch->unflushed = e;
+    ob->tail = e;
+    if (ob->unflushed == NULL) {
+        ob->unflushed = e;
     }
-    eddy__pending_set(ch, eddy__pending(ch) + bytes);
+    pending_set(ob, pending(ob) + bytes);
     eddy__outbound_update_writability(ch);
 }
 
 void eddy__outbound_mark_flushed(eddy_channel_t *ch)
 {
-    eddy__assert_on_loop(eddy__loop_of(ch));
-    assert(well_formed(ch));
-    ch->unflushed = NULL;
+    ASSERT_SOUND(ch);
+    ch->out.unflushed = NULL;
 }
 
-static void pop_head(eddy_channel_t *ch, int err)
-{
-    eddy__entry_t *e = ch->out_head;
-    assert(e != NULL && well_formed(ch));
-    ch->out_head = e->next;
-    if (ch->out_head == NULL) {
-        ch->out_tail = NULL;
-    }
-    if (ch->unflushed == e) {
-        ch->unflushed = e->next;
-    }
-    eddy__pending_set(ch, eddy__pending(ch) - (e->bytes - e->done));
-    if (err == 0) {
-        atomic_fetch_add_explicit(&ch->msgs_written, 1, memory_order_relaxed);
-    }
-    eddy_msg_release(e->msg);
-    if (e->p != NULL) {
-        eddy__promise_done(e->p, err);
-        eddy_future_release(e->p);
-    }
-    free(e);
-}
-
-void eddy__outbound_remove_written(eddy_channel_t *ch, size_t bytes)
+bool eddy__outbound_has_flushed(const eddy_channel_t *ch)
 {
     eddy__assert_on_loop(eddy__loop_of(ch));
-    assert(well_formed(ch));
+    return ch->out.head != NULL && ch->out.head != ch->out.unflushed;
+}
+
+size_t eddy__outbound_iovec(const eddy_channel_t *ch, struct iovec *iov, int max, int *n)
+{
+    ASSERT_SOUND(ch);
+    int k = 0;
+    size_t total = 0;
+    for (eddy__entry_t *e = ch->out.head; e != NULL && e != ch->out.unflushed && k < max;
+         e = e->next) {
+        if (e->msg->type == EDDY_MSG_BUF) {
+            eddy_buf_t *b = eddy_buf_of(e->msg);
+            size_t len = eddy_buf_readable(b);
+            if (len > 0) {
+                iov[k].iov_base = (void *)(uintptr_t)eddy_buf_read_ptr(b);
+                iov[k].iov_len = len;
+                total += len;
+                k++;
+            }
+        } else {
+            int got = eddy_composite_iovec(eddy_composite_of(e->msg), iov + k, max - k);
+            for (int i = 0; i < got; i++) {
+                total += iov[k + i].iov_len;
+            }
+            k += got;
+        }
+    }
+    *n = k;
+    return total;
+}
+
+void eddy__outbound_written(eddy_channel_t *ch, size_t bytes)
+{
+    ASSERT_SOUND(ch);
+    eddy__outbound_t *ob = &ch->out;
     atomic_fetch_add_explicit(&ch->bytes_written, bytes, memory_order_relaxed);
-    while (ch->out_head != NULL && ch->out_head != ch->unflushed) {
-        eddy__entry_t *e = ch->out_head;
+    while (ob->head != NULL && ob->head != ob->unflushed) {
+        eddy__entry_t *e = ob->head;
         size_t left = e->bytes - e->done;
         if (bytes < left) {
             if (bytes > 0) {
                 e->done += bytes;
-                eddy__pending_set(ch, eddy__pending(ch) - bytes);
+                pending_set(ob, pending(ob) - bytes);
                 if (e->msg->type == EDDY_MSG_BUF) {
                     eddy_buf_skip(eddy_buf_of(e->msg), bytes);
                 } else {
@@ -178,68 +259,99 @@ void eddy__outbound_remove_written(eddy_channel_t *ch, size_t bytes)
             break;
         }
         bytes -= left;
-        pop_head(ch, 0); /* pending drops by what was left of it */
+        complete_entry(ch, take_head(ob), 0, NULL); /* pending drops by what was left of it */
     }
     /* No more was written than was flushed; unless a promise listener closed the channel,
      * failing the entries the bytes were for. */
     assert(bytes == 0 || (ch->flags & EDDY__CH_CLOSED) ||
-           (ch->out_head != NULL && ch->out_head != ch->unflushed));
+           (ob->head != NULL && ob->head != ob->unflushed));
     eddy__outbound_update_writability(ch);
+}
+
+void eddy__outbound_hand_over(eddy_channel_t *ch, void (*sink)(eddy_channel_t *ch, eddy_msg_t *m))
+{
+    ASSERT_SOUND(ch);
+    eddy__outbound_t *ob = &ch->out;
+    while (ob->head != NULL && ob->head != ob->unflushed) {
+        eddy__entry_t *e = take_head(ob);
+        atomic_fetch_add_explicit(&ch->bytes_written, e->bytes - e->done, memory_order_relaxed);
+        complete_entry(ch, e, 0, sink);
+    }
+    eddy__outbound_update_writability(ch);
+}
+
+int eddy__outbound_reserve(eddy_channel_t *ch, size_t bytes)
+{
+    eddy__assert_on_loop(eddy__loop_of(ch));
+    if (over_cap(ch, bytes)) {
+        return EDDY_ENOBUFS;
+    }
+    pending_set(&ch->out, pending(&ch->out) + bytes);
+    return 0;
+}
+
+void eddy__outbound_unreserve(eddy_channel_t *ch, size_t bytes)
+{
+    eddy__assert_on_loop(eddy__loop_of(ch));
+    assert(bytes <= pending(&ch->out));
+    pending_set(&ch->out, pending(&ch->out) - bytes);
 }
 
 void eddy__outbound_closing(eddy_channel_t *ch)
 {
     eddy__assert_on_loop(eddy__loop_of(ch));
     /* No writability event on a closing channel: it would invite writes that can only fail. */
-    if (eddy__pending(ch) < (size_t)ch->opt[EDDY_WRITE_BUFFER_LOW_WATER_MARK]) {
+    if (pending(&ch->out) < (size_t)ch->opt[EDDY_WRITE_BUFFER_LOW_WATER_MARK]) {
         atomic_store_explicit(&ch->writable, true, memory_order_relaxed);
     }
 }
 
 void eddy__outbound_fail_all(eddy_channel_t *ch, int err)
 {
-    eddy__assert_on_loop(eddy__loop_of(ch));
-    assert(well_formed(ch));
-    while (ch->out_head != NULL) {
-        pop_head(ch, err);
+    ASSERT_SOUND(ch);
+    eddy__outbound_t *ob = &ch->out;
+    while (ob->head != NULL) {
+        complete_entry(ch, take_head(ob), err, NULL);
     }
-    ch->unflushed = NULL;
-    /* pop_head took every entry out of the count; what is left belongs to handlers that queue
-     * writes themselves (TLS), which take it out as they fail them. No writability event on a
+    ob->unflushed = NULL;
+    /* Every entry left the count; what is left belongs to handlers that queue writes
+     * themselves (TLS), which take it out as they fail them. No writability event on a
      * closing channel: inactive follows. */
     atomic_store_explicit(&ch->writable, true, memory_order_relaxed);
 }
 
 void eddy__outbound_fail_unflushed(eddy_channel_t *ch, int err)
 {
-    eddy__assert_on_loop(eddy__loop_of(ch));
-    assert(well_formed(ch));
-    eddy__entry_t *e = ch->unflushed;
+    ASSERT_SOUND(ch);
+    eddy__outbound_t *ob = &ch->out;
+    eddy__entry_t *e = ob->unflushed;
     if (e == NULL) {
         return;
     }
     /* Detached first: a promise listener may write again (and is refused). */
-    if (ch->out_head == e) {
-        ch->out_head = ch->out_tail = NULL;
+    if (ob->head == e) {
+        ob->head = ob->tail = NULL;
     } else {
-        eddy__entry_t *prev = ch->out_head;
+        eddy__entry_t *prev = ob->head;
         while (prev->next != e) {
             prev = prev->next;
         }
         prev->next = NULL;
-        ch->out_tail = prev;
+        ob->tail = prev;
     }
-    ch->unflushed = NULL;
+    ob->unflushed = NULL;
     while (e != NULL) {
         eddy__entry_t *next = e->next;
-        eddy__pending_set(ch, eddy__pending(ch) - (e->bytes - e->done));
-        eddy_msg_release(e->msg);
-        if (e->p != NULL) {
-            eddy__promise_done(e->p, err);
-            eddy_future_release(e->p);
-        }
-        free(e);
+        complete_entry(ch, e, err, NULL);
         e = next;
     }
     eddy__outbound_update_writability(ch);
+}
+
+void eddy__outbound_destroy(eddy_channel_t *ch)
+{
+    eddy__outbound_t *ob = &ch->out;
+    while (ob->head != NULL) {
+        complete_entry(ch, take_head(ob), EDDY_ECLOSED, NULL);
+    }
 }

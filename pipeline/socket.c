@@ -347,33 +347,11 @@ static void stream_flush(eddy_channel_t *ch)
     int err = 0;
     bool blocked = false;
     struct iovec iov[MAX_IOV];
-    while (spins-- > 0 && ch->out_head != NULL && ch->out_head != ch->unflushed) {
-        int n = 0;
-        size_t total = 0;
-        for (eddy__entry_t *e = ch->out_head; e != NULL && e != ch->unflushed && n < MAX_IOV;
-             e = e->next) {
-            if (e->msg->type == EDDY_MSG_BUF) {
-                eddy_buf_t *b = eddy_buf_of(e->msg);
-                size_t len = eddy_buf_readable(b);
-                if (len > 0) {
-                    iov[n].iov_base = (void *)(uintptr_t)eddy_buf_read_ptr(b);
-                    iov[n].iov_len = len;
-                    total += len;
-                    n++;
-                }
-            } else {
-                int k = eddy_composite_iovec(eddy_composite_of(e->msg), iov + n, MAX_IOV - n);
-                for (int i = 0; i < k; i++) {
-                    total += iov[n + i].iov_len;
-                }
-                n += k;
-                if (n >= MAX_IOV) {
-                    break;
-                }
-            }
-        }
+    while (spins-- > 0 && eddy__outbound_has_flushed(ch)) {
+        int n;
+        size_t total = eddy__outbound_iovec(ch, iov, MAX_IOV, &n);
         if (total == 0) {
-            eddy__outbound_remove_written(ch, 0); /* empty messages complete at once */
+            eddy__outbound_written(ch, 0); /* empty messages complete at once */
             continue;
         }
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
@@ -390,7 +368,7 @@ static void stream_flush(eddy_channel_t *ch)
             }
             break;
         }
-        eddy__outbound_remove_written(ch, (size_t)w);
+        eddy__outbound_written(ch, (size_t)w);
         if ((size_t)w < total) {
             blocked = true; /* a short write: the socket buffer is full */
             break;
@@ -408,7 +386,7 @@ static void stream_flush(eddy_channel_t *ch)
         eddy__channel_do_close(ch, err, NULL);
         return;
     }
-    bool more = ch->out_head != NULL && ch->out_head != ch->unflushed;
+    bool more = eddy__outbound_has_flushed(ch);
     if (blocked) {
         ch->flags |= EDDY__CH_WRITE_WAIT;
         update_interest(ch);
@@ -437,8 +415,7 @@ static void stream_shutdown_output(eddy_channel_t *ch, eddy_promise_t *p)
         eddy__promise_done(p, 0);
         return;
     }
-    bool queued = ch->out_head != NULL && ch->out_head != ch->unflushed;
-    if (queued) {
+    if (eddy__outbound_has_flushed(ch)) {
         ch->flags |= EDDY__CH_SHUTDOWN_PENDING; /* after what is flushed is written */
     } else {
         finish_shutdown_output(ch);

@@ -255,7 +255,7 @@ static size_t uncount_pending(eddy_tls_handler_t *s)
     }
     if (bytes > 0) {
         eddy_channel_t *ch = eddy_ctx_channel(s->ctx);
-        eddy__pending_set(ch, eddy__pending(ch) - bytes);
+        eddy__outbound_unreserve(ch, bytes);
     }
     return bytes;
 }
@@ -392,7 +392,7 @@ static void uncount(eddy_tls_handler_t *s, const pending_t *e)
 {
     if (e->bytes > 0) {
         eddy_channel_t *ch = eddy_ctx_channel(s->ctx);
-        eddy__pending_set(ch, eddy__pending(ch) - e->bytes);
+        eddy__outbound_unreserve(ch, e->bytes);
     }
 }
 
@@ -989,14 +989,16 @@ static void tls_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
     }
     eddy_channel_t *ch = eddy_ctx_channel(ctx);
     size_t bytes = err == 0 ? eddy__msg_bytes(msg) : 0;
-    int64_t cap = ch->opt[EDDY_MAX_PENDING_OUTBOUND];
-    if (err == 0 && cap > 0 && eddy__pending(ch) + bytes > (size_t)cap) {
-        err = EDDY_ENOBUFS; /* the hard cap, as the channel applies it */
-    }
     pending_t *e = err == 0 ? malloc(sizeof(*e)) : NULL;
     if (e == NULL) {
+        err = err != 0 ? err : EDDY_ENOMEM;
+    } else {
+        err = eddy__outbound_reserve(ch, bytes); /* the hard cap, as the channel applies it */
+    }
+    if (err != 0) {
+        free(e);
         eddy_msg_release(msg);
-        eddy__promise_done(p, err != 0 ? err : EDDY_ENOMEM);
+        eddy__promise_done(p, err);
         return;
     }
     e->next = NULL;
@@ -1009,7 +1011,6 @@ static void tls_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
         s->head = e;
     }
     s->tail = e;
-    eddy__pending_set(ch, eddy__pending(ch) + bytes);
     eddy__outbound_update_writability(ch);
 }
 
