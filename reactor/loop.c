@@ -1,6 +1,7 @@
 /*
- * The event loop: the run loop of DESIGN.md (after Netty's NioEventLoop.run), the task queue
- * on the ring, I/O registration, shutdown, metrics and the stall watchdog.
+ * The event loop: the run loop of DESIGN.md (after Netty's NioEventLoop.run), I/O
+ * registration, shutdown and metrics. Its task queue is taskq.c, its stall watchdog
+ * watchdog.c.
  */
 #include "reactor/loop_internal.h"
 #include "reactor/internal.h"
@@ -8,8 +9,6 @@
 #include "reactor/loop_local.h"
 #include "eddy_config.h"
 
-#include <errno.h>
-#include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,11 +19,6 @@
 #define DEFAULT_QUEUE 16384
 #define DEFAULT_IO_RATIO 50
 #define DEFAULT_STALL_NS ((int64_t)100 * 1000000)
-/* The task deadline is checked every this many tasks, not every task (Netty does the same:
- * reading the clock costs more than a small task). */
-#define DEADLINE_CHECK_EVERY 64
-/* One queued task in this many carries its enqueue time, for the lag metric. */
-#define LAG_SAMPLE_MASK 63
 
 const eddy__poller_ops_t *const eddy__pollers[] = {
 #ifdef EDDY_HAVE_EPOLL
@@ -392,12 +386,7 @@ int eddy_loop_free(eddy_loop_t *loop)
     eddy_loop_t *prev = eddy__loop_enter(loop);
     eddy__timers_cancel_all(loop);
     eddy__loop_leave(prev);
-    eddy__overflow_t *o = loop->overflow_head;
-    while (o != NULL) {
-        eddy__overflow_t *next = o->next;
-        free(o);
-        o = next;
-    }
+    eddy__taskq_drop_overflow(loop);
     eddy__loop_release(loop);
     return 0;
 }
@@ -414,365 +403,6 @@ void eddy__loop_release(eddy_loop_t *loop)
     if (atomic_fetch_sub_explicit(&loop->users, 1, memory_order_acq_rel) == 1) {
         loop_release_parts(loop);
     }
-}
-
-/* ---------------------------------------------------------------------------------------
- * The task queue
- */
-
-/* Our task was claimed when the loop had already stopped taking tasks: it runs if the loop's
- * final look at the cursor included it. That limit is stored right after the loop stops
- * taking tasks (no quiet period in between), so the wait is short and happens only in this
- * race. */
-static int claimed_after_shutdown(eddy_loop_t *loop, int64_t seq)
-{
-    int64_t limit;
-    /* Acquire: pairs with the loop's release store of drain_limit in stop_taking_tasks(). */
-    while ((limit = atomic_load_explicit(&loop->drain_limit, memory_order_acquire)) ==
-           EDDY__NO_LIMIT) {
-        sched_yield();
-    }
-    return seq <= limit ? 0 : EDDY_ESHUTDOWN;
-}
-
-static int overflow_push(eddy_loop_t *loop, eddy_task_cb fn, void *arg)
-{
-    eddy__assert_on_loop(loop); /* the loop's own tasks only: other threads use the ring */
-    eddy__overflow_t *o = malloc(sizeof(*o));
-    if (o == NULL) {
-        return EDDY_ENOMEM;
-    }
-    o->next = NULL;
-    o->fn = fn;
-    o->arg = arg;
-    if (loop->overflow_tail != NULL) {
-        loop->overflow_tail->next = o;
-    } else {
-        loop->overflow_head = o;
-    }
-    loop->overflow_tail = o;
-    atomic_store_explicit(&loop->m.overflow,
-                          atomic_load_explicit(&loop->m.overflow, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-    return 0;
-}
-
-enum { MODE_WAIT, MODE_TRY, MODE_LAZY };
-
-/* A producer's wait for room, round spins: spin, then yield, then sleep. */
-static void backoff(unsigned spins)
-{
-    if (spins < 100) {
-        eddy__cpu_relax();
-    } else if (spins < 200) {
-        sched_yield();
-    } else {
-        nanosleep(&(struct timespec){0, 50000}, NULL);
-    }
-}
-
-/*
- * A producer's claimed seq meets a full ring: wait (spin, then yield, then sleep) until the
- * loop has run the task a lap before it. The claim cannot be handed back, and the loop's
- * drain at shutdown waits for every slot it saw claimed, so this waits for as long as the
- * loop may still read seq; it gives up, the slot left unpublished, only once the loop has
- * stopped short of seq for good (EDDY_ESHUTDOWN).
- */
-static __attribute__((noinline, cold)) int wait_for_room(eddy_loop_t *loop, int64_t seq)
-{
-    for (unsigned spins = 0; !eddy__sequencer_mp_room(loop->sequencer, seq); spins++) {
-        /* Acquire: pairs with the loop's release store in stop_taking_tasks(). */
-        int64_t limit = atomic_load_explicit(&loop->drain_limit, memory_order_acquire);
-        if (limit != EDDY__NO_LIMIT && seq > limit) {
-            return EDDY_ESHUTDOWN;
-        }
-        backoff(spins);
-    }
-    return 0;
-}
-
-/*
- * Claim one slot with compare-and-swap, which claims only what has room: EDDY_EAGAIN at once
- * in MODE_TRY; otherwise back off while the ring is full, and give up (EDDY_ESHUTDOWN) if the
- * loop is gone rather than wait for a consumer that will not come.
- */
-static __attribute__((noinline)) int64_t claim_near_full(eddy_loop_t *loop, int mode)
-{
-    for (unsigned spins = 0;; spins++) {
-        int64_t seq = eddy_sequencer_try_next(loop->sequencer, 1);
-        if (seq >= 0) {
-            return seq;
-        }
-        if (mode == MODE_TRY) {
-            return EDDY_EAGAIN;
-        }
-        int st = atomic_load_explicit(&loop->state, memory_order_acquire);
-        if (st != EDDY__LOOP_RUNNING && st != EDDY__LOOP_NEW) {
-            return EDDY_ESHUTDOWN;
-        }
-        backoff(spins);
-    }
-}
-
-static int enqueue(eddy_loop_t *loop, eddy_task_cb fn, void *arg, int mode)
-{
-    bool on_loop = eddy_loop_in_event_loop(loop);
-    int st = atomic_load_explicit(&loop->state, memory_order_acquire);
-    /* Shutting down refuses other threads at once; the loop's own tasks are taken until
-     * the quiet period or the timeout ends it (EDDY__LOOP_SHUTDOWN). */
-    if (st >= EDDY__LOOP_SHUTDOWN || (st == EDDY__LOOP_SHUTTING_DOWN && !on_loop)) {
-        return EDDY_ESHUTDOWN;
-    }
-    if (on_loop) {
-        /* The loop never waits for itself: a full ring, or tasks already in the overflow
-         * list (order), send the task to the overflow list. */
-        if (loop->overflow_head == NULL) {
-            int64_t seq = eddy_sequencer_try_next(loop->sequencer, 1);
-            if (seq >= 0) {
-                eddy__task_slot_t *slot = eddy_ring_get(loop->ring, seq);
-                slot->fn = fn;
-                slot->arg = arg;
-                slot->stamp_ns = 0;
-                eddy_sequencer_publish(loop->sequencer, seq);
-                loop->last_self_seq = seq;
-                return 0;
-            }
-            /* The overflow list starts: its tasks come after the loop's own ring tasks. */
-            loop->overflow_after = loop->last_self_seq;
-        }
-        return overflow_push(loop, fn, arg);
-    }
-    /* One fetch-add while the ring has room to spare (no retry however many producers
-     * contend); near a full ring, compare-and-swap against the room there is, so that no
-     * producer holds a claim while it waits (the loop could not run past its slot). */
-    int64_t seq = mode == MODE_TRY ? EDDY_EAGAIN : eddy__sequencer_mp_claim(loop->sequencer);
-    if (EDDY_LIKELY(seq >= 0)) {
-        if (EDDY_UNLIKELY(!eddy__sequencer_mp_room(loop->sequencer, seq))) {
-            int err = wait_for_room(loop, seq);
-            if (err != 0) {
-                return err;
-            }
-        }
-    } else {
-        seq = claim_near_full(loop, mode);
-        if (seq < 0) {
-            return (int)seq;
-        }
-    }
-    eddy__task_slot_t *slot = eddy_ring_get(loop->ring, seq);
-    slot->fn = fn;
-    slot->arg = arg;
-    slot->stamp_ns = (seq & LAG_SAMPLE_MASK) == 0 ? eddy__loop_now(loop) : 0;
-    eddy_sequencer_publish(loop->sequencer, seq);
-    /*
-     * Two handshakes with the loop, both Dekker-style: we wrote the cursor (the claim) and read
-     * a loop word; the loop writes that word, fences, and reads the cursor. The claim (a
-     * fetch-add or a compare-and-swap) is sequentially consistent and these loads are seq_cst,
-     * so no fence of our own is needed (one cost a third of a task's enqueue on x86):
-     * - state: while we still see the loop before EDDY__LOOP_SHUTDOWN, its final look at the
-     *   cursor (stop_taking_tasks) is bound to see our claim, so the task will run;
-     * - wake_needed: either the loop sees our claim before it blocks, or we see it blocking
-     *   (Netty's nextWakeupNanos check). The exchange lets one producer write the eventfd.
-     */
-    if (EDDY_UNLIKELY(atomic_load_explicit(&loop->state, memory_order_seq_cst) >=
-                      EDDY__LOOP_SHUTDOWN)) {
-        return claimed_after_shutdown(loop, seq);
-    }
-    if (mode != MODE_LAZY && atomic_load_explicit(&loop->wake_needed, memory_order_seq_cst)) {
-        /* The slow path: announce ourselves before taking the flag, so that freeing the loop
-         * (eddy_loop_free) either sees us and waits, or has cleared the flag first and we
-         * take nothing: the poller is never used after it was destroyed. */
-        atomic_fetch_add_explicit(&loop->waking, 1, memory_order_seq_cst);
-        if (atomic_exchange_explicit(&loop->wake_needed, 0, memory_order_seq_cst)) {
-            loop->poller->wakeup(loop);
-        }
-        atomic_fetch_sub_explicit(&loop->waking, 1, memory_order_release);
-    }
-    return 0;
-}
-
-int eddy_loop_execute(eddy_loop_t *loop, eddy_task_cb fn, void *arg)
-{
-    return enqueue(loop, fn, arg, MODE_WAIT);
-}
-
-int eddy_loop_try_execute(eddy_loop_t *loop, eddy_task_cb fn, void *arg)
-{
-    return enqueue(loop, fn, arg, MODE_TRY);
-}
-
-int eddy_loop_lazy_execute(eddy_loop_t *loop, eddy_task_cb fn, void *arg)
-{
-    return enqueue(loop, fn, arg, MODE_LAZY);
-}
-
-typedef struct submit_s {
-    eddy_callable_cb fn;
-    void *arg;
-    eddy_promise_t *p;
-} submit_t;
-
-static void run_submit(void *arg)
-{
-    submit_t *s = arg;
-    void *result = NULL;
-    int err = s->fn(s->arg, &result);
-    if (err < 0) {
-        eddy_promise_fail(s->p, err);
-    } else {
-        eddy_promise_succeed(s->p, result);
-    }
-    eddy_future_release(s->p);
-    free(s);
-}
-
-eddy_future_t *eddy_loop_submit(eddy_loop_t *loop, eddy_callable_cb fn, void *arg)
-{
-    eddy_promise_t *p = eddy_promise_new(loop);
-    submit_t *s = malloc(sizeof(*s));
-    if (p == NULL || s == NULL) {
-        eddy_future_release(p);
-        free(s);
-        return NULL;
-    }
-    s->fn = fn;
-    s->arg = arg;
-    s->p = eddy_future_retain(p); /* the task's reference */
-    int err = eddy_loop_execute(loop, run_submit, s);
-    if (err != 0) {
-        eddy_future_release(s->p);
-        free(s);
-        eddy_promise_fail(p, err);
-    }
-    return p;
-}
-
-static bool tasks_pending(eddy_loop_t *loop)
-{
-    eddy__assert_on_loop(loop);
-    return loop->overflow_head != NULL ||
-           eddy_sequence_get(eddy_sequencer_cursor(loop->sequencer)) >= loop->next_seq;
-}
-
-/*
- * Spins of the loop waiting for a task slot claimed but not yet published, before it yields
- * its CPU (about 1.5 us at 20-25 ns a pause): a producer that is running publishes within
- * nanoseconds of its claim.
- */
-#define CLAIM_SPINS 64
-
-/*
- * The ring's next slot is claimed by a producer that has not published it yet: the loop
- * cannot sleep (that producer may have seen the loop running and will not wake it), and
- * polling again at once would keep it on its CPU. That producer may be waiting for this very
- * CPU, preempted between its claim and its publish (a thread pinned beside the loop), so
- * after a short spin the loop gives the CPU away once and then polls; measured as
- * tasks_2p_split in bench/reactor.
- */
-static void await_claimed_task(eddy_loop_t *loop)
-{
-    if (loop->overflow_head != NULL ||
-        eddy_sequence_get(eddy_sequencer_cursor(loop->sequencer)) < loop->next_seq) {
-        return;
-    }
-    for (int i = 0; i < CLAIM_SPINS; i++) {
-        if (eddy__sequencer_mp_is_published(loop->sequencer, loop->next_seq)) {
-            return;
-        }
-        eddy__cpu_relax();
-    }
-    sched_yield();
-}
-
-static inline void run_one(eddy_loop_t *loop, eddy_task_cb fn, void *arg)
-{
-    eddy__callback_begin(loop, (eddy__fnptr_t)fn);
-    fn(arg);
-    eddy__callback_end(loop);
-    eddy__stat_add(&loop->m.tasks_run, 1);
-}
-
-/* Run the overflow list's tasks that were there when this started. True when the deadline
- * (checked every 64 tasks) stopped it. */
-static bool run_overflow(eddy_loop_t *loop, int64_t deadline, size_t *ran)
-{
-    int64_t n = atomic_load_explicit(&loop->m.overflow, memory_order_relaxed);
-    while (n-- > 0 && loop->overflow_head != NULL) {
-        eddy__overflow_t *o = loop->overflow_head;
-        loop->overflow_head = o->next;
-        if (loop->overflow_head == NULL) {
-            loop->overflow_tail = NULL;
-        }
-        atomic_store_explicit(&loop->m.overflow,
-                              atomic_load_explicit(&loop->m.overflow, memory_order_relaxed) - 1,
-                              memory_order_relaxed);
-        eddy_task_cb fn = o->fn;
-        void *arg = o->arg;
-        free(o);
-        run_one(loop, fn, arg);
-        if ((++*ran % DEADLINE_CHECK_EVERY) == 0 && eddy__loop_now(loop) >= deadline) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Run published ring tasks up to sequence limit. True when the deadline stopped it. */
-static bool run_ring(eddy_loop_t *loop, int64_t limit, int64_t deadline, size_t *ran)
-{
-    int64_t avail = eddy_barrier_peek(loop->barrier, loop->next_seq);
-    if (avail > limit) {
-        avail = limit;
-    }
-    bool stopped = false;
-    size_t taken = 0;
-    while (loop->next_seq <= avail) {
-        eddy__task_slot_t *slot = eddy_ring_get(loop->ring, loop->next_seq);
-        eddy_task_cb fn = slot->fn;
-        void *arg = slot->arg;
-        int64_t stamp = slot->stamp_ns;
-        loop->next_seq++;
-        if ((++taken % DEADLINE_CHECK_EVERY) == 0) {
-            /* Free the slots already read, so producers waiting on a full ring go on. */
-            eddy_sequence_set(loop->consumed, loop->next_seq - 1);
-        }
-        if (stamp != 0 && loop->now_ns > stamp) {
-            eddy__stat_max(&loop->m.lag_max_ns, (uint64_t)(loop->now_ns - stamp));
-        }
-        run_one(loop, fn, arg);
-        if ((++*ran % DEADLINE_CHECK_EVERY) == 0 && eddy__loop_now(loop) >= deadline) {
-            stopped = true;
-            break;
-        }
-    }
-    eddy_sequence_set(loop->consumed, loop->next_seq - 1);
-    return stopped;
-}
-
-/*
- * Run queued tasks until the deadline (checked every 64 tasks; INT64_MAX: no deadline), ring
- * slots up to limit. Only tasks queued before this call run, so a task that queues another
- * cannot starve I/O. The loop's own tasks keep their order: those that went to the overflow
- * list (the ring was full) run after the ring slots the loop filled before them. Returns how
- * many ran.
- */
-static size_t run_tasks(eddy_loop_t *loop, int64_t deadline, int64_t limit)
-{
-    /* The single consumer: the loop, or who stands in for it. */
-    eddy__assert_on_loop(loop);
-    assert((loop->overflow_head == NULL) == (loop->overflow_tail == NULL));
-    assert((loop->overflow_head == NULL) ==
-           (atomic_load_explicit(&loop->m.overflow, memory_order_relaxed) == 0));
-    size_t ran = 0;
-    if (loop->overflow_head != NULL) {
-        if (run_ring(loop, loop->overflow_after, deadline, &ran) ||
-            loop->next_seq <= loop->overflow_after ||
-            run_overflow(loop, deadline, &ran)) {
-            return ran;
-        }
-    }
-    run_ring(loop, limit, deadline, &ran);
-    return ran;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -846,7 +476,7 @@ static void stop_taking_tasks(eddy_loop_t *loop)
     atomic_store_explicit(&loop->drain_limit, limit, memory_order_release);
     while (loop->next_seq <= limit || loop->overflow_head != NULL) {
         loop->now_ns = eddy__loop_now(loop);
-        if (run_tasks(loop, INT64_MAX, limit) == 0 && loop->next_seq <= limit) {
+        if (eddy__taskq_run(loop, INT64_MAX, limit) == 0 && loop->next_seq <= limit) {
             sched_yield(); /* a producer between its claim and its publish */
         }
     }
@@ -862,7 +492,7 @@ static bool confirm_shutdown(eddy_loop_t *loop, size_t ran)
     if (now - loop->shutdown_start_ns >= loop->timeout_ns) {
         return true;
     }
-    if (tasks_pending(loop) || eddy__timers_next_deadline(&loop->timers) != INT64_MAX) {
+    if (eddy__taskq_pending(loop) || eddy__timers_next_deadline(&loop->timers) != INT64_MAX) {
         return false;
     }
     return now - loop->last_activity_ns >= loop->quiet_ns;
@@ -874,7 +504,7 @@ static bool confirm_shutdown(eddy_loop_t *loop, size_t ran)
 
 static int64_t wait_timeout(eddy_loop_t *loop)
 {
-    if (tasks_pending(loop)) {
+    if (eddy__taskq_pending(loop)) {
         return 0;
     }
     int64_t deadline = eddy__timers_next_deadline(&loop->timers);
@@ -903,12 +533,12 @@ static void loop_body(eddy_loop_t *loop)
             atomic_store_explicit(&loop->wake_needed, 1, memory_order_relaxed);
             /* Pairs with the producers' seq_cst claim and loads (see enqueue). */
             atomic_thread_fence(memory_order_seq_cst);
-            if (tasks_pending(loop)) {
+            if (eddy__taskq_pending(loop)) {
                 timeout = 0;
             }
         }
         if (timeout == 0) {
-            await_claimed_task(loop);
+            eddy__taskq_await_claimed(loop);
         }
         int64_t t0 = eddy__loop_now(loop);
         loop->poll_return_ns = 0;
@@ -946,7 +576,7 @@ static void loop_body(eddy_loop_t *loop)
             deadline = t1 + loop->max_task_quantum_ns;
         }
         size_t ran = eddy__timers_run_due(loop, deadline);
-        ran += run_tasks(loop, deadline, INT64_MAX);
+        ran += eddy__taskq_run(loop, deadline, INT64_MAX);
         int64_t t2 = eddy__loop_now(loop);
         loop->now_ns = t2;
         if (ran > 0) {
@@ -1082,9 +712,9 @@ size_t eddy__loop_run_pending(eddy_loop_t *loop)
     for (;;) {
         loop->now_ns = eddy__loop_now(loop);
         size_t ran = eddy__timers_run_due(loop, INT64_MAX);
-        ran += run_tasks(loop, INT64_MAX, INT64_MAX);
+        ran += eddy__taskq_run(loop, INT64_MAX, INT64_MAX);
         total += ran;
-        if (ran == 0 && !tasks_pending(loop)) {
+        if (ran == 0 && !eddy__taskq_pending(loop)) {
             return total;
         }
     }
@@ -1137,173 +767,4 @@ void eddy_loop_metrics(const eddy_loop_t *loop, eddy_loop_metrics_t *m)
     m->stalls = atomic_load_explicit(&s->stalls, memory_order_relaxed);
     m->last_stall_ns = atomic_load_explicit(&s->last_stall_ns, memory_order_relaxed);
     m->last_stall_fn = atomic_load_explicit(&s->last_stall_fn, memory_order_relaxed);
-}
-
-/* ---------------------------------------------------------------------------------------
- * The stall watchdog: one thread for the process, started with the first loop that wants
- * it. Every half threshold it looks at each loop: a loop still inside the same callback
- * (its activity count unchanged) for longer than the threshold has stalled, and is reported
- * once with the callback's address. It also catches a callback that never returns, which a
- * check inside the loop could not. The loop pays only a few plain stores per callback.
- *
- * While no loop needs it, it sleeps without a timeout (no wake-ups) until one does. It ends
- * only in eddy__watchdog_shutdown(), which joins it: a thread still alive at exit is memory
- * that valgrind reports as lost, and one that ended unjoined is a leak to TSan.
- */
-
-static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wd_cond;
-static pthread_once_t wd_once = PTHREAD_ONCE_INIT;
-static eddy_loop_t *wd_loops;
-static size_t wd_count;
-static pthread_t wd_thread;
-static bool wd_started; /* wd_thread runs, joinable */
-static bool wd_stop;    /* eddy__watchdog_shutdown() asks it to end */
-
-/* A stall found in one look, logged after the lock is let go: the log hook may start or stop
- * loops, which takes the lock. A look reports at most this many; the rest wait for the next. */
-#define WD_REPORTS 8
-typedef struct wd_report_s {
-    char name[sizeof(((eddy_loop_t *)0)->name)];
-    eddy__fnptr_t fn;
-    int64_t held;
-} wd_report_t;
-
-static void wd_cond_init(void)
-{
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&wd_cond, &attr);
-    pthread_condattr_destroy(&attr);
-}
-
-/* Look at loop; a new stall fills *r (NULL: no room this time) and returns true. */
-static bool wd_check(eddy_loop_t *loop, int64_t now, wd_report_t *r)
-{
-    uint64_t act = atomic_load_explicit(&loop->activity, memory_order_relaxed);
-    bool busy = atomic_load_explicit(&loop->in_callback, memory_order_relaxed);
-    if (!busy || act != loop->watch_seen) {
-        loop->watch_seen = act;
-        loop->watch_since_ns = now;
-        return false;
-    }
-    int64_t held = now - loop->watch_since_ns;
-    if (held < loop->stall_threshold_ns || loop->watch_reported == act || r == NULL) {
-        return false;
-    }
-    loop->watch_reported = act;
-    eddy__fnptr_t fn = atomic_load_explicit(&loop->running_fn, memory_order_relaxed);
-    eddy__stat_add(&loop->m.stalls, 1);
-    atomic_store_explicit(&loop->m.last_stall_ns, (uint64_t)held, memory_order_relaxed);
-    atomic_store_explicit(&loop->m.last_stall_fn, fn, memory_order_relaxed);
-    memcpy(r->name, loop->name, sizeof(r->name));
-    r->fn = fn;
-    r->held = held;
-    return true;
-}
-
-static void *wd_main(void *arg)
-{
-    (void)arg;
-    pthread_setname_np(pthread_self(), "eddy-watchdog");
-    pthread_mutex_lock(&wd_lock);
-    unsigned idle = 0;
-    while (!wd_stop) {
-        if (wd_count == 0) {
-            pthread_cond_wait(&wd_cond, &wd_lock); /* until a loop or the shutdown comes */
-            idle = 0;
-            continue;
-        }
-        int64_t period = INT64_MAX;
-        int64_t now = eddy_now_ns();
-        bool busy = false;
-        wd_report_t reports[WD_REPORTS];
-        size_t n = 0;
-        for (eddy_loop_t *l = wd_loops; l != NULL; l = l->watch_next) {
-            n += wd_check(l, now, n < WD_REPORTS ? &reports[n] : NULL);
-            busy |= atomic_load_explicit(&l->in_callback, memory_order_relaxed);
-            if (l->stall_threshold_ns / 2 < period) {
-                period = l->stall_threshold_ns / 2;
-            }
-        }
-        /* While every loop sleeps in its poller, look less often, up to 8 times less: an
-         * idle process then wakes a few times a second, and a stall that starts meanwhile
-         * is still reported, at most 4 thresholds late. */
-        if (n > 0) {
-            pthread_mutex_unlock(&wd_lock);
-            for (size_t i = 0; i < n; i++) {
-                /* The address as an integer: %p wants an object pointer. */
-                eddy__log(EDDY_LOG_WARN,
-                          "loop %s stalled: callback 0x%" PRIxPTR " has held it for %lld ms",
-                          reports[i].name, (uintptr_t)reports[i].fn,
-                          (long long)(reports[i].held / 1000000));
-            }
-            pthread_mutex_lock(&wd_lock);
-        }
-        idle = busy ? 0 : (idle < 3 ? idle + 1 : 3);
-        period <<= idle;
-        int64_t until = now + period;
-        struct timespec ts = {.tv_sec = until / 1000000000, .tv_nsec = until % 1000000000};
-        pthread_cond_timedwait(&wd_cond, &wd_lock, &ts);
-    }
-    pthread_mutex_unlock(&wd_lock);
-    return NULL;
-}
-
-void eddy__watchdog_add(eddy_loop_t *loop)
-{
-    pthread_once(&wd_once, wd_cond_init);
-    pthread_mutex_lock(&wd_lock);
-    loop->watch_seen = atomic_load_explicit(&loop->activity, memory_order_relaxed);
-    loop->watch_since_ns = eddy_now_ns();
-    loop->watch_next = wd_loops;
-    wd_loops = loop;
-    bool failed = false;
-    if (wd_count++ == 0 && !wd_started) {
-        wd_started = pthread_create(&wd_thread, NULL, wd_main, NULL) == 0;
-        failed = !wd_started;
-    }
-    pthread_cond_broadcast(&wd_cond);
-    pthread_mutex_unlock(&wd_lock);
-    if (failed) {
-        eddy__log(EDDY_LOG_WARN, "no stall watchdog (thread creation failed)");
-    }
-}
-
-void eddy__watchdog_remove(eddy_loop_t *loop)
-{
-    pthread_mutex_lock(&wd_lock);
-    for (eddy_loop_t **l = &wd_loops; *l != NULL; l = &(*l)->watch_next) {
-        if (*l == loop) {
-            *l = loop->watch_next;
-            wd_count--;
-            break;
-        }
-    }
-    pthread_cond_broadcast(&wd_cond);
-    pthread_mutex_unlock(&wd_lock);
-}
-
-int eddy__watchdog_shutdown(void)
-{
-    pthread_mutex_lock(&wd_lock);
-    if (wd_count > 0) {
-        pthread_mutex_unlock(&wd_lock);
-        return EDDY_EBUSY;
-    }
-    bool started = wd_started;
-    if (started) {
-        wd_stop = true;
-        pthread_cond_broadcast(&wd_cond);
-    }
-    pthread_mutex_unlock(&wd_lock);
-    if (started) {
-        pthread_join(wd_thread, NULL);
-        pthread_mutex_lock(&wd_lock);
-        wd_started = false; /* a later loop starts another */
-        wd_stop = false;
-        pthread_mutex_unlock(&wd_lock);
-    }
-    return 0;
 }

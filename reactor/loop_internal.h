@@ -286,7 +286,19 @@ eddy_future_t *eddy__future_new_unowned(void);
 _Atomic uint32_t *eddy__timer_refcnt(eddy_timer_t *t);
 _Atomic uint32_t *eddy__future_refcnt(eddy_future_t *f);
 
-/* The stall watchdog (loop.c). */
+/* The task queue (taskq.c). The loop's thread, or one that entered the loop, for all but
+ * the producers' side (eddy_loop_execute and its variants). */
+/* Tasks are waiting, in the ring (claimed, published or not) or in the overflow list. */
+bool eddy__taskq_pending(eddy_loop_t *loop);
+/* The next ring slot is claimed but not yet published: spin briefly, then yield once. */
+void eddy__taskq_await_claimed(eddy_loop_t *loop);
+/* Run queued tasks until the deadline (INT64_MAX: none), ring slots up to limit: only those
+ * queued before the call. Returns how many ran. */
+size_t eddy__taskq_run(eddy_loop_t *loop, int64_t deadline, int64_t limit);
+/* Free the overflow list's entries without running them (a loop being freed). */
+void eddy__taskq_drop_overflow(eddy_loop_t *loop);
+
+/* The stall watchdog (watchdog.c). */
 void eddy__watchdog_add(eddy_loop_t *loop);
 void eddy__watchdog_remove(eddy_loop_t *loop);
 /* End the watchdog thread and wait for it (eddy_library_shutdown()): 0, or EDDY_EBUSY, and

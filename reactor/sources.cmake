@@ -13,5 +13,7 @@ list(APPEND EDDY_SOURCES
     reactor/poller_poll.c
     reactor/shutdown.c
     reactor/signal.c
-    reactor/timer.c)
+    reactor/taskq.c
+    reactor/timer.c
+    reactor/watchdog.c)
 list(APPEND EDDY_SOURCES reactor/carrier.c)
