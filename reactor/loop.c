@@ -20,9 +20,13 @@
 #define DEFAULT_IO_RATIO 50
 #define DEFAULT_STALL_NS ((int64_t)100 * 1000000)
 
+/* The default is the first that can be set up here (docs/loop.md, "Pollers"). */
 const eddy__poller_ops_t *const eddy__pollers[] = {
 #ifdef EDDY_HAVE_EPOLL
     &eddy__poller_epoll,
+#endif
+#ifdef EDDY_HAVE_IO_URING
+    &eddy__poller_uring,
 #endif
 #ifdef EDDY_HAVE_KQUEUE
     &eddy__poller_kqueue,
@@ -205,12 +209,19 @@ void eddy__io_dispatch(eddy_loop_t *loop, int fd, uint32_t gen, unsigned events)
  * Creation and teardown
  */
 
-static const eddy__poller_ops_t *find_poller(const char *name)
+/* The poller asked for, by option or $EDDY_POLLER; NULL when none is. */
+static const char *asked_poller(const char *name)
 {
     if (name == NULL || name[0] == '\0') {
         name = getenv("EDDY_POLLER");
     }
-    if (name == NULL || name[0] == '\0') {
+    return name == NULL || name[0] == '\0' ? NULL : name;
+}
+
+/* The poller named, or (name NULL) the default; NULL for a name not built here. */
+static const eddy__poller_ops_t *find_poller(const char *name)
+{
+    if (name == NULL) {
         return eddy__pollers[0];
     }
     for (size_t i = 0; eddy__pollers[i] != NULL; i++) {
@@ -255,12 +266,33 @@ static void loop_release_parts(eddy_loop_t *loop)
     free(loop);
 }
 
-/* The creator sets the backend up standing in for the loop, whose thread does not run yet:
- * the backends start the wake-up io, which only the loop may do. */
-static int init_poller(eddy_loop_t *loop)
+/* The kernel refuses the backend here (io_uring: a seccomp filter or
+ * kernel.io_uring_disabled says EPERM, an old kernel ENOSYS or EINVAL, a low memlock limit
+ * ENOMEM), rather than failing for a reason the next backend would meet too. */
+static bool refused(int err)
 {
+    return err == EDDY_EPERM || err == EDDY_ENOSYS || err == EDDY_EINVAL || err == EDDY_ENOMEM;
+}
+
+/*
+ * Set the backend up: the one asked for, or else the default, falling back to the next one
+ * built when the kernel refuses it (said once in the log). The creator stands in for the
+ * loop, whose thread does not run yet: the backends start the wake-up io, which only the
+ * loop may do.
+ */
+static int init_poller(eddy_loop_t *loop, bool asked)
+{
+    static _Atomic bool told;
     eddy_loop_t *prev = eddy__loop_enter(loop);
     int err = loop->poller->init(loop);
+    for (size_t i = 1; !asked && err != 0 && refused(err) && eddy__pollers[i] != NULL; i++) {
+        if (!atomic_exchange_explicit(&told, true, memory_order_relaxed)) {
+            eddy__log(EDDY_LOG_INFO, "%s cannot be used here (%s): loops use %s",
+                      loop->poller->name, eddy_strerror(err), eddy__pollers[i]->name);
+        }
+        loop->poller = eddy__pollers[i];
+        err = loop->poller->init(loop);
+    }
     eddy__loop_leave(prev);
     return err;
 }
@@ -278,7 +310,8 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
     if ((qsize & (qsize - 1)) != 0 || qsize < 2) {
         return NULL;
     }
-    const eddy__poller_ops_t *poller = find_poller(o.poller);
+    const char *asked = asked_poller(o.poller);
+    const eddy__poller_ops_t *poller = find_poller(asked);
     if (poller == NULL) {
         return NULL;
     }
@@ -294,6 +327,9 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
     loop->stall_threshold_ns = o.stall_threshold_ns ? o.stall_threshold_ns : DEFAULT_STALL_NS;
     loop->cpu = o.cpu;
     loop->cpu_set = o.cpu_set;
+    loop->uring_entries = o.uring_entries;
+    loop->uring_buffers = o.uring_buffers;
+    loop->uring_buffer_size = o.uring_buffer_size;
     loop->poller = poller;
     loop->next_seq = 0;
     loop->last_self_seq = EDDY_SEQUENCE_INITIAL;
@@ -319,7 +355,7 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
     if (loop->sequencer == NULL ||
         eddy_sequencer_add_gating(loop->sequencer, &loop->consumed, 1) != 0 ||
         (loop->barrier = eddy_sequencer_new_barrier(loop->sequencer, NULL, 0)) == NULL ||
-        init_poller(loop) != 0) {
+        init_poller(loop, asked != NULL) != 0) {
         loop_release_parts(loop);
         return NULL;
     }
@@ -483,6 +519,24 @@ static void stop_taking_tasks(eddy_loop_t *loop)
 }
 
 /* Netty's confirmShutdown: true once the loop may terminate. */
+/* The longest the loop waits at its end for the backend's operations to complete. */
+#define SETTLE_NS ((int64_t)1000000000)
+
+/*
+ * At the loop's end: the backend hands the kernel what the last tasks prepared (a
+ * completion backend's cancels of closed channels' operations, without which their sockets
+ * stay open until the loop is freed) and reaps the completions, which let go of those
+ * channels.
+ */
+static void settle_poller(eddy_loop_t *loop)
+{
+    int64_t end = eddy__loop_now(loop) + SETTLE_NS;
+    while (loop->poller->busy != NULL && loop->poller->busy(loop) &&
+           eddy__loop_now(loop) < end) {
+        loop->poller->wait(loop, 1000000);
+    }
+}
+
 static bool confirm_shutdown(eddy_loop_t *loop, size_t ran)
 {
     int64_t now = loop->now_ns;
@@ -494,6 +548,9 @@ static bool confirm_shutdown(eddy_loop_t *loop, size_t ran)
     }
     if (eddy__taskq_pending(loop) || eddy__timers_next_deadline(&loop->timers) != INT64_MAX) {
         return false;
+    }
+    if (loop->poller->busy != NULL && loop->poller->busy(loop)) {
+        return false; /* operations of closed channels still to complete */
     }
     return now - loop->last_activity_ns >= loop->quiet_ns;
 }
@@ -598,6 +655,7 @@ static void loop_body(eddy_loop_t *loop)
     /* From here every new task is refused, the loop's own too, so the drain ends even if a
      * task keeps queueing itself (Netty's ST_SHUTDOWN). */
     stop_taking_tasks(loop);
+    settle_poller(loop);
 }
 
 static int loop_run(eddy_loop_t *loop)

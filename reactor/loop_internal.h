@@ -19,9 +19,14 @@ typedef struct eddy__local_s eddy__local_t;
 /* Any function, for the stall report (function pointers do not convert to void *). */
 typedef void (*eddy__fnptr_t)(void);
 
+/* How a backend does I/O: it reports readiness (epoll, kqueue, poll), or it also runs
+ * operations that complete later (io_uring). Channels pick their transport by it. */
+enum { EDDY__IO_READINESS = 0, EDDY__IO_COMPLETION = 1 };
+
 /* The poller interface (STYLE.md, "The poller"): one const table per backend. */
 typedef struct eddy__poller_ops_s {
     const char *name;
+    int model; /* EDDY__IO_READINESS or EDDY__IO_COMPLETION */
     int (*init)(eddy_loop_t *loop);
     void (*destroy)(eddy_loop_t *loop);
     /* Set io's interest to events; 0 removes it. The loop's thread. */
@@ -31,11 +36,21 @@ typedef struct eddy__poller_ops_s {
     int (*wait)(eddy_loop_t *loop, int64_t timeout_ns);
     /* Make a blocked wait return. The one operation allowed off the loop's thread. */
     int (*wakeup)(eddy_loop_t *loop);
+    /* Operations the backend ran for the loop have not all completed, or some it prepared
+     * are not yet with the kernel: the loop must not terminate yet. NULL: never (readiness
+     * backends run none). */
+    bool (*busy)(eddy_loop_t *loop);
 } eddy__poller_ops_t;
 
+extern const eddy__poller_ops_t eddy__poller_uring;
 extern const eddy__poller_ops_t eddy__poller_epoll;
 extern const eddy__poller_ops_t eddy__poller_poll;
 extern const eddy__poller_ops_t eddy__poller_kqueue;
+
+/* The wake-up eventfd of the epoll and io_uring backends (eventfd.c): the watcher callback
+ * that drains it, and the bump that wakes the loop (0 or -errno). */
+void eddy__eventfd_drain(eddy_io_t *io, unsigned events, void *arg);
+int eddy__eventfd_wake(int fd);
 
 /* The backends built here, best first; NULL-terminated. */
 extern const eddy__poller_ops_t *const eddy__pollers[];
@@ -141,6 +156,8 @@ struct eddy_loop_s {
     int64_t stall_threshold_ns;
     int cpu;
     bool cpu_set;
+    unsigned uring_entries, uring_buffers; /* io_uring's sizes (0: the backend's defaults) */
+    uint32_t uring_buffer_size;
 
     pthread_t thread;
     bool own_thread;

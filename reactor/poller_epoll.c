@@ -27,14 +27,6 @@ typedef struct epoll_data_s {
     struct epoll_event events[MAX_EVENTS];
 } epoll_state_t;
 
-static void on_wake(eddy_io_t *io, unsigned events, void *arg)
-{
-    uint64_t n;
-    /* Drain the counter; EAGAIN means another turn already did. */
-    while (read(io->fd, &n, sizeof(n)) < 0 && errno == EINTR) {
-    }
-}
-
 static int epoll_init(eddy_loop_t *loop)
 {
     epoll_state_t *st = calloc(1, sizeof(*st));
@@ -55,7 +47,7 @@ static int epoll_init(eddy_loop_t *loop)
         return err;
     }
     loop->poller_data = st;
-    eddy_io_init(&loop->wake_io, loop, st->wakefd, on_wake, NULL);
+    eddy_io_init(&loop->wake_io, loop, st->wakefd, eddy__eventfd_drain, NULL);
     int err = eddy_io_start(&loop->wake_io, EDDY_IO_READ);
     if (err != 0) {
         close(st->wakefd);
@@ -137,15 +129,7 @@ static int epoll_wait_dispatch(eddy_loop_t *loop, int64_t timeout_ns)
 static int epoll_wakeup(eddy_loop_t *loop)
 {
     epoll_state_t *st = loop->poller_data;
-    uint64_t one = 1;
-    while (write(st->wakefd, &one, sizeof(one)) < 0) {
-        if (errno == EINTR) {
-            continue;
-        }
-        /* EAGAIN: the counter is saturated, so the loop is being woken anyway. */
-        return errno == EAGAIN ? 0 : -errno;
-    }
-    return 0;
+    return eddy__eventfd_wake(st->wakefd);
 }
 
 const eddy__poller_ops_t eddy__poller_epoll = {

@@ -16,6 +16,7 @@ PACKAGES=(
     libcmocka-dev
     libjemalloc-dev     # bench/buffer's jemalloc baseline
     libssl-dev
+    liburing-dev        # the io_uring poller (built when found)
     libuv1-dev          # bench/reactor's libuv baselines
     make
     openssl             # the TLS tests make their certificates with the openssl tool

@@ -48,8 +48,8 @@ EDDY_EXTERN int64_t eddy_loop_now_ns(const eddy_loop_t *loop);
 
 typedef struct eddy_loop_options_s {
     const char *name;            /* thread name (15 chars shown); NULL: "eddy-loop" */
-    const char *poller;          /* "epoll", "kqueue" or "poll"; NULL: $EDDY_POLLER, else
-                                    the best one built */
+    const char *poller;          /* "epoll", "io_uring", "kqueue" or "poll"; NULL:
+                                    $EDDY_POLLER, else the default (docs/loop.md) */
     unsigned io_ratio;           /* percent of a turn for I/O, 1..100 (100: run every task
                                     after the I/O); 0: 50 */
     int64_t max_task_quantum_ns; /* stop running tasks after this long in one turn, whatever
@@ -60,6 +60,12 @@ typedef struct eddy_loop_options_s {
     int cpu;                     /* pin the thread to this CPU; -1 (or 0 fields): no pinning;
                                     set cpu_set to use it */
     bool cpu_set;
+    /* io_uring only (0: the defaults, 1024, 512 and 16384): submission queue entries (the
+     * completion queue gets four times as many), and the count and size of the provided
+     * buffers receives land in. */
+    unsigned uring_entries;
+    unsigned uring_buffers; /* a power of two, at most 32768 */
+    uint32_t uring_buffer_size;
 } eddy_loop_options_t;
 
 /**

@@ -2,8 +2,8 @@
 if(EDDY_HAVE_EPOLL)
     eddy_add_test(bootstrap bootstrap TIMEOUT 120 LABELS concurrency ENVIRONMENT EDDY_POLLER=epoll)
 else()
-    eddy_add_test(bootstrap bootstrap TIMEOUT 120 LABELS concurrency)
+    eddy_add_test(bootstrap bootstrap TIMEOUT 120
+    URING_LABELS concurrency)
 endif()
-add_test(NAME "bootstrap.bootstrap[poll]" COMMAND bootstrap_test_bootstrap)
-set_tests_properties("bootstrap.bootstrap[poll]" PROPERTIES ENVIRONMENT EDDY_POLLER=poll
-    TIMEOUT 120)
+eddy_add_poller_runs(bootstrap.bootstrap COMMAND bootstrap_test_bootstrap TIMEOUT 120
+    URING_LABELS concurrency)

@@ -6,7 +6,8 @@ eddy_add_test(pipeline scoped)
 if(EDDY_HAVE_EPOLL)
     eddy_add_test(pipeline socket TIMEOUT 120 LABELS concurrency ENVIRONMENT EDDY_POLLER=epoll)
 else()
-    eddy_add_test(pipeline socket TIMEOUT 120 LABELS concurrency)
+    eddy_add_test(pipeline socket TIMEOUT 120
+    URING_LABELS concurrency)
 endif()
-add_test(NAME "pipeline.socket[poll]" COMMAND pipeline_test_socket)
-set_tests_properties("pipeline.socket[poll]" PROPERTIES ENVIRONMENT EDDY_POLLER=poll TIMEOUT 120)
+eddy_add_poller_runs(pipeline.socket COMMAND pipeline_test_socket TIMEOUT 120
+    URING_LABELS concurrency)

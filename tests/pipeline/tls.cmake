@@ -10,6 +10,8 @@ eddy_add_test(pipeline tls TIMEOUT 90 LABELS concurrency)
 target_compile_definitions(pipeline_test_tls PRIVATE EDDY_TLS_CERTS="${EDDY_TLS_CERT_DIR}")
 target_link_libraries(pipeline_test_tls PRIVATE OpenSSL::SSL)
 set_tests_properties(pipeline.tls PROPERTIES FIXTURES_REQUIRED tls_certs)
+eddy_add_poller_runs(pipeline.tls COMMAND pipeline_test_tls TIMEOUT 90
+    URING_LABELS concurrency FIXTURES tls_certs)
 # The echo example's TLS flags, end to end.
 if(TARGET eddy-echo-server AND TARGET eddy-echo-client)
     add_test(NAME examples.echo_tls COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/pipeline/tls_echo_example.sh

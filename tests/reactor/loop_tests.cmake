@@ -1,6 +1,6 @@
 # The loop, timer, future and group tests run once per poller built here (STYLE.md, Tests):
-# eddy_add_test() registers the epoll run, and a plain add_test() reuses the same program with
-# EDDY_POLLER=poll. The stress program is labelled concurrency, so `make test` also runs it
+# eddy_add_test() registers the epoll run, and eddy_add_poller_runs() reuses the same program
+# with EDDY_POLLER=poll and io_uring. The stress program is labelled concurrency, so `make test` also runs it
 # under ThreadSanitizer.
 function(eddy_add_loop_test unit)
     cmake_parse_arguments(L "" "TIMEOUT;NAME" "LABELS" ${ARGN})
@@ -21,12 +21,8 @@ function(eddy_add_loop_test unit)
     else()
         eddy_add_test(reactor ${unit} NAME ${L_NAME} TIMEOUT ${L_TIMEOUT} ${labels})
     endif()
-    add_test(NAME "reactor.${shown}[poll]" COMMAND reactor_${L_NAME})
-    set_tests_properties("reactor.${shown}[poll]" PROPERTIES
-        ENVIRONMENT EDDY_POLLER=poll TIMEOUT ${L_TIMEOUT})
-    if(L_LABELS)
-        set_tests_properties("reactor.${shown}[poll]" PROPERTIES LABELS "${L_LABELS}")
-    endif()
+    eddy_add_poller_runs("reactor.${shown}" COMMAND reactor_${L_NAME} TIMEOUT ${L_TIMEOUT}
+        LABELS ${L_LABELS})
 endfunction()
 
 eddy_add_loop_test(loop)
