@@ -349,12 +349,6 @@ void eddy__channel_do_close(eddy_channel_t *ch, int why, eddy_promise_t *p);
 /* Run fn(ch, arg) on the channel's loop: at once when already there, else as a task (the
  * channel is retained meanwhile). */
 void eddy__channel_on_loop(eddy_channel_t *ch, void (*fn)(eddy_channel_t *, void *), void *arg);
-/* Read bytes from the socket kinds' readiness (socket.c). */
-void eddy__socket_read(eddy_channel_t *ch);
-
-/* Socket channels (socket.c). */
-void eddy__socket_register(eddy_channel_t *ch);
-void eddy__listener_accept(eddy_channel_t *ch);
 /* The embedded channel keeps what reaches the tail (embedded.c). */
 void eddy__embedded_inbound(eddy_channel_t *ch, eddy_msg_t *msg);
 

@@ -1,14 +1,17 @@
 /*
  * Stream sockets (TCP over IPv4 and IPv6, Unix domain): connected and accepted channels,
  * listening channels, and connecting (Netty's NioSocketChannel, NioServerSocketChannel and
- * their Unsafe).
+ * their Unsafe), what every transport shares: descriptors and options, connecting, the
+ * lingering close and shutting output down, accepted children, and the public listen and
+ * connect. How bytes are read and written is the transport's (pipeline/socket.h): readiness
+ * on epoll, kqueue and poll (socket_readiness.c), completions on io_uring
+ * (socket_uring.c). A channel takes its loop's transport when it is made; the pipeline
+ * above does not know which it runs on.
  *
- * The loop watches each socket level-triggered (reactor/poller_epoll.c says why); read
- * interest follows AUTO_READ, a pending read request and the backpressure pause, write
- * interest is taken only while the socket is full. SIGPIPE is never raised: writes go
- * through sendmsg(MSG_NOSIGNAL).
+ * A connect waits for writability on every transport (an eddy_io_t watcher). SIGPIPE is never
+ * raised: writes pass MSG_NOSIGNAL.
  */
-#include "pipeline/internal.h"
+#include "pipeline/socket.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,24 +22,20 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#ifndef IOV_MAX
-#define IOV_MAX 1024
-#endif
-/* Iovecs per sendmsg: IOV_MAX is the kernel's limit; more costs the kernel a copy of the
- * array for nothing once the socket buffer is full. */
-#define MAX_IOV (IOV_MAX < 1024 ? IOV_MAX : 1024)
-
-static const eddy__channel_ops_t stream_ops;
-static const eddy__channel_ops_t listener_ops;
-
 static void on_io(eddy_io_t *io, unsigned events, void *arg);
+
+const eddy__transport_t *eddy__transport_of(const eddy_loop_t *loop)
+{
+    (void)loop;
+    return &eddy__transport_readiness;
+}
 
 /* ---------------------------------------------------------------------------------------
  * Descriptors and socket options
  */
 
 #if !defined(SOCK_NONBLOCK) || !defined(__linux__)
-static int set_nonblock_cloexec(int fd)
+int eddy__socket_nonblock_cloexec(int fd)
 {
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
@@ -60,7 +59,7 @@ static int new_socket(int family)
     if (fd < 0) {
         return -errno;
     }
-    int err = set_nonblock_cloexec(fd);
+    int err = eddy__socket_nonblock_cloexec(fd);
     if (err != 0) {
         close(fd);
         return err;
@@ -73,7 +72,7 @@ static int new_socket(int family)
 #endif
 }
 
-static bool is_tcp(const eddy_channel_t *ch)
+bool eddy__socket_is_tcp(const eddy_channel_t *ch)
 {
     sa_family_t f = ch->local_ip.sa.sa_family != AF_UNSPEC ? ch->local_ip.sa.sa_family
                                                            : ch->remote_ip.sa.sa_family;
@@ -85,7 +84,7 @@ static int set_int(int fd, int level, int name, int v)
     return setsockopt(fd, level, name, &v, sizeof(v)) == 0 ? 0 : -errno;
 }
 
-static int socket_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value)
+int eddy__socket_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value)
 {
     int fd = ch->fd;
     switch (opt) {
@@ -98,7 +97,7 @@ static int socket_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value)
         return value ? EDDY_ENOTSUP : 0;
 #endif
     case EDDY_TCP_NODELAY:
-        return is_tcp(ch) ? set_int(fd, IPPROTO_TCP, TCP_NODELAY, (int)value) : 0;
+        return eddy__socket_is_tcp(ch) ? set_int(fd, IPPROTO_TCP, TCP_NODELAY, (int)value) : 0;
     case EDDY_SO_KEEPALIVE:
         return set_int(fd, SOL_SOCKET, SO_KEEPALIVE, (int)value);
     case EDDY_SO_RCVBUF:
@@ -115,7 +114,7 @@ static int socket_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value)
 }
 
 /* The addresses the kernel gives: local always, remote when asked (accept gave it). */
-static void fill_addrs(eddy_channel_t *ch, bool remote)
+void eddy__socket_fill_addrs(eddy_channel_t *ch, bool remote)
 {
     eddy_addr_t a;
     a.len = sizeof(a.u);
@@ -133,193 +132,12 @@ static void fill_addrs(eddy_channel_t *ch, bool remote)
 }
 
 /* ---------------------------------------------------------------------------------------
- * Interest
+ * Shutting the output down
  */
-
-static void update_interest(eddy_channel_t *ch)
-{
-    if (ch->flags & EDDY__CH_CLOSED) {
-        return;
-    }
-    unsigned ev = 0;
-    if ((ch->flags & EDDY__CH_READING) && !(ch->flags & EDDY__CH_PAUSED) &&
-        !(ch->flags & EDDY__CH_INPUT_SHUTDOWN)) {
-        ev |= EDDY_IO_READ;
-    }
-    if (ch->flags & (EDDY__CH_WRITE_WAIT | EDDY__CH_CONNECTING)) {
-        ev |= EDDY_IO_WRITE;
-    }
-    int err = eddy_io_start(&ch->io, ev);
-    if (err != 0) {
-        eddy_pipeline_fire_exception(&ch->pipeline, err);
-        eddy__channel_do_close(ch, err, NULL);
-    }
-}
-
-static void stream_begin_read(eddy_channel_t *ch)
-{
-    if (!(ch->flags & EDDY__CH_ACTIVE) && !(ch->flags & EDDY__CH_LISTENER)) {
-        return;
-    }
-    ch->flags |= EDDY__CH_READING;
-    update_interest(ch);
-}
-
-/* ---------------------------------------------------------------------------------------
- * Reading, with the adaptive receive buffer (AdaptiveRecvByteBufAllocator): sizes step up
- * fast when a read fills the buffer and down slowly, after two short reads in a row.
- */
-
-static const uint32_t recv_sizes[] = {64,   128,   256,   512,   1024,  2048,  4096,
-                                      8192, 16384, 32768, 65536, 131072, 262144, 524288,
-                                      1048576};
-#define NSIZES (sizeof(recv_sizes) / sizeof(recv_sizes[0]))
-
-static size_t recv_guess(eddy_channel_t *ch)
-{
-    size_t lo = (size_t)ch->opt[EDDY_RCVBUF_ALLOC_MIN];
-    size_t hi = (size_t)ch->opt[EDDY_RCVBUF_ALLOC_MAX];
-    if (ch->recv_index == 0) {
-        /* First read: the initial size, as an index. */
-        size_t want = (size_t)ch->opt[EDDY_RCVBUF_ALLOC_INITIAL];
-        size_t i = 0;
-        while (i + 1 < NSIZES && recv_sizes[i] < want) {
-            i++;
-        }
-        ch->recv_index = (uint8_t)(i + 1);
-    }
-    size_t size = recv_sizes[ch->recv_index - 1];
-    return size < lo ? lo : size > hi ? hi : size;
-}
-
-static void recv_record(eddy_channel_t *ch, size_t got, size_t asked)
-{
-    size_t i = ch->recv_index - 1;
-    if (got >= asked) {
-        if (i + 4 < NSIZES) {
-            i += 4; /* a full buffer: grow fast */
-        } else {
-            i = NSIZES - 1;
-        }
-        ch->recv_shrink_next = false;
-    } else if (i > 0 && got < recv_sizes[i - 1]) {
-        /* Strictly less: a steady flow of N bytes a read must not shrink onto a buffer of
-         * exactly N, which every read fills, costing one more read that finds EAGAIN (10% of
-         * the reads of bench/echo's 64x16x64 before this). */
-        if (ch->recv_shrink_next) {
-            i--;
-            ch->recv_shrink_next = false;
-        } else {
-            ch->recv_shrink_next = true;
-        }
-    } else {
-        ch->recv_shrink_next = false;
-    }
-    ch->recv_index = (uint8_t)(i + 1);
-}
-
-static void linger_read(eddy_channel_t *ch);
-
-void eddy__socket_read(eddy_channel_t *ch)
-{
-    if (ch->flags & EDDY__CH_LINGERING) {
-        linger_read(ch); /* closing: what comes now is dropped, never handed on */
-        return;
-    }
-    eddy_pipeline_t *p = &ch->pipeline;
-    int64_t max_msgs = ch->opt[EDDY_MAX_MESSAGES_PER_READ];
-    eddy_allocator_t *alloc = eddy_allocator_default();
-    int64_t msgs = 0;
-    int err = 0;
-    bool eof = false;
-    /* AUTO_READ off: this batch answers the request; a handler asking again inside it (from
-     * channel_read or channel_read_complete) sets READING anew. */
-    bool one_batch = !ch->opt[EDDY_AUTO_READ] && (ch->flags & EDDY__CH_READING);
-    if (one_batch) {
-        ch->flags &= ~EDDY__CH_READING;
-    }
-    while (msgs < max_msgs && !(ch->flags & (EDDY__CH_CLOSED | EDDY__CH_PAUSED))) {
-        size_t size = recv_guess(ch);
-        eddy_buf_t *buf = eddy_buf_alloc(alloc, size, size);
-        if (buf == NULL) {
-            err = EDDY_ENOMEM;
-            break;
-        }
-        ssize_t n = read(ch->fd, eddy_buf_write_ptr(buf), size);
-        if (n > 0) {
-            eddy_buf_set_writer_index(buf, eddy_buf_writer_index(buf) + (size_t)n);
-            atomic_fetch_add_explicit(&ch->bytes_read, (uint64_t)n, memory_order_relaxed);
-            atomic_fetch_add_explicit(&ch->msgs_read, 1, memory_order_relaxed);
-            recv_record(ch, (size_t)n, size);
-            msgs++;
-            eddy_pipeline_fire_channel_read(p, eddy_buf_msg(buf));
-            if ((size_t)n < size) {
-                break; /* the socket is most likely drained: no read just to see EAGAIN */
-            }
-            continue;
-        }
-        eddy_buf_release(buf);
-        if (n == 0) {
-            eof = true;
-        } else if (errno == EINTR) {
-            continue;
-        } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            err = -errno;
-        }
-        break;
-    }
-    if (msgs > 0 && !(ch->flags & EDDY__CH_CLOSED)) {
-        eddy_pipeline_fire_channel_read_complete(p);
-    }
-    if (ch->flags & EDDY__CH_CLOSED) {
-        return;
-    }
-    if (err != 0) {
-        /* ECONNRESET and friends: exception_caught, then close (Netty does the same). */
-        eddy_pipeline_fire_exception(p, err);
-        eddy__channel_do_close(ch, err, NULL);
-        return;
-    }
-    if (eof) {
-        if (ch->opt[EDDY_ALLOW_HALF_CLOSURE]) {
-            if (!(ch->flags & EDDY__CH_INPUT_SHUTDOWN)) {
-                ch->flags |= EDDY__CH_INPUT_SHUTDOWN;
-                update_interest(ch);
-                eddy_pipeline_fire_user_event(p, EDDY_EVENT_INPUT_SHUTDOWN, NULL);
-            }
-        } else {
-            eddy__channel_do_close(ch, EDDY_EOF, NULL);
-        }
-        return;
-    }
-    if (one_batch && !(ch->flags & EDDY__CH_READING)) {
-        /* One batch per request: the next needs eddy_channel_read(). */
-        update_interest(ch);
-    } else if (!one_batch && !ch->opt[EDDY_AUTO_READ] && (ch->flags & EDDY__CH_READING)) {
-        /* AUTO_READ was turned off during the batch. */
-        ch->flags &= ~EDDY__CH_READING;
-        update_interest(ch);
-    }
-}
-
-/* ---------------------------------------------------------------------------------------
- * Writing
- */
-
-static void flush_later(void *arg)
-{
-    eddy_channel_t *ch = arg;
-    if (!(ch->flags & EDDY__CH_CLOSED)) {
-        eddy__pipeline_enter(&ch->pipeline);
-        ch->ops->flush(ch);
-        eddy__pipeline_leave(&ch->pipeline);
-    }
-    eddy_channel_release(ch);
-}
 
 static void linger_after_fin(eddy_channel_t *ch, int err);
 
-static void finish_shutdown_output(eddy_channel_t *ch)
+void eddy__socket_finish_shutdown_output(eddy_channel_t *ch)
 {
     ch->flags &= ~EDDY__CH_SHUTDOWN_PENDING;
     ch->flags |= EDDY__CH_OUTPUT_SHUTDOWN;
@@ -332,84 +150,7 @@ static void finish_shutdown_output(eddy_channel_t *ch)
     }
 }
 
-static void stream_flush(eddy_channel_t *ch)
-{
-    eddy__assert_on_loop(eddy__loop_of(ch));
-    if ((ch->flags & (EDDY__CH_FLUSHING | EDDY__CH_CLOSED)) || !(ch->flags & EDDY__CH_ACTIVE)) {
-        return; /* a flush inside the flush (a promise listener) is folded into this one */
-    }
-    if (ch->flags & EDDY__CH_WRITE_WAIT) {
-        return; /* the socket is full: the write-ready event flushes */
-    }
-    assert(ch->fd >= 0); /* active and not closed */
-    ch->flags |= EDDY__CH_FLUSHING;
-    int64_t spins = ch->opt[EDDY_WRITE_SPIN_COUNT];
-    int err = 0;
-    bool blocked = false;
-    struct iovec iov[MAX_IOV];
-    while (spins-- > 0 && eddy__outbound_has_flushed(ch)) {
-        int n;
-        size_t total = eddy__outbound_iovec(ch, iov, MAX_IOV, &n);
-        if (total == 0) {
-            eddy__outbound_written(ch, 0); /* empty messages complete at once */
-            continue;
-        }
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t w = sendmsg(ch->fd, &mh, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR) {
-                spins++;
-                continue;
-            }
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                blocked = true;
-            } else {
-                err = -errno;
-            }
-            break;
-        }
-        eddy__outbound_written(ch, (size_t)w);
-        if ((size_t)w < total) {
-            blocked = true; /* a short write: the socket buffer is full */
-            break;
-        }
-    }
-    assert(ch->flags & EDDY__CH_FLUSHING); /* no flush inside this one ran (and cleared it) */
-    ch->flags &= ~EDDY__CH_FLUSHING;
-    if (ch->flags & EDDY__CH_CLOSED) {
-        return;
-    }
-    if (err != 0) {
-        /* The peer is gone (EPIPE, ECONNRESET): fail what is queued, close. */
-        eddy__outbound_fail_all(ch, err);
-        eddy_pipeline_fire_exception(&ch->pipeline, err);
-        eddy__channel_do_close(ch, err, NULL);
-        return;
-    }
-    bool more = eddy__outbound_has_flushed(ch);
-    if (blocked) {
-        ch->flags |= EDDY__CH_WRITE_WAIT;
-        update_interest(ch);
-    } else if (more) {
-        /* Spun enough: let the loop serve others, and come back (Netty's incompleteWrite). */
-        if (eddy_loop_execute(eddy__loop_of(ch), flush_later, eddy_channel_retain(ch)) != 0) {
-            eddy_channel_release(ch);
-        }
-    } else if (ch->flags & EDDY__CH_SHUTDOWN_PENDING) {
-        finish_shutdown_output(ch);
-    }
-}
-
-static void on_writable(eddy_channel_t *ch)
-{
-    /* Flush first and settle the interest once: a flush that blocks again keeps the write
-     * interest as it was (no epoll_ctl), one that drains drops it. */
-    ch->flags &= ~EDDY__CH_WRITE_WAIT;
-    stream_flush(ch);
-    update_interest(ch);
-}
-
-static void stream_shutdown_output(eddy_channel_t *ch, eddy_promise_t *p)
+void eddy__socket_shutdown_output(eddy_channel_t *ch, eddy_promise_t *p)
 {
     if (ch->flags & (EDDY__CH_OUTPUT_SHUTDOWN | EDDY__CH_SHUTDOWN_PENDING)) {
         eddy__promise_done(p, 0);
@@ -418,7 +159,7 @@ static void stream_shutdown_output(eddy_channel_t *ch, eddy_promise_t *p)
     if (eddy__outbound_has_flushed(ch)) {
         ch->flags |= EDDY__CH_SHUTDOWN_PENDING; /* after what is flushed is written */
     } else {
-        finish_shutdown_output(ch);
+        eddy__socket_finish_shutdown_output(ch);
     }
     /* What was written but not flushed would go after the FIN: it fails now, as later writes
      * do, rather than at a flush that would meet EPIPE and close the channel. */
@@ -429,15 +170,6 @@ static void stream_shutdown_output(eddy_channel_t *ch, eddy_promise_t *p)
 /* ---------------------------------------------------------------------------------------
  * Close
  */
-
-static void close_fd(eddy_channel_t *ch)
-{
-    if (ch->fd >= 0) {
-        eddy_io_stop(&ch->io);
-        close(ch->fd);
-        ch->fd = -1;
-    }
-}
 
 /* Most a requested close throws away before it gives up and lets the kernel reset. */
 #define DISCARD_MAX (1024 * 1024)
@@ -452,7 +184,7 @@ static void close_fd(eddy_channel_t *ch)
  * meets a reset; the fuller answer is the lingering close below (nginx's), which a close
  * after flush uses.
  */
-static void stream_discard_input(eddy_channel_t *ch)
+void eddy__socket_discard_input(eddy_channel_t *ch)
 {
     if (ch->fd < 0) {
         return;
@@ -499,7 +231,7 @@ static void stream_discard_input(eddy_channel_t *ch)
 static void linger_close(eddy_channel_t *ch, int err)
 {
     eddy__lingering_t *l = ch->lingering;
-    eddy_promise_t *p = l->p; /* the close completes it last (stream_do_close frees l) */
+    eddy_promise_t *p = l->p; /* the close completes it last (eddy__socket_close_parts frees l) */
     l->p = NULL;
     eddy__channel_do_close(ch, err, p);
     eddy_future_release(p);
@@ -525,7 +257,7 @@ static void linger_after_fin(eddy_channel_t *ch, int err)
     /* Read whatever the settings said before (AUTO_READ off, paused): only the peer's FIN
      * ends the wait early. */
     ch->flags = (ch->flags | EDDY__CH_READING) & ~EDDY__CH_PAUSED;
-    update_interest(ch);
+    ch->ops->update_interest(ch);
     if (!(ch->flags & EDDY__CH_CLOSED) && l->timer == NULL) {
         l->timer = eddy_loop_schedule(eddy__loop_of(ch), ms, linger_timed_out, ch);
         if (l->timer == NULL) {
@@ -534,42 +266,31 @@ static void linger_after_fin(eddy_channel_t *ch, int err)
     }
 }
 
-/* Readable while lingering: drop it, up to the per-read budget; the peer's FIN ends it. */
-static void linger_read(eddy_channel_t *ch)
+bool eddy__socket_linger_input(eddy_channel_t *ch, ssize_t n)
 {
-    char sink[16384];
-    for (int64_t i = ch->opt[EDDY_MAX_MESSAGES_PER_READ]; i > 0; i--) {
-        ssize_t n = recv(ch->fd, sink, sizeof(sink), MSG_DONTWAIT);
-        if (n > 0) {
-            atomic_fetch_add_explicit(&ch->bytes_read, (uint64_t)n, memory_order_relaxed);
-            continue;
-        }
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            return;
-        }
-        if (n < 0 || (ch->flags & EDDY__CH_OUTPUT_SHUTDOWN)) {
-            /* A reset, or the peer's FIN after ours: nothing more will come. */
-            linger_close(ch, n < 0 ? -errno : 0);
-            return;
-        }
-        /* The peer's FIN before ours (what we flushed is still going out): stop reading,
-         * and close once the FIN went out, which linger_after_fin() sees. */
-        ch->flags |= EDDY__CH_INPUT_SHUTDOWN;
-        update_interest(ch);
-        return;
+    if (n > 0) {
+        atomic_fetch_add_explicit(&ch->bytes_read, (uint64_t)n, memory_order_relaxed);
+        return true;
     }
+    if (n < 0 || (ch->flags & EDDY__CH_OUTPUT_SHUTDOWN)) {
+        /* A reset, or the peer's FIN after ours: nothing more will come. */
+        linger_close(ch, n < 0 ? (int)n : 0);
+        return false;
+    }
+    /* The peer's FIN before ours (what we flushed is still going out): stop reading, and
+     * close once the FIN went out, which linger_after_fin() sees. */
+    ch->flags |= EDDY__CH_INPUT_SHUTDOWN;
+    ch->ops->update_interest(ch);
+    return false;
 }
 
-static void stream_close_after_flush(eddy_channel_t *ch, eddy_promise_t *p)
+void eddy__socket_close_after_flush(eddy_channel_t *ch, eddy_promise_t *p)
 {
     if (ch->flags & EDDY__CH_LINGERING) {
         /* Already closing gracefully: p completes with that close. */
-        if (p != NULL && eddy_future_add_listener(eddy_channel_close_future(ch),
-                                                  eddy__promise_done_listener,
-                                                  eddy_future_retain(p)) != 0) {
+        if (p != NULL &&
+            eddy_future_add_listener(eddy_channel_close_future(ch), eddy__promise_done_listener,
+                                     eddy_future_retain(p)) != 0) {
             eddy_future_release(p);
         }
         return;
@@ -587,15 +308,15 @@ static void stream_close_after_flush(eddy_channel_t *ch, eddy_promise_t *p)
     if (ch->flags & EDDY__CH_OUTPUT_SHUTDOWN) {
         linger_after_fin(ch, 0); /* the FIN went out before */
     } else {
-        /* FIN now, or once what is flushed is written (finish_shutdown_output goes on to
-         * linger_after_fin); what was written but not flushed fails with EDDY_EPIPE. */
-        stream_shutdown_output(ch, NULL);
+        /* FIN now, or once what is flushed is written (eddy__socket_finish_shutdown_output goes on
+         * to linger_after_fin); what was written but not flushed fails with EDDY_EPIPE. */
+        eddy__socket_shutdown_output(ch, NULL);
     }
 }
 
 static eddy_promise_t *connect_end(eddy_channel_t *ch);
 
-static void stream_do_close(eddy_channel_t *ch)
+void eddy__socket_close_parts(eddy_channel_t *ch)
 {
     if (ch->flags & EDDY__CH_LINGERING) {
         eddy__lingering_t *l = ch->lingering;
@@ -614,7 +335,6 @@ static void stream_do_close(eddy_channel_t *ch)
         }
         free(l);
     }
-    close_fd(ch);
     eddy_promise_t *p = connect_end(ch); /* closed while connecting */
     if (p != NULL) {
         eddy_promise_fail(p, EDDY_ECLOSED);
@@ -622,7 +342,27 @@ static void stream_do_close(eddy_channel_t *ch)
     }
 }
 
-static void stream_destroy(eddy_channel_t *ch)
+void eddy__socket_input_end(eddy_channel_t *ch, int err, bool eof)
+{
+    if (err != 0) {
+        /* ECONNRESET and friends: exception_caught, then close (Netty does the same). */
+        eddy_pipeline_fire_exception(&ch->pipeline, err);
+        eddy__channel_do_close(ch, err, NULL);
+        return;
+    }
+    if (!eof) {
+        return;
+    }
+    if (!ch->opt[EDDY_ALLOW_HALF_CLOSURE]) {
+        eddy__channel_do_close(ch, EDDY_EOF, NULL);
+    } else if (!(ch->flags & EDDY__CH_INPUT_SHUTDOWN)) {
+        ch->flags |= EDDY__CH_INPUT_SHUTDOWN;
+        ch->ops->update_interest(ch);
+        eddy_pipeline_fire_user_event(&ch->pipeline, EDDY_EVENT_INPUT_SHUTDOWN, NULL);
+    }
+}
+
+void eddy__socket_destroy(eddy_channel_t *ch)
 {
     if (ch->fd >= 0) {
         close(ch->fd); /* never registered */
@@ -663,8 +403,8 @@ static void connect_done(eddy_channel_t *ch, int err)
         eddy__channel_do_close(ch, err, NULL);
         return;
     }
-    fill_addrs(ch, true);
-    update_interest(ch);
+    eddy__socket_fill_addrs(ch, true);
+    ch->ops->update_interest(ch);
     if (p != NULL) {
         eddy__promise_succeed_channel(p, ch);
         eddy_future_release(p);
@@ -693,8 +433,8 @@ static void connect_timeout(eddy_timer_t *t, void *arg)
     }
 }
 
-static void stream_connect(eddy_channel_t *ch, const eddy_addr_t *remote,
-                           const eddy_addr_t *local, eddy_promise_t *p)
+void eddy__socket_connect(eddy_channel_t *ch, const eddy_addr_t *remote, const eddy_addr_t *local,
+                          eddy_promise_t *p)
 {
     if (ch->flags & (EDDY__CH_ACTIVE | EDDY__CH_CONNECTING)) {
         eddy__promise_done(p, (ch->flags & EDDY__CH_ACTIVE) ? EDDY_EISCONN : EDDY_EALREADY);
@@ -727,7 +467,7 @@ static void stream_connect(eddy_channel_t *ch, const eddy_addr_t *remote,
         return;
     }
     ch->flags |= EDDY__CH_CONNECTING;
-    update_interest(ch);
+    ch->ops->update_interest(ch);
     int64_t ms = ch->opt[EDDY_CONNECT_TIMEOUT_MS];
     if (ms > 0) {
         c->timer = eddy_loop_schedule(eddy__loop_of(ch), ms, connect_timeout, ch);
@@ -735,36 +475,20 @@ static void stream_connect(eddy_channel_t *ch, const eddy_addr_t *remote,
 }
 
 /* ---------------------------------------------------------------------------------------
- * Readiness
+ * The descriptor's watcher: a connect in progress on every transport, and all of the I/O of
+ * a readiness transport
  */
 
 static void on_io(eddy_io_t *io, unsigned events, void *arg)
 {
     (void)io;
     eddy_channel_t *ch = eddy__channel_hold(arg); /* a handler may close it */
-    if (ch->flags & EDDY__CH_LISTENER) {
-        eddy__listener_accept(ch);
-    } else if (ch->flags & EDDY__CH_CONNECTING) {
+    if (ch->flags & EDDY__CH_CONNECTING) {
         if (events & (EDDY_IO_WRITE | EDDY_IO_ERROR | EDDY_IO_HUP)) {
             finish_connect(ch);
         }
     } else {
-        if ((events & EDDY_IO_WRITE) && !(ch->flags & EDDY__CH_CLOSED)) {
-            on_writable(ch);
-        }
-        if ((events & (EDDY_IO_READ | EDDY_IO_HUP | EDDY_IO_ERROR)) &&
-            !(ch->flags & EDDY__CH_CLOSED)) {
-            if ((ch->flags & EDDY__CH_READING) && !(ch->flags & EDDY__CH_INPUT_SHUTDOWN)) {
-                eddy__socket_read(ch);
-            } else if (events & EDDY_IO_ERROR) {
-                int soerr = 0;
-                socklen_t len = sizeof(soerr);
-                getsockopt(ch->fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
-                int err = soerr ? -soerr : EDDY_ECONNRESET;
-                eddy_pipeline_fire_exception(&ch->pipeline, err);
-                eddy__channel_do_close(ch, err, NULL);
-            }
-        }
+        eddy__readiness_on_io(ch, events);
     }
     eddy__channel_unhold(ch);
 }
@@ -786,47 +510,13 @@ void eddy__socket_register(eddy_channel_t *ch)
     eddy__channel_registered(ch);
 }
 
-static const eddy__channel_ops_t stream_ops = {
-    .kind = "stream",
-    .connect = stream_connect,
-    .begin_read = stream_begin_read,
-    .update_interest = update_interest,
-    .flush = stream_flush,
-    .discard_input = stream_discard_input,
-    .close_after_flush = stream_close_after_flush,
-    .do_close = stream_do_close,
-    .shutdown_output = stream_shutdown_output,
-    .set_socket_option = socket_option,
-    .destroy = stream_destroy,
-};
-
 /* ---------------------------------------------------------------------------------------
  * Listening and accepting
  */
 
-static void listener_flush(eddy_channel_t *ch)
+void eddy__listener_destroy(eddy_channel_t *ch)
 {
-    (void)ch; /* nothing to write on a listening socket */
-}
-
-static void listener_do_close(eddy_channel_t *ch)
-{
-    close_fd(ch);
-    eddy__listener_t *l = ch->listener;
-    if (l->reserve_fd >= 0) {
-        close(l->reserve_fd);
-        l->reserve_fd = -1;
-    }
-    if (l->accept_backoff != NULL) {
-        eddy_timer_cancel(l->accept_backoff);
-        eddy_timer_release(l->accept_backoff);
-        l->accept_backoff = NULL;
-    }
-}
-
-static void listener_destroy(eddy_channel_t *ch)
-{
-    stream_destroy(ch);
+    eddy__socket_destroy(ch);
     eddy__listener_t *l = ch->listener;
     if (l == NULL) {
         return; /* made without memory for it */
@@ -839,34 +529,18 @@ static void listener_destroy(eddy_channel_t *ch)
     ch->listener = NULL;
 }
 
-static const eddy__channel_ops_t listener_ops = {
-    .kind = "listener",
-    .begin_read = stream_begin_read,
-    .flush = listener_flush,
-    .do_close = listener_do_close,
-    .set_socket_option = socket_option,
-    .destroy = listener_destroy,
-};
-
-typedef struct child_s {
-    eddy_channel_t *ch;
-    eddy_channel_init_cb init;
-    void *arg;
-} child_t;
-
-static void child_start(void *arg)
+void eddy__listener_close_parts(eddy_channel_t *ch)
 {
-    child_t *c = arg;
-    eddy_channel_t *ch = eddy__channel_hold(c->ch); /* a close inside must not free it yet */
-    eddy__socket_register(ch);
-    int rc = c->init(ch, c->arg);
-    if (rc != 0) {
-        eddy__channel_do_close(ch, rc, NULL);
-    } else {
-        eddy__channel_activate(ch);
+    eddy__listener_t *l = ch->listener;
+    if (l->reserve_fd >= 0) {
+        close(l->reserve_fd);
+        l->reserve_fd = -1;
     }
-    eddy__channel_unhold(ch);
-    free(c);
+    if (l->accept_backoff != NULL) {
+        eddy_timer_cancel(l->accept_backoff);
+        eddy_timer_release(l->accept_backoff);
+        l->accept_backoff = NULL;
+    }
 }
 
 static void resume_accept(eddy_timer_t *t, void *arg)
@@ -880,7 +554,7 @@ static void resume_accept(eddy_timer_t *t, void *arg)
     }
     if (!(ch->flags & EDDY__CH_CLOSED)) {
         ch->flags |= EDDY__CH_READING;
-        update_interest(ch);
+        ch->ops->update_interest(ch);
     }
 }
 
@@ -890,7 +564,7 @@ static void resume_accept(eddy_timer_t *t, void *arg)
  * back, accept the connection and close it at once (the peer sees a reset rather than a
  * hang), take the reserve again, and stop accepting for a moment.
  */
-static void out_of_descriptors(eddy_channel_t *ch, int err)
+void eddy__listener_out_of_descriptors(eddy_channel_t *ch, int err)
 {
     eddy__listener_t *l = ch->listener;
     if (l->reserve_fd >= 0) {
@@ -920,66 +594,60 @@ static void out_of_descriptors(eddy_channel_t *ch, int err)
         /* Paused only with the timer that resumes it: without memory for one, accepting
          * goes on (and may spin) rather than stop for good. */
         ch->flags &= ~EDDY__CH_READING;
-        update_interest(ch);
+        ch->ops->update_interest(ch);
     }
 }
 
-void eddy__listener_accept(eddy_channel_t *ch)
+typedef struct child_s {
+    eddy_channel_t *ch;
+    eddy_channel_init_cb init;
+    void *arg;
+} child_t;
+
+static void child_start(void *arg)
+{
+    child_t *c = arg;
+    eddy_channel_t *ch = eddy__channel_hold(c->ch); /* a close inside must not free it yet */
+    eddy__socket_register(ch);
+    int rc = c->init(ch, c->arg);
+    if (rc != 0) {
+        eddy__channel_do_close(ch, rc, NULL);
+    } else {
+        eddy__channel_activate(ch);
+    }
+    eddy__channel_unhold(ch);
+    free(c);
+}
+
+void eddy__listener_child(eddy_channel_t *ch, int fd, const eddy_addr_t *peer)
 {
     eddy__listener_t *l = ch->listener;
-    unsigned cap = l->accepts_per_wakeup ? l->accepts_per_wakeup : 64;
-    for (unsigned i = 0; i < cap && !(ch->flags & EDDY__CH_CLOSED); i++) {
-        eddy_addr_t peer;
-        peer.len = sizeof(peer.u);
-#if defined(__linux__)
-        int fd = accept4(ch->fd, &peer.u.sa, &peer.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-#else
-        int fd = accept(ch->fd, &peer.u.sa, &peer.len);
-        if (fd >= 0 && set_nonblock_cloexec(fd) != 0) {
+    eddy_loop_t *loop = l->children != NULL ? eddy_loop_group_next(l->children) : eddy__loop_of(ch);
+    eddy_channel_t *child = eddy__channel_new(loop, eddy__transport_of(loop)->stream, fd);
+    child_t *c = child != NULL ? malloc(sizeof(*c)) : NULL;
+    if (c == NULL) {
+        if (child != NULL) {
+            eddy_channel_release(child); /* closes fd */
+        } else {
             close(fd);
-            continue;
         }
-#endif
-        if (fd < 0) {
-            int err = -errno;
-            if (errno == EINTR || errno == ECONNABORTED) {
-                continue;
-            }
-            if (errno == EMFILE || errno == ENFILE) {
-                out_of_descriptors(ch, err);
-            } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                eddy_pipeline_fire_exception(&ch->pipeline, err);
-            }
-            return;
-        }
-        eddy_loop_t *loop =
-            l->children != NULL ? eddy_loop_group_next(l->children) : eddy__loop_of(ch);
-        eddy_channel_t *child = eddy__channel_new(loop, &stream_ops, fd);
-        child_t *c = child != NULL ? malloc(sizeof(*c)) : NULL;
-        if (c == NULL) {
-            if (child != NULL) {
-                eddy_channel_release(child); /* closes fd */
-            } else {
-                close(fd);
-            }
-            eddy_pipeline_fire_exception(&ch->pipeline, EDDY_ENOMEM);
-            continue;
-        }
-        eddy__channel_set_addr(child, true, &peer);
-        fill_addrs(child, false); /* no getpeername(): accept gave the peer */
-        eddy__channel_share_config(child, l->child_opts, &l->child_config);
-        if (is_tcp(child) && !(l->child_config.set & (1ull << EDDY_TCP_NODELAY))) {
-            socket_option(child, EDDY_TCP_NODELAY, 1);
-        }
-        c->ch = child;
-        c->init = l->child_init;
-        c->arg = l->child_arg;
-        if (loop == eddy__loop_of(ch)) {
-            child_start(c);
-        } else if (eddy_loop_execute(loop, child_start, c) != 0) {
-            free(c);
-            eddy_channel_release(child);
-        }
+        eddy_pipeline_fire_exception(&ch->pipeline, EDDY_ENOMEM);
+        return;
+    }
+    eddy__channel_set_addr(child, true, peer);
+    eddy__socket_fill_addrs(child, false); /* no getpeername(): accept gave the peer */
+    eddy__channel_share_config(child, l->child_opts, &l->child_config);
+    if (eddy__socket_is_tcp(child) && !(l->child_config.set & (1ull << EDDY_TCP_NODELAY))) {
+        eddy__socket_option(child, EDDY_TCP_NODELAY, 1);
+    }
+    c->ch = child;
+    c->init = l->child_init;
+    c->arg = l->child_arg;
+    if (loop == eddy__loop_of(ch)) {
+        child_start(c);
+    } else if (eddy_loop_execute(loop, child_start, c) != 0) {
+        free(c);
+        eddy_channel_release(child);
     }
 }
 
@@ -1003,7 +671,7 @@ static void listen_on_loop(void *arg)
     int err = fd < 0 ? fd : 0;
     eddy_channel_t *ch = NULL;
     if (err == 0) {
-        ch = eddy__channel_new(r->opts.loop, &listener_ops, fd);
+        ch = eddy__channel_new(r->opts.loop, eddy__transport_of(r->opts.loop)->listener, fd);
         if (ch == NULL) {
             close(fd);
             err = EDDY_ENOMEM;
@@ -1037,8 +705,7 @@ static void listen_on_loop(void *arg)
         }
         if (bind(fd, &r->addr.u.sa, r->addr.len) != 0 ||
             listen(fd, (int)(ch->opt[EDDY_SO_BACKLOG] > INT_MAX ? INT_MAX
-                                                                  : ch->opt[EDDY_SO_BACKLOG])) !=
-                0) {
+                                                                : ch->opt[EDDY_SO_BACKLOG])) != 0) {
             err = -errno;
         }
     }
@@ -1048,13 +715,13 @@ static void listen_on_loop(void *arg)
         }
         eddy_promise_fail(r->p, err);
     } else {
-        fill_addrs(ch, false);
+        eddy__socket_fill_addrs(ch, false);
         eddy__channel_hold(ch); /* a handler may close it while it becomes active */
         eddy__socket_register(ch);
         ch->flags |= EDDY__CH_ACTIVE;
         eddy__channel_show_state(ch);
         eddy__pipeline_fire_active(&ch->pipeline);
-        stream_begin_read(ch);
+        ch->ops->begin_read(ch);
         eddy__pipeline_leave(&ch->pipeline);
         eddy__promise_succeed_channel(r->p, ch);
         eddy_channel_release(ch);
@@ -1119,7 +786,8 @@ static void connect_on_loop(void *arg)
 {
     connect_req_t *r = arg;
     int fd = new_socket(r->remote.u.sa.sa_family);
-    eddy_channel_t *ch = fd >= 0 ? eddy__channel_new(r->loop, &stream_ops, fd) : NULL;
+    eddy_channel_t *ch =
+        fd >= 0 ? eddy__channel_new(r->loop, eddy__transport_of(r->loop)->stream, fd) : NULL;
     if (ch == NULL) {
         if (fd >= 0) {
             close(fd);
@@ -1130,8 +798,9 @@ static void connect_on_loop(void *arg)
         if (r->has_config) {
             eddy__channel_apply_config(ch, &r->config);
         }
-        if (is_tcp(ch) && !(r->has_config && (r->config.set & (1ull << EDDY_TCP_NODELAY)))) {
-            socket_option(ch, EDDY_TCP_NODELAY, 1);
+        if (eddy__socket_is_tcp(ch) &&
+            !(r->has_config && (r->config.set & (1ull << EDDY_TCP_NODELAY)))) {
+            eddy__socket_option(ch, EDDY_TCP_NODELAY, 1);
         }
         eddy__channel_hold(ch); /* a failed init or connect closes it inside */
         eddy__socket_register(ch);
@@ -1140,7 +809,7 @@ static void connect_on_loop(void *arg)
             eddy_promise_fail(r->p, rc < 0 ? rc : EDDY_ECANCELED);
             eddy__channel_do_close(ch, rc, NULL);
         } else {
-            stream_connect(ch, &r->remote, NULL, r->p);
+            eddy__socket_connect(ch, &r->remote, NULL, r->p);
         }
         eddy__channel_unhold(ch);
     }
@@ -1149,8 +818,8 @@ static void connect_on_loop(void *arg)
 }
 
 eddy_future_t *eddy_channel_connect(eddy_loop_t *loop, const eddy_addr_t *remote,
-                                    const eddy_channel_config_t *config,
-                                    eddy_channel_init_cb init, void *arg)
+                                    const eddy_channel_config_t *config, eddy_channel_init_cb init,
+                                    void *arg)
 {
     eddy_promise_t *p = eddy_promise_new(loop);
     if (p == NULL) {
