@@ -278,6 +278,9 @@ struct eddy_channel_s {
     const eddy__close_hook_t *close_hook; /* NULL: none */
 
     eddy__outbound_t out;
+    /* The transport's own per-channel state (io_uring: its operations), NULL for readiness,
+     * freed by the channel ops' destroy. */
+    void *io_state;
 
     _Atomic uint64_t bytes_read, bytes_written, msgs_read, msgs_written;
 
@@ -365,8 +368,10 @@ bool eddy__outbound_has_flushed(const eddy_channel_t *ch);
 /* Fill iov[0..max) with the flushed bytes, in order; *n gets the count used. Returns the
  * bytes they hold (0 with *n 0: flushed entries are all empty; eddy__outbound_written(ch, 0)
  * completes them). The memory stays valid until those bytes are written or the entries
- * failed. */
-size_t eddy__outbound_iovec(const eddy_channel_t *ch, struct iovec *iov, int max, int *n);
+ * failed; held (NULL, or room for max) gets a reference to each message those bytes are of,
+ * *nheld their count, for a write that may outlive the entries (io_uring's, at a close). */
+size_t eddy__outbound_iovec(const eddy_channel_t *ch, struct iovec *iov, int max, int *n,
+                            eddy_msg_t **held, int *nheld);
 /* bytes of the flushed entries went out: complete the entries written whole (promise 0,
  * message released), skip the rest in the first one left. */
 void eddy__outbound_written(eddy_channel_t *ch, size_t bytes);

@@ -210,13 +210,21 @@ bool eddy__outbound_has_flushed(const eddy_channel_t *ch)
     return ch->out.head != NULL && ch->out.head != ch->out.unflushed;
 }
 
-size_t eddy__outbound_iovec(const eddy_channel_t *ch, struct iovec *iov, int max, int *n)
+size_t eddy__outbound_iovec(const eddy_channel_t *ch, struct iovec *iov, int max, int *n,
+                            eddy_msg_t **held, int *nheld)
 {
     ASSERT_SOUND(ch);
     int k = 0;
     size_t total = 0;
-    for (eddy__entry_t *e = ch->out.head; e != NULL && e != ch->out.unflushed && k < max;
+    if (nheld != NULL) {
+        *nheld = 0;
+    }
+    for (eddy__entry_t *e = ch->out.head;
+         e != NULL && e != ch->out.unflushed && k < max && (held == NULL || *nheld < max);
          e = e->next) {
+        if (held != NULL) {
+            held[(*nheld)++] = eddy_msg_retain(e->msg);
+        }
         if (e->msg->type == EDDY_MSG_BUF) {
             eddy_buf_t *b = eddy_buf_of(e->msg);
             size_t len = eddy_buf_readable(b);

@@ -12,6 +12,9 @@
  * raised: writes pass MSG_NOSIGNAL.
  */
 #include "pipeline/socket.h"
+#ifdef EDDY_HAVE_IO_URING
+#include "reactor/uring.h"
+#endif
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +29,13 @@ static void on_io(eddy_io_t *io, unsigned events, void *arg);
 
 const eddy__transport_t *eddy__transport_of(const eddy_loop_t *loop)
 {
+#ifdef EDDY_HAVE_IO_URING
+    if (eddy__uring_is(loop)) {
+        return &eddy__transport_uring;
+    }
+#else
     (void)loop;
+#endif
     return &eddy__transport_readiness;
 }
 
@@ -514,6 +523,11 @@ void eddy__socket_register(eddy_channel_t *ch)
  * Listening and accepting
  */
 
+void eddy__listener_flush(eddy_channel_t *ch)
+{
+    (void)ch; /* nothing to write on a listening socket */
+}
+
 void eddy__listener_destroy(eddy_channel_t *ch)
 {
     eddy__socket_destroy(ch);
@@ -634,8 +648,12 @@ void eddy__listener_child(eddy_channel_t *ch, int fd, const eddy_addr_t *peer)
         eddy_pipeline_fire_exception(&ch->pipeline, EDDY_ENOMEM);
         return;
     }
-    eddy__channel_set_addr(child, true, peer);
-    eddy__socket_fill_addrs(child, false); /* no getpeername(): accept gave the peer */
+    if (peer != NULL) {
+        eddy__channel_set_addr(child, true, peer);
+        eddy__socket_fill_addrs(child, false); /* no getpeername(): accept gave the peer */
+    } else {
+        eddy__socket_fill_addrs(child, true);
+    }
     eddy__channel_share_config(child, l->child_opts, &l->child_config);
     if (eddy__socket_is_tcp(child) && !(l->child_config.set & (1ull << EDDY_TCP_NODELAY))) {
         eddy__socket_option(child, EDDY_TCP_NODELAY, 1);

@@ -69,14 +69,16 @@ void eddy__socket_connect(eddy_channel_t *ch, const eddy_addr_t *remote, const e
 /* Register a socket channel with its loop: its watcher, the loop's closer, the event. */
 void eddy__socket_register(eddy_channel_t *ch);
 
-/* A listener's accepted connection fd (peer: its address): a child channel on the next child
- * loop, with that loop's transport, initialised there. */
+/* A listener's accepted connection fd (peer: its address, or NULL to ask the kernel): a child
+ * channel on the next child loop, with that loop's transport, initialised there. */
 void eddy__listener_child(eddy_channel_t *ch, int fd, const eddy_addr_t *peer);
 /* Accepting met EMFILE or ENFILE (err): accept the pending connection and close it with the
  * reserve descriptor, and pause accepting for 100 ms (the transport's update_interest). */
 void eddy__listener_out_of_descriptors(eddy_channel_t *ch, int err);
 /* At a listener's close, after the transport let go of the descriptor. */
 void eddy__listener_close_parts(eddy_channel_t *ch);
+/* The channel ops' flush of listeners: nothing to write. */
+void eddy__listener_flush(eddy_channel_t *ch);
 /* The channel ops' destroy of listeners. */
 void eddy__listener_destroy(eddy_channel_t *ch);
 

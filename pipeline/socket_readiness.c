@@ -207,7 +207,7 @@ static void stream_flush(eddy_channel_t *ch)
     struct iovec iov[MAX_IOV];
     while (spins-- > 0 && eddy__outbound_has_flushed(ch)) {
         int n;
-        size_t total = eddy__outbound_iovec(ch, iov, MAX_IOV, &n);
+        size_t total = eddy__outbound_iovec(ch, iov, MAX_IOV, &n, NULL, NULL);
         if (total == 0) {
             eddy__outbound_written(ch, 0); /* empty messages complete at once */
             continue;
@@ -322,11 +322,6 @@ static const eddy__channel_ops_t stream_ops = {
  * Listening
  */
 
-static void listener_flush(eddy_channel_t *ch)
-{
-    (void)ch; /* nothing to write on a listening socket */
-}
-
 static void listener_do_close(eddy_channel_t *ch)
 {
     close_fd(ch);
@@ -393,7 +388,7 @@ static const eddy__channel_ops_t listener_ops = {
     .kind = "listener",
     .begin_read = begin_read,
     .update_interest = update_interest,
-    .flush = listener_flush,
+    .flush = eddy__listener_flush,
     .do_close = listener_do_close,
     .set_socket_option = eddy__socket_option,
     .destroy = eddy__listener_destroy,

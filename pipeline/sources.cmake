@@ -6,7 +6,8 @@ list(APPEND EDDY_SOURCES
     pipeline/pipeline.c
     pipeline/scoped.c
     pipeline/socket.c
-    pipeline/socket_readiness.c)
+    pipeline/socket_readiness.c
+    pipeline/socket_uring.c)
 # Codecs and handlers keep their own lists.
 include(${CMAKE_CURRENT_LIST_DIR}/codec/sources.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/handler/sources.cmake OPTIONAL)

@@ -115,6 +115,15 @@ struct io_uring_sqe *eddy__uring_sqe(eddy_loop_t *loop, eddy__uring_op_t *op)
     return sqe;
 }
 
+void eddy__uring_submit(eddy_loop_t *loop)
+{
+    uring_state_t *st = loop->poller_data;
+    eddy__assert_on_loop(loop);
+    if (st->enabled) {
+        io_uring_submit(&st->ring);
+    }
+}
+
 uint16_t eddy__uring_buf_group(const eddy_loop_t *loop)
 {
     (void)loop;

@@ -65,6 +65,10 @@ bool eddy__uring_is(const eddy_loop_t *loop);
  */
 struct io_uring_sqe *eddy__uring_sqe(eddy_loop_t *loop, eddy__uring_op_t *op);
 
+/* Hand the queued entries to the kernel now, rather than with the next wait (an operation
+ * that must be tried before what follows it). The loop's thread. */
+void eddy__uring_submit(eddy_loop_t *loop);
+
 /* The provided-buffer group that receives use (IOSQE_BUFFER_SELECT, sqe->buf_group). */
 uint16_t eddy__uring_buf_group(const eddy_loop_t *loop);
 

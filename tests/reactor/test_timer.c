@@ -242,7 +242,11 @@ static void ordered_init(eddy_loop_t *loop)
 static void test_timers_fire_in_deadline_order_scheduled_from_another_thread(void **state)
 {
     (void)state;
-    eddy_loop_t *loop = start_loop(NULL);
+    /* io_ratio 100: once the gate opens, the loop runs every queued schedule in one batch.
+     * With the default budget it could stop part way, on a slow (sanitized, loaded) run, and
+     * run the timers due before the schedules of earlier deadlines still queued. */
+    eddy_loop_options_t opts = {.io_ratio = 100};
+    eddy_loop_t *loop = start_loop(&opts);
     ordered_init(loop);
     /* The loop waits until every timer is scheduled: a timer can only keep deadline order
      * with timers the loop knows of. Without the gate, a test thread descheduled for longer
