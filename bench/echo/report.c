@@ -3,12 +3,13 @@
  * collected, one line per (case, server, round):
  *
  *   CASE SERVER ROUND MSGS_PER_S MB_PER_S P50_US P99_US CPU_NS_PER_MSG LOAD_CPU CONNS DEPTH SIZE
- *        [P999_US PEAK_RSS_KB]
+ *        [P999_US PEAK_RSS_KB [SYSCALLS_PER_MSG]]
  *
  * For each case: every server's median and min-max of messages per second (connections per
- * second for churn, one message each), MB/s, latency, peak RSS and the server's CPU time per
- * message, then eddy / each baseline: the ratio of messages per second (higher favours eddy)
- * and of CPU per message (lower favours eddy), the issue's targets where it sets one, and one
+ * second for churn, one message each), MB/s, latency, peak RSS, the server's CPU time and
+ * system calls per message, then each eddy server (eddy on epoll, eddy_uring on io_uring) /
+ * each other server: the ratio of messages per second (higher favours eddy) and of CPU per
+ * message (lower favours eddy), the issues' targets where they set one, and one
  * {"bench":"echo",...} line per comparison. Case idle_rss carries resident bytes per idle
  * connection in MSGS_PER_S and the RSS after in PEAK_RSS_KB.
  *
@@ -22,7 +23,7 @@
 #define MAX_CASES 16
 #define MAX_SERVERS 8
 
-enum { F_OPS, F_MB, F_P50, F_P99, F_CPU, F_LOAD, F_P999, F_HWM, N_FIELDS };
+enum { F_OPS, F_MB, F_P50, F_P99, F_CPU, F_LOAD, F_P999, F_HWM, F_SYS, N_FIELDS };
 
 typedef struct series_s {
     char name[32];
@@ -71,7 +72,8 @@ static bench_stats_t stat_of(const series_t *s, int f)
     return bench_stats(s->v[f], s->n);
 }
 
-/* What issue #7 asks of eddy against one baseline in one case, and whether it holds. */
+/* What the issues ask of an eddy server against one baseline in one case (#7 of eddy on
+ * epoll, #16 of eddy_uring), and whether it holds. */
 typedef struct verdict_s {
     char text[96]; /* empty: no target */
     bool met;
@@ -83,9 +85,23 @@ static verdict_t judge(const case_t *c, const series_t *eddy, const series_t *b)
     double ratio = stat_of(eddy, F_OPS).median / stat_of(b, F_OPS).median;
     double cpu_ratio = stat_of(eddy, F_CPU).median / stat_of(b, F_CPU).median;
     bool sixty_four = strcmp(c->name, "64x16x64") == 0;
+    bool uring = strcmp(eddy->name, "eddy_uring") == 0;
     if (strcmp(c->name, "idle_rss") == 0) {
-        snprintf(v.text, sizeof(v.text), "eddy <= 512 B per idle connection");
-        v.met = stat_of(eddy, F_OPS).median <= 512;
+        if (!uring) {
+            snprintf(v.text, sizeof(v.text), "eddy <= 512 B per idle connection");
+            v.met = stat_of(eddy, F_OPS).median <= 512;
+        } else if (strcmp(b->name, "eddy") == 0) {
+            snprintf(v.text, sizeof(v.text), "fewer bytes per idle connection than on epoll");
+            v.met = ratio < 1.0;
+        }
+    } else if (uring && sixty_four && strcmp(b->name, "epoll_raw") == 0) {
+        snprintf(v.text, sizeof(v.text), "messages per CPU-second >= 1.25x");
+        v.met = cpu_ratio <= 1 / 1.25;
+    } else if (uring && sixty_four && strcmp(b->name, "uring_raw") == 0) {
+        snprintf(v.text, sizeof(v.text), "messages per CPU-second >= 0.9x");
+        v.met = cpu_ratio <= 1 / 0.9;
+    } else if (uring) {
+        /* The rows below hold of both transports against epoll_raw. */
     } else if (sixty_four && strcmp(b->name, "epoll_raw") == 0) {
         snprintf(v.text, sizeof(v.text), "ops/s >= 0.95x, CPU per op <= 1.1x");
         v.met = ratio >= 0.95 && cpu_ratio <= 1.1;
@@ -99,12 +115,19 @@ static verdict_t judge(const case_t *c, const series_t *eddy, const series_t *b)
         snprintf(v.text, sizeof(v.text), "ops/s >= 1.0x, peak RSS <= 1/20, p99.9 lower");
         v.met = ratio >= 1.0 && stat_of(eddy, F_HWM).median * 20 <= stat_of(b, F_HWM).median &&
                 stat_of(eddy, F_P999).median < stat_of(b, F_P999).median;
-    } else if (strcmp(c->name, "16x1x65536") == 0 && strcmp(b->name, "epoll_raw") == 0) {
+    }
+    if (v.text[0] != '\0' || strcmp(b->name, "epoll_raw") != 0) {
+        return v;
+    }
+    if (strcmp(c->name, "16x1x65536") == 0) {
         snprintf(v.text, sizeof(v.text), "MB/s >= 0.95x");
         v.met = ratio >= 0.95;
-    } else if (strcmp(c->name, "1x1x64") == 0 && strcmp(b->name, "epoll_raw") == 0) {
+    } else if (strcmp(c->name, "1x1x64") == 0) {
         snprintf(v.text, sizeof(v.text), "p99 <= 1.1x");
         v.met = stat_of(eddy, F_P99).median <= 1.1 * stat_of(b, F_P99).median;
+    } else if (strcmp(c->name, "churn") == 0) {
+        snprintf(v.text, sizeof(v.text), "CPU per connection <= 1.1x");
+        v.met = cpu_ratio <= 1.1;
     }
     return v;
 }
@@ -116,6 +139,28 @@ static const series_t *find_series(const case_t *c, const char *name)
             return &c->servers[i];
     }
     return NULL;
+}
+
+/* A verdict at the end of a table line, then the line's end. */
+static void print_target(const verdict_t *v)
+{
+    if (v->text[0] != '\0')
+        printf("   target %s: %s", v->text, v->met ? "met" : "NOT met");
+    printf("\n");
+}
+
+/* A verdict at the end of a JSON line, then the line's end. */
+static void json_target(const verdict_t *v)
+{
+    if (v->text[0] != '\0')
+        printf(",\"target\":\"%s\",\"target_met\":%s", v->text, v->met ? "true" : "false");
+    printf("}\n");
+}
+
+/* An eddy server, compared with the others: eddy (epoll), eddy_uring (io_uring). */
+static bool is_eddy(const series_t *s)
+{
+    return strncmp(s->name, "eddy", 4) == 0;
 }
 
 static void report_idle(const case_t *c)
@@ -130,34 +175,86 @@ static void report_idle(const case_t *c)
         snprintf(range, sizeof(range), "%.0f (%.0f - %.0f)", b.median, b.min, b.max);
         printf("  %-10s %-30s %.1f MB\n", s->name, range, stat_of(s, F_HWM).median / 1024);
     }
-    const series_t *eddy = find_series(c, "eddy");
-    if (eddy == NULL)
-        return;
-    double e = stat_of(eddy, F_OPS).median;
+    for (int k = 0; k < c->nservers; k++) {
+        const series_t *eddy = &c->servers[k];
+        if (!is_eddy(eddy))
+            continue;
+        double e = stat_of(eddy, F_OPS).median;
+        for (int i = 0; i < c->nservers; i++) {
+            const series_t *b = &c->servers[i];
+            if (b == eddy)
+                continue;
+            verdict_t v = judge(c, eddy, b);
+            double base = stat_of(b, F_OPS).median;
+            printf("  %s / %-10s bytes per connection %.3fx", eddy->name, b->name, e / base);
+            print_target(&v);
+        }
+        for (int i = 0; i < c->nservers; i++) {
+            const series_t *b = &c->servers[i];
+            if (b == eddy)
+                continue;
+            verdict_t v = judge(c, eddy, b);
+            bench_stats_t es = stat_of(eddy, F_OPS), bs = stat_of(b, F_OPS);
+            printf("{\"bench\":\"echo\",\"case\":\"idle_rss\",\"subject\":\"%s\","
+                   "\"baseline\":\"%s\",\"bytes_per_conn\":%.1f,\"bytes_per_conn_min\":%.1f,"
+                   "\"bytes_per_conn_max\":%.1f,\"baseline_bytes_per_conn\":%.1f,"
+                   "\"baseline_bytes_per_conn_min\":%.1f,\"baseline_bytes_per_conn_max\":%.1f,"
+                   "\"ratio\":%.4f,\"rss_kb\":%.0f,\"baseline_rss_kb\":%.0f,\"rounds\":%d,"
+                   "\"conns\":%d,\"size\":%d",
+                   eddy->name, b->name, es.median, es.min, es.max, bs.median, bs.min, bs.max,
+                   es.median / bs.median, stat_of(eddy, F_HWM).median,
+                   stat_of(b, F_HWM).median, eddy->n < b->n ? eddy->n : b->n, c->conns,
+                   c->size);
+            json_target(&v);
+        }
+    }
+}
+
+/* One eddy server against every other server of a case: the ratios, then the JSON lines. */
+static void report_eddy(const case_t *c, const series_t *eddy)
+{
+    bench_stats_t e_ops = stat_of(eddy, F_OPS), e_cpu = stat_of(eddy, F_CPU);
     for (int i = 0; i < c->nservers; i++) {
         const series_t *b = &c->servers[i];
         if (b == eddy)
             continue;
         verdict_t v = judge(c, eddy, b);
-        double base = stat_of(b, F_OPS).median;
-        printf("  eddy / %-10s bytes per connection %.3fx   target %s: %s\n", b->name, e / base,
-               v.text, v.met ? "met" : "NOT met");
+        printf("  %s / %-10s ops/s %.3fx, CPU per op %.3fx, p99 %.2fx, peak RSS %.3fx",
+               eddy->name, b->name, e_ops.median / stat_of(b, F_OPS).median,
+               e_cpu.median / stat_of(b, F_CPU).median,
+               stat_of(eddy, F_P99).median / stat_of(b, F_P99).median,
+               stat_of(eddy, F_HWM).median / stat_of(b, F_HWM).median);
+        print_target(&v);
     }
     for (int i = 0; i < c->nservers; i++) {
         const series_t *b = &c->servers[i];
         if (b == eddy)
             continue;
+        bench_stats_t b_ops = stat_of(b, F_OPS), b_cpu = stat_of(b, F_CPU);
+        double ratio = e_ops.median / b_ops.median;
+        double cpu_ratio = e_cpu.median / b_cpu.median;
         verdict_t v = judge(c, eddy, b);
-        bench_stats_t es = stat_of(eddy, F_OPS), bs = stat_of(b, F_OPS);
-        printf("{\"bench\":\"echo\",\"case\":\"idle_rss\",\"subject\":\"eddy\",\"baseline\":\"%s\","
-               "\"bytes_per_conn\":%.1f,\"bytes_per_conn_min\":%.1f,\"bytes_per_conn_max\":%.1f,"
-               "\"baseline_bytes_per_conn\":%.1f,\"baseline_bytes_per_conn_min\":%.1f,"
-               "\"baseline_bytes_per_conn_max\":%.1f,\"ratio\":%.4f,\"rss_kb\":%.0f,"
-               "\"baseline_rss_kb\":%.0f,\"rounds\":%d,\"conns\":%d,\"size\":%d,"
-               "\"target_bytes_per_conn\":512,\"target_met\":%s}\n",
-               b->name, es.median, es.min, es.max, bs.median, bs.min, bs.max,
-               es.median / bs.median, stat_of(eddy, F_HWM).median, stat_of(b, F_HWM).median,
-               eddy->n < b->n ? eddy->n : b->n, c->conns, c->size, v.met ? "true" : "false");
+        printf("{\"bench\":\"echo\",\"case\":\"%s\",\"subject\":\"%s\",\"baseline\":\"%s\","
+               "\"ops_per_s\":%.0f,\"ops_per_s_min\":%.0f,\"ops_per_s_max\":%.0f,"
+               "\"baseline_ops_per_s\":%.0f,\"baseline_ops_per_s_min\":%.0f,"
+               "\"baseline_ops_per_s_max\":%.0f,\"ratio\":%.4f,\"cpu_ns_per_msg\":%.1f,"
+               "\"baseline_cpu_ns_per_msg\":%.1f,\"cpu_ratio\":%.4f,\"mb_per_s\":%.2f,"
+               "\"baseline_mb_per_s\":%.2f,\"p50_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,"
+               "\"baseline_p50_us\":%.2f,\"baseline_p99_us\":%.2f,\"baseline_p999_us\":%.2f,"
+               "\"peak_rss_kb\":%.0f,\"baseline_peak_rss_kb\":%.0f,\"syscalls_per_msg\":%.3f,"
+               "\"baseline_syscalls_per_msg\":%.3f,\"load_cpu\":%.3f,"
+               "\"baseline_load_cpu\":%.3f,\"rounds\":%d,\"seconds\":%.2f,\"conns\":%d,"
+               "\"depth\":%d,\"size\":%d",
+               c->name, eddy->name, b->name, e_ops.median, e_ops.min, e_ops.max, b_ops.median,
+               b_ops.min, b_ops.max, ratio, e_cpu.median, b_cpu.median, cpu_ratio,
+               stat_of(eddy, F_MB).median, stat_of(b, F_MB).median, stat_of(eddy, F_P50).median,
+               stat_of(eddy, F_P99).median, stat_of(eddy, F_P999).median,
+               stat_of(b, F_P50).median, stat_of(b, F_P99).median, stat_of(b, F_P999).median,
+               stat_of(eddy, F_HWM).median, stat_of(b, F_HWM).median,
+               stat_of(eddy, F_SYS).median, stat_of(b, F_SYS).median,
+               stat_of(eddy, F_LOAD).median, stat_of(b, F_LOAD).median,
+               eddy->n < b->n ? eddy->n : b->n, seconds, c->conns, c->depth, c->size);
+        json_target(&v);
     }
 }
 
@@ -170,9 +267,9 @@ static void report_case(const case_t *c)
     bool churn = strcmp(c->name, "churn") == 0;
     printf("\ncase %s: %d connections x depth %d x %d B%s\n", c->name, c->conns, c->depth, c->size,
            churn ? ", each connection: connect, send, receive, close (ops = connections)" : "");
-    printf("  %-10s %-28s %9s %8s %8s %9s %-24s %8s %s\n", "server", "ops/s median (min - max)",
-           "MB/s", "p50 us", "p99 us", "p99.9 us", "server CPU ns/op (min-max)", "peak RSS",
-           "loadgen CPU");
+    printf("  %-10s %-28s %9s %8s %8s %9s %-24s %8s %9s %s\n", "server",
+           "ops/s median (min - max)", "MB/s", "p50 us", "p99 us", "p99.9 us",
+           "server CPU ns/op (min-max)", "peak RSS", "syscalls", "loadgen CPU");
     for (int i = 0; i < c->nservers; i++) {
         const series_t *s = &c->servers[i];
         bench_stats_t ops = stat_of(s, F_OPS), cpu = stat_of(s, F_CPU);
@@ -181,56 +278,14 @@ static void report_case(const case_t *c)
                  ops.max / 1e6);
         snprintf(cpus, sizeof(cpus), "%.0f (%.0f - %.0f)", cpu.median, cpu.min, cpu.max);
         snprintf(rss, sizeof(rss), "%.1f MB", stat_of(s, F_HWM).median / 1024);
-        printf("  %-10s %-28s %9.1f %8.1f %8.1f %9.1f %-26s %8s %.2f\n", s->name, range,
+        printf("  %-10s %-28s %9.1f %8.1f %8.1f %9.1f %-26s %8s %9.3f %.2f\n", s->name, range,
                stat_of(s, F_MB).median, stat_of(s, F_P50).median, stat_of(s, F_P99).median,
-               stat_of(s, F_P999).median, cpus, rss, stat_of(s, F_LOAD).median);
-    }
-    const series_t *eddy = find_series(c, "eddy");
-    if (eddy == NULL)
-        return;
-    bench_stats_t e_ops = stat_of(eddy, F_OPS), e_cpu = stat_of(eddy, F_CPU);
-    for (int i = 0; i < c->nservers; i++) {
-        const series_t *b = &c->servers[i];
-        if (b == eddy)
-            continue;
-        verdict_t v = judge(c, eddy, b);
-        printf("  eddy / %-10s ops/s %.3fx, CPU per op %.3fx, p99 %.2fx, peak RSS %.3fx",
-               b->name, e_ops.median / stat_of(b, F_OPS).median,
-               e_cpu.median / stat_of(b, F_CPU).median,
-               stat_of(eddy, F_P99).median / stat_of(b, F_P99).median,
-               stat_of(eddy, F_HWM).median / stat_of(b, F_HWM).median);
-        if (v.text[0] != '\0')
-            printf("   target %s: %s", v.text, v.met ? "met" : "NOT met");
-        printf("\n");
+               stat_of(s, F_P999).median, cpus, rss, stat_of(s, F_SYS).median,
+               stat_of(s, F_LOAD).median);
     }
     for (int i = 0; i < c->nservers; i++) {
-        const series_t *b = &c->servers[i];
-        if (b == eddy)
-            continue;
-        bench_stats_t b_ops = stat_of(b, F_OPS), b_cpu = stat_of(b, F_CPU);
-        double ratio = e_ops.median / b_ops.median;
-        double cpu_ratio = e_cpu.median / b_cpu.median;
-        verdict_t v = judge(c, eddy, b);
-        printf("{\"bench\":\"echo\",\"case\":\"%s\",\"subject\":\"eddy\",\"baseline\":\"%s\","
-               "\"ops_per_s\":%.0f,\"ops_per_s_min\":%.0f,\"ops_per_s_max\":%.0f,"
-               "\"baseline_ops_per_s\":%.0f,\"baseline_ops_per_s_min\":%.0f,"
-               "\"baseline_ops_per_s_max\":%.0f,\"ratio\":%.4f,\"cpu_ns_per_msg\":%.1f,"
-               "\"baseline_cpu_ns_per_msg\":%.1f,\"cpu_ratio\":%.4f,\"mb_per_s\":%.2f,"
-               "\"baseline_mb_per_s\":%.2f,\"p50_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,"
-               "\"baseline_p50_us\":%.2f,\"baseline_p99_us\":%.2f,\"baseline_p999_us\":%.2f,"
-               "\"peak_rss_kb\":%.0f,\"baseline_peak_rss_kb\":%.0f,\"load_cpu\":%.3f,"
-               "\"baseline_load_cpu\":%.3f,\"rounds\":%d,\"seconds\":%.2f,\"conns\":%d,"
-               "\"depth\":%d,\"size\":%d",
-               c->name, b->name, e_ops.median, e_ops.min, e_ops.max, b_ops.median, b_ops.min,
-               b_ops.max, ratio, e_cpu.median, b_cpu.median, cpu_ratio, stat_of(eddy, F_MB).median,
-               stat_of(b, F_MB).median, stat_of(eddy, F_P50).median, stat_of(eddy, F_P99).median,
-               stat_of(eddy, F_P999).median, stat_of(b, F_P50).median, stat_of(b, F_P99).median,
-               stat_of(b, F_P999).median, stat_of(eddy, F_HWM).median, stat_of(b, F_HWM).median,
-               stat_of(eddy, F_LOAD).median, stat_of(b, F_LOAD).median,
-               eddy->n < b->n ? eddy->n : b->n, seconds, c->conns, c->depth, c->size);
-        if (v.text[0] != '\0')
-            printf(",\"target\":\"%s\",\"target_met\":%s", v.text, v.met ? "true" : "false");
-        printf("}\n");
+        if (is_eddy(&c->servers[i]))
+            report_eddy(c, &c->servers[i]);
     }
 }
 
@@ -311,9 +366,9 @@ int main(int argc, char **argv)
         char cname[32], sname[32];
         int round, conns, depth, size;
         double v[N_FIELDS] = {0};
-        if (sscanf(line, "%31s %31s %d %lf %lf %lf %lf %lf %lf %d %d %d %lf %lf", cname, sname,
-                   &round, &v[F_OPS], &v[F_MB], &v[F_P50], &v[F_P99], &v[F_CPU], &v[F_LOAD],
-                   &conns, &depth, &size, &v[F_P999], &v[F_HWM]) < 12)
+        if (sscanf(line, "%31s %31s %d %lf %lf %lf %lf %lf %lf %d %d %d %lf %lf %lf", cname,
+                   sname, &round, &v[F_OPS], &v[F_MB], &v[F_P50], &v[F_P99], &v[F_CPU],
+                   &v[F_LOAD], &conns, &depth, &size, &v[F_P999], &v[F_HWM], &v[F_SYS]) < 12)
             continue;
         case_t *c = case_get(cname);
         series_t *s = c != NULL ? series_get(c, sname) : NULL;

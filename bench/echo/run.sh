@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# bench/echo: echo servers side by side. For each case and round, each server in turn (eddy,
-# epoll_raw, libuv, libevent when built, netty_nio when Java and Debian's libnetty-java are
-# there: A B C D E A B C D E ...) is started pinned to one CPU, the load generator runs pinned
-# to another, reads the server's CPU time (utime + stime from /proc/PID/stat) over its
-# measured window and its peak RSS (VmHWM) at the end, and the server is stopped. echo_report
-# then prints medians, min-max and eddy / baseline ratios, one {"bench":"echo",...} line per
-# comparison, and the data of the chart; gnuplot (when installed) draws bench/echo.png.
+# bench/echo: echo servers side by side. For each case and round, each server in turn (eddy on
+# epoll, eddy_uring (the same program on io_uring), epoll_raw, uring_raw (a hand-written
+# io_uring server) when built, libuv, libevent when built, netty_nio when Java and Debian's
+# libnetty-java are there: A B C ... A B C ...) is started pinned to one CPU, the load
+# generator runs pinned to another, reads the server's CPU time (utime + stime from
+# /proc/PID/stat) over its measured window and its peak RSS (VmHWM) at the end, perf (when it
+# can count tracepoints here) counts the server's system calls over the same window, and the
+# server is stopped. echo_report then prints medians, min-max and each eddy server / the
+# others' ratios, one {"bench":"echo",...} line per comparison, and the data of the chart;
+# gnuplot (when installed) draws bench/echo.png.
 #
 #   bash bench/echo/run.sh BUILD_DIR [--rounds N] [--seconds S] [--warmup S] [--cpu N]
 #                          [--client-cpu N] [--no-pin] [--cases LIST] [--servers LIST] [--port N]
@@ -35,7 +38,7 @@ rounds=3 seconds=2 warmup=0.5 cpu=0 client_cpu=1 port=17200 pin=1 java_warmup=3 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 chart=$root/bench/echo.png
 cases=64x16x64,1x1x64,16x1x65536,churn,idle_rss
-servers=eddy,epoll_raw,libuv,libevent,netty_nio
+servers=eddy,eddy_uring,epoll_raw,uring_raw,libuv,libevent,netty_nio
 while [[ $# -gt 0 ]]; do
     if [[ $1 == --no-pin ]]; then
         pin=0
@@ -103,13 +106,16 @@ if [[ ,$servers, == *,netty_nio,* ]]; then
 fi
 
 # The servers that were built, in the order asked.
-declare -A exe_of=([eddy]=echo_server_eddy [epoll_raw]=echo_server_epoll [libuv]=echo_server_uv
+declare -A exe_of=([eddy]=echo_server_eddy [eddy_uring]=echo_server_eddy
+    [epoll_raw]=echo_server_epoll [uring_raw]=echo_server_uring [libuv]=echo_server_uv
     [libevent]=echo_server_event [netty_nio]=java)
+# The poller each eddy server runs on, whatever the default is.
+declare -A poller_of=([eddy]=epoll [eddy_uring]=io_uring)
 subjects=()
 for s in ${servers//,/ }; do
     if [[ -z ${exe_of[$s]:-} ]]; then
-        echo "bench/echo/run.sh: unknown server $s (eddy, epoll_raw, libuv, libevent," \
-            "netty_nio)" >&2
+        echo "bench/echo/run.sh: unknown server $s (eddy, eddy_uring, epoll_raw, uring_raw," \
+            "libuv, libevent, netty_nio)" >&2
         exit 2
     elif [[ $s == netty_nio ]]; then
         if [[ -n $netty_cp ]]; then
@@ -158,9 +164,10 @@ start_server() {
         cmd=(java -cp "$netty_cp" NettyEchoServer)
     fi
     if ((pin)); then
-        taskset -c "$cpu" "${cmd[@]}" --port "$2" --cpu "$cpu" >"$log" 2>&1 &
+        EDDY_POLLER=${poller_of[$1]:-} taskset -c "$cpu" "${cmd[@]}" --port "$2" --cpu "$cpu" \
+            >"$log" 2>&1 &
     else
-        "${cmd[@]}" --port "$2" >"$log" 2>&1 &
+        EDDY_POLLER=${poller_of[$1]:-} "${cmd[@]}" --port "$2" >"$log" 2>&1 &
     fi
     server_pid=$!
     for _ in $(seq 600); do # up to 30 s: a JVM on a loaded machine starts slowly
@@ -184,6 +191,36 @@ if ((pin)); then
 else
     where="nothing pinned"
 fi
+
+# System calls per message: perf counts the server's over the measured window, when it can
+# count that tracepoint here (root, or perf_event_paranoid low enough); 0 otherwise.
+count_syscalls=0
+if command -v perf >/dev/null &&
+    perf stat -x, -e raw_syscalls:sys_enter -- true >/dev/null 2>&1; then
+    count_syscalls=1
+fi
+# Starts counting server $server_pid's system calls after $1 s, for $2 s, into $tmp/perf.txt.
+syscalls_start() {
+    : >"$tmp/perf.txt"
+    if ((count_syscalls)); then
+        (sleep "$1" && perf stat -x, -e raw_syscalls:sys_enter -p "$server_pid" \
+            -o "$tmp/perf.txt" -- sleep "$2" >/dev/null 2>&1) &
+        perf_pid=$!
+    fi
+}
+# Waits for the count (in this shell: a subshell cannot wait for it).
+syscalls_wait() {
+    if [[ -n ${perf_pid:-} ]]; then
+        wait "$perf_pid" 2>/dev/null || true
+        perf_pid=
+    fi
+}
+# The count per op of the window: $1 ops/s, $2 s.
+syscalls_per_op() {
+    awk -F, -v ops="$1" -v s="$2" 'BEGIN { n = 0 }
+        /raw_syscalls/ && ops > 0 { n = $1 / (ops * s) } END { printf "%.4f", n }' \
+        "$tmp/perf.txt"
+}
 
 model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "bench echo: echo servers on one thread each (eddy: one loop for accept and I/O;" \
@@ -211,12 +248,22 @@ for c in ${cases//,/ }; do
             if [[ $s == netty_nio ]]; then
                 w=$java_warmup
             fi
+            if [[ $c != idle_rss ]]; then
+                syscalls_start "$w" "$seconds"
+            fi
             # shellcheck disable=SC2086 # args and pin_client hold several words on purpose
             if ! line=$($pin_client "$loadgen" --port "$p" $pin_args --pid "$server_pid" \
                 --seconds "$seconds" --warmup "$w" $args); then
                 echo "bench/echo/run.sh: the load generator failed against $s ($c)" >&2
                 cat "$tmp/server.log" >&2
                 exit 1
+            fi
+            sys=0
+            syscalls_wait
+            if [[ $c != idle_rss ]]; then
+                ops=$(field "$line" msgs_per_s)
+                [[ $c != churn ]] || ops=$(field "$line" conns_per_s)
+                sys=$(syscalls_per_op "$ops" "$seconds") # before the server stops
             fi
             stop_server
             if [[ $c == idle_rss ]]; then
@@ -234,7 +281,7 @@ for c in ${cases//,/ }; do
                 "$(field "$line" p99_us) $(field "$line" cpu_ns_per_msg)" \
                 "$(field "$line" client_cpu_util) $(field "$line" conns)" \
                 "$(field "$line" depth) $(field "$line" size)" \
-                "$(field "$line" p999_us) $(field "$line" server_hwm_kb)" >>"$tmp/rounds.txt"
+                "$(field "$line" p999_us) $(field "$line" server_hwm_kb) $sys" >>"$tmp/rounds.txt"
         done
     done
 done

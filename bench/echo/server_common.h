@@ -6,10 +6,13 @@
 #ifndef EDDY_BENCH_ECHO_SERVER_COMMON_H
 #define EDDY_BENCH_ECHO_SERVER_COMMON_H
 
+#include <errno.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 typedef struct server_args_s {
     int port; /* default 8007 */
@@ -46,6 +49,22 @@ static inline void server_pin(int cpu, const char *name)
         perror(name);
         exit(1);
     }
+}
+
+/* A listening TCP socket on 127.0.0.1:port (SO_REUSEADDR, backlog 1024) with the socket()
+ * flags given; exits with status 1 when it cannot be had. */
+static inline int server_listen(int port, int flags, const char *name)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | flags, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 1024) != 0) {
+        fprintf(stderr, "%s: listen: %s\n", name, strerror(errno));
+        exit(1);
+    }
+    return fd;
 }
 
 /* The line run.sh waits for. */

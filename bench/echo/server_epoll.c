@@ -105,13 +105,8 @@ int main(int argc, char **argv)
     server_pin(a.cpu, "echo_server_epoll");
     signal(SIGPIPE, SIG_IGN);
 
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)a.port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd, 1024) != 0)
-        die("listen");
+    int lfd = server_listen(a.port, SOCK_NONBLOCK | SOCK_CLOEXEC, "echo_server_epoll");
     ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
         die("epoll_create1");
