@@ -353,12 +353,55 @@ static void on_send(eddy__uring_op_t *op, int res, unsigned flags)
  */
 
 /*
- * Let go of the descriptor at a close: what was flushed gets its one try, as on a readiness
- * transport (the send goes to the kernel now, which writes what the socket takes at once),
- * and what is left of it is cancelled, as is the receive. The descriptor is closed by an
- * operation queued behind those: a close() here would free its number while entries that
- * name it may still wait for the next submission, and another thread could be given the
- * number meanwhile. The kernel keeps the socket until the cancelled operations complete.
+ * The one try a close gives what was flushed, as on a readiness transport: the send in
+ * flight goes to the kernel now; if it completed at once, what follows it in the buffer is
+ * written as far as the socket takes it without waiting, and only the rest fails with the
+ * close. A send still waiting for room is cancelled (a readiness close would find the socket
+ * full too). Without it, a reply and the TLS close_notify behind it were cut off by the close
+ * that the peer's own close_notify asked for.
+ */
+static void last_try(eddy_channel_t *ch, uring_ch_t *u)
+{
+    eddy_loop_t *loop = eddy__loop_of(ch);
+    eddy__uring_submit(loop);
+    int res;
+    unsigned flags;
+    if (!eddy__uring_take_cqe(loop, &u->send, &res, &flags)) {
+        cancel(ch, &u->send);
+        return;
+    }
+    u->state &= ~SENDING;
+    release_held(u);
+    op_end(ch); /* the channel's own reference stays until its close is done */
+    if (res < 0) {
+        return;
+    }
+    eddy__outbound_written(ch, (size_t)res);
+    while (eddy__outbound_has_flushed(ch)) {
+        int n;
+        size_t total = eddy__outbound_iovec(ch, u->iov, MAX_IOV, &n, NULL, NULL);
+        if (total == 0) {
+            eddy__outbound_written(ch, 0);
+            continue;
+        }
+        u->mh = (struct msghdr){.msg_iov = u->iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(ch->fd, &u->mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w <= 0) {
+            return;
+        }
+        eddy__outbound_written(ch, (size_t)w);
+        if ((size_t)w < total) {
+            return;
+        }
+    }
+}
+
+/*
+ * Let go of the descriptor at a close: the last try above, the receive cancelled, and the
+ * descriptor closed by an operation queued behind them: a close() here would free its number
+ * while entries that name it may still wait for the next submission, and another thread
+ * could be given the number meanwhile. The kernel keeps the socket until the cancelled
+ * operations complete.
  */
 static void let_go(eddy_channel_t *ch)
 {
@@ -366,8 +409,7 @@ static void let_go(eddy_channel_t *ch)
     uring_ch_t *u = ch->io_state;
     eddy_io_stop(&ch->io);
     if (u != NULL && (u->state & SENDING)) {
-        eddy__uring_submit(loop);
-        cancel(ch, &u->send);
+        last_try(ch, u);
     }
     if (u != NULL && (u->state & RECV_ARMED) && !(u->state & RECV_CANCELLING)) {
         cancel(ch, &u->recv);

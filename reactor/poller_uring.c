@@ -66,6 +66,7 @@ typedef struct uring_state_s {
     unsigned br_empty; /* slots with no buffer (the pool had none): refilled after a batch */
     eddy__uring_later_t *later;
     int64_t inflight;
+    unsigned dispatched; /* entries of the batch being dispatched that were dispatched */
 } uring_state_t;
 
 /* A watcher's poll says which watcher and which arming it is, so that the completion of a
@@ -74,6 +75,12 @@ typedef struct uring_state_s {
  * bits, 0: none) and the arm counter (the next 7). */
 #define WATCH_TAG 1u
 #define MAX_WATCH_FD (1 << 24)
+
+/* Mark a completion taken ahead of its batch (eddy__uring_take_cqe). */
+static void mark_taken(struct io_uring_cqe *cqe)
+{
+    cqe->user_data = 0;
+}
 
 static uint64_t watch_ud(const eddy_io_t *io, unsigned arm)
 {
@@ -122,6 +129,31 @@ void eddy__uring_submit(eddy_loop_t *loop)
     if (st->enabled) {
         io_uring_submit(&st->ring);
     }
+}
+
+bool eddy__uring_take_cqe(eddy_loop_t *loop, eddy__uring_op_t *op, int *res, unsigned *flags)
+{
+    uring_state_t *st = loop->poller_data;
+    eddy__assert_on_loop(loop);
+    /* From the first entry not yet dispatched: the entries of this batch dispatched already
+     * are still in the queue (its head moves after the batch), and op may have been used
+     * again since (a new send, the same op). */
+    unsigned head = *st->ring.cq.khead + st->dispatched;
+    struct io_uring_cqe *cqe;
+    for (; (cqe = head != io_uring_smp_load_acquire(st->ring.cq.ktail)
+                      ? &st->ring.cq.cqes[head & st->ring.cq.ring_mask]
+                      : NULL) != NULL;
+         head++) {
+        if (io_uring_cqe_get_data64(cqe) == (uint64_t)(uintptr_t)op) {
+            *res = cqe->res;
+            *flags = cqe->flags;
+            /* The queue's memory is ours to write (mapped read-write); user_data 0 is an
+             * entry the dispatch ignores. */
+            mark_taken(cqe);
+            return true;
+        }
+    }
+    return false;
 }
 
 uint16_t eddy__uring_buf_group(const eddy_loop_t *loop)
@@ -483,6 +515,7 @@ static int uring_wait(eddy_loop_t *loop, int64_t timeout_ns)
             loop->poll_return_ns = timeout_ns == 0 ? t0 : eddy_now_ns();
         }
         n++;
+        st->dispatched = n;
         uint64_t ud = io_uring_cqe_get_data64(cqe);
         if (ud & WATCH_TAG) {
             watch_done(loop, ud, cqe->res);
@@ -492,6 +525,7 @@ static int uring_wait(eddy_loop_t *loop, int64_t timeout_ns)
         }
     }
     io_uring_cq_advance(&st->ring, n);
+    st->dispatched = 0;
     if (st->br_empty > 0) {
         refill_empty(st);
     }

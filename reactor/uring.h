@@ -69,6 +69,12 @@ struct io_uring_sqe *eddy__uring_sqe(eddy_loop_t *loop, eddy__uring_op_t *op);
  * that must be tried before what follows it). The loop's thread. */
 void eddy__uring_submit(eddy_loop_t *loop);
 
+/* Take op's completion out of the completion queue ahead of the batch, if it is there: its
+ * result and flags, and the entry left for the dispatch to pass over (op->cb is not called
+ * for it). For a close that must know what a send wrote before it fails the rest. The loop's
+ * thread. */
+bool eddy__uring_take_cqe(eddy_loop_t *loop, eddy__uring_op_t *op, int *res, unsigned *flags);
+
 /* The provided-buffer group that receives use (IOSQE_BUFFER_SELECT, sqe->buf_group). */
 uint16_t eddy__uring_buf_group(const eddy_loop_t *loop);
 
