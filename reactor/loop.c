@@ -9,10 +9,12 @@
 #include "reactor/loop_local.h"
 #include "eddy_config.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -203,6 +205,30 @@ void eddy__io_dispatch(eddy_loop_t *loop, int fd, uint32_t gen, unsigned events)
     eddy__callback_begin(loop, (eddy__fnptr_t)io->_cb);
     io->_cb(io, events, io->_arg);
     eddy__callback_end(loop);
+}
+
+void eddy__io_dispatch_error(eddy_loop_t *loop, int fd, uint32_t gen, unsigned events, int err)
+{
+    loop->io_error = err;
+    loop->io_error_fd = fd;
+    eddy__io_dispatch(loop, fd, gen, events);
+    loop->io_error = 0;
+}
+
+int eddy__io_socket_error(eddy_io_t *io)
+{
+    eddy_loop_t *loop = io->_loop;
+    if (loop->io_error != 0 && loop->io_error_fd == io->fd) {
+        int err = loop->io_error;
+        loop->io_error = 0; /* taken, as reading SO_ERROR clears it */
+        return err;
+    }
+    int soerr = 0;
+    socklen_t len = sizeof(soerr);
+    if (getsockopt(io->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) {
+        soerr = errno;
+    }
+    return -soerr;
 }
 
 /* ---------------------------------------------------------------------------------------

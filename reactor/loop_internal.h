@@ -146,6 +146,9 @@ struct eddy_loop_s {
     _Atomic unsigned users;
     eddy__closer_t closers; /* sentinel of the closers' ring (the loop's thread) */
     int64_t poll_return_ns; /* when the poller's system call returned, set by the backend */
+    /* The socket error that came with the event being dispatched, for io_error_fd's
+     * callback (eddy__io_dispatch_error); 0 when none did. */
+    int io_error, io_error_fd;
 
     char name[16];
     size_t index;          /* in its group; 0 outside one (set before the loop starts) */
@@ -189,6 +192,12 @@ struct eddy_loop_s {
 
 /* Hand a ready descriptor to its io, unless the io left (or fd was reused) meanwhile. */
 void eddy__io_dispatch(eddy_loop_t *loop, int fd, uint32_t gen, unsigned events);
+/* The same, for a poller whose event carries the socket's error (err, a negative EDDY_E*; 0:
+ * none): the callback gets it from eddy__io_socket_error(). */
+void eddy__io_dispatch_error(eddy_loop_t *loop, int fd, uint32_t gen, unsigned events, int err);
+/* The error pending on io's socket as a negative EDDY_E*, or 0, and clear it: the one its
+ * event carried when called from io's callback and the poller gave one, else SO_ERROR. */
+int eddy__io_socket_error(eddy_io_t *io);
 /* The io watching fd now, or NULL. */
 static inline eddy_io_t *eddy__io_of(eddy_loop_t *loop, int fd)
 {

@@ -105,12 +105,20 @@ static int kq_wait(eddy_loop_t *loop, int64_t timeout_ns)
             continue; /* the wake-up: its job is done by returning */
         }
         unsigned ready = ev->filter == EVFILT_READ ? EDDY_IO_READ : EDDY_IO_WRITE;
+        int err = 0;
         if (ev->flags & EV_ERROR) {
             ready = EDDY_IO_ERROR;
         } else if (ev->flags & EV_EOF) {
             ready |= EDDY_IO_HUP;
+            /* A socket error (a refused connect, a reset) is EV_EOF with the errno in fflags.
+             * BSD leaves SO_ERROR set as well; libkqueue fills fflags by reading SO_ERROR,
+             * which clears it, so the error goes with the event. */
+            if (ev->fflags != 0) {
+                ready |= EDDY_IO_ERROR;
+                err = -(int)ev->fflags;
+            }
         }
-        eddy__io_dispatch(loop, (int)ev->ident, (uint32_t)(uintptr_t)ev->udata, ready);
+        eddy__io_dispatch_error(loop, (int)ev->ident, (uint32_t)(uintptr_t)ev->udata, ready, err);
         handled++;
     }
     return handled;
