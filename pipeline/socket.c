@@ -423,12 +423,7 @@ static void connect_done(eddy_channel_t *ch, int err)
 
 static void finish_connect(eddy_channel_t *ch)
 {
-    int soerr = 0;
-    socklen_t len = sizeof(soerr);
-    if (getsockopt(ch->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) {
-        soerr = errno;
-    }
-    connect_done(ch, -soerr);
+    connect_done(ch, eddy__io_socket_error(&ch->io));
 }
 
 static void connect_timeout(eddy_timer_t *t, void *arg)

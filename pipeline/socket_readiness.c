@@ -375,10 +375,8 @@ void eddy__readiness_on_io(eddy_channel_t *ch, unsigned events)
     if ((ch->flags & EDDY__CH_READING) && !(ch->flags & EDDY__CH_INPUT_SHUTDOWN)) {
         socket_read(ch);
     } else if (events & EDDY_IO_ERROR) {
-        int soerr = 0;
-        socklen_t len = sizeof(soerr);
-        getsockopt(ch->fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
-        int err = soerr ? -soerr : EDDY_ECONNRESET;
+        int err = eddy__io_socket_error(&ch->io);
+        err = err != 0 ? err : EDDY_ECONNRESET;
         eddy_pipeline_fire_exception(&ch->pipeline, err);
         eddy__channel_do_close(ch, err, NULL);
     }
