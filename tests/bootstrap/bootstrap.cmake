@@ -2,8 +2,7 @@
 if(EDDY_HAVE_EPOLL)
     eddy_add_test(bootstrap bootstrap TIMEOUT 120 LABELS concurrency ENVIRONMENT EDDY_POLLER=epoll)
 else()
-    eddy_add_test(bootstrap bootstrap TIMEOUT 120
-    URING_LABELS concurrency)
+    eddy_add_test(bootstrap bootstrap TIMEOUT 120 LABELS concurrency)
 endif()
 eddy_add_poller_runs(bootstrap.bootstrap COMMAND bootstrap_test_bootstrap TIMEOUT 120
     URING_LABELS concurrency)

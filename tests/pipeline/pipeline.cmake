@@ -6,8 +6,7 @@ eddy_add_test(pipeline scoped)
 if(EDDY_HAVE_EPOLL)
     eddy_add_test(pipeline socket TIMEOUT 120 LABELS concurrency ENVIRONMENT EDDY_POLLER=epoll)
 else()
-    eddy_add_test(pipeline socket TIMEOUT 120
-    URING_LABELS concurrency)
+    eddy_add_test(pipeline socket TIMEOUT 120 LABELS concurrency)
 endif()
 eddy_add_poller_runs(pipeline.socket COMMAND pipeline_test_socket TIMEOUT 120
     URING_LABELS concurrency)
