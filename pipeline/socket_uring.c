@@ -24,6 +24,7 @@
 #ifdef EDDY_HAVE_IO_URING
 #include "reactor/uring.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -41,16 +42,22 @@ enum {
     READ_BATCH = 1u << 3,      /* reads this batch: channel_read_complete is due */
 };
 
+/* What a send in flight reads: taken from the loop's cache when a send starts and given back
+ * when the sends stop, so an idle channel holds none. */
+typedef struct send_block_s {
+    struct msghdr mh;
+    int nheld;
+    eddy_msg_t *held[MAX_IOV]; /* the messages its bytes belong to */
+    struct iovec iov[MAX_IOV];
+} send_block_t;
+
 typedef struct uring_ch_s {
     eddy__uring_op_t recv; /* the receive, or a listener's accept */
     eddy__uring_op_t send;
     eddy__uring_later_t read_done;
     eddy_channel_t *ch;
     unsigned state;
-    int nheld;
-    eddy_msg_t *held[MAX_IOV]; /* what the send in flight reads from */
-    struct msghdr mh;
-    struct iovec iov[MAX_IOV];
+    send_block_t *sb; /* while sending */
 } uring_ch_t;
 
 static void on_recv(eddy__uring_op_t *op, int res, unsigned flags);
@@ -110,7 +117,7 @@ static bool arm(eddy_channel_t *ch, uring_ch_t *u)
     if (ch->flags & EDDY__CH_LISTENER) {
         io_uring_prep_multishot_accept(sqe, ch->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     } else {
-        if (ch->opt[EDDY_AUTO_READ]) {
+        if (ch->opt[EDDY_AUTO_READ] && !eddy__uring_single_shot(loop)) {
             io_uring_prep_recv_multishot(sqe, ch->fd, NULL, 0, 0);
         } else {
             io_uring_prep_recv(sqe, ch->fd, NULL, 0, 0); /* one batch per read request */
@@ -237,6 +244,17 @@ static void drop(eddy_buf_t *buf)
     }
 }
 
+/*
+ * A result that is not the socket's: our own cancel (-ECANCELED), a dry buffer ring
+ * (-ENOBUFS), or -EAGAIN (-EINTR): the kernel's internal poll for an operation woke for
+ * something else (the peer's FIN wakes every waiter of the socket), found it still blocked,
+ * and gave up rather than poll twice. The operation is simply made again.
+ */
+static bool retry_later(int res)
+{
+    return res == -ECANCELED || res == -ENOBUFS || res == -EAGAIN || res == -EINTR;
+}
+
 static void on_recv(eddy__uring_op_t *op, int res, unsigned flags)
 {
     uring_ch_t *u = EDDY_CONTAINER_OF(op, uring_ch_t, recv);
@@ -250,7 +268,7 @@ static void on_recv(eddy__uring_op_t *op, int res, unsigned flags)
         drop(buf);
     } else if (res > 0 && buf != NULL) {
         got_bytes(ch, u, buf, res);
-    } else if (res == 0 || (res < 0 && res != -ECANCELED && res != -ENOBUFS)) {
+    } else if (res == 0 || (res < 0 && !retry_later(res))) {
         /* The peer's FIN or an error: what was read before it completes first. */
         drop(buf);
         if (ch->flags & EDDY__CH_LINGERING) {
@@ -262,8 +280,8 @@ static void on_recv(eddy__uring_op_t *op, int res, unsigned flags)
             }
         }
     } else {
-        /* Cancelled (by us), or the buffer ring ran dry for a moment (-ENOBUFS): armed again
-         * below if still wanted. */
+        /* Cancelled (by us), the buffer ring ran dry for a moment, or a spurious wake-up:
+         * armed again below if still wanted. */
         drop(buf);
     }
     if (!more) {
@@ -281,10 +299,21 @@ static void on_recv(eddy__uring_op_t *op, int res, unsigned flags)
 
 static void release_held(uring_ch_t *u)
 {
-    for (int i = 0; i < u->nheld; i++) {
-        eddy_msg_release(u->held[i]);
+    send_block_t *sb = u->sb;
+    for (int i = 0; i < sb->nheld; i++) {
+        eddy_msg_release(sb->held[i]);
     }
-    u->nheld = 0;
+    sb->nheld = 0;
+}
+
+/* The sends stopped: the block goes back to the loop. */
+static void give_back_block(eddy_channel_t *ch, uring_ch_t *u)
+{
+    if (u->sb != NULL && !(u->state & SENDING)) {
+        assert(u->sb->nheld == 0);
+        eddy__uring_block_give(eddy__loop_of(ch), u->sb);
+        u->sb = NULL;
+    }
 }
 
 static void uring_flush(eddy_channel_t *ch)
@@ -302,8 +331,17 @@ static void uring_flush(eddy_channel_t *ch)
         return; /* the send's completion goes on with what was flushed since */
     }
     while (eddy__outbound_has_flushed(ch)) {
+        if (u->sb == NULL) {
+            u->sb = eddy__uring_block_take(eddy__loop_of(ch), sizeof(send_block_t));
+            if (u->sb == NULL) {
+                fail(ch, EDDY_ENOMEM);
+                return;
+            }
+            u->sb->nheld = 0;
+        }
+        send_block_t *sb = u->sb;
         int n;
-        size_t total = eddy__outbound_iovec(ch, u->iov, MAX_IOV, &n, u->held, &u->nheld);
+        size_t total = eddy__outbound_iovec(ch, sb->iov, MAX_IOV, &n, sb->held, &sb->nheld);
         if (total == 0) {
             release_held(u);
             eddy__outbound_written(ch, 0); /* empty messages complete at once */
@@ -315,12 +353,13 @@ static void uring_flush(eddy_channel_t *ch)
             fail(ch, EDDY_ENOMEM);
             return;
         }
-        u->mh = (struct msghdr){.msg_iov = u->iov, .msg_iovlen = (size_t)n};
-        io_uring_prep_sendmsg(sqe, ch->fd, &u->mh, MSG_NOSIGNAL);
+        sb->mh = (struct msghdr){.msg_iov = sb->iov, .msg_iovlen = (size_t)n};
+        io_uring_prep_sendmsg(sqe, ch->fd, &sb->mh, MSG_NOSIGNAL);
         u->state |= SENDING;
         op_begin(ch);
         return;
     }
+    give_back_block(ch, u);
     if (ch->flags & EDDY__CH_SHUTDOWN_PENDING) {
         eddy__socket_finish_shutdown_output(ch);
     }
@@ -334,8 +373,8 @@ static void on_send(eddy__uring_op_t *op, int res, unsigned flags)
     u->state &= ~SENDING;
     release_held(u);
     if (!(ch->flags & EDDY__CH_CLOSED)) {
-        if (res >= 0) {
-            eddy__outbound_written(ch, (size_t)res);
+        if (res >= 0 || res == -EAGAIN || res == -EINTR) {
+            eddy__outbound_written(ch, res > 0 ? (size_t)res : 0);
             uring_flush(ch); /* what is still flushed, or the FIN a shutdown waits for */
         } else if (res != -ECANCELED) {
             /* The peer is gone (EPIPE, ECONNRESET): fail what is queued, close. */
@@ -344,6 +383,7 @@ static void on_send(eddy__uring_op_t *op, int res, unsigned flags)
             eddy__channel_do_close(ch, res, NULL);
         }
     }
+    give_back_block(ch, u);
     op_end(ch);
     eddy__channel_unhold(ch);
 }
@@ -360,6 +400,28 @@ static void on_send(eddy__uring_op_t *op, int res, unsigned flags)
  * full too). Without it, a reply and the TLS close_notify behind it were cut off by the close
  * that the peer's own close_notify asked for.
  */
+/* What follows in the buffer, written as far as the socket takes it without waiting. */
+static void write_rest_now(eddy_channel_t *ch, send_block_t *sb)
+{
+    while (eddy__outbound_has_flushed(ch)) {
+        int n;
+        size_t total = eddy__outbound_iovec(ch, sb->iov, MAX_IOV, &n, NULL, NULL);
+        if (total == 0) {
+            eddy__outbound_written(ch, 0);
+            continue;
+        }
+        sb->mh = (struct msghdr){.msg_iov = sb->iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(ch->fd, &sb->mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w <= 0) {
+            return;
+        }
+        eddy__outbound_written(ch, (size_t)w);
+        if ((size_t)w < total) {
+            return;
+        }
+    }
+}
+
 static void last_try(eddy_channel_t *ch, uring_ch_t *u)
 {
     eddy_loop_t *loop = eddy__loop_of(ch);
@@ -373,27 +435,11 @@ static void last_try(eddy_channel_t *ch, uring_ch_t *u)
     u->state &= ~SENDING;
     release_held(u);
     op_end(ch); /* the channel's own reference stays until its close is done */
-    if (res < 0) {
-        return;
+    if (res >= 0) {
+        eddy__outbound_written(ch, (size_t)res);
+        write_rest_now(ch, u->sb);
     }
-    eddy__outbound_written(ch, (size_t)res);
-    while (eddy__outbound_has_flushed(ch)) {
-        int n;
-        size_t total = eddy__outbound_iovec(ch, u->iov, MAX_IOV, &n, NULL, NULL);
-        if (total == 0) {
-            eddy__outbound_written(ch, 0);
-            continue;
-        }
-        u->mh = (struct msghdr){.msg_iov = u->iov, .msg_iovlen = (size_t)n};
-        ssize_t w = sendmsg(ch->fd, &u->mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w <= 0) {
-            return;
-        }
-        eddy__outbound_written(ch, (size_t)w);
-        if ((size_t)w < total) {
-            return;
-        }
-    }
+    give_back_block(ch, u);
 }
 
 /*
@@ -435,6 +481,10 @@ static void stream_do_close(eddy_channel_t *ch)
 static void stream_destroy(eddy_channel_t *ch)
 {
     eddy__socket_destroy(ch);
+    uring_ch_t *u = ch->io_state;
+    if (u != NULL) {
+        free(u->sb); /* none once the sends completed: only a channel that never ran */
+    }
     free(ch->io_state);
     ch->io_state = NULL;
 }

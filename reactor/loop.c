@@ -332,6 +332,9 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
     if (o.io_ratio > 100) {
         return NULL;
     }
+    if ((o.uring_buffers & (o.uring_buffers - 1)) != 0 || o.uring_buffers > 32768) {
+        return NULL; /* a provided-buffer ring's size is a power of two, at most 32768 */
+    }
     size_t qsize = o.task_queue_size ? o.task_queue_size : DEFAULT_QUEUE;
     if ((qsize & (qsize - 1)) != 0 || qsize < 2) {
         return NULL;

@@ -24,10 +24,12 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
@@ -72,7 +74,16 @@ typedef struct uring_state_s {
     eddy__uring_later_t *later;
     int64_t inflight;
     unsigned dispatched; /* entries of the batch being dispatched that were dispatched */
+    bool single_shot; /* receives end after one completion ($EDDY_URING_TUNE) */
+    /* Scratch blocks the transport's operations in flight use (eddy__uring_block_take). */
+    void *blocks;
+    unsigned nblocks;
+    size_t block_size;
 } uring_state_t;
+
+/* Blocks kept for reuse at most: what a busy loop's sends in flight at once need, not what
+ * a burst once took. */
+#define MAX_CACHED_BLOCKS 64
 
 /* A watcher's poll says which watcher and which arming it is, so that the completion of a
  * poll removed or replaced since is told apart: user_data = gen << 32 | fd << 8 | arm << 1 |
@@ -212,6 +223,44 @@ void eddy__uring_later(eddy_loop_t *loop, eddy__uring_later_t *l)
     st->later = l;
 }
 
+void *eddy__uring_block_take(eddy_loop_t *loop, size_t size)
+{
+    uring_state_t *st = loop->poller_data;
+    eddy__assert_on_loop(loop);
+    assert(size >= sizeof(void *) && (st->block_size == 0 || st->block_size == size));
+    st->block_size = size;
+    void *b = st->blocks;
+    if (b == NULL) {
+        return malloc(size);
+    }
+    memcpy(&st->blocks, b, sizeof(void *));
+    st->nblocks--;
+    return b;
+}
+
+void eddy__uring_block_give(eddy_loop_t *loop, void *block)
+{
+    uring_state_t *st = loop->poller_data;
+    eddy__assert_on_loop(loop);
+    if (st->nblocks >= MAX_CACHED_BLOCKS) {
+        free(block);
+        return;
+    }
+    memcpy(block, &st->blocks, sizeof(void *));
+    st->blocks = block;
+    st->nblocks++;
+}
+
+static void blocks_free(uring_state_t *st)
+{
+    while (st->blocks != NULL) {
+        void *b = st->blocks;
+        memcpy(&st->blocks, b, sizeof(void *));
+        free(b);
+    }
+    st->nblocks = 0;
+}
+
 void eddy__uring_inflight(eddy_loop_t *loop, int delta)
 {
     uring_state_t *st = loop->poller_data;
@@ -340,8 +389,50 @@ static int buffers_init(uring_state_t *st, unsigned n, uint32_t size)
     return 0;
 }
 
+/*
+ * $EDDY_URING_TUNE: switches one feature off, or sets a size, for measuring each one's effect
+ * (bench/RESULTS.md); comma-separated: no-defer-taskrun (COOP_TASKRUN instead),
+ * no-registered-fd, single-shot (receives re-armed after each completion), entries=N,
+ * buffers=N, buffer-size=N (used where the loop's options leave them 0). Not for production.
+ */
+typedef struct tune_s {
+    bool no_defer, no_regfd, single_shot;
+    unsigned entries, buffers, buffer_size;
+} tune_t;
+
+static tune_t tune_from_env(void)
+{
+    tune_t t = {0};
+    const char *v = getenv("EDDY_URING_TUNE");
+    while (v != NULL && *v != '\0') {
+        size_t n = strcspn(v, ",");
+        unsigned x = 0;
+        if (n == 16 && strncmp(v, "no-defer-taskrun", n) == 0) {
+            t.no_defer = true;
+        } else if (n == 16 && strncmp(v, "no-registered-fd", n) == 0) {
+            t.no_regfd = true;
+        } else if (n == 11 && strncmp(v, "single-shot", n) == 0) {
+            t.single_shot = true;
+        } else if (sscanf(v, "entries=%u", &x) == 1) {
+            t.entries = x;
+        } else if (sscanf(v, "buffers=%u", &x) == 1) {
+            t.buffers = x;
+        } else if (sscanf(v, "buffer-size=%u", &x) == 1) {
+            t.buffer_size = x;
+        }
+        v += n + (v[n] == ',');
+    }
+    return t;
+}
+
+bool eddy__uring_single_shot(const eddy_loop_t *loop)
+{
+    const uring_state_t *st = loop->poller_data;
+    return st->single_shot;
+}
+
 /* The ring with the best flags this kernel takes: 0, or -errno of the last try. */
-static int ring_init(uring_state_t *st, unsigned entries)
+static int ring_init(uring_state_t *st, unsigned entries, bool no_defer)
 {
     static const unsigned tries[] = {
         IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED |
@@ -350,7 +441,8 @@ static int ring_init(uring_state_t *st, unsigned entries)
         0,
     };
     int err = -EINVAL;
-    for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]) && err == -EINVAL; i++) {
+    for (size_t i = no_defer ? 1 : 0; i < sizeof(tries) / sizeof(tries[0]) && err == -EINVAL;
+         i++) {
         struct io_uring_params p;
         memset(&p, 0, sizeof(p));
         p.flags = tries[i] | IORING_SETUP_CQSIZE;
@@ -369,13 +461,14 @@ static void uring_destroy(eddy_loop_t *loop);
 typedef struct make_ring_s {
     uring_state_t *st;
     unsigned entries;
+    bool no_defer;
     int err;
 } make_ring_t;
 
 static void *make_ring(void *arg)
 {
     make_ring_t *m = arg;
-    m->err = ring_init(m->st, m->entries);
+    m->err = ring_init(m->st, m->entries, m->no_defer);
     return NULL;
 }
 
@@ -387,9 +480,9 @@ static void *make_ring(void *arg)
  * tests. A thread that has ended is skipped. (The loop's own thread is the ring's issuer; it
  * enables the ring at its first wait.)
  */
-static int make_ring_apart(uring_state_t *st, unsigned entries)
+static int make_ring_apart(uring_state_t *st, unsigned entries, bool no_defer)
 {
-    make_ring_t m = {st, entries, 0};
+    make_ring_t m = {st, entries, no_defer, 0};
     pthread_t t;
     if (pthread_create(&t, NULL, make_ring, &m) != 0) {
         make_ring(&m); /* no thread to spare: here, then */
@@ -412,9 +505,21 @@ static bool under_valgrind(void)
     return false;
 }
 
+/* Multishot receives came with Linux 6.0 (provided-buffer rings and multishot accepts with
+ * 5.19); an older kernel would make the ring and then fail every receive. */
+static bool kernel_too_old(void)
+{
+    struct utsname u;
+    int major = 0, minor = 0;
+    if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &major, &minor) != 2) {
+        return false; /* unknown: the ring's own set-up decides */
+    }
+    return major < 6;
+}
+
 static int uring_init(eddy_loop_t *loop)
 {
-    if (under_valgrind()) {
+    if (under_valgrind() || kernel_too_old()) {
         return EDDY_ENOSYS;
     }
     uring_state_t *st = calloc(1, sizeof(*st));
@@ -422,15 +527,25 @@ static int uring_init(eddy_loop_t *loop)
         return EDDY_ENOMEM;
     }
     st->wakefd = -1;
-    unsigned entries = loop->uring_entries ? loop->uring_entries : DEFAULT_ENTRIES;
-    int err = make_ring_apart(st, entries);
+    tune_t t = tune_from_env();
+    st->single_shot = t.single_shot;
+    unsigned entries = loop->uring_entries   ? loop->uring_entries
+                       : t.entries           ? t.entries
+                                             : DEFAULT_ENTRIES;
+    unsigned nbufs = loop->uring_buffers     ? loop->uring_buffers
+                     : t.buffers             ? t.buffers
+                                             : DEFAULT_BUFFERS;
+    uint32_t size = loop->uring_buffer_size  ? loop->uring_buffer_size
+                    : t.buffer_size          ? t.buffer_size
+                                             : DEFAULT_BUFFER_SIZE;
+    int err = make_ring_apart(st, entries, t.no_defer);
     if (err != 0) {
         free(st);
         return err;
     }
+    st->register_fd = st->register_fd && !t.no_regfd;
     loop->poller_data = st;
-    err = buffers_init(st, loop->uring_buffers ? loop->uring_buffers : DEFAULT_BUFFERS,
-                       loop->uring_buffer_size ? loop->uring_buffer_size : DEFAULT_BUFFER_SIZE);
+    err = buffers_init(st, nbufs, size);
     if (err == 0) {
         st->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         err = st->wakefd < 0 ? -errno : 0;
@@ -455,6 +570,7 @@ static void uring_destroy(eddy_loop_t *loop)
      * buffers; only then are they freed. */
     io_uring_queue_exit(&st->ring);
     buffers_free(st);
+    blocks_free(st);
     if (st->wakefd >= 0) {
         close(st->wakefd);
     }

@@ -75,6 +75,10 @@ void eddy__uring_submit(eddy_loop_t *loop);
  * thread. */
 bool eddy__uring_take_cqe(eddy_loop_t *loop, eddy__uring_op_t *op, int *res, unsigned *flags);
 
+/* Receives end after each completion (EDDY_URING_TUNE=single-shot, for measuring what
+ * multishot saves). */
+bool eddy__uring_single_shot(const eddy_loop_t *loop);
+
 /* The provided-buffer group that receives use (IOSQE_BUFFER_SELECT, sqe->buf_group). */
 uint16_t eddy__uring_buf_group(const eddy_loop_t *loop);
 
@@ -88,6 +92,15 @@ eddy_buf_t *eddy__uring_take_buf(eddy_loop_t *loop, int res, unsigned flags);
 
 /* Queue l to run after the current batch of completions (nothing if already queued). */
 void eddy__uring_later(eddy_loop_t *loop, eddy__uring_later_t *l);
+
+/*
+ * A scratch block of size bytes (one size per loop) for an operation in flight, such as a
+ * send's iovec, so that idle channels hold none: from the loop's cache, else malloc'd; NULL
+ * without memory. Give it back when the operation completes; the cache keeps a few and is
+ * freed with the loop. The loop's thread.
+ */
+void *eddy__uring_block_take(eddy_loop_t *loop, size_t size);
+void eddy__uring_block_give(eddy_loop_t *loop, void *block);
 
 /* Count an operation of a channel in flight, or its completion: the loop does not terminate
  * (nor free the ring) while operations it submitted have not completed. */

@@ -2,11 +2,11 @@
  * eddy loops: event loops (Netty's NioEventLoop), loop groups, cross-thread tasks, timers and
  * futures.
  *
- * A loop is one thread that waits in its poller (epoll, kqueue or poll), handles the I/O that
- * became ready, then runs queued tasks and due timers within a time budget (io_ratio). Other
- * threads hand it work through its task queue, an MPSC queue on the sequence ring buffer
- * (ring.h): a task costs one claim and one publish, and the loop is woken (an eventfd write)
- * only when it is blocked or about to block.
+ * A loop is one thread that waits in its poller (epoll, io_uring, kqueue or poll), handles
+ * the I/O that became ready (or completed), then runs queued tasks and due timers within a
+ * time budget (io_ratio). Other threads hand it work through its task queue, an MPSC queue
+ * on the sequence ring buffer (ring.h): a task costs one claim and one publish, and the loop
+ * is woken (an eventfd write) only when it is blocked or about to block.
  */
 #ifndef EDDY_LOOP_H
 #define EDDY_LOOP_H
@@ -71,8 +71,10 @@ typedef struct eddy_loop_options_s {
 /**
  * A loop, not yet running: run it on a thread of yours with eddy_loop_run(), or on a thread
  * of its own with eddy_loop_start(). opts may be NULL (defaults). NULL on bad options (an
- * unknown poller, a queue size that is not a power of two, io_ratio > 100) or when the
- * poller or memory cannot be had. Free with eddy_loop_free() after it terminated.
+ * unknown poller, a queue size or uring_buffers that is not a power of two, io_ratio > 100)
+ * or when the poller or memory cannot be had: a poller asked for by name (the option or
+ * $EDDY_POLLER) that cannot be made here fails the loop; the default one falls back to the
+ * next (docs/loop.md, "Pollers") and says so once in the log. Free with eddy_loop_free() after it terminated.
  */
 EDDY_EXTERN eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts);
 
@@ -118,7 +120,7 @@ EDDY_EXTERN bool eddy_loop_in_event_loop(const eddy_loop_t *loop);
 /** The loop running on the calling thread, or NULL. */
 EDDY_EXTERN eddy_loop_t *eddy_loop_current(void);
 
-/** The name of the poller backend the loop uses ("epoll", "kqueue", "poll"). */
+/** The name of the poller backend the loop uses ("epoll", "io_uring", "kqueue", "poll"). */
 EDDY_EXTERN const char *eddy_loop_poller(const eddy_loop_t *loop);
 
 /**
