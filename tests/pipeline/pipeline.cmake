@@ -10,3 +10,7 @@ else()
 endif()
 eddy_add_poller_runs(pipeline.socket COMMAND pipeline_test_socket TIMEOUT 120
     URING_LABELS concurrency)
+# What only the io_uring transport can get wrong, on loops made with small rings.
+if(EDDY_HAVE_IO_URING)
+    eddy_add_test(pipeline uring TIMEOUT 120 LABELS concurrency)
+endif()
