@@ -53,8 +53,10 @@ test-tsan:
 	cd $(TSAN_TREE) && $(TSAN_ENV) ctest --output-on-failure -j $(JOBS) -L 'concurrency|serverfuzz'
 
 # Benchmarks print a table and JSON lines ({"bench":...}); the JSON goes to bench/results.json.
-bench: build
+# The baselines' packages go in before the build is configured, so it finds them (libevent).
+bench:
 	@bash scripts/deps.sh --bench
+	@$(MAKE) --no-print-directory build
 	@bash bench/run.sh build/release
 
 # libFuzzer on the HTTP and RESP decoders (clang, ASan, UBSan), FUZZ_SECONDS per target.
