@@ -12,7 +12,9 @@
 #                          [--servers LIST] [--port N]
 #
 # Defaults: 3 rounds of 10 s (the issue's wrk -t1 -c64 -d10s), 1 s of warm-up (Netty: 5 s,
-# for its JIT), server on CPU 0, wrk on CPU 1, servers eddy,nginx,netty_http (those found).
+# for its JIT), server on CPU 0, wrk on CPU 1, servers eddy,eddy_uring,nginx,netty_http (those
+# found; eddy runs on epoll, eddy_uring is the same server on io_uring, where this build and
+# kernel have it).
 set -euo pipefail
 
 usage() {
@@ -23,7 +25,7 @@ usage() {
 build_dir=$1
 shift
 rounds=3 seconds=10 warmup=1 java_warmup=5 conns=64 cpu=0 client_cpu=1 port=18300 pin=1
-servers=eddy,nginx,netty_http
+servers=eddy,eddy_uring,nginx,netty_http
 while [[ $# -gt 0 ]]; do
     if [[ $1 == --no-pin ]]; then
         pin=0
@@ -122,6 +124,14 @@ for s in ${servers//,/ }; do
             exit 1
         fi
         ;;
+    eddy_uring)
+        if [[ -x $eddy_server && -x $build_dir/bench/echo/echo_server_uring &&
+            $(cat /proc/sys/kernel/io_uring_disabled 2>/dev/null || echo 0) == 0 ]]; then
+            subjects+=(eddy_uring)
+        else
+            echo "bench/http/run.sh: no io_uring in this build or kernel; eddy_uring left out" >&2
+        fi
+        ;;
     nginx)
         if command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]]; then
             subjects+=(nginx)
@@ -137,7 +147,7 @@ for s in ${servers//,/ }; do
         fi
         ;;
     *)
-        echo "bench/http/run.sh: unknown server $s (eddy, nginx, netty_http)" >&2
+        echo "bench/http/run.sh: unknown server $s (eddy, eddy_uring, nginx, netty_http)" >&2
         exit 2
         ;;
     esac
@@ -157,7 +167,8 @@ start_server() {
     local log=$tmp/server.log cmd
     : >"$log" # here, not in the child: the wait below must not read the last server's log
     case $1 in
-    eddy) cmd=("$eddy_server" --threads 1 --port "$2") ;;
+    eddy) cmd=(env EDDY_POLLER=epoll "$eddy_server" --threads 1 --port "$2") ;;
+    eddy_uring) cmd=(env EDDY_POLLER=io_uring "$eddy_server" --threads 1 --port "$2") ;;
     nginx)
         write_nginx_conf "$2"
         cmd=("$nginx_bin" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf")
@@ -253,7 +264,7 @@ END {
     printf "\n"
     for (i = 1; i <= ns; i++) {
         s = order[i]
-        if (s == "eddy" || !("eddy" in mo) || mo[s] <= 0) continue
+        if (s == "eddy" || s == "eddy_uring" || !("eddy" in mo) || mo[s] <= 0) continue
         r = mo["eddy"] / mo[s]
         printf "{\"bench\":\"http\",\"case\":\"hello\",\"subject\":\"eddy\",\"baseline\":\"%s\",", s
         printf "\"ops_per_s\":%.0f,\"baseline_ops_per_s\":%.0f,\"ratio\":%.3f,", mo["eddy"], mo[s], r
@@ -262,6 +273,18 @@ END {
         printf "\"target_ratio\":%.1f,", target[s]
         printf "\"target_met\":%s,\"connections\":%d,\"seconds\":%d,\"rounds\":%d}\n",
             (r >= target[s] ? "true" : "false"), conns, seconds, rounds
+    }
+    # The same server on io_uring against itself on epoll (#16): server CPU per request.
+    if (("eddy" in mo) && ("eddy_uring" in mo) && mc["eddy_uring"] > 0) {
+        printf "eddy_uring / eddy: req/s %.3fx, CPU per request %.3fx (%.0f against %.0f ns)\n",
+            mo["eddy_uring"] / mo["eddy"], mc["eddy_uring"] / mc["eddy"], mc["eddy_uring"],
+            mc["eddy"]
+        printf "{\"bench\":\"http\",\"case\":\"hello\",\"subject\":\"eddy_uring\","
+        printf "\"baseline\":\"eddy\",\"ops_per_s\":%.0f,\"baseline_ops_per_s\":%.0f,",
+            mo["eddy_uring"], mo["eddy"]
+        printf "\"ratio\":%.3f,\"cpu_ns_per_req\":%.0f,\"baseline_cpu_ns_per_req\":%.0f,",
+            mo["eddy_uring"] / mo["eddy"], mc["eddy_uring"], mc["eddy"]
+        printf "\"cpu_ratio\":%.3f,\"rounds\":%d}\n", mc["eddy_uring"] / mc["eddy"], rounds
     }
 }' "$tmp/rounds.txt"
 echo "load average $(cut -d' ' -f1 /proc/loadavg) at the end"

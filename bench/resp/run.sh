@@ -94,9 +94,11 @@ start_server() {
     port=$(free_port)
     local log=$tmp/server.log
     : >"$log" # here, not in the child: the wait below must not read the last server's log
-    if [[ $1 == eddy ]]; then
+    if [[ $1 == eddy || $1 == eddy_uring ]]; then
+        local poller=epoll
+        [[ $1 == eddy_uring ]] && poller=io_uring
         # shellcheck disable=SC2086 # pin_server holds several words on purpose
-        $pin_server "$eddy" --port "$port" --threads 1 >"$log" 2>&1 &
+        EDDY_POLLER=$poller $pin_server "$eddy" --port "$port" --threads 1 >"$log" 2>&1 &
     else
         # shellcheck disable=SC2086
         $pin_server redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
@@ -121,7 +123,14 @@ model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "bench resp: redis-benchmark -c $clients -t ping,set,get against eddy-resp-server" \
     "(--threads 1) and $(redis-server --version | cut -d' ' -f1-3) (--save \"\" --appendonly no)"
 echo "cpu: $model; $where; load average $(cut -d' ' -f1 /proc/loadavg) at start"
-echo "$rounds rounds, servers alternating: eddy redis_server; ops: requests per second"
+# eddy runs on epoll; eddy_uring, the same server on io_uring (#16), where this build and
+# kernel have it.
+subjects=(eddy redis_server)
+if [[ -x $build_dir/bench/echo/echo_server_uring &&
+    $(cat /proc/sys/kernel/io_uring_disabled 2>/dev/null || echo 0) == 0 ]]; then
+    subjects=(eddy eddy_uring redis_server)
+fi
+echo "$rounds rounds, servers alternating: ${subjects[*]}; ops: requests per second"
 
 for pl in ${pipelines//,/ }; do
     n=$requests
@@ -129,7 +138,7 @@ for pl in ${pipelines//,/ }; do
         n=$((pl > 1 ? 3000000 : 300000))
     fi
     for ((r = 0; r < rounds; r++)); do
-        for s in eddy redis_server; do
+        for s in "${subjects[@]}"; do
             start_server "$s"
             for t in ping_inline ping_mbulk set get; do
                 t0=$(cpu_ticks "$server_pid")
@@ -193,8 +202,26 @@ END {
             "\"target_ratio\":1.0,\"target_met\":%s,\"rounds\":%d}",
             name, e, b, ratio, ec, bc, ratio >= 1.0 ? "true" : "false", rounds)
     }
+    if ((order[1], "eddy_uring") in v) {
+        printf "\n%-16s %12s %12s %7s %11s %11s %9s\n", "case", "uring ops/s", "epoll ops/s",
+            "ratio", "uring ns/req", "epoll ns/req", "CPU ratio"
+        for (i = 1; i <= nk; i++) {
+            split(order[i], kk, SUBSEP)
+            name = tolower(kk[2]) "_p" kk[1]
+            u = median(v[order[i], "eddy_uring"]); e = median(v[order[i], "eddy"])
+            uc = median(c[order[i], "eddy_uring"]); ec = median(c[order[i], "eddy"])
+            printf "%-16s %12.0f %12.0f %6.2fx %11.0f %11.0f %8.3fx\n", name, u, e,
+                e > 0 ? u / e : 0, uc, ec, ec > 0 ? uc / ec : 0
+            json[nk + i] = sprintf("{\"bench\":\"resp\",\"case\":\"%s\"," \
+                "\"subject\":\"eddy_uring\",\"baseline\":\"eddy\",\"ops_per_s\":%.0f," \
+                "\"baseline_ops_per_s\":%.0f,\"ratio\":%.3f,\"cpu_ns_per_req\":%.0f," \
+                "\"baseline_cpu_ns_per_req\":%.0f,\"cpu_ratio\":%.3f,\"rounds\":%d}",
+                name, u, e, e > 0 ? u / e : 0, uc, ec, ec > 0 ? uc / ec : 0, rounds)
+        }
+    }
     printf "\n"
-    for (i = 1; i <= nk; i++)
-        print json[i]
+    for (i = 1; i <= 2 * nk; i++)
+        if (i in json)
+            print json[i]
 }' "$tmp/rounds.txt"
 echo "load average $(cut -d' ' -f1 /proc/loadavg) at the end"
