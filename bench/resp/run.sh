@@ -202,7 +202,7 @@ END {
             "\"target_ratio\":1.0,\"target_met\":%s,\"rounds\":%d}",
             name, e, b, ratio, ec, bc, ratio >= 1.0 ? "true" : "false", rounds)
     }
-    if ((order[1], "eddy_uring") in v) {
+    if ((order[1] SUBSEP "eddy_uring") in v) {
         printf "\n%-16s %12s %12s %7s %11s %11s %9s\n", "case", "uring ops/s", "epoll ops/s",
             "ratio", "uring ns/req", "epoll ns/req", "CPU ratio"
         for (i = 1; i <= nk; i++) {
@@ -210,13 +210,14 @@ END {
             name = tolower(kk[2]) "_p" kk[1]
             u = median(v[order[i], "eddy_uring"]); e = median(v[order[i], "eddy"])
             uc = median(c[order[i], "eddy_uring"]); ec = median(c[order[i], "eddy"])
-            printf "%-16s %12.0f %12.0f %6.2fx %11.0f %11.0f %8.3fx\n", name, u, e,
-                e > 0 ? u / e : 0, uc, ec, ec > 0 ? uc / ec : 0
+            ur = e > 0 ? u / e : 0; cr = ec > 0 ? uc / ec : 0
+            printf "%-16s %12.0f %12.0f %6.2fx %11.0f %11.0f %8.3fx\n", name, u, e, ur, uc, ec,
+                cr
             json[nk + i] = sprintf("{\"bench\":\"resp\",\"case\":\"%s\"," \
                 "\"subject\":\"eddy_uring\",\"baseline\":\"eddy\",\"ops_per_s\":%.0f," \
                 "\"baseline_ops_per_s\":%.0f,\"ratio\":%.3f,\"cpu_ns_per_req\":%.0f," \
                 "\"baseline_cpu_ns_per_req\":%.0f,\"cpu_ratio\":%.3f,\"rounds\":%d}",
-                name, u, e, e > 0 ? u / e : 0, uc, ec, ec > 0 ? uc / ec : 0, rounds)
+                name, u, e, ur, uc, ec, cr, rounds)
         }
     }
     printf "\n"
