@@ -244,18 +244,40 @@ static const char *asked_poller(const char *name)
     return name == NULL || name[0] == '\0' ? NULL : name;
 }
 
-/* The poller named, or (name NULL) the default; NULL for a name not built here. */
-static const eddy__poller_ops_t *find_poller(const char *name)
+#define MAX_CHOICES 4
+
+/*
+ * The backends to try, in order, into out: those named (one name, or a comma-separated list
+ * such as "io_uring,epoll": the first the kernel takes), or (names NULL) every one built, the
+ * default first. Their count; 0 when a name is not built here or the list is too long.
+ */
+static size_t poller_choices(const char *names, const eddy__poller_ops_t *out[MAX_CHOICES])
 {
-    if (name == NULL) {
-        return eddy__pollers[0];
+    size_t n = 0;
+    if (names == NULL) {
+        for (size_t i = 0; eddy__pollers[i] != NULL && n < MAX_CHOICES; i++) {
+            out[n++] = eddy__pollers[i];
+        }
+        return n;
     }
-    for (size_t i = 0; eddy__pollers[i] != NULL; i++) {
-        if (strcmp(eddy__pollers[i]->name, name) == 0) {
-            return eddy__pollers[i];
+    for (const char *p = names;; p++) {
+        size_t len = strcspn(p, ",");
+        const eddy__poller_ops_t *found = NULL;
+        for (size_t i = 0; eddy__pollers[i] != NULL && found == NULL; i++) {
+            if (strlen(eddy__pollers[i]->name) == len &&
+                strncmp(eddy__pollers[i]->name, p, len) == 0) {
+                found = eddy__pollers[i];
+            }
+        }
+        if (found == NULL || n == MAX_CHOICES) {
+            return 0;
+        }
+        out[n++] = found;
+        p += len;
+        if (*p == '\0') {
+            return n;
         }
     }
-    return NULL;
 }
 
 static void loop_release_parts(eddy_loop_t *loop)
@@ -301,22 +323,23 @@ static bool refused(int err)
 }
 
 /*
- * Set the backend up: the one asked for, or else the default, falling back to the next one
- * built when the kernel refuses it (said once in the log). The creator stands in for the
- * loop, whose thread does not run yet: the backends start the wake-up io, which only the
- * loop may do.
+ * Set the backend up: the first of the choices the kernel takes, trying the next when it
+ * refuses one (said once per process in the log); a single choice fails when refused. The
+ * creator stands in for the loop, whose thread does not run yet: the backends start the
+ * wake-up io, which only the loop may do.
  */
-static int init_poller(eddy_loop_t *loop, bool asked)
+static int init_poller(eddy_loop_t *loop, const eddy__poller_ops_t *const *choices, size_t n)
 {
     static _Atomic bool told;
     eddy_loop_t *prev = eddy__loop_enter(loop);
+    loop->poller = choices[0];
     int err = loop->poller->init(loop);
-    for (size_t i = 1; !asked && err != 0 && refused(err) && eddy__pollers[i] != NULL; i++) {
+    for (size_t i = 1; err != 0 && refused(err) && i < n; i++) {
         if (!atomic_exchange_explicit(&told, true, memory_order_relaxed)) {
             eddy__log(EDDY_LOG_INFO, "%s cannot be used here (%s): loops use %s",
-                      loop->poller->name, eddy_strerror(err), eddy__pollers[i]->name);
+                      loop->poller->name, eddy_strerror(err), choices[i]->name);
         }
-        loop->poller = eddy__pollers[i];
+        loop->poller = choices[i];
         err = loop->poller->init(loop);
     }
     eddy__loop_leave(prev);
@@ -339,9 +362,9 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
     if ((qsize & (qsize - 1)) != 0 || qsize < 2) {
         return NULL;
     }
-    const char *asked = asked_poller(o.poller);
-    const eddy__poller_ops_t *poller = find_poller(asked);
-    if (poller == NULL) {
+    const eddy__poller_ops_t *choices[MAX_CHOICES];
+    size_t nchoices = poller_choices(asked_poller(o.poller), choices);
+    if (nchoices == 0) {
         return NULL;
     }
     eddy_loop_t *loop = aligned_alloc(128, (sizeof(*loop) + 127) / 128 * 128);
@@ -359,7 +382,7 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
     loop->uring_entries = o.uring_entries;
     loop->uring_buffers = o.uring_buffers;
     loop->uring_buffer_size = o.uring_buffer_size;
-    loop->poller = poller;
+    loop->poller = choices[0];
     loop->next_seq = 0;
     loop->last_self_seq = EDDY_SEQUENCE_INITIAL;
     atomic_init(&loop->drain_limit, EDDY__NO_LIMIT);
@@ -384,7 +407,7 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
     if (loop->sequencer == NULL ||
         eddy_sequencer_add_gating(loop->sequencer, &loop->consumed, 1) != 0 ||
         (loop->barrier = eddy_sequencer_new_barrier(loop->sequencer, NULL, 0)) == NULL ||
-        init_poller(loop, asked != NULL) != 0) {
+        init_poller(loop, choices, nchoices) != 0) {
         loop_release_parts(loop);
         return NULL;
     }

@@ -48,8 +48,9 @@ EDDY_EXTERN int64_t eddy_loop_now_ns(const eddy_loop_t *loop);
 
 typedef struct eddy_loop_options_s {
     const char *name;            /* thread name (15 chars shown); NULL: "eddy-loop" */
-    const char *poller;          /* "epoll", "io_uring", "kqueue" or "poll"; NULL:
-                                    $EDDY_POLLER, else the default (docs/loop.md) */
+    const char *poller;          /* "epoll", "io_uring", "kqueue" or "poll", or a list
+                                    to try in order ("io_uring,epoll"); NULL: $EDDY_POLLER
+                                    (the same forms), else the default (docs/loop.md) */
     unsigned io_ratio;           /* percent of a turn for I/O, 1..100 (100: run every task
                                     after the I/O); 0: 50 */
     int64_t max_task_quantum_ns; /* stop running tasks after this long in one turn, whatever
@@ -73,8 +74,9 @@ typedef struct eddy_loop_options_s {
  * of its own with eddy_loop_start(). opts may be NULL (defaults). NULL on bad options (an
  * unknown poller, a queue size or uring_buffers that is not a power of two, io_ratio > 100)
  * or when the poller or memory cannot be had: a poller asked for by name (the option or
- * $EDDY_POLLER) that cannot be made here fails the loop; the default one falls back to the
- * next (docs/loop.md, "Pollers") and says so once in the log. Free with eddy_loop_free() after it terminated.
+ * $EDDY_POLLER) that cannot be made here fails the loop; a list of names tries each in turn,
+ * and the default tries every one built (docs/loop.md, "Pollers"); a fallback is said once
+ * in the log. Free with eddy_loop_free() after it terminated.
  */
 EDDY_EXTERN eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts);
 
