@@ -392,14 +392,6 @@ static void on_send(eddy__uring_op_t *op, int res, unsigned flags)
  * Closing
  */
 
-/*
- * The one try a close gives what was flushed, as on a readiness transport: the send in
- * flight goes to the kernel now; if it completed at once, what follows it in the buffer is
- * written as far as the socket takes it without waiting, and only the rest fails with the
- * close. A send still waiting for room is cancelled (a readiness close would find the socket
- * full too). Without it, a reply and the TLS close_notify behind it were cut off by the close
- * that the peer's own close_notify asked for.
- */
 /* What follows in the buffer, written as far as the socket takes it without waiting. */
 static void write_rest_now(eddy_channel_t *ch, send_block_t *sb)
 {
@@ -422,6 +414,14 @@ static void write_rest_now(eddy_channel_t *ch, send_block_t *sb)
     }
 }
 
+/*
+ * The one try a close gives what was flushed, as on a readiness transport: the send in
+ * flight goes to the kernel now; if it completed at once, what follows it in the buffer is
+ * written as far as the socket takes it without waiting, and only the rest fails with the
+ * close. A send still waiting for room is cancelled (a readiness close would find the socket
+ * full too). Without it, a reply and the TLS close_notify behind it were cut off by the close
+ * that the peer's own close_notify asked for.
+ */
 static void last_try(eddy_channel_t *ch, uring_ch_t *u)
 {
     eddy_loop_t *loop = eddy__loop_of(ch);
