@@ -36,6 +36,7 @@
 #define DEADLINE_MS 10000
 
 #include "support/wait_util.h"
+#include "support/socket_util.h"
 
 /* ---------------------------------------------------------------------------------------
  * A server whose handlers the tests choose, on one loop.
@@ -204,39 +205,6 @@ static void server_stop(server_t *s)
     eddy_future_t *t = eddy_loop_group_shutdown_gracefully(s->group, 0, 2000);
     assert_int_equal(eddy_future_await(t, DEADLINE_MS), 0);
     assert_int_equal(eddy_loop_group_free(s->group), 0);
-}
-
-static int client_connect(const eddy_addr_t *addr)
-{
-    int fd = socket(addr->u.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(connect(fd, &addr->u.sa, addr->len), 0);
-    struct timeval tv = {DEADLINE_MS / 1000, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    return fd;
-}
-
-static void send_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        assert_true(w > 0);
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
-static void recv_all(int fd, void *buf, size_t n)
-{
-    char *p = buf;
-    while (n > 0) {
-        ssize_t r = recv(fd, p, n, 0);
-        assert_true(r > 0);
-        p += r;
-        n -= (size_t)r;
-    }
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@
 #define DEADLINE_MS 10000
 
 #include "support/wait_util.h"
+#include "support/socket_util.h"
 
 /* ---------------------------------------------------------------------------------------
  * A server on one io_uring loop made with the options a test gives
@@ -226,39 +227,6 @@ static eddy_channel_t *accepted_child(server_t *s)
 {
     WAIT_FOR(atomic_load(&s->child) != NULL);
     return atomic_load(&s->child);
-}
-
-static int client_connect(const eddy_addr_t *addr)
-{
-    int fd = socket(addr->u.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(connect(fd, &addr->u.sa, addr->len), 0);
-    struct timeval tv = {DEADLINE_MS / 1000, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    return fd;
-}
-
-static void send_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        assert_true(w > 0);
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
-static void recv_all(int fd, void *buf, size_t n)
-{
-    char *p = buf;
-    while (n > 0) {
-        ssize_t r = recv(fd, p, n, 0);
-        assert_true(r > 0);
-        p += r;
-        n -= (size_t)r;
-    }
 }
 
 /* Reads until the peer's FIN (true) or an error (false), counting the bytes and checking
