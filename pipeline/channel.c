@@ -91,6 +91,8 @@ const char *eddy_addr_format(const eddy_addr_t *a, char *out, size_t n)
  * Options
  */
 
+_Static_assert(EDDY_OPTION_COUNT_ <= 64, "eddy_channel_config_t.set has a bit per option");
+
 /* The defaults every channel starts with, shared until its first write. */
 static eddy__options_t default_options = {
     .value =
@@ -116,6 +118,13 @@ static eddy__options_t default_options = {
             [EDDY_PAUSE_READ_WHEN_UNWRITABLE] = 0,
             [EDDY_MAX_PENDING_OUTBOUND] = 0,
             [EDDY_LINGER_MS] = 2000,
+            [EDDY_SO_BROADCAST] = 0,
+            [EDDY_IP_MULTICAST_LOOP] = 1,
+            [EDDY_IP_MULTICAST_TTL] = 1,
+            [EDDY_IP_MULTICAST_IF] = 0,
+            [EDDY_UDP_GSO] = 1,
+            [EDDY_UDP_GRO] = 0,
+            [EDDY_DATAGRAM_RECV_SIZE] = 2048,
         },
 };
 
@@ -129,7 +138,17 @@ static bool option_valid(eddy_option_t opt, int64_t v)
     case EDDY_AUTO_READ:
     case EDDY_ALLOW_HALF_CLOSURE:
     case EDDY_PAUSE_READ_WHEN_UNWRITABLE:
+    case EDDY_SO_BROADCAST:
+    case EDDY_IP_MULTICAST_LOOP:
+    case EDDY_UDP_GSO:
+    case EDDY_UDP_GRO:
         return v == 0 || v == 1;
+    case EDDY_IP_MULTICAST_TTL:
+        return v >= 0 && v <= 255;
+    case EDDY_IP_MULTICAST_IF:
+        return v >= 0 && v <= INT32_MAX;
+    case EDDY_DATAGRAM_RECV_SIZE:
+        return v >= 1 && v <= 65536;
     case EDDY_SO_LINGER:
         return v >= -1 && v <= 65535;
     case EDDY_SO_BACKLOG:

@@ -97,12 +97,23 @@ static void embedded_destroy(eddy_channel_t *ch)
     ch->embedded = NULL;
 }
 
+/* What a socket of either kind would take: bytes, and packets (datagram codecs' tests). */
+static int embedded_accepts(const eddy_channel_t *ch, const eddy_msg_t *msg)
+{
+    (void)ch;
+    return msg->type == EDDY_MSG_BUF || msg->type == EDDY_MSG_COMPOSITE ||
+                   msg->type == EDDY_MSG_DATAGRAM
+               ? 0
+               : EDDY_ENOTSUP;
+}
+
 static const eddy__channel_ops_t embedded_ops = {
     .kind = "embedded",
     .begin_read = embedded_begin_read,
     .flush = embedded_flush,
     .shutdown_output = embedded_shutdown_output,
     .destroy = embedded_destroy,
+    .accepts = embedded_accepts,
 };
 
 /* The embedded loop's thread is whoever calls: enter around every call. */

@@ -116,6 +116,9 @@ typedef struct eddy__channel_ops_s {
     int (*set_socket_option)(eddy_channel_t *ch, eddy_option_t opt, int64_t value);
     /* Free what the kind allocated, with the channel. */
     void (*destroy)(eddy_channel_t *ch);
+    /* Whether msg may be queued for the socket: 0, or the error its write fails with. NULL:
+     * bytes only (buffers and composites; else EDDY_ENOTSUP: an encoder is missing). */
+    int (*accepts)(const eddy_channel_t *ch, const eddy_msg_t *msg);
 } eddy__channel_ops_t;
 
 /* One queued write (outbound.c). */
@@ -163,6 +166,9 @@ enum {
     EDDY__CH_CLOSE_GRACEFUL = 1u << 13,
     /* Closing gracefully (socket.c): FIN after the flushed data, input read and dropped. */
     EDDY__CH_LINGERING = 1u << 14,
+    /* Datagram channels (datagram.c): connected to one peer; the kernel refused UDP GSO. */
+    EDDY__CH_DGRAM_CONNECTED = 1u << 15,
+    EDDY__CH_DGRAM_NO_GSO = 1u << 16,
 };
 
 typedef struct eddy__attr_s {
@@ -254,7 +260,8 @@ struct eddy_channel_s {
     int fd;
     _Atomic bool writable;
     /* The adaptive receive buffer (AdaptiveRecvByteBufAllocator): 1 + an index into
-     * socket.c's sizes, 0 before the first read. */
+     * socket.c's sizes, 0 before the first read. Datagram channels: how many datagrams the
+     * next recvmmsg asks for (datagram.c), 0 before the first. */
     uint8_t recv_index;
     bool recv_shrink_next;
     /* REGISTERED, ACTIVE and CLOSED of `flags`, for eddy_channel_is_open() and the like on
@@ -385,6 +392,12 @@ int eddy__outbound_reserve(eddy_channel_t *ch, size_t bytes);
 void eddy__outbound_unreserve(eddy_channel_t *ch, size_t bytes);
 /* Bytes queued, flushed or not. Any thread. */
 size_t eddy__outbound_pending(const eddy_channel_t *ch);
+/* Messages, not bytes (datagram channels): the first flushed messages, in order, into
+ * msgs[0..max) (borrowed: valid until they complete); returns how many. */
+size_t eddy__outbound_flushed_msgs(const eddy_channel_t *ch, eddy_msg_t **msgs, size_t max);
+/* The first n flushed entries leave: written (err 0: their bytes counted as written), or
+ * failed with err. Their promises complete, which may write, flush or close. */
+void eddy__outbound_complete(eddy_channel_t *ch, size_t n, int err);
 /* Fail every entry with err, messages released. */
 void eddy__outbound_fail_all(eddy_channel_t *ch, int err);
 /* Fail what was written but not flushed with err (shutdown_output: it would never go out). */

@@ -10,6 +10,8 @@
  */
 #include "pipeline/internal.h"
 
+#include <eddy/datagram.h>
+
 #include <stdlib.h>
 
 size_t eddy__msg_bytes(eddy_msg_t *msg)
@@ -19,6 +21,10 @@ size_t eddy__msg_bytes(eddy_msg_t *msg)
         return eddy_buf_readable(eddy_buf_of(msg));
     case EDDY_MSG_COMPOSITE:
         return eddy_composite_readable(eddy_composite_of(msg));
+    case EDDY_MSG_DATAGRAM: {
+        eddy_buf_t *b = eddy_datagram_content(eddy_datagram_of(msg));
+        return b != NULL ? eddy_buf_readable(b) : 0;
+    }
     default:
         return 0;
     }
@@ -165,9 +171,12 @@ void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
         fail_msg(msg, p, EDDY_EPIPE);
         return;
     }
-    if (msg->type != EDDY_MSG_BUF && msg->type != EDDY_MSG_COMPOSITE) {
-        /* Only bytes reach the socket: an encoder is missing from the pipeline. */
-        fail_msg(msg, p, EDDY_ENOTSUP);
+    int refused = ch->ops->accepts != NULL ? ch->ops->accepts(ch, msg)
+                  : msg->type != EDDY_MSG_BUF && msg->type != EDDY_MSG_COMPOSITE
+                      ? EDDY_ENOTSUP /* only bytes reach the socket: an encoder is missing */
+                      : 0;
+    if (refused != 0) {
+        fail_msg(msg, p, refused);
         return;
     }
     size_t bytes = eddy__msg_bytes(msg);
@@ -273,6 +282,34 @@ void eddy__outbound_written(eddy_channel_t *ch, size_t bytes)
      * failing the entries the bytes were for. */
     assert(bytes == 0 || (ch->flags & EDDY__CH_CLOSED) ||
            (ob->head != NULL && ob->head != ob->unflushed));
+    eddy__outbound_update_writability(ch);
+}
+
+size_t eddy__outbound_flushed_msgs(const eddy_channel_t *ch, eddy_msg_t **msgs, size_t max)
+{
+    ASSERT_SOUND(ch);
+    size_t n = 0;
+    for (eddy__entry_t *e = ch->out.head; e != NULL && e != ch->out.unflushed && n < max;
+         e = e->next) {
+        msgs[n++] = e->msg;
+    }
+    return n;
+}
+
+void eddy__outbound_complete(eddy_channel_t *ch, size_t n, int err)
+{
+    ASSERT_SOUND(ch);
+    eddy__outbound_t *ob = &ch->out;
+    /* Detached one at a time: a promise listener may write (queued behind) or close (which
+     * fails what is left, so the walk ends with an empty buffer). */
+    while (n-- > 0 && ob->head != NULL && ob->head != ob->unflushed) {
+        eddy__entry_t *e = take_head(ob);
+        if (err == 0) {
+            atomic_fetch_add_explicit(&ch->bytes_written, e->bytes - e->done,
+                                      memory_order_relaxed);
+        }
+        complete_entry(ch, e, err, NULL);
+    }
     eddy__outbound_update_writability(ch);
 }
 

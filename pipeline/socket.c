@@ -81,7 +81,7 @@ static int new_socket(int family)
 #endif
 }
 
-bool eddy__socket_is_tcp(const eddy_channel_t *ch)
+bool eddy__socket_is_ip(const eddy_channel_t *ch)
 {
     sa_family_t f = ch->local_ip.sa.sa_family != AF_UNSPEC ? ch->local_ip.sa.sa_family
                                                            : ch->remote_ip.sa.sa_family;
@@ -106,7 +106,7 @@ int eddy__socket_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value)
         return value ? EDDY_ENOTSUP : 0;
 #endif
     case EDDY_TCP_NODELAY:
-        return eddy__socket_is_tcp(ch) ? set_int(fd, IPPROTO_TCP, TCP_NODELAY, (int)value) : 0;
+        return eddy__socket_is_ip(ch) ? set_int(fd, IPPROTO_TCP, TCP_NODELAY, (int)value) : 0;
     case EDDY_SO_KEEPALIVE:
         return set_int(fd, SOL_SOCKET, SO_KEEPALIVE, (int)value);
     case EDDY_SO_RCVBUF:
@@ -505,13 +505,45 @@ static void close_with_loop(eddy__closer_t *c)
     eddy__channel_unhold(ch);
 }
 
-/* Register a socket channel with its loop (on the loop). */
-void eddy__socket_register(eddy_channel_t *ch)
+void eddy__socket_watch(eddy_channel_t *ch, unsigned ev)
 {
-    eddy_io_init(&ch->io, eddy__loop_of(ch), ch->fd, on_io, ch);
+    int err = eddy_io_start(&ch->io, ev);
+    if (err != 0) {
+        eddy_pipeline_fire_exception(&ch->pipeline, err);
+        eddy__channel_do_close(ch, err, NULL);
+    }
+}
+
+static void flush_task(void *arg)
+{
+    eddy_channel_t *ch = arg;
+    if (!(ch->flags & EDDY__CH_CLOSED)) {
+        eddy__pipeline_enter(&ch->pipeline);
+        ch->ops->flush(ch);
+        eddy__pipeline_leave(&ch->pipeline);
+    }
+    eddy_channel_release(ch);
+}
+
+void eddy__socket_flush_later(eddy_channel_t *ch)
+{
+    if (eddy_loop_execute(eddy__loop_of(ch), flush_task, eddy_channel_retain(ch)) != 0) {
+        eddy_channel_release(ch);
+    }
+}
+
+/* Register a socket channel with its loop (on the loop). */
+void eddy__socket_register_io(eddy_channel_t *ch, eddy_io_cb cb)
+{
+    eddy_io_init(&ch->io, eddy__loop_of(ch), ch->fd, cb, ch);
     ch->closer.close = close_with_loop;
     eddy__loop_closer_add(eddy__loop_of(ch), &ch->closer);
     eddy__channel_registered(ch);
+}
+
+void eddy__socket_register(eddy_channel_t *ch)
+{
+    eddy__socket_register_io(ch, on_io);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -650,7 +682,7 @@ void eddy__listener_child(eddy_channel_t *ch, int fd, const eddy_addr_t *peer)
         eddy__socket_fill_addrs(child, true);
     }
     eddy__channel_share_config(child, l->child_opts, &l->child_config);
-    if (eddy__socket_is_tcp(child) && !(l->child_config.set & (1ull << EDDY_TCP_NODELAY))) {
+    if (eddy__socket_is_ip(child) && !(l->child_config.set & (1ull << EDDY_TCP_NODELAY))) {
         eddy__socket_option(child, EDDY_TCP_NODELAY, 1);
     }
     c->ch = child;
@@ -811,7 +843,7 @@ static void connect_on_loop(void *arg)
         if (r->has_config) {
             eddy__channel_apply_config(ch, &r->config);
         }
-        if (eddy__socket_is_tcp(ch) &&
+        if (eddy__socket_is_ip(ch) &&
             !(r->has_config && (r->config.set & (1ull << EDDY_TCP_NODELAY)))) {
             eddy__socket_option(ch, EDDY_TCP_NODELAY, 1);
         }

@@ -36,8 +36,8 @@ const eddy__transport_t *eddy__transport_of(const eddy_loop_t *loop);
 
 /* Make fd non-blocking and close-on-exec (where accept4 and SOCK_NONBLOCK are missing). */
 int eddy__socket_nonblock_cloexec(int fd);
-/* The channel's socket is TCP (IPv4 or IPv6), not Unix. */
-bool eddy__socket_is_tcp(const eddy_channel_t *ch);
+/* The channel's socket is IP (TCP or UDP, IPv4 or IPv6), not Unix. */
+bool eddy__socket_is_ip(const eddy_channel_t *ch);
 /* Apply a socket option (the channel ops' set_socket_option). */
 int eddy__socket_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value);
 /* Note the addresses the kernel gives: local always, remote when asked. */
@@ -66,8 +66,16 @@ void eddy__socket_destroy(eddy_channel_t *ch);
  * transport's update_interest watches the descriptor for writability while CONNECTING. */
 void eddy__socket_connect(eddy_channel_t *ch, const eddy_addr_t *remote, const eddy_addr_t *local,
                           eddy_promise_t *p);
+/* Watch the channel's descriptor for ev (EDDY_IO_READ | EDDY_IO_WRITE; 0: nothing); a
+ * poller that refuses closes the channel with the error. */
+void eddy__socket_watch(eddy_channel_t *ch, unsigned ev);
+/* The flush spun its count with more to write: flush again from a task, after the loop served
+ * the others (Netty's incompleteWrite). */
+void eddy__socket_flush_later(eddy_channel_t *ch);
 /* Register a socket channel with its loop: its watcher, the loop's closer, the event. */
 void eddy__socket_register(eddy_channel_t *ch);
+/* The same with the kind's own watcher callback (datagram channels); arg is the channel. */
+void eddy__socket_register_io(eddy_channel_t *ch, eddy_io_cb cb);
 
 /* A listener's accepted connection fd (peer: its address, or NULL to ask the kernel): a child
  * channel on the next child loop, with that loop's transport, initialised there. */

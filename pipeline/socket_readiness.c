@@ -37,11 +37,7 @@ static void update_interest(eddy_channel_t *ch)
     if (ch->flags & (EDDY__CH_WRITE_WAIT | EDDY__CH_CONNECTING)) {
         ev |= EDDY_IO_WRITE;
     }
-    int err = eddy_io_start(&ch->io, ev);
-    if (err != 0) {
-        eddy_pipeline_fire_exception(&ch->pipeline, err);
-        eddy__channel_do_close(ch, err, NULL);
-    }
+    eddy__socket_watch(ch, ev);
 }
 
 static void begin_read(eddy_channel_t *ch)
@@ -179,17 +175,6 @@ static void socket_read(eddy_channel_t *ch)
  * Writing
  */
 
-static void flush_later(void *arg)
-{
-    eddy_channel_t *ch = arg;
-    if (!(ch->flags & EDDY__CH_CLOSED)) {
-        eddy__pipeline_enter(&ch->pipeline);
-        ch->ops->flush(ch);
-        eddy__pipeline_leave(&ch->pipeline);
-    }
-    eddy_channel_release(ch);
-}
-
 static void stream_flush(eddy_channel_t *ch)
 {
     eddy__assert_on_loop(eddy__loop_of(ch));
@@ -250,9 +235,7 @@ static void stream_flush(eddy_channel_t *ch)
         update_interest(ch);
     } else if (more) {
         /* Spun enough: let the loop serve others, and come back (Netty's incompleteWrite). */
-        if (eddy_loop_execute(eddy__loop_of(ch), flush_later, eddy_channel_retain(ch)) != 0) {
-            eddy_channel_release(ch);
-        }
+        eddy__socket_flush_later(ch);
     } else if (ch->flags & EDDY__CH_SHUTDOWN_PENDING) {
         eddy__socket_finish_shutdown_output(ch);
     }

@@ -84,6 +84,17 @@ typedef enum {
                                    and drops the peer's input for up to this long after our
                                    FIN, until the peer closes (nginx's lingering close);
                                    0: close right after the FIN (default 2000) */
+    /* Datagram channels (datagram.h) */
+    EDDY_SO_BROADCAST,          /* 0/1 */
+    EDDY_IP_MULTICAST_LOOP,     /* 0/1 (default 1): our own multicast comes back to us */
+    EDDY_IP_MULTICAST_TTL,      /* hops, 0-255 (default 1) */
+    EDDY_IP_MULTICAST_IF,       /* interface index for multicast sends; 0: the route's */
+    EDDY_UDP_GSO,               /* 0/1 (default 1): runs of same-size packets to one peer go
+                                   out as one UDP_SEGMENT send where the kernel has it */
+    EDDY_UDP_GRO,               /* 0/1 (default 0): the kernel may coalesce received packets
+                                   (UDP_GRO); they are split again. Receives take 64 KiB */
+    EDDY_DATAGRAM_RECV_SIZE,    /* bytes per received datagram, 1-65536 (default 2048, as
+                                   Netty's); longer ones are reported truncated */
     EDDY_OPTION_COUNT_
 } eddy_option_t;
 

@@ -76,6 +76,9 @@ extern "C" {
     XX(EINPROGRESS, -EINPROGRESS, "operation in progress")                                     \
     XX(ECANCELED, -ECANCELED, "operation canceled")                                            \
     XX(EDEADLK, -EDEADLK, "would deadlock")                                                    \
+    XX(EMSGSIZE, -EMSGSIZE, "message too long")                                                \
+    XX(EDESTADDRREQ, -EDESTADDRREQ, "destination address required")                            \
+    XX(EAFNOSUPPORT, -EAFNOSUPPORT, "address family not supported")                            \
     XX(EOF, -4095, "end of file")                                                              \
     XX(ECLOSED, -4094, "channel closed")                                                       \
     XX(EBOUNDS, -4093, "index out of bounds")                                                  \
@@ -177,6 +180,7 @@ typedef void (*eddy_msg_free_cb)(eddy_msg_t *msg);
 enum {
     EDDY_MSG_BUF = 1,       /* eddy_buf_t */
     EDDY_MSG_COMPOSITE = 2, /* eddy_composite_t */
+    EDDY_MSG_DATAGRAM = 3,  /* eddy_datagram_t (datagram.h) */
     EDDY_MSG_USER = 256     /* first type number free for users and codecs */
 };
 

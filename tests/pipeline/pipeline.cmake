@@ -14,3 +14,9 @@ eddy_add_poller_runs(pipeline.socket COMMAND pipeline_test_socket TIMEOUT 120
 if(EDDY_HAVE_IO_URING)
     eddy_add_test(pipeline uring TIMEOUT 120 LABELS concurrency)
 endif()
+# Datagram channels (UDP, Unix datagram) on real sockets, on every poller.
+eddy_add_test(pipeline datagram TIMEOUT 120 LABELS concurrency)
+eddy_add_poller_runs(pipeline.datagram COMMAND pipeline_test_datagram TIMEOUT 120
+    URING_LABELS concurrency)
+# Multicast, in a network namespace the test makes (skips where it cannot).
+eddy_add_test(pipeline multicast LABELS concurrency)
