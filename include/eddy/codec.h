@@ -50,6 +50,7 @@
 
 #include <eddy/buffer.h>
 #include <eddy/common.h>
+#include <eddy/datagram.h>
 #include <eddy/pipeline.h>
 
 #ifdef __cplusplus
@@ -354,6 +355,56 @@ EDDY_EXTERN void eddy_encoder_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promi
     {                                                                                              \
         .name = (name_), .sharable = false, .handler_removed = eddy_encoder_handler_removed,       \
         .write = eddy_encoder_write,                                                               \
+    }
+
+/* ---------------------------------------------------------------------------------------
+ * The packet codec base (Netty's DatagramPacketDecoder and DatagramPacketEncoder), for
+ * datagram channels (datagram.h): one datagram is one message. Nothing is cumulated across
+ * datagrams, so a protocol decoder never sees part of one or two at once; a malformed
+ * datagram is dropped and reported (exception_caught), and the channel goes on, since a
+ * datagram channel serves many peers and one bad packet says nothing of the next.
+ */
+
+typedef struct eddy_packet_codec_s eddy_packet_codec_t;
+
+/* A packet codec kind: static, outlives every codec made with it. */
+typedef struct eddy_packet_codec_ops_s {
+    const char *name;
+    /* One received datagram (borrowed; released after the call) into *out, the message the
+     * next handler gets (NULL: nothing goes on). Return 0, or a negative EDDY_E* for a
+     * malformed datagram: it is dropped and the error fired to exception_caught. NULL:
+     * datagrams pass on untouched. */
+    int (*decode)(eddy_ctx_t *ctx, void *self, eddy_datagram_t *in, eddy_msg_t **out);
+    /* An outbound message (borrowed; released after the call) into *out, the datagram
+     * written in its place with the write's promise. Return 0, or a negative EDDY_E* that
+     * fails the promise. NULL: writes pass on untouched. */
+    int (*encode)(eddy_ctx_t *ctx, void *self, eddy_msg_t *msg, eddy_datagram_t **out);
+    /* Which outbound messages encode takes; NULL: every message but datagrams. */
+    bool (*accept)(void *self, const eddy_msg_t *msg);
+    void (*destroy)(void *self); /* release what self holds (not self); may be NULL */
+} eddy_packet_codec_ops_t;
+
+/** A codec state of kind ops with self_size zeroed bytes of its own, for a handler table from
+ * EDDY_PACKET_CODEC_HANDLER_OPS; freed with eddy_free_state. NULL when ops is NULL, has neither
+ * decode nor encode, or out of memory. */
+EDDY_EXTERN eddy_packet_codec_t *eddy_packet_codec_new(const eddy_packet_codec_ops_t *ops,
+                                                       size_t self_size);
+/** The codec's own state (aligned for any type); what decode and encode receive. Borrows. */
+EDDY_EXTERN void *eddy_packet_codec_self(eddy_packet_codec_t *c);
+
+/** Call the codec's destroy. */
+EDDY_EXTERN void eddy_packet_codec_handler_removed(eddy_ctx_t *ctx);
+/** Decode a datagram (taken over); other messages pass on. A NULL state drops the datagram
+ * and fires EDDY_EINVAL. */
+EDDY_EXTERN void eddy_packet_codec_channel_read(eddy_ctx_t *ctx, eddy_msg_t *msg);
+/** Encode an accepted message (taken over) and write the datagram with p; others pass on. */
+EDDY_EXTERN void eddy_packet_codec_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p);
+
+#define EDDY_PACKET_CODEC_HANDLER_OPS(name_)                                                       \
+    {                                                                                              \
+        .name = (name_), .sharable = false,                                                        \
+        .handler_removed = eddy_packet_codec_handler_removed,                                      \
+        .channel_read = eddy_packet_codec_channel_read, .write = eddy_packet_codec_write,          \
     }
 
 #ifdef __cplusplus

@@ -4,6 +4,7 @@ list(APPEND EDDY_SOURCES
     pipeline/codec/delimiter.c
     pipeline/codec/encoder.c
     pipeline/codec/fixed_length.c
-    pipeline/codec/length_field.c)
+    pipeline/codec/length_field.c
+    pipeline/codec/packet.c)
 include(${CMAKE_CURRENT_LIST_DIR}/http/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/resp/sources.cmake)

@@ -1601,9 +1601,111 @@ static void test_encoder_and_prepender_frame_messages_for_the_decoder(void **sta
     finish_clean(out, live);
 }
 
+/* ---------------------------------------------------------------------------------------
+ * The packet codec base: a datagram is one message
+ */
+
+/* Decode "<n><n bytes>" datagrams into a buffer of the n bytes; encode buffers into
+ * datagrams to a fixed recipient with the length in front. */
+typedef struct lp_self_s {
+    eddy_addr_t to;
+    int decoded;
+} lp_self_t;
+
+static int lp_decode(eddy_ctx_t *ctx, void *self, eddy_datagram_t *in, eddy_msg_t **out)
+{
+    (void)ctx;
+    lp_self_t *s = self;
+    eddy_buf_t *b = eddy_datagram_content(in);
+    if (b == NULL || eddy_buf_readable(b) < 1) {
+        return EDDY_EDECODE;
+    }
+    size_t n = eddy_buf_read_ptr(b)[0];
+    if (eddy_buf_readable(b) != n + 1) {
+        return EDDY_EDECODE; /* a length that lies: the whole datagram is bad */
+    }
+    eddy_buf_skip(b, 1);
+    *out = eddy_buf_msg(eddy_buf_retain(b));
+    s->decoded++;
+    return 0;
+}
+
+static int lp_encode(eddy_ctx_t *ctx, void *self, eddy_msg_t *msg, eddy_datagram_t **out)
+{
+    lp_self_t *s = self;
+    eddy_buf_t *in = eddy_buf_of(msg);
+    if (in == NULL || eddy_buf_readable(in) > 255) {
+        return EDDY_EMSGSIZE;
+    }
+    eddy_buf_t *b = eddy_buf_alloc(eddy_ctx_alloc(ctx), eddy_buf_readable(in) + 1, 256);
+    if (b == NULL) {
+        return EDDY_ENOMEM;
+    }
+    eddy_buf_write_u8(b, (uint8_t)eddy_buf_readable(in));
+    eddy_buf_write_bytes(b, eddy_buf_read_ptr(in), eddy_buf_readable(in));
+    *out = eddy_datagram_new(b, &s->to, NULL);
+    return *out != NULL ? 0 : EDDY_ENOMEM;
+}
+
+static const eddy_packet_codec_ops_t lp_ops = {
+    .name = "lp", .decode = lp_decode, .encode = lp_encode};
+static const eddy_handler_ops_t lp_handler = EDDY_PACKET_CODEC_HANDLER_OPS("lp");
+
+static eddy_msg_t *packet_of(const char *bytes, size_t n, const eddy_addr_t *from)
+{
+    eddy_buf_t *b = eddy_buf_alloc(eddy_allocator_default(), n, n);
+    eddy_buf_write_bytes(b, bytes, n);
+    return eddy_datagram_msg(eddy_datagram_new(b, NULL, from));
+}
+
+static void test_packet_codec_one_datagram_one_message(void **state)
+{
+    (void)state;
+    eddy_channel_t *ch = eddy_embedded_channel_new();
+    eddy_packet_codec_t *c = eddy_packet_codec_new(&lp_ops, sizeof(lp_self_t));
+    assert_non_null(c);
+    lp_self_t *self = eddy_packet_codec_self(c);
+    eddy_addr_ip(&self->to, "127.0.0.1", 53);
+    assert_int_equal(eddy_pipeline_add_last(eddy_channel_pipeline(ch), "lp", &lp_handler, c,
+                                            eddy_free_state), 0);
+    eddy_addr_t from;
+    eddy_addr_ip(&from, "10.0.0.1", 1000);
+    /* Two messages in one datagram are not two messages: the datagram is malformed. */
+    assert_false(eddy_embedded_write_inbound(ch, packet_of("\003abc\002de", 7, &from)));
+    assert_int_equal(eddy_embedded_error(ch), EDDY_EDECODE);
+    /* Nor is half of one; the channel goes on after both. */
+    assert_false(eddy_embedded_write_inbound(ch, packet_of("\005ab", 3, &from)));
+    assert_int_equal(eddy_embedded_error(ch), EDDY_EDECODE);
+    assert_true(eddy_embedded_write_inbound(ch, packet_of("\003xyz", 4, &from)));
+    eddy_msg_t *m = eddy_embedded_read_inbound(ch);
+    assert_non_null(eddy_buf_of(m));
+    assert_int_equal(eddy_buf_readable(eddy_buf_of(m)), 3);
+    assert_memory_equal(eddy_buf_read_ptr(eddy_buf_of(m)), "xyz", 3);
+    eddy_msg_release(m);
+    assert_int_equal(self->decoded, 1);
+    /* Other messages pass through. */
+    eddy_buf_t *plain = eddy_buf_alloc(eddy_allocator_default(), 4, 4);
+    eddy_buf_write_bytes(plain, "raw!", 4);
+    assert_true(eddy_embedded_write_inbound(ch, eddy_buf_msg(plain)));
+    eddy_msg_release(eddy_embedded_read_inbound(ch));
+    /* Outbound: a buffer becomes a datagram to the codec's recipient. */
+    eddy_buf_t *reply = eddy_buf_alloc(eddy_allocator_default(), 2, 2);
+    eddy_buf_write_bytes(reply, "ok", 2);
+    assert_true(eddy_embedded_write_outbound(ch, eddy_buf_msg(reply)));
+    eddy_msg_t *o = eddy_embedded_read_outbound(ch);
+    eddy_datagram_t *d = eddy_datagram_of(o);
+    assert_non_null(d);
+    assert_int_equal(eddy_addr_port(eddy_datagram_recipient(d)), 53);
+    assert_int_equal(eddy_buf_readable(eddy_datagram_content(d)), 3);
+    assert_memory_equal(eddy_buf_read_ptr(eddy_datagram_content(d)), "\002ok", 3);
+    eddy_msg_release(o);
+    assert_true(eddy_embedded_finish(ch));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_packet_codec_one_datagram_one_message),
         cmocka_unit_test(test_length_field_decoder_splits_frames_however_they_arrive),
         cmocka_unit_test(test_length_field_decoder_reads_every_field_length_at_odd_offsets),
         cmocka_unit_test(test_length_field_decoder_applies_adjustment_and_strip),
