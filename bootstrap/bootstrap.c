@@ -9,6 +9,7 @@
  * eddy_bootstrap_free.
  */
 #include <eddy/bootstrap.h>
+#include <eddy/datagram.h>
 
 #include "pipeline/internal.h"
 
@@ -208,6 +209,8 @@ typedef struct client_s {
     eddy_channel_init_cb init;
     void *init_arg;
     eddy_reconnect_options_t reconnect;
+    bool datagram;  /* make datagram channels */
+    bool reuseport; /* datagram binds: one channel per loop */
     pthread_mutex_t lock; /* guards stopped, jobs and each job's timer */
     bool stopped;
     job_t *jobs; /* every unfinished job, for free to cancel their timers */
@@ -486,7 +489,19 @@ static void job_try_next(job_t *j)
     }
     while (j->next_addr < j->naddrs) {
         const eddy_addr_t *a = &j->addrs[j->next_addr++];
-        eddy_future_t *f = eddy_channel_connect(j->loop, a, &j->c->config, attempt_init, j);
+        eddy_future_t *f;
+        if (j->c->datagram) {
+            eddy_datagram_options_t o = {
+                .loop = j->loop,
+                .config = &j->c->config,
+                .init = attempt_init,
+                .arg = j,
+                .remote = a,
+            };
+            f = eddy_datagram_open(NULL, &o);
+        } else {
+            f = eddy_channel_connect(j->loop, a, &j->c->config, attempt_init, j);
+        }
         if (f == NULL) {
             j->last_err = EDDY_ENOMEM;
             continue;
@@ -648,17 +663,22 @@ int eddy_bootstrap_reconnect(eddy_bootstrap_t *b, const eddy_reconnect_options_t
     return 0;
 }
 
+static eddy_future_t *failed_future(int err)
+{
+    eddy_promise_t *p = eddy_promise_new(NULL);
+    if (p != NULL) {
+        eddy_promise_fail(p, err);
+    }
+    return p;
+}
+
 static eddy_future_t *client_connect(eddy_bootstrap_t *b, const char *host, uint16_t port,
                                      const eddy_addr_t *unix_addr)
 {
     client_t *c = b->c;
     if (c->group == NULL) {
         eddy__log(EDDY_LOG_ERROR, "bootstrap connect: no group (call eddy_bootstrap_group)");
-        eddy_promise_t *p = eddy_promise_new(NULL);
-        if (p != NULL) {
-            eddy_promise_fail(p, EDDY_EINVAL);
-        }
-        return p;
+        return failed_future(EDDY_EINVAL);
     }
     job_t *j = job_new(c, host, port, unix_addr);
     eddy_promise_t *p = eddy_promise_new(j != NULL ? j->loop : NULL);
@@ -679,11 +699,7 @@ static eddy_future_t *client_connect(eddy_bootstrap_t *b, const char *host, uint
 eddy_future_t *eddy_bootstrap_connect(eddy_bootstrap_t *b, const char *host, uint16_t port)
 {
     if (host == NULL || host[0] == '\0') {
-        eddy_promise_t *p = eddy_promise_new(NULL);
-        if (p != NULL) {
-            eddy_promise_fail(p, EDDY_EINVAL);
-        }
-        return p;
+        return failed_future(EDDY_EINVAL);
     }
     return client_connect(b, host, port, NULL);
 }
@@ -692,11 +708,252 @@ eddy_future_t *eddy_bootstrap_connect_unix(eddy_bootstrap_t *b, const char *path
 {
     eddy_addr_t a;
     if (path == NULL || eddy_addr_unix(&a, path) != 0) {
-        eddy_promise_t *p = eddy_promise_new(NULL);
-        if (p != NULL) {
-            eddy_promise_fail(p, EDDY_EINVAL);
-        }
-        return p;
+        return failed_future(EDDY_EINVAL);
     }
     return client_connect(b, NULL, 0, &a);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Datagram binds: one channel, or with SO_REUSEPORT one per loop of the group, all on the
+ * port the first one got.
+ */
+
+typedef struct dgram_bind_s dgram_bind_t;
+
+typedef struct dgram_slot_s {
+    dgram_bind_t *d;
+    size_t i;
+    eddy_channel_t *ch; /* retained once open */
+} dgram_slot_t;
+
+struct dgram_bind_s {
+    client_t *c; /* one reference */
+    eddy_promise_t *p;
+    eddy_addr_t addr;
+    bool reuseport;
+    pthread_mutex_t lock; /* guards done and err: channels open on different loops */
+    size_t want, done;
+    int err;
+    dgram_slot_t slot[];
+};
+
+int eddy_bootstrap_datagram(eddy_bootstrap_t *b, bool on)
+{
+    b->c->datagram = on;
+    return 0;
+}
+
+int eddy_bootstrap_reuseport(eddy_bootstrap_t *b, bool on)
+{
+#ifndef SO_REUSEPORT
+    if (on) {
+        return EDDY_ENOTSUP;
+    }
+#endif
+    b->c->reuseport = on;
+    return 0;
+}
+
+/* Each bound channel's init: the bootstrap's attributes, then its init. */
+static int dgram_init(eddy_channel_t *ch, void *arg)
+{
+    client_t *c = arg;
+    int rc = 0;
+    for (size_t i = 0; i < c->nattrs && rc == 0; i++) {
+        rc = eddy_channel_attr_set(ch, c->attrs[i].key, c->attrs[i].value);
+    }
+    if (rc == 0 && c->init != NULL) {
+        rc = c->init(ch, c->init_arg);
+    }
+    return rc;
+}
+
+static void dgram_bind_free(dgram_bind_t *d)
+{
+    pthread_mutex_destroy(&d->lock);
+    eddy_future_release(d->p);
+    client_release(d->c);
+    free(d);
+}
+
+/* The first channel closed: close its siblings (a NULL-terminated array, retained). */
+static void close_siblings(eddy_future_t *f, void *arg)
+{
+    (void)f;
+    eddy_channel_t **sib = arg;
+    for (size_t i = 0; sib[i] != NULL; i++) {
+        eddy_channel_close(sib[i], NULL);
+        eddy_channel_release(sib[i]);
+    }
+    free(sib);
+}
+
+/* Every channel reported: complete the bind, or close what opened and fail it. */
+static void dgram_bind_complete(dgram_bind_t *d)
+{
+    int err = d->err;
+    if (err == 0 && d->want > 1) {
+        eddy_channel_t **sib = calloc(d->want, sizeof(*sib));
+        eddy_future_t *cf = sib != NULL ? eddy_channel_close_future(d->slot[0].ch) : NULL;
+        for (size_t i = 1; cf != NULL && i < d->want; i++) {
+            sib[i - 1] = d->slot[i].ch;
+        }
+        if (cf == NULL || eddy_future_add_listener(cf, close_siblings, sib) != 0) {
+            free(sib);
+            err = EDDY_ENOMEM;
+        }
+    }
+    if (err != 0) {
+        for (size_t i = 0; i < d->want; i++) {
+            if (d->slot[i].ch != NULL) {
+                eddy_channel_close(d->slot[i].ch, NULL);
+                eddy_channel_release(d->slot[i].ch);
+            }
+        }
+        eddy_promise_fail(d->p, err);
+    } else {
+        eddy__promise_succeed_channel(d->p, d->slot[0].ch);
+        eddy_channel_release(d->slot[0].ch);
+    }
+    dgram_bind_free(d);
+}
+
+/* A slot is over (err: it failed); the last one completes the bind. */
+static void dgram_slot_done(dgram_bind_t *d, int err, bool others_never_start)
+{
+    pthread_mutex_lock(&d->lock);
+    if (err != 0 && d->err == 0) {
+        d->err = err;
+    }
+    d->done = others_never_start ? d->want : d->done + 1;
+    bool all = d->done == d->want;
+    pthread_mutex_unlock(&d->lock);
+    if (all) {
+        dgram_bind_complete(d);
+    }
+}
+
+static void dgram_open(dgram_bind_t *d, size_t i);
+
+/* One channel of the bind opened or failed, on its loop. */
+static void dgram_opened(eddy_future_t *f, void *arg)
+{
+    dgram_slot_t *slot = arg;
+    dgram_bind_t *d = slot->d;
+    int err = eddy_future_error(f);
+    eddy_channel_t *ch = eddy_future_channel(f);
+    if (ch != NULL) {
+        slot->ch = eddy_channel_retain(ch);
+    }
+    eddy_future_release(f);
+    bool first = slot->i == 0;
+    if (first && err == 0 && d->want > 1) {
+        /* Port 0 chose a port for the first socket: the others share it. The first counts
+         * as done only after they are started, so that d outlives this call. */
+        d->addr = *eddy_channel_local_addr(ch);
+        for (size_t i = 1; i < d->want; i++) {
+            dgram_open(d, i);
+        }
+    }
+    dgram_slot_done(d, err, first && err != 0);
+}
+
+static void dgram_open(dgram_bind_t *d, size_t i)
+{
+    client_t *c = d->c;
+    eddy_channel_config_t cfg = c->config;
+    if (d->reuseport) {
+        eddy_channel_config_set(&cfg, EDDY_SO_REUSEPORT, 1);
+    }
+    eddy_datagram_options_t o = {
+        .loop = d->reuseport ? eddy_loop_group_loop(c->group, i) : eddy_loop_group_next(c->group),
+        .config = &cfg,
+        .init = dgram_init,
+        .arg = c,
+    };
+    dgram_slot_t *slot = &d->slot[i];
+    slot->d = d;
+    slot->i = i;
+    eddy_future_t *f = eddy_datagram_open(&d->addr, &o);
+    if (f == NULL || eddy_future_add_listener(f, dgram_opened, slot) != 0) {
+        /* Without memory: a channel that still opens is left to its loop. */
+        eddy_future_release(f);
+        dgram_slot_done(d, EDDY_ENOMEM, i == 0);
+    }
+}
+
+static void dgram_resolved(void *arg, eddy_addr_t *addrs, size_t n, int err)
+{
+    dgram_bind_t *d = arg;
+    if (err == 0 && n == 0) {
+        err = EDDY_ENOENT;
+    }
+    if (err == 0) {
+        d->addr = addrs[0];
+    }
+    free(addrs);
+    if (err != 0) {
+        eddy_promise_fail(d->p, err);
+        dgram_bind_free(d);
+        return;
+    }
+    dgram_open(d, 0);
+}
+
+static eddy_future_t *dgram_bind(eddy_bootstrap_t *b, const char *host, uint16_t port,
+                                 const eddy_addr_t *unix_addr)
+{
+    client_t *c = b->c;
+    if (c->group == NULL || !c->datagram) {
+        eddy__log(EDDY_LOG_ERROR, "bootstrap bind: %s", c->group == NULL
+                                      ? "no group (call eddy_bootstrap_group)"
+                                      : "not in datagram mode (call eddy_bootstrap_datagram)");
+        return failed_future(EDDY_EINVAL);
+    }
+    bool reuseport = c->reuseport && unix_addr == NULL;
+    size_t want = reuseport ? eddy_loop_group_size(c->group) : 1;
+    dgram_bind_t *d = calloc(1, sizeof(*d) + want * sizeof(d->slot[0]));
+    if (d == NULL || pthread_mutex_init(&d->lock, NULL) != 0) {
+        free(d);
+        return failed_future(EDDY_ENOMEM);
+    }
+    d->p = eddy_promise_new(reuseport ? eddy_loop_group_loop(c->group, 0) : NULL);
+    if (d->p == NULL) {
+        pthread_mutex_destroy(&d->lock);
+        free(d);
+        return NULL;
+    }
+    eddy_future_t *f = eddy_future_retain(d->p);
+    atomic_fetch_add_explicit(&c->refcnt, 1, memory_order_relaxed);
+    d->c = c;
+    d->reuseport = reuseport;
+    d->want = want;
+    if (unix_addr != NULL) {
+        d->addr = *unix_addr;
+        dgram_open(d, 0);
+        return f;
+    }
+    if (host == NULL || host[0] == '\0') {
+        host = "0.0.0.0";
+    }
+    int rc = eddy__bootstrap_resolve(host, port, true, dgram_resolved, d);
+    if (rc != 0) {
+        eddy_promise_fail(d->p, rc);
+        dgram_bind_free(d);
+    }
+    return f;
+}
+
+eddy_future_t *eddy_bootstrap_bind(eddy_bootstrap_t *b, const char *host, uint16_t port)
+{
+    return dgram_bind(b, host, port, NULL);
+}
+
+eddy_future_t *eddy_bootstrap_bind_unix(eddy_bootstrap_t *b, const char *path)
+{
+    eddy_addr_t a;
+    if (path == NULL || eddy_addr_unix(&a, path) != 0) {
+        return failed_future(EDDY_EINVAL);
+    }
+    return dgram_bind(b, NULL, 0, &a);
 }

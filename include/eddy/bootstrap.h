@@ -201,6 +201,37 @@ EDDY_EXTERN eddy_future_t *eddy_bootstrap_connect(eddy_bootstrap_t *b, const cha
 /** Connect to a Unix socket path: as connect. */
 EDDY_EXTERN eddy_future_t *eddy_bootstrap_connect_unix(eddy_bootstrap_t *b, const char *path);
 
+/**
+ * Datagram mode (Netty's Bootstrap with a DatagramChannel; datagram.h): on, the bootstrap
+ * makes datagram channels. connect then makes a connected datagram channel to host:port (the
+ * addresses tried in turn until a socket connects: UDP has no handshake, so that is at once),
+ * and bind (below) makes unconnected ones. Off (the default): stream channels, and bind
+ * fails with EDDY_EINVAL. 0.
+ */
+EDDY_EXTERN int eddy_bootstrap_datagram(eddy_bootstrap_t *b, bool on);
+
+/**
+ * SO_REUSEPORT for datagram binds (on: true): bind makes one channel per loop of the group,
+ * all on the same port, and the kernel spreads senders over them, so that every loop serves
+ * the port. The future completes once all are bound, with the first as its channel; closing
+ * that channel closes the others. 0, or EDDY_ENOTSUP without SO_REUSEPORT.
+ */
+EDDY_EXTERN int eddy_bootstrap_reuseport(eddy_bootstrap_t *b, bool on);
+
+/**
+ * In datagram mode: a datagram channel bound to host:port (host: a numeric address, or a name
+ * resolved on a helper thread, the first address used; NULL or "": 0.0.0.0; port 0: an
+ * ephemeral port), its handlers added by init before it reads. Returns a future the caller
+ * releases; it completes with the channel (eddy_future_channel; valid while the future is
+ * held) or fails with EDDY_EINVAL (not in datagram mode, or no group: one EDDY_LOG_ERROR
+ * message), EDDY_ENOENT (unknown host), EDDY_EADDRINUSE... NULL only without memory. Any
+ * thread.
+ */
+EDDY_EXTERN eddy_future_t *eddy_bootstrap_bind(eddy_bootstrap_t *b, const char *host,
+                                               uint16_t port);
+/** Bind a Unix datagram socket to path (an existing file is not removed): as bind. */
+EDDY_EXTERN eddy_future_t *eddy_bootstrap_bind_unix(eddy_bootstrap_t *b, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

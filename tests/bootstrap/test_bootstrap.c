@@ -866,6 +866,88 @@ static void test_unix_socket_bind_and_connect(void **state)
     group_finish(g);
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Datagram mode
+ */
+
+static _Atomic int dgram_reads[2];
+
+/* Echo each packet back, counting per loop. */
+static void dgram_echo_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    eddy_datagram_t *d = eddy_datagram_of(msg);
+    assert_non_null(d);
+    atomic_fetch_add(&dgram_reads[eddy_loop_index(eddy_channel_loop(eddy_ctx_channel(ctx)))], 1);
+    eddy_datagram_t *r = eddy_datagram_reply(d, eddy_datagram_take_content(d));
+    eddy_datagram_release(d);
+    eddy_ctx_write_and_flush(ctx, eddy_datagram_msg(r), NULL);
+}
+
+static const eddy_handler_ops_t dgram_echo_ops = {.name = "echo", .channel_read = dgram_echo_read};
+
+static int init_dgram_echo(eddy_channel_t *ch, void *arg)
+{
+    (void)arg;
+    return eddy_pipeline_add_last(eddy_channel_pipeline(ch), "echo", &dgram_echo_ops, NULL, NULL);
+}
+
+/* A datagram bind with SO_REUSEPORT serves one port from both loops; closing the first
+ * channel closes the other; a connect in datagram mode makes a connected channel. */
+static void test_datagram_bind_reuseport_and_connect(void **state)
+{
+    (void)state;
+    eddy_loop_group_t *g = group_new(2);
+    eddy_bootstrap_t *b = eddy_bootstrap_new();
+    assert_int_equal(eddy_bootstrap_group(b, g), 0);
+    eddy_bootstrap_init(b, init_dgram_echo, NULL);
+    /* Not in datagram mode yet: bind is refused. */
+    assert_int_equal(await_error(eddy_bootstrap_bind(b, "127.0.0.1", 0), DEADLINE_MS),
+                     EDDY_EINVAL);
+    assert_int_equal(eddy_bootstrap_datagram(b, true), 0);
+    assert_int_equal(eddy_bootstrap_reuseport(b, true), 0);
+    eddy_channel_t *ch = await_channel(eddy_bootstrap_bind(b, "127.0.0.1", 0));
+    assert_true(eddy_channel_is_datagram(ch));
+    uint16_t port = port_of(ch);
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons(port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    char in[16];
+    for (int i = 0; i < 64; i++) {
+        int fd = socket(AF_INET, SOCK_DGRAM, 0);
+        struct timeval tv = {DEADLINE_MS / 1000, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        assert_int_equal(sendto(fd, "ping", 4, 0, (struct sockaddr *)&to, sizeof(to)), 4);
+        assert_int_equal(recv(fd, in, sizeof(in), 0), 4);
+        close(fd);
+    }
+    assert_true(atomic_load(&dgram_reads[0]) > 0 && atomic_load(&dgram_reads[1]) > 0);
+
+    /* A connected datagram channel through the same bootstrap, to the bound port. */
+    eddy_bootstrap_t *cb = eddy_bootstrap_new();
+    eddy_bootstrap_group(cb, g);
+    eddy_bootstrap_datagram(cb, true);
+    eddy_bootstrap_init(cb, init_rx, &(rx_t){0});
+    eddy_channel_t *client = await_channel(eddy_bootstrap_connect(cb, "127.0.0.1", port));
+    assert_int_equal(eddy_addr_port(eddy_channel_remote_addr(client)), port);
+    close_channel(client);
+    eddy_bootstrap_free(cb);
+
+    close_channel(ch);
+    /* Both sockets closed: the port binds again without SO_REUSEPORT. */
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    bool bound = false;
+    for (int64_t until = now_ms() + DEADLINE_MS; !bound && now_ms() < until;) {
+        bound = bind(fd, (struct sockaddr *)&to, sizeof(to)) == 0;
+        if (!bound) {
+            usleep(1000);
+        }
+    }
+    assert_true(bound);
+    close(fd);
+    eddy_bootstrap_free(b);
+    group_finish(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -888,6 +970,7 @@ int main(void)
         cmocka_unit_test(test_reconnect_on_close_replaces_a_lost_connection),
         cmocka_unit_test(test_connect_timeout_is_honoured),
         cmocka_unit_test(test_unix_socket_bind_and_connect),
+        cmocka_unit_test(test_datagram_bind_reuseport_and_connect),
     };
     return cmocka_run_group_tests_name("bootstrap.bootstrap", tests, NULL, NULL);
 }
