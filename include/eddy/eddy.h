@@ -17,6 +17,7 @@
 #include <eddy/tls.h>
 #include <eddy/http.h>
 #include <eddy/resp.h>
+#include <eddy/dns.h>
 #include <eddy/bootstrap.h>
 
 #endif /* EDDY_EDDY_H */

@@ -6,5 +6,6 @@ list(APPEND EDDY_SOURCES
     pipeline/codec/fixed_length.c
     pipeline/codec/length_field.c
     pipeline/codec/packet.c)
+include(${CMAKE_CURRENT_LIST_DIR}/dns/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/http/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/resp/sources.cmake)
