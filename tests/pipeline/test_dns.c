@@ -76,7 +76,8 @@ static void render_rdata(const eddy_dns_msg_t *m, const eddy_dns_rr_t *rr, char 
             v[k] = (uint32_t)p[4 * k] << 24 | (uint32_t)p[4 * k + 1] << 16 |
                    (uint32_t)p[4 * k + 2] << 8 | p[4 * k + 3];
         }
-        snprintf(out, cap, "%s %s %u %u %u %u %u", t1, t2, v[0], v[1], v[2], v[3], v[4]);
+        int w = snprintf(out, cap, "%s %s %u %u %u %u %u", t1, t2, v[0], v[1], v[2], v[3], v[4]);
+        assert_true(w > 0 && (size_t)w < cap);
         return;
     }
     case EDDY_DNS_TYPE_TXT: {
