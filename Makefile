@@ -59,7 +59,8 @@ bench:
 	@$(MAKE) --no-print-directory build
 	@bash bench/run.sh build/release
 
-# libFuzzer on the HTTP and RESP decoders (clang, ASan, UBSan), FUZZ_SECONDS per target.
+# libFuzzer on the HTTP and RESP decoders and the DNS answerer (clang, ASan, UBSan),
+# FUZZ_SECONDS per target.
 FUZZ_SECONDS ?= 60
 fuzz:
 	@bash scripts/deps.sh --fuzz
@@ -67,7 +68,8 @@ fuzz:
 		-DEDDY_BUILD_FUZZ=ON -DEDDY_BUILD_EXAMPLES=OFF -DEDDY_BUILD_BENCH=OFF -DEDDY_WERROR=OFF \
 		-DCMAKE_C_FLAGS="-O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
 		-fno-sanitize-recover=undefined" >/dev/null
-	@cmake --build build/fuzz -j $(JOBS) --target fuzz_http fuzz_resp fuzz_store fuzz_frame
+	@cmake --build build/fuzz -j $(JOBS) --target fuzz_http fuzz_resp fuzz_store fuzz_frame \
+		fuzz_dns
 	@bash fuzz/run.sh build/fuzz $(FUZZ_SECONDS)
 
 # A Release build of the library alone (no tests, benchmarks or examples, so none of their
