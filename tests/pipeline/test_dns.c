@@ -316,6 +316,16 @@ static void test_dns_zone_errors_name_their_line(void **state)
     assert_int_equal(eddy_dns_zone_parse(&z, rel, strlen(rel), NULL, err, sizeof(err)),
                      EDDY_EDECODE);
     assert_string_equal(err, "line 1: relative name \"a\" with no origin ($ORIGIN)");
+    const char nul[] = SOA_LINE "a 60 A 192.0.2.1\0junk\n";
+    assert_int_equal(
+        eddy_dns_zone_parse(&z, nul, sizeof(nul) - 1, "example.test", err, sizeof(err)),
+        EDDY_EDECODE);
+    assert_string_equal(err, "line 2: a NUL byte");
+    const char *quoted_lines = SOA_LINE "a TXT \"x\\\ny\"\n";
+    assert_int_equal(eddy_dns_zone_parse(&z, quoted_lines, strlen(quoted_lines), "example.test",
+                                         err, sizeof(err)),
+                     EDDY_EDECODE);
+    assert_string_equal(err, "line 2: unterminated quoted string");
     assert_int_equal(eddy_dns_zone_load(&z, "/nonexistent/zone", err, sizeof(err)), EDDY_ENOENT);
     assert_null(z);
 }

@@ -175,7 +175,12 @@ static int next_entry(loader_t *L)
             if (c == '"') {
                 size_t start = ++L->pos;
                 while (L->pos < L->len && L->text[L->pos] != '"' && L->text[L->pos] != '\n') {
-                    L->pos += L->text[L->pos] == '\\' && L->pos + 1 < L->len ? 2 : 1;
+                    /* A backslash keeps the next character in the string; a newline ends
+                     * it anyway (strings do not span lines). */
+                    L->pos += L->text[L->pos] == '\\' && L->pos + 1 < L->len &&
+                                      L->text[L->pos + 1] != '\n'
+                                  ? 2
+                                  : 1;
                 }
                 if (L->pos >= L->len || L->text[L->pos] != '"') {
                     return fail(L, L->line, "unterminated quoted string");
@@ -893,6 +898,15 @@ static int zone_parse(eddy_dns_zone_t **out, const char *text, size_t len, const
         for (size_t i = 0; i < L->origin_len; i++) {
             L->origin[i] = eddy__dns_lower(L->origin[i]);
         }
+    }
+    /* Fields become C strings for inet_pton() and the name parser: a NUL would cut them. */
+    const char *nul = rc == 0 ? memchr(text, '\0', len) : NULL;
+    if (nul != NULL) {
+        unsigned line = 1;
+        for (const char *p = text; p < nul; p++) {
+            line += *p == '\n';
+        }
+        rc = fail(L, line, "a NUL byte");
     }
     while (rc == 0) {
         rc = next_entry(L);
