@@ -1,5 +1,6 @@
 list(APPEND EDDY_SOURCES
     pipeline/channel.c
+    pipeline/channel_group.c
     pipeline/datagram.c
     pipeline/embedded.c
     pipeline/handlers.c

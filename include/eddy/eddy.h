@@ -10,6 +10,7 @@
 #include <eddy/loop.h>
 #include <eddy/carrier.h>
 #include <eddy/channel.h>
+#include <eddy/channel_group.h>
 #include <eddy/datagram.h>
 #include <eddy/pipeline.h>
 #include <eddy/codec.h>

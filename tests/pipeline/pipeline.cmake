@@ -20,3 +20,5 @@ eddy_add_poller_runs(pipeline.datagram COMMAND pipeline_test_datagram TIMEOUT 12
     URING_LABELS concurrency)
 # Multicast, in a network namespace the test makes (skips where it cannot).
 eddy_add_test(pipeline multicast LABELS concurrency)
+# Channel groups: broadcast without copies, members that do not keep up.
+eddy_add_test(pipeline channel_group LABELS concurrency)

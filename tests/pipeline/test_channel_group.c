@@ -1,0 +1,267 @@
+/*
+ * Channel groups (pipeline/channel_group.c): members forgotten as they close; a broadcast
+ * shares one buffer's bytes among every member (no copy) with one future for all; the
+ * policies for members that do not keep up (skip, close) on real sockets against a client
+ * that stops reading; matchers; flush and close of all; a group freed while its members live
+ * on. Bounded in time; closes what it opened.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <eddy/buffer.h>
+#include <eddy/channel.h>
+#include <eddy/channel_group.h>
+#include <eddy/pipeline.h>
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define DEADLINE_MS 10000
+
+#include "support/wait_util.h"
+#include "support/socket_util.h"
+
+static eddy_buf_t *text_buf(const char *s)
+{
+    size_t n = strlen(s);
+    eddy_buf_t *b = eddy_buf_alloc(eddy_allocator_default(), n, n);
+    assert_non_null(b);
+    eddy_buf_write_bytes(b, s, n);
+    return b;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * On embedded channels: what each member gets
+ */
+
+/* One broadcast to three members: each gets its own view of the same bytes; the future
+ * completes once all three writes did; nothing was copied. */
+static void broadcast_shares_the_bytes(void **state)
+{
+    (void)state;
+    eddy_channel_group_t *g = eddy_channel_group_new("test");
+    eddy_channel_t *ch[3];
+    for (int i = 0; i < 3; i++) {
+        ch[i] = eddy_embedded_channel_new();
+        assert_int_equal(eddy_channel_group_add(g, ch[i]), 0);
+    }
+    assert_int_equal(eddy_channel_group_add(g, ch[0]), EDDY_EEXIST);
+    assert_int_equal(eddy_channel_group_size(g), 3);
+    eddy_buf_t *b = text_buf("hello, all");
+    const uint8_t *bytes = eddy_buf_read_ptr(b);
+    eddy_future_t *f = eddy_channel_group_write(g, eddy_buf_msg(b), NULL, NULL, true);
+    assert_non_null(f);
+    for (int i = 0; i < 3; i++) {
+        eddy_embedded_run_pending(ch[i]); /* the member's write travels as a task */
+        eddy_msg_t *m = eddy_embedded_read_outbound(ch[i]);
+        assert_non_null(m);
+        eddy_buf_t *got = eddy_buf_of(m);
+        assert_int_equal(eddy_buf_readable(got), 10);
+        assert_ptr_equal(eddy_buf_read_ptr(got), bytes); /* the same memory: no copy */
+        eddy_msg_release(m);
+    }
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(f), 0);
+    eddy_future_release(f);
+    eddy_group_counters_t c;
+    eddy_channel_group_counters(g, &c);
+    assert_int_equal(c.written, 3);
+    assert_int_equal(c.members, 3);
+
+    /* A second broadcast, drained. */
+    f = eddy_channel_group_write(g, eddy_buf_msg(text_buf("x")), NULL, NULL, true);
+    eddy_future_release(f);
+    for (int i = 0; i < 3; i++) {
+        eddy_embedded_run_pending(ch[i]);
+        eddy_msg_release(eddy_embedded_read_outbound(ch[i]));
+    }
+
+    /* Closing a member takes it out of the group. */
+    eddy_channel_close(ch[1], NULL);
+    eddy_embedded_run_pending(ch[1]);
+    WAIT_FOR(eddy_channel_group_size(g) == 2);
+    assert_false(eddy_channel_group_contains(g, ch[1]));
+    assert_true(eddy_channel_group_remove(g, ch[2]));
+    assert_false(eddy_channel_group_remove(g, ch[2]));
+    assert_int_equal(eddy_channel_group_size(g), 1);
+    eddy_channel_group_free(g); /* ch[0] stays open */
+    assert_true(eddy_channel_is_open(ch[0]));
+    for (int i = 0; i < 3; i++) {
+        eddy_embedded_finish(ch[i]);
+    }
+}
+
+static bool only_first(eddy_channel_t *ch, void *arg)
+{
+    return ch == arg;
+}
+
+/* Matchers pick members; close of all closes them and completes once all closed; a closed
+ * channel is refused. */
+static void matcher_and_close_all(void **state)
+{
+    (void)state;
+    eddy_channel_group_t *g = eddy_channel_group_new(NULL);
+    eddy_channel_t *a = eddy_embedded_channel_new(), *b = eddy_embedded_channel_new();
+    eddy_channel_group_add(g, a);
+    eddy_channel_group_add(g, b);
+    eddy_future_t *f = eddy_channel_group_write(g, eddy_buf_msg(text_buf("only a")), only_first,
+                                                a, true);
+    eddy_embedded_run_pending(a);
+    eddy_embedded_run_pending(b);
+    eddy_msg_t *m = eddy_embedded_read_outbound(a);
+    assert_non_null(m);
+    eddy_msg_release(m);
+    assert_null(eddy_embedded_read_outbound(b));
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    eddy_future_release(f);
+
+    f = eddy_channel_group_close(g, NULL, NULL);
+    eddy_embedded_run_pending(a);
+    eddy_embedded_run_pending(b);
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(f), 0);
+    eddy_future_release(f);
+    assert_false(eddy_channel_is_open(a));
+    WAIT_FOR(eddy_channel_group_size(g) == 0);
+    assert_int_equal(eddy_channel_group_add(g, a), EDDY_ECLOSED);
+    /* An empty group's operations complete at once. */
+    f = eddy_channel_group_write(g, eddy_buf_msg(text_buf("nobody")), NULL, NULL, true);
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(f), 0);
+    eddy_future_release(f);
+    eddy_channel_group_free(g);
+    eddy_embedded_finish(a);
+    eddy_embedded_finish(b);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * On real sockets: members that do not keep up
+ */
+
+typedef struct server_s {
+    eddy_loop_group_t *loops;
+    eddy_channel_t *listener;
+    eddy_channel_group_t *g;
+    eddy_addr_t addr;
+    _Atomic int accepted;
+} server_t;
+
+static int init_child(eddy_channel_t *ch, void *arg)
+{
+    server_t *s = arg;
+    int err = eddy_channel_group_add(s->g, ch);
+    atomic_fetch_add(&s->accepted, 1);
+    return err;
+}
+
+static void server_start(server_t *s, eddy_group_policy_t policy)
+{
+    s->loops = eddy_loop_group_new(2, NULL);
+    s->g = eddy_channel_group_new("srv");
+    eddy_channel_group_set_policy(s->g, policy);
+    eddy_channel_config_t cc;
+    eddy_channel_config_init(&cc);
+    eddy_channel_config_set(&cc, EDDY_SO_SNDBUF, 8192);
+    eddy_channel_config_set(&cc, EDDY_WRITE_BUFFER_HIGH_WATER_MARK, 64 * 1024);
+    eddy_channel_config_set(&cc, EDDY_WRITE_BUFFER_LOW_WATER_MARK, 16 * 1024);
+    eddy_listen_options_t o = {.loop = eddy_loop_group_next(s->loops),
+                               .children = s->loops,
+                               .child_init = init_child,
+                               .child_arg = s,
+                               .child_config = &cc};
+    eddy_addr_t a;
+    eddy_addr_ip(&a, "127.0.0.1", 0);
+    eddy_future_t *f = eddy_channel_listen(&a, &o);
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(f), 0);
+    s->listener = eddy_channel_retain(eddy_future_channel(f));
+    eddy_future_release(f);
+    s->addr = *eddy_channel_local_addr(s->listener);
+}
+
+static void server_stop(server_t *s)
+{
+    eddy_channel_close(s->listener, NULL);
+    eddy_future_await(eddy_channel_close_future(s->listener), DEADLINE_MS);
+    eddy_channel_release(s->listener);
+    eddy_future_t *f = eddy_channel_group_close(s->g, NULL, NULL);
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    eddy_future_release(f);
+    eddy_channel_group_free(s->g);
+    eddy_future_t *t = eddy_loop_group_shutdown_gracefully(s->loops, 0, 2000);
+    assert_int_equal(eddy_future_await(t, DEADLINE_MS), 0);
+    assert_int_equal(eddy_loop_group_free(s->loops), 0);
+}
+
+/* Connect a reader (*fast) and a client that never reads (*slow, a small receive buffer),
+ * then broadcast 64 KiB messages 64 times (4 MiB each); the reader drains what it is sent. */
+static void broadcast_while_one_stalls(server_t *s, int *fast, int *slow)
+{
+    *fast = client_connect(&s->addr);
+    *slow = client_connect(&s->addr);
+    int rcv = 4096;
+    setsockopt(*slow, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+    WAIT_FOR(eddy_channel_group_size(s->g) == 2);
+    char *chunk = malloc(65536);
+    memset(chunk, 'b', 65536);
+    char *sink = malloc(65536);
+    for (int i = 0; i < 64; i++) {
+        eddy_buf_t *b = eddy_buf_alloc(eddy_allocator_default(), 65536, 65536);
+        eddy_buf_write_bytes(b, chunk, 65536);
+        eddy_future_t *f = eddy_channel_group_write(s->g, eddy_buf_msg(b), NULL, NULL, true);
+        eddy_future_release(f);
+        recv_all(*fast, sink, 65536);
+    }
+    free(chunk);
+    free(sink);
+}
+
+static void slow_member_skipped(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    server_start(&s, EDDY_GROUP_SKIP_UNWRITABLE);
+    int fast, slow;
+    broadcast_while_one_stalls(&s, &fast, &slow);
+    eddy_group_counters_t c;
+    eddy_channel_group_counters(s.g, &c);
+    assert_true(c.skipped > 0);     /* the slow one was left out... */
+    assert_int_equal(c.members, 2); /* ...but stays a member */
+    assert_int_equal(c.closed, 0);
+    close(fast);
+    close(slow);
+    server_stop(&s);
+}
+
+static void slow_member_closed(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    server_start(&s, EDDY_GROUP_CLOSE_UNWRITABLE);
+    int fast, slow;
+    broadcast_while_one_stalls(&s, &fast, &slow);
+    eddy_group_counters_t c;
+    WAIT_FOR((eddy_channel_group_counters(s.g, &c), c.members == 1));
+    assert_int_equal(c.closed, 1);
+    close(fast);
+    close(slow);
+    server_stop(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(broadcast_shares_the_bytes),
+        cmocka_unit_test(matcher_and_close_all),
+        cmocka_unit_test(slow_member_skipped),
+        cmocka_unit_test(slow_member_closed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
