@@ -24,6 +24,7 @@ PACKAGES=(
     python3             # tests/examples/hostile.py, the hostile clients
     redis-tools         # redis-cli and redis-benchmark: the RESP server's tests and benchmark
     valgrind            # examples.echo_valgrind runs eddy-echo-server under memcheck
+    zlib1g-dev          # WebSocket permessage-deflate
 )
 
 BENCH_PACKAGES=(
