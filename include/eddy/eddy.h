@@ -19,6 +19,7 @@
 #include <eddy/http.h>
 #include <eddy/resp.h>
 #include <eddy/dns.h>
+#include <eddy/websocket.h>
 #include <eddy/bootstrap.h>
 
 #endif /* EDDY_EDDY_H */

@@ -9,3 +9,4 @@ list(APPEND EDDY_SOURCES
 include(${CMAKE_CURRENT_LIST_DIR}/dns/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/http/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/resp/sources.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/ws/sources.cmake)
