@@ -216,10 +216,13 @@ static void fail(eddy_ctx_t *ctx, ws_deflate_t *s, eddy_ws_frame_t *f, int code)
 {
     eddy_msg_release(&f->_msg);
     s->failed = true;
-    eddy__ws_fail(ctx, code);
+    eddy_ws_frame_t *c = eddy_ws_close_frame(code, NULL);
+    if (c != NULL) {
+        eddy_ctx_write_and_flush(ctx, &c->_msg, NULL);
+    }
+    eddy_ctx_fire_exception(ctx, code == EDDY_WS_CLOSE_TOO_BIG ? EDDY_ETOOLONGFRAME : EDDY_EDECODE);
     if (!eddy_ctx_is_removed(ctx)) {
-        eddy_ctx_fire_exception(ctx,
-                                code == EDDY_WS_CLOSE_TOO_BIG ? EDDY_ETOOLONGFRAME : EDDY_EDECODE);
+        eddy_ctx_close_after_flush(ctx, NULL);
     }
 }
 
@@ -266,12 +269,12 @@ static void deflate_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 {
     ws_deflate_t *s = eddy_ctx_state(ctx);
     eddy_ws_frame_t *f = eddy_ws_frame_of(msg);
-    if (f == NULL || (f->opcode & 0x8) != 0) {
-        eddy_ctx_fire_channel_read(ctx, msg);
+    if (f != NULL && s->failed) {
+        eddy_msg_release(msg); /* we failed the connection: nothing more goes on */
         return;
     }
-    if (s->failed) {
-        eddy_msg_release(msg);
+    if (f == NULL || (f->opcode & 0x8) != 0) {
+        eddy_ctx_fire_channel_read(ctx, msg);
         return;
     }
     if (f->opcode != EDDY_WS_CONTINUATION) {

@@ -67,8 +67,4 @@ typedef struct eddy__ws_conf_s {
 int eddy__ws_conf_copy(eddy__ws_conf_t *dst, const eddy_ws_config_t *src);
 void eddy__ws_conf_free(eddy__ws_conf_t *c);
 
-/* Write a close frame with code (and no reason) from ctx toward the head, flush, and close
- * after the flush. */
-void eddy__ws_fail(eddy_ctx_t *ctx, int code);
-
 #endif /* EDDY_PIPELINE_CODEC_WS_INTERNAL_H */
