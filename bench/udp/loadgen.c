@@ -1,0 +1,496 @@
+/*
+ * bench_udp_loadgen: the load generator of bench/udp (run.sh drives it against each UDP echo
+ * server in turn). One thread, epoll, non-blocking connected UDP sockets.
+ *
+ * N sockets, each keeping a window of W datagrams of S bytes in flight: each datagram holds
+ * its socket, its slot in the window and a sequence number, then a pseudo-random pattern
+ * chosen by that number, so a wrong, crossed or truncated echo fails the run. Whenever an
+ * echo comes back, its slot sends the next datagram; the replacements of one receive batch
+ * (recvmmsg, up to 64) go out together, as one UDP_SEGMENT send (GSO: one trip through the
+ * stack, the kernel cuts it into datagrams; --no-gso or a kernel without it: sendmmsg). A
+ * datagram not echoed within --timeout-ms is counted lost and its slot sends a new one, so a
+ * lossy run slows down but never stalls; an echo that comes back after that is counted late
+ * and ignored. Latency is from send to echo, in a log-linear histogram (about 3% resolution).
+ *
+ * With --pid P, the server's CPU time (utime + stime of /proc/P/stat, all threads) is read at
+ * the start and end of the measured window, giving CPU time per echoed datagram, and its peak
+ * resident memory (VmHWM of /proc/P/status) at the end.
+ *
+ *   bench_udp_loadgen [--host A] [--port N] [--sockets N] [--window W] [--size S]
+ *                     [--seconds T] [--warmup W] [--timeout-ms MS] [--no-gso] [--cpu N]
+ *                     [--pid P]
+ *
+ * Prints one line: {"loadgen":"udp",...,"pkts_per_s":...,"lost":...,"p50_us":...,
+ * "p99_us":...,"cpu_ns_per_pkt":...,"client_cpu_util":...}. Exit status 1 on a wrong echo or
+ * when nothing came back.
+ */
+#include "support/bench_util.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103 /* linux/udp.h, Linux 4.18 */
+#endif
+
+#define MAX_SOCKS 1024
+#define MAX_WINDOW 1024
+#define MAX_SIZE 2048    /* what the servers echo */
+#define HDR_SIZE 16      /* socket (4), slot (4), sequence (8) */
+#define BATCH 64         /* datagrams per recvmmsg, and per send */
+#define GSO_BYTES 65000  /* at most this much in one UDP_SEGMENT send (64 KiB minus headers) */
+#define PAT_PERIOD 65521 /* a prime, so patterns of different numbers do not line up */
+#define SCAN_NS 10000000 /* look for lost datagrams every 10 ms */
+
+/* Latency histogram: values below 64 ns exact, then 32 buckets per power of two. */
+#define HIST_SUB_BITS 5
+#define HIST_BUCKETS (64 + 58 * 32)
+
+typedef struct sock_s {
+    int fd;
+    uint64_t *seq;     /* per slot: the number in flight */
+    uint64_t *sent_ns; /* per slot: when it went */
+} sock_t;
+
+static const char *host = "127.0.0.1";
+static int port = 8008;
+static int nsocks = 8;
+static int window = 32;
+static int size = 64;
+static double seconds = 2;
+static double warmup = 0.5;
+static int timeout_ms = 100;
+static bool gso = true;
+static int cpu = -1;
+static long server_pid = -1;
+
+static uint8_t *pattern; /* PAT_PERIOD + MAX_SIZE bytes */
+static uint64_t hist[HIST_BUCKETS];
+static uint64_t done, lost, late, send_fails;
+static bool measuring;
+static uint64_t next_seq = 1;
+
+/* Send and receive buffers, shared by the sockets: one socket's batch at a time. */
+static uint8_t txbuf[BATCH * MAX_SIZE];
+static struct mmsghdr txmsgs[BATCH];
+static struct iovec txiovs[BATCH];
+static uint8_t rxbuf[BATCH][MAX_SIZE];
+static struct mmsghdr rxmsgs[BATCH];
+static struct iovec rxiovs[BATCH];
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_udp_loadgen: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static void fail(const char *what)
+{
+    fprintf(stderr, "bench_udp_loadgen: %s\n", what);
+    exit(1);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* utime + stime of the server in seconds (all its threads), or -1. */
+static double server_cpu_s(void)
+{
+    if (server_pid < 0)
+        return -1;
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", server_pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* The command name may hold spaces and parentheses: fields count from the last ')'. */
+    const char *p = strrchr(buf, ')');
+    unsigned long long utime = 0, stime = 0;
+    if (p == NULL || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+                            &stime) != 2)
+        return -1;
+    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* VmHWM of the server in KiB, or -1. */
+static long server_hwm_kb(void)
+{
+    if (server_pid < 0)
+        return -1;
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%ld/status", server_pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    long kb = -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, "VmHWM:", 6) == 0) {
+            kb = atol(line + 6);
+            break;
+        }
+    }
+    fclose(f);
+    return kb;
+}
+
+static int hist_index(uint64_t v)
+{
+    if (v < 64)
+        return (int)v;
+    int e = 63 - __builtin_clzll(v);
+    return 64 + (e - 6) * 32 + (int)((v >> (e - HIST_SUB_BITS)) & 31);
+}
+
+/* The middle of bucket i, in ns. */
+static double hist_value(int i)
+{
+    if (i < 64)
+        return i;
+    int e = (i - 64) / 32 + 6, sub = (i - 64) % 32;
+    double lo = (double)((uint64_t)(32 + sub) << (e - HIST_SUB_BITS));
+    return lo + (double)(1ull << (e - HIST_SUB_BITS)) / 2;
+}
+
+static double hist_quantile(double q)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < HIST_BUCKETS; i++)
+        total += hist[i];
+    if (total == 0)
+        return 0;
+    uint64_t rank = (uint64_t)(q * (double)total), seen = 0;
+    for (int i = 0; i < HIST_BUCKETS; i++) {
+        seen += hist[i];
+        if (seen > rank)
+            return hist_value(i);
+    }
+    return hist_value(HIST_BUCKETS - 1);
+}
+
+/* The pattern bytes of datagram number seq. */
+static const uint8_t *payload_of(uint64_t seq)
+{
+    return pattern + (seq * 7919) % PAT_PERIOD;
+}
+
+/* Writes datagram (sock, slot, seq) into out. */
+static void fill(uint8_t *out, uint32_t sock, uint32_t slot, uint64_t seq)
+{
+    memcpy(out, &sock, 4);
+    memcpy(out + 4, &slot, 4);
+    memcpy(out + 8, &seq, 8);
+    memcpy(out + HDR_SIZE, payload_of(seq), (size_t)size - HDR_SIZE);
+}
+
+/* Sends txbuf's n datagrams on s: as UDP_SEGMENT sends while the kernel takes them, else
+ * with sendmmsg. A datagram the socket will not take now (EAGAIN) stays in its slot
+ * unanswered: the timeout sends another. */
+static void send_queued(sock_t *s, unsigned n)
+{
+    unsigned off = 0;
+    unsigned per_send = GSO_BYTES / (unsigned)size < BATCH ? GSO_BYTES / (unsigned)size : BATCH;
+    while (gso && off < n && n - off > 1) {
+        unsigned k = n - off < per_send ? n - off : per_send;
+        struct iovec iov = {.iov_base = txbuf + (size_t)off * (size_t)size,
+                            .iov_len = (size_t)k * (size_t)size};
+        union {
+            char buf[CMSG_SPACE(sizeof(uint16_t))];
+            struct cmsghdr align;
+        } ctl;
+        memset(&ctl, 0, sizeof(ctl));
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl.buf,
+                            .msg_controllen = sizeof(ctl.buf)};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_UDP;
+        cm->cmsg_type = UDP_SEGMENT;
+        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        uint16_t seg = (uint16_t)size;
+        memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+        if (sendmsg(s->fd, &mh, 0) >= 0) {
+            off += k;
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+            send_fails += n - off;
+            return;
+        } else if (errno != EINTR) {
+            gso = false; /* EIO, EINVAL: the kernel or device cannot segment; send one by one */
+        }
+    }
+    for (unsigned i = 0; i < n - off; i++) {
+        txiovs[i] = (struct iovec){.iov_base = txbuf + (size_t)(off + i) * (size_t)size,
+                                   .iov_len = (size_t)size};
+        txmsgs[i].msg_hdr = (struct msghdr){.msg_iov = &txiovs[i], .msg_iovlen = 1};
+    }
+    unsigned left = n - off, sent = 0;
+    while (sent < left) {
+        int k = sendmmsg(s->fd, txmsgs + sent, left - sent, 0);
+        if (k > 0) {
+            sent += (unsigned)k;
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+            send_fails += left - sent;
+            return;
+        } else if (errno == ECONNREFUSED) {
+            continue; /* an ICMP error for an earlier datagram (the server gone?): go on */
+        } else if (errno != EINTR) {
+            die("sendmmsg");
+        }
+    }
+}
+
+/* Queues a new datagram in slot of s at position n of txbuf. */
+static void renew(sock_t *s, uint32_t id, uint32_t slot, unsigned n, uint64_t now)
+{
+    uint64_t seq = next_seq++;
+    s->seq[slot] = seq;
+    s->sent_ns[slot] = now;
+    fill(txbuf + (size_t)n * (size_t)size, id, slot, seq);
+}
+
+/* Reads what came back on socket id, checks it, and sends the replacements. */
+static void on_readable(sock_t *socks, uint32_t id)
+{
+    sock_t *s = &socks[id];
+    for (int batch = 0; batch < 4; batch++) {
+        for (int i = 0; i < BATCH; i++)
+            rxiovs[i].iov_len = MAX_SIZE;
+        int n = recvmmsg(s->fd, rxmsgs, BATCH, 0, NULL);
+        if (n <= 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNREFUSED)
+                return;
+            die("recvmmsg");
+        }
+        uint64_t now = now_ns();
+        unsigned q = 0;
+        for (int i = 0; i < n; i++) {
+            const uint8_t *p = rxbuf[i];
+            uint32_t sock, slot;
+            uint64_t seq;
+            if (rxmsgs[i].msg_len != (unsigned)size)
+                fail("an echo of the wrong length came back");
+            memcpy(&sock, p, 4);
+            memcpy(&slot, p + 4, 4);
+            memcpy(&seq, p + 8, 8);
+            if (sock != id || slot >= (uint32_t)window)
+                fail("an echo came back on the wrong socket or names no slot");
+            if (memcmp(p + HDR_SIZE, payload_of(seq), (size_t)size - HDR_SIZE) != 0)
+                fail("a wrong byte was echoed");
+            if (seq != s->seq[slot]) {
+                late += measuring; /* counted lost already, its slot reused */
+                continue;
+            }
+            if (measuring) {
+                done++;
+                hist[hist_index(now - s->sent_ns[slot])]++;
+            }
+            renew(s, id, slot, q++, now);
+        }
+        if (q > 0)
+            send_queued(s, q);
+        if (n < BATCH)
+            return;
+    }
+}
+
+/* Every slot whose datagram is older than the timeout sends a new one. */
+static void scan_lost(sock_t *socks, uint64_t now)
+{
+    uint64_t limit = (uint64_t)timeout_ms * 1000000u;
+    for (int id = 0; id < nsocks; id++) {
+        sock_t *s = &socks[id];
+        unsigned q = 0;
+        for (int slot = 0; slot < window; slot++) {
+            if (now - s->sent_ns[slot] <= limit)
+                continue;
+            lost += measuring;
+            renew(s, (uint32_t)id, (uint32_t)slot, q++, now);
+            if (q == BATCH) {
+                send_queued(s, q);
+                q = 0;
+            }
+        }
+        if (q > 0)
+            send_queued(s, q);
+    }
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: bench_udp_loadgen [--host A] [--port N] [--sockets N] [--window W] "
+               "[--size S]\n"
+               "                         [--seconds T] [--warmup W] [--timeout-ms MS] "
+               "[--no-gso] [--cpu N] [--pid P]\n");
+}
+
+static void parse_args(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--no-gso") == 0) {
+            gso = false;
+            continue;
+        }
+        if (strcmp(a, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (v == NULL) {
+            usage(stderr);
+            exit(2);
+        }
+        i++;
+        if (strcmp(a, "--host") == 0) {
+            host = v;
+        } else if (strcmp(a, "--port") == 0 && atoi(v) > 0 && atoi(v) < 65536) {
+            port = atoi(v);
+        } else if (strcmp(a, "--sockets") == 0 && atoi(v) >= 1 && atoi(v) <= MAX_SOCKS) {
+            nsocks = atoi(v);
+        } else if (strcmp(a, "--window") == 0 && atoi(v) >= 1 && atoi(v) <= MAX_WINDOW) {
+            window = atoi(v);
+        } else if (strcmp(a, "--size") == 0 && atoi(v) >= HDR_SIZE && atoi(v) <= MAX_SIZE) {
+            size = atoi(v);
+        } else if (strcmp(a, "--seconds") == 0 && atof(v) > 0) {
+            seconds = atof(v);
+        } else if (strcmp(a, "--warmup") == 0 && atof(v) >= 0) {
+            warmup = atof(v);
+        } else if (strcmp(a, "--timeout-ms") == 0 && atoi(v) >= 1) {
+            timeout_ms = atoi(v);
+        } else if (strcmp(a, "--cpu") == 0 && atoi(v) >= 0) {
+            cpu = atoi(v);
+        } else if (strcmp(a, "--pid") == 0 && atol(v) > 0) {
+            server_pid = atol(v);
+        } else {
+            usage(stderr);
+            exit(2);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    parse_args(argc, argv);
+    signal(SIGPIPE, SIG_IGN);
+    bench_thread_pin(cpu);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
+        fail("--host must be a numeric IPv4 address");
+
+    pattern = malloc(PAT_PERIOD + MAX_SIZE);
+    sock_t *socks = calloc((size_t)nsocks, sizeof(*socks));
+    uint64_t *slots = calloc((size_t)nsocks * (size_t)window * 2, sizeof(*slots));
+    if (pattern == NULL || socks == NULL || slots == NULL)
+        fail("out of memory");
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < PAT_PERIOD + MAX_SIZE; i++)
+        pattern[i] = i < PAT_PERIOD ? (uint8_t)bench_xorshift64s(&seed) : pattern[i - PAT_PERIOD];
+    for (int i = 0; i < BATCH; i++) {
+        rxiovs[i] = (struct iovec){.iov_base = rxbuf[i], .iov_len = MAX_SIZE};
+        rxmsgs[i].msg_hdr = (struct msghdr){.msg_iov = &rxiovs[i], .msg_iovlen = 1};
+    }
+
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0)
+        die("epoll_create1");
+    uint64_t t0 = now_ns();
+    for (int id = 0; id < nsocks; id++) {
+        sock_t *s = &socks[id];
+        s->seq = slots + (size_t)id * (size_t)window * 2;
+        s->sent_ns = s->seq + window;
+        s->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (s->fd < 0 || connect(s->fd, (const struct sockaddr *)&addr, sizeof(addr)) != 0)
+            die("socket");
+        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)id};
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, s->fd, &ev) != 0)
+            die("epoll_ctl");
+        unsigned q = 0;
+        for (int slot = 0; slot < window; slot++) {
+            renew(s, (uint32_t)id, (uint32_t)slot, q++, t0);
+            if (q == BATCH) {
+                send_queued(s, q);
+                q = 0;
+            }
+        }
+        if (q > 0)
+            send_queued(s, q);
+    }
+
+    uint64_t t_measure = t0 + (uint64_t)(warmup * 1e9);
+    uint64_t t_end = 0, t_begin = 0, t_scan = t0 + SCAN_NS;
+    double cpu_srv0 = -1, cpu_cli0 = 0;
+    struct epoll_event evs[256];
+    for (;;) {
+        uint64_t now = now_ns();
+        if (!measuring && now >= t_measure) {
+            measuring = true;
+            t_begin = now;
+            t_end = now + (uint64_t)(seconds * 1e9);
+            cpu_srv0 = server_cpu_s();
+            cpu_cli0 = process_cpu_s();
+        } else if (measuring && now >= t_end) {
+            break;
+        }
+        if (now >= t_scan) {
+            scan_lost(socks, now);
+            t_scan = now + SCAN_NS;
+        }
+        int n = epoll_wait(ep, evs, 256, 10);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            die("epoll_wait");
+        }
+        for (int k = 0; k < n; k++)
+            on_readable(socks, evs[k].data.u32);
+    }
+    uint64_t t_stop = now_ns();
+    double cpu_srv1 = server_cpu_s();
+    double cpu_cli1 = process_cpu_s();
+    long hwm = server_hwm_kb();
+    for (int id = 0; id < nsocks; id++)
+        close(socks[id].fd);
+    close(ep);
+
+    double secs = (double)(t_stop - t_begin) * 1e-9;
+    double srv = cpu_srv0 >= 0 && cpu_srv1 >= 0 ? cpu_srv1 - cpu_srv0 : -1;
+    printf("{\"loadgen\":\"udp\",\"sockets\":%d,\"window\":%d,\"size\":%d,\"gso\":%s,"
+           "\"seconds\":%.3f,\"pkts\":%llu,\"pkts_per_s\":%.0f,\"mb_per_s\":%.2f,\"lost\":%llu,"
+           "\"late\":%llu,\"send_fails\":%llu,\"p50_us\":%.2f,\"p99_us\":%.2f,"
+           "\"p999_us\":%.2f,\"server_cpu_s\":%.3f,\"cpu_ns_per_pkt\":%.1f,"
+           "\"client_cpu_util\":%.3f,\"server_hwm_kb\":%ld}\n",
+           nsocks, window, size, gso ? "true" : "false", secs, (unsigned long long)done,
+           (double)done / secs, (double)done * size / secs / 1e6, (unsigned long long)lost,
+           (unsigned long long)late, (unsigned long long)send_fails, hist_quantile(0.50) / 1e3,
+           hist_quantile(0.99) / 1e3, hist_quantile(0.999) / 1e3, srv,
+           srv >= 0 && done > 0 ? srv * 1e9 / (double)done : -1, (cpu_cli1 - cpu_cli0) / secs, hwm);
+    free(slots);
+    free(socks);
+    free(pattern);
+    return done > 0 ? 0 : 1;
+}

@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# bench/udp: UDP echo servers side by side: eddy's datagram channel on one loop
+# (udp_server_eddy) and the raw limit (udp_server_raw: epoll, recvmmsg/sendmmsg batches of 64).
+# For each case and round, each server in turn (raw eddy raw eddy ...) is started pinned to
+# one CPU, the load generator runs pinned to another and reads the server's CPU time (utime +
+# stime from /proc/PID/stat) over its measured window, perf (when it can count tracepoints
+# here) counts the server's system calls over the same window, and the server is stopped.
+# udp_report
+# then prints medians, min-max, eddy / raw ratios of packets per second and of packets per
+# server CPU-second (the one judged: target >= 0.9x), one {"bench":"udp",...} line per
+# comparison, and the machine's costs beside them.
+#
+#   bash bench/udp/run.sh BUILD_DIR [--rounds N] [--seconds S] [--warmup S] [--cpu N]
+#                         [--client-cpu N] [--no-pin] [--no-costs] [--cases LIST]
+#                         [--servers LIST] [--sockets N] [--window W] [--idle-channels N]
+#                         [--port N]
+#
+# Cases: 64 and 1200 (datagram bytes; --sockets 8 connected client sockets each keeping
+# --window 32 datagrams in flight, sent as UDP_SEGMENT batches), idle (the server opens
+# --idle-channels 10000 more sockets bound to port 0 beside its echo socket and reports its
+# resident bytes per socket: eddy's datagram channels against raw sockets in an epoll set).
+# Defaults: 5 rounds, 2 s measured after 0.5 s of warm-up, server on CPU 0, load on CPU 1,
+# cases 64,1200,idle, servers raw,eddy (eddy left out with a word when not built). --no-costs:
+# the machine's costs are not measured (a few seconds; the smoke test skips them). --port 0
+# (the default): a base port of this run's own. Other --options (bench/run.sh passes its
+# arguments to every benchmark) are ignored with a word.
+set -euo pipefail
+
+usage() {
+    sed -n '11,14p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2 # the usage lines above
+    exit 2
+}
+[[ $# -ge 1 ]] || usage
+build_dir=$1
+shift
+rounds=5 seconds=2 warmup=0.5 cpu=0 client_cpu=1 pin=1 port=0 costs=1
+cases=64,1200,idle servers=raw,eddy sockets=8 window=32 idle_channels=10000
+while [[ $# -gt 0 ]]; do
+    case $1 in
+    --no-pin | --no-costs)
+        if [[ $1 == --no-pin ]]; then pin=0; else costs=0; fi
+        shift
+        continue
+        ;;
+    esac
+    [[ $# -ge 2 ]] || usage
+    case $1 in
+    --rounds) rounds=$2 ;;
+    --seconds) seconds=$2 ;;
+    --warmup) warmup=$2 ;;
+    --cpu) cpu=$2 ;;
+    --client-cpu) client_cpu=$2 ;;
+    --cases) cases=$2 ;;
+    --servers) servers=$2 ;;
+    --sockets) sockets=$2 ;;
+    --window) window=$2 ;;
+    --idle-channels) idle_channels=$2 ;;
+    --port) port=$2 ;;
+    --*) echo "bench/udp/run.sh: $1 $2 ignored (an option of another benchmark?)" >&2 ;;
+    *) usage ;;
+    esac
+    shift 2
+done
+[[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
+if [[ $port == 0 ]]; then
+    port=$((10000 + ($$ * 37) % 20000)) # below the ephemeral range (32768 and up)
+fi
+
+bin=$build_dir/bench/udp
+loadgen=$bin/bench_udp_loadgen
+for exe in "$loadgen" "$bin/udp_report" "$bin/udp_server_raw"; do
+    if [[ ! -x $exe ]]; then
+        echo "bench/udp/run.sh: $exe is not built" >&2
+        exit 1
+    fi
+done
+
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks, stop_server, cleanup
+
+tmp=$(mktemp -d)
+server_pid=
+trap cleanup EXIT
+
+declare -A exe_of=([raw]=udp_server_raw [eddy]=udp_server_eddy)
+subjects=()
+for s in ${servers//,/ }; do
+    if [[ -z ${exe_of[$s]:-} ]]; then
+        echo "bench/udp/run.sh: unknown server $s (raw, eddy)" >&2
+        exit 2
+    elif [[ -x $bin/${exe_of[$s]} ]]; then
+        subjects+=("$s")
+    else
+        echo "bench/udp/run.sh: $s not built ($bin/${exe_of[$s]}: eddy's datagram channel" \
+            "is not in this tree yet?); left out" >&2
+    fi
+done
+# --idle-channels sockets need as many descriptors in the server.
+if [[ ,$cases, == *,idle,* ]] && (($(ulimit -n) < idle_channels + 100)); then
+    ulimit -n $((idle_channels + 100)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+fi
+: >"$tmp/rounds.txt"
+
+# the number after "key": in a JSON line
+field() {
+    sed -E "s/.*\"$2\":([^,}]*).*/\\1/" <<<"$1"
+}
+
+# Starts server $1 on port $2 (extra arguments after), pinned; sets server_pid once it
+# echoes. Returns 1 when the port is taken (the caller tries another), exits on other failures.
+start_server() {
+    local name=$1 p=$2
+    shift 2
+    local log=$tmp/server.log
+    : >"$log" # here, not in the child: the wait below must not read the last server's log
+    if ((pin)); then
+        taskset -c "$cpu" "$bin/${exe_of[$name]}" --port "$p" --cpu "$cpu" "$@" >"$log" 2>&1 &
+    else
+        "$bin/${exe_of[$name]}" --port "$p" "$@" >"$log" 2>&1 &
+    fi
+    server_pid=$!
+    for _ in $(seq 400); do
+        if grep -q 'listening on' "$log"; then
+            return 0
+        fi
+        if ! kill -0 "$server_pid" 2>/dev/null; then
+            break
+        fi
+        sleep 0.05
+    done
+    stop_server
+    if grep -qi 'in use' "$log"; then
+        return 1
+    fi
+    echo "bench/udp/run.sh: $name did not start:" >&2
+    cat "$log" >&2
+    exit 1
+}
+
+# Starts server $1 (more arguments after) on the next free port of the run; sets p.
+n=0
+start_next() {
+    local name=$1
+    shift
+    for _ in 1 2 3 4 5 6 7 8; do
+        p=$((port + n % 500))
+        n=$((n + 1))
+        if start_server "$name" "$p" "$@"; then
+            return 0
+        fi
+    done
+    echo "bench/udp/run.sh: no free UDP port from $port on" >&2
+    exit 1
+}
+
+pin_client='' pin_args='' where="servers on CPU $cpu, load generator on CPU $client_cpu"
+if ((pin)); then
+    pin_client="taskset -c $client_cpu"
+    pin_args="--cpu $client_cpu"
+else
+    where="nothing pinned"
+fi
+
+# System calls per packet: perf counts the server's over the measured window, when it can
+# count that tracepoint here (root, or perf_event_paranoid low enough); 0 otherwise.
+count_syscalls=0
+if command -v perf >/dev/null &&
+    perf stat -x, -e raw_syscalls:sys_enter -- true >/dev/null 2>&1; then
+    count_syscalls=1
+fi
+perf_pid=''
+# Starts counting server $server_pid's system calls after $1 s, for $2 s, into $tmp/perf.txt.
+syscalls_start() {
+    : >"$tmp/perf.txt"
+    if ((count_syscalls)); then
+        (sleep "$1" && perf stat -x, -e raw_syscalls:sys_enter -p "$server_pid" \
+            -o "$tmp/perf.txt" -- sleep "$2" >/dev/null 2>&1) &
+        perf_pid=$!
+    fi
+}
+# Waits for the count (in this shell: a subshell cannot wait for it).
+syscalls_wait() {
+    if [[ -n $perf_pid ]]; then
+        wait "$perf_pid" 2>/dev/null || true
+        perf_pid=''
+    fi
+}
+# The count per packet of the window: $1 packets/s, $2 s.
+syscalls_per_op() {
+    awk -F, -v ops="$1" -v s="$2" 'BEGIN { n = 0 }
+        /raw_syscalls/ && ops > 0 { n = $1 / (ops * s) } END { printf "%.4f", n }' \
+        "$tmp/perf.txt"
+}
+
+model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+echo "bench udp: UDP echo servers on one thread each (eddy: one loop, one datagram channel;" \
+    "raw: epoll, recvmmsg and sendmmsg of up to 64)"
+echo "cpu: $model; $where; load average $(cut -d' ' -f1 /proc/loadavg) at start"
+echo "$rounds rounds x $seconds s (after $warmup s warm-up), servers alternating:" \
+    "${subjects[*]}; $sockets client sockets x window $window"
+echo "judged by packets per server CPU-second; loadgen CPU: the load generator's share of its" \
+    "CPU (near 1.00, it set the rate)"
+if ((costs)); then
+    "$bin/udp_report" --costs udp "$cpu" "$client_cpu"
+fi
+
+for c in ${cases//,/ }; do
+    if [[ $c != idle && ! $c =~ ^[0-9]+$ ]]; then
+        echo "bench/udp/run.sh: unknown case $c (64, 1200, any size from 16 to 2048, idle)" >&2
+        exit 2
+    fi
+    for ((r = 0; r < rounds; r++)); do
+        for s in "${subjects[@]}"; do
+            if [[ $c == idle ]]; then
+                start_next "$s" --idle "$idle_channels"
+                line=
+                for _ in $(seq 1200); do # up to 60 s: 10,000 binds on a loaded machine
+                    line=$(grep -m1 '"idle_channels"' "$tmp/server.log" || true)
+                    [[ -z $line ]] || break
+                    if ! kill -0 "$server_pid" 2>/dev/null; then
+                        break
+                    fi
+                    sleep 0.05
+                done
+                stop_server
+                if [[ -z $line ]]; then
+                    echo "bench/udp/run.sh: $s did not report its idle memory:" >&2
+                    cat "$tmp/server.log" >&2
+                    exit 1
+                fi
+                echo "idle $s $r $(field "$line" bytes_per_channel)" \
+                    "$(field "$line" rss_before_kb) $(field "$line" rss_after_kb)" \
+                    "$(field "$line" idle_channels)" >>"$tmp/rounds.txt"
+                continue
+            fi
+            start_next "$s"
+            syscalls_start "$warmup" "$seconds"
+            # shellcheck disable=SC2086 # pin_client and pin_args hold several words on purpose
+            if ! line=$($pin_client "$loadgen" --port "$p" $pin_args --pid "$server_pid" \
+                --seconds "$seconds" --warmup "$warmup" --sockets "$sockets" \
+                --window "$window" --size "$c"); then
+                echo "bench/udp/run.sh: the load generator failed against $s ($c B)" >&2
+                cat "$tmp/server.log" >&2
+                exit 1
+            fi
+            syscalls_wait
+            sys=$(syscalls_per_op "$(field "$line" pkts_per_s)" "$seconds")
+            stop_server
+            echo "$c $s $r $(field "$line" pkts_per_s) $(field "$line" cpu_ns_per_pkt)" \
+                "$(field "$line" p50_us) $(field "$line" p99_us) $(field "$line" lost)" \
+                "$(field "$line" late) $(field "$line" client_cpu_util)" \
+                "$(field "$line" server_hwm_kb) $sockets $window $c $sys" >>"$tmp/rounds.txt"
+        done
+    done
+done
+"$bin/udp_report" "$tmp/rounds.txt" --seconds "$seconds"
+echo "load average $(cut -d' ' -f1 /proc/loadavg) at the end"
