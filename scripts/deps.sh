@@ -28,12 +28,16 @@ PACKAGES=(
 )
 
 BENCH_PACKAGES=(
+    bind9-dnsutils        # dig: bench/dns waits for its servers and makes its queries with it
     default-jdk-headless  # the Java baselines (Disruptor, Netty) compile and run with it
+    dnsperf               # bench/dns's load generator
     gnuplot-nox           # bench/echo's chart (bench/echo.png)
+    knot                  # bench/dns's Knot DNS baseline (knotd)
     libdisruptor-java     # bench/ring's Java Disruptor baseline
     libevent-dev          # bench/echo's libevent (bufferevent) echo server
     libnetty-java         # the Netty 4.1 baselines of bench/echo, bench/rpc and bench/tls
     nginx-light           # bench/http's nginx baseline
+    nsd                   # bench/dns's NSD baseline
     redis-server          # bench/resp's redis-server baseline
     wrk                   # bench/http's load generator
 )
