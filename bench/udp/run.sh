@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # bench/udp: UDP echo servers side by side: eddy's datagram channel on one loop
-# (udp_server_eddy) and the raw limit (udp_server_raw: epoll, recvmmsg/sendmmsg batches of 64).
-# For each case and round, each server in turn (raw eddy raw eddy ...) is started pinned to
-# one CPU, the load generator runs pinned to another and reads the server's CPU time (utime +
-# stime from /proc/PID/stat) over its measured window, perf (when it can count tracepoints
-# here) counts the server's system calls over the same window, and the server is stopped.
-# udp_report
-# then prints medians, min-max, eddy / raw ratios of packets per second and of packets per
-# server CPU-second (the one judged: target >= 0.9x), one {"bench":"udp",...} line per
-# comparison, and the machine's costs beside them.
+# (udp_server_eddy) and the raw limit (udp_server_raw: epoll, recvmmsg/sendmmsg batches of 64),
+# each sending its replies one datagram each (raw, eddy_nogso) and as UDP_SEGMENT runs (raw_gso,
+# and eddy: its default). For each case and round, each server in turn (raw raw_gso eddy
+# eddy_nogso raw ...) is started pinned to one CPU, the load generator runs pinned to another
+# and reads the server's CPU time (utime + stime from /proc/PID/stat) over its measured window,
+# perf (when it can count tracepoints here) counts the server's system calls over the same
+# window, and the server is stopped. udp_report then prints medians, min-max, each eddy server
+# / each raw one: the ratios of packets per second and of packets per server CPU-second (the one
+# judged: target >= 0.9x), one {"bench":"udp",...} line per comparison, and the machine's costs.
 #
 #   bash bench/udp/run.sh BUILD_DIR [--rounds N] [--seconds S] [--warmup S] [--cpu N]
 #                         [--client-cpu N] [--no-pin] [--no-costs] [--cases LIST]
@@ -20,21 +20,21 @@
 # --idle-channels 10000 more sockets bound to port 0 beside its echo socket and reports its
 # resident bytes per socket: eddy's datagram channels against raw sockets in an epoll set).
 # Defaults: 5 rounds, 2 s measured after 0.5 s of warm-up, server on CPU 0, load on CPU 1,
-# cases 64,1200,idle, servers raw,eddy (eddy left out with a word when not built). --no-costs:
-# the machine's costs are not measured (a few seconds; the smoke test skips them). --port 0
-# (the default): a base port of this run's own. Other --options (bench/run.sh passes its
-# arguments to every benchmark) are ignored with a word.
+# cases 64,1200,idle, servers raw,raw_gso,eddy,eddy_nogso (eddy's left out with a word when
+# not built). --no-costs: the machine's costs are not measured (a few seconds; the smoke test
+# skips them). --port 0 (the default): a base port of this run's own. Other --options
+# (bench/run.sh passes its arguments to every benchmark) are ignored with a word.
 set -euo pipefail
 
 usage() {
-    sed -n '11,14p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2 # the usage lines above
+    sed -n '13,16p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2 # the usage lines above
     exit 2
 }
 [[ $# -ge 1 ]] || usage
 build_dir=$1
 shift
 rounds=5 seconds=2 warmup=0.5 cpu=0 client_cpu=1 pin=1 port=0 costs=1
-cases=64,1200,idle servers=raw,eddy sockets=8 window=32 idle_channels=10000
+cases=64,1200,idle servers=raw,raw_gso,eddy,eddy_nogso sockets=8 window=32 idle_channels=10000
 while [[ $# -gt 0 ]]; do
     case $1 in
     --no-pin | --no-costs)
@@ -82,11 +82,15 @@ tmp=$(mktemp -d)
 server_pid=
 trap cleanup EXIT
 
-declare -A exe_of=([raw]=udp_server_raw [eddy]=udp_server_eddy)
+# raw_gso is the raw server with UDP_SEGMENT replies, as eddy sends them by default;
+# eddy_nogso is eddy with EDDY_UDP_GSO off, one datagram per reply as the raw server sends.
+declare -A exe_of=([raw]=udp_server_raw [raw_gso]=udp_server_raw [eddy]=udp_server_eddy
+    [eddy_nogso]=udp_server_eddy)
+declare -A args_of=([raw]=--no-gso [raw_gso]=--gso [eddy]=--gso [eddy_nogso]=--no-gso)
 subjects=()
 for s in ${servers//,/ }; do
     if [[ -z ${exe_of[$s]:-} ]]; then
-        echo "bench/udp/run.sh: unknown server $s (raw, eddy)" >&2
+        echo "bench/udp/run.sh: unknown server $s (raw, raw_gso, eddy, eddy_nogso)" >&2
         exit 2
     elif [[ -x $bin/${exe_of[$s]} ]]; then
         subjects+=("$s")
@@ -114,9 +118,10 @@ start_server() {
     local log=$tmp/server.log
     : >"$log" # here, not in the child: the wait below must not read the last server's log
     if ((pin)); then
-        taskset -c "$cpu" "$bin/${exe_of[$name]}" --port "$p" --cpu "$cpu" "$@" >"$log" 2>&1 &
+        taskset -c "$cpu" "$bin/${exe_of[$name]}" --port "$p" --cpu "$cpu" "${args_of[$name]}" \
+            "$@" >"$log" 2>&1 &
     else
-        "$bin/${exe_of[$name]}" --port "$p" "$@" >"$log" 2>&1 &
+        "$bin/${exe_of[$name]}" --port "$p" "${args_of[$name]}" "$@" >"$log" 2>&1 &
     fi
     server_pid=$!
     for _ in $(seq 400); do
@@ -211,7 +216,9 @@ for c in ${cases//,/ }; do
     fi
     for ((r = 0; r < rounds; r++)); do
         for s in "${subjects[@]}"; do
-            if [[ $c == idle ]]; then
+            if [[ $c == idle && $s == *_* ]]; then
+                continue # a variant's idle sockets are its server's
+            elif [[ $c == idle ]]; then
                 start_next "$s" --idle "$idle_channels"
                 line=
                 for _ in $(seq 1200); do # up to 60 s: 10,000 binds on a loaded machine

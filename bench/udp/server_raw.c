@@ -9,11 +9,17 @@
  * datagram too large, no route: that one is skipped, the rest go on) and what does not fit a
  * buffer (truncated: never echoed). No allocation per datagram, no framework.
  *
- *   udp_server_raw [--port N] [--cpu N] [--sockbuf BYTES] [--idle N]   (udp_common.h)
+ * With --gso, what eddy's channel does by default: each run of same-size replies to one peer
+ * in a batch goes out as one message of sendmmsg with UDP_SEGMENT (the kernel takes it
+ * through the stack once and cuts it into datagrams), the rest one datagram each.
+ *
+ *   udp_server_raw [--port N] [--cpu N] [--sockbuf BYTES] [--idle N] [--gso]  (udp_common.h)
  */
 #include "udp_common.h"
 
 #include <netinet/in.h>
+#include <netinet/udp.h>
+#include <stdalign.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/epoll.h>
@@ -22,6 +28,12 @@
 
 #define BUF_SIZE 2048        /* the largest datagram echoed; the benchmark sends <= 1200 B */
 #define BATCHES_PER_EVENT 16 /* full batches read per readiness event before the others */
+#define GSO_SEGMENTS 64      /* UDP_MAX_SEGMENTS of the kernels before 6.9 */
+#define GSO_BYTES 65000      /* a UDP_SEGMENT send's payload: within 64 KiB with its headers */
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103 /* linux/udp.h, Linux 4.18 */
+#endif
 
 /* Datagrams a full send buffer left behind: a copy, sent on EPOLLOUT. */
 typedef struct backlog_s {
@@ -44,6 +56,11 @@ static struct mmsghdr msgs[UDP_BATCH];
 static struct iovec iovs[UDP_BATCH];
 static struct sockaddr_storage addrs[UDP_BATCH];
 static uint8_t bufs[UDP_BATCH][BUF_SIZE];
+/* --gso: the batch's replies as runs, one message per run (its datagrams' iovecs in order). */
+static bool gso;
+static struct mmsghdr runs[UDP_BATCH];
+static struct iovec run_iovs[UDP_BATCH];
+static alignas(struct cmsghdr) char run_ctl[UDP_BATCH][CMSG_SPACE(sizeof(uint16_t))];
 
 static void die(const char *what)
 {
@@ -91,31 +108,78 @@ static unsigned send_batch(int fd, struct mmsghdr *m, unsigned n)
         } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
             break;
         } else if (errno != EINTR) {
+            if (gso && m[off].msg_hdr.msg_controllen > 0 && (errno == EIO || errno == EINVAL)) {
+                fprintf(stderr, "udp_server_raw: UDP_SEGMENT refused (%s): --gso off\n",
+                        strerror(errno));
+                gso = false;
+            }
             off++; /* sendmmsg failed on m[off] itself: drop it, the next ones go on */
         }
     }
     return off;
 }
 
-/* Copies m[0, n) aside and waits for EPOLLOUT instead of EPOLLIN. */
+/* Copies the datagrams of m[0, n) aside (one per iovec: a run's are one each) and waits for
+ * EPOLLOUT instead of EPOLLIN. */
 static void keep(sock_t *s, const struct mmsghdr *m, unsigned n)
 {
     if (s->backlog == NULL && (s->backlog = malloc(sizeof(*s->backlog))) == NULL)
         die("malloc");
     backlog_t *b = s->backlog;
+    unsigned k = 0;
     for (unsigned i = 0; i < n; i++) {
-        size_t len = m[i].msg_hdr.msg_iov->iov_len;
-        memcpy(b->bufs[i], m[i].msg_hdr.msg_iov->iov_base, len);
-        memcpy(&b->addrs[i], m[i].msg_hdr.msg_name, m[i].msg_hdr.msg_namelen);
-        b->iovs[i] = (struct iovec){.iov_base = b->bufs[i], .iov_len = len};
-        b->msgs[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &b->addrs[i],
-                                                  .msg_namelen = m[i].msg_hdr.msg_namelen,
-                                                  .msg_iov = &b->iovs[i],
-                                                  .msg_iovlen = 1}};
+        for (size_t j = 0; j < m[i].msg_hdr.msg_iovlen; j++, k++) {
+            size_t len = m[i].msg_hdr.msg_iov[j].iov_len;
+            memcpy(b->bufs[k], m[i].msg_hdr.msg_iov[j].iov_base, len);
+            memcpy(&b->addrs[k], m[i].msg_hdr.msg_name, m[i].msg_hdr.msg_namelen);
+            b->iovs[k] = (struct iovec){.iov_base = b->bufs[k], .iov_len = len};
+            b->msgs[k] = (struct mmsghdr){.msg_hdr = {.msg_name = &b->addrs[k],
+                                                      .msg_namelen = m[i].msg_hdr.msg_namelen,
+                                                      .msg_iov = &b->iovs[k],
+                                                      .msg_iovlen = 1}};
+        }
     }
     b->head = 0;
-    b->n = n;
+    b->n = k;
     watch(s, EPOLLOUT, EPOLL_CTL_MOD);
+}
+
+/* --gso: msgs[0, m) as runs of same-size datagrams to one peer, into runs[]; their count. */
+static unsigned make_runs(unsigned m)
+{
+    unsigned nr = 0;
+    for (unsigned i = 0; i < m;) {
+        const struct msghdr *h = &msgs[i].msg_hdr;
+        size_t len = h->msg_iov->iov_len;
+        unsigned k = 1;
+        while (i + k < m && k < GSO_SEGMENTS && (k + 1) * len <= GSO_BYTES) {
+            const struct msghdr *o = &msgs[i + k].msg_hdr;
+            if (o->msg_iov->iov_len != len || o->msg_namelen != h->msg_namelen ||
+                memcmp(o->msg_name, h->msg_name, h->msg_namelen) != 0)
+                break;
+            k++;
+        }
+        for (unsigned j = 0; j < k; j++)
+            run_iovs[i + j] = *msgs[i + j].msg_hdr.msg_iov;
+        struct msghdr *r = &runs[nr].msg_hdr;
+        *r = (struct msghdr){.msg_name = h->msg_name,
+                             .msg_namelen = h->msg_namelen,
+                             .msg_iov = &run_iovs[i],
+                             .msg_iovlen = k};
+        if (k > 1) {
+            r->msg_control = run_ctl[nr];
+            r->msg_controllen = sizeof(run_ctl[nr]);
+            struct cmsghdr *cm = CMSG_FIRSTHDR(r);
+            cm->cmsg_level = SOL_UDP;
+            cm->cmsg_type = UDP_SEGMENT;
+            cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            uint16_t seg = (uint16_t)len;
+            memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+        }
+        nr++;
+        i += k;
+    }
+    return nr;
 }
 
 static void on_writable(sock_t *s)
@@ -151,9 +215,14 @@ static void on_readable(sock_t *s)
             }
             m++;
         }
-        unsigned sent = send_batch(s->fd, msgs, m);
+        struct mmsghdr *out = msgs;
+        if (gso && m > 1) {
+            out = runs;
+            m = make_runs(m);
+        }
+        unsigned sent = send_batch(s->fd, out, m);
         if (sent < m) {
-            keep(s, msgs + sent, m - sent);
+            keep(s, out + sent, m - sent);
             return;
         }
         if (n < UDP_BATCH)
@@ -166,6 +235,7 @@ int main(int argc, char **argv)
     udp_args_t a;
     udp_args_parse(&a, argc, argv, "udp_server_raw");
     udp_pin(a.cpu, "udp_server_raw");
+    gso = a.gso == 1;
     for (unsigned i = 0; i < UDP_BATCH; i++) {
         iovs[i] = (struct iovec){.iov_base = bufs[i], .iov_len = BUF_SIZE};
         msgs[i].msg_hdr =

@@ -10,6 +10,8 @@
  *   --idle N      after the echo socket, open N more bound sockets on 127.0.0.1 port 0, each
  *                 served as the echo socket is, and print the resident memory before and
  *                 after (the "idle" line)
+ *   --gso, --no-gso  send runs of same-size replies to one peer as one UDP_SEGMENT send, or
+ *                 not (raw: off by default; eddy: EDDY_UDP_GSO, on by default)
  *
  * Each server prints "listening on PORT" once it echoes, and in idle mode then one line
  * {"server":...,"idle_channels":N,"rss_before_kb":...,"rss_after_kb":...,
@@ -34,6 +36,7 @@ typedef struct udp_args_s {
     int cpu;     /* -1: not pinned */
     int sockbuf; /* bytes, 0: the kernel's default */
     int idle;    /* extra idle sockets, 0: none */
+    int gso;     /* 1 --gso, 0 --no-gso, -1 neither */
 } udp_args_t;
 
 /* Parses the options above into a (defaults first); exits with status 2 on anything else. */
@@ -43,10 +46,14 @@ static inline void udp_args_parse(udp_args_t *a, int argc, char **argv, const ch
     a->cpu = -1;
     a->sockbuf = UDP_DEFAULT_SOCKBUF;
     a->idle = 0;
+    a->gso = -1;
     for (int i = 1; i < argc; i += 2) { /* each option and its value */
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int n = v != NULL ? atoi(v) : -1;
-        if (strcmp(argv[i], "--port") == 0 && n > 0 && n < 65536) {
+        if (strcmp(argv[i], "--gso") == 0 || strcmp(argv[i], "--no-gso") == 0) {
+            a->gso = strcmp(argv[i], "--gso") == 0;
+            i--; /* no value */
+        } else if (strcmp(argv[i], "--port") == 0 && n > 0 && n < 65536) {
             a->port = n;
         } else if (strcmp(argv[i], "--cpu") == 0 && n >= 0) {
             a->cpu = n;
@@ -55,7 +62,9 @@ static inline void udp_args_parse(udp_args_t *a, int argc, char **argv, const ch
         } else if (strcmp(argv[i], "--idle") == 0 && n >= 0 && n <= UDP_MAX_IDLE) {
             a->idle = n;
         } else {
-            fprintf(stderr, "usage: %s [--port N] [--cpu N] [--sockbuf BYTES] [--idle N]\n", name);
+            fprintf(stderr,
+                    "usage: %s [--port N] [--cpu N] [--sockbuf BYTES] [--idle N] [--[no-]gso]\n",
+                    name);
             exit(2);
         }
     }
