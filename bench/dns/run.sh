@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # bench/dns: authoritative DNS servers over UDP, one serving thread each, driven by dnsperf:
-# NSD (server-count 1, response rate limiting off), Knot DNS (one UDP worker, rate limiting
-# is a module and not loaded) when knotd runs here, and eddy-dns-server (--threads 1) when it
-# is built. For each round, each server in turn (nsd knot eddy nsd knot eddy ...) is started
-# on a free port pinned to one CPU, in a process group of its own, and dnsperf runs pinned to
-# another CPU twice:
+# NSD (server-count 1, response rate limiting off, minimal responses), Knot DNS (one UDP
+# worker; rate limiting is a module, not loaded) when knotd runs here, and eddy-dns-server
+# (--threads 1) when it is built. For each round, each server in turn (nsd knot eddy nsd knot
+# eddy ...) is started on a free port pinned to one CPU, in a process group of its own, and
+# dnsperf runs pinned to another CPU twice:
 #
 #   throughput  dnsperf -c CLIENTS -q OUTSTANDING -l SECONDS: queries per second, and the
 #               server's CPU time per query (utime + stime of every process of its group,
@@ -16,7 +16,9 @@
 #
 # then the server is stopped. The table gives medians, min-max, each server / NSD (queries
 # per second, queries per server CPU-second, p99), eddy's targets (>= 1.0x NSD's queries per
-# server CPU-second, p99 <= 1.1x NSD's) and one {"bench":"dns",...} line per comparison.
+# server CPU-second, p99 <= 1.1x NSD's), one {"bench":"dns",...} line per comparison, and
+# each server's response codes and response size, with a warning where they differ from
+# NSD's (a server that answers less would look faster).
 #
 #   bash bench/dns/run.sh BUILD_DIR [--rounds N] [--seconds S] [--clients N]
 #                         [--outstanding N] [--rate QPS] [--latency-seconds S] [--cpu N]
@@ -34,7 +36,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '21,24p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2 # the usage lines above
+    sed -n '23,26p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2 # the usage lines above
     exit 2
 }
 [[ $# -ge 1 ]] || usage
@@ -149,7 +151,9 @@ configure() {
     case $name in
     nsd)
         # One server process (server-count), no rate limiting (NSD limits responses per
-        # source by default: the benchmark would measure the limiter), no control socket, no
+        # source by default: the benchmark would measure the limiter), minimal responses (by
+        # default NSD adds the zone's NS records and their addresses to every answer, which
+        # Knot and eddy do not: twice the bytes per response here), no control socket, no
         # database, everything under $dir; AXFR to 127.0.0.1 for the query file.
         cat >"$dir/nsd.conf" <<EOF
 server:
@@ -169,6 +173,7 @@ server:
     verbosity: 0
     rrl-ratelimit: 0
     rrl-whitelist-ratelimit: 0
+    minimal-responses: yes
 remote-control:
     control-enable: no
 zone:
@@ -332,6 +337,10 @@ for ((r = 0; r < rounds; r++)); do
         qps=$(dnsperf_value "$out" "Queries per second")
         lost=$(dnsperf_value "$out" "Queries lost")
         avg=$(dnsperf_value "$out" "Average Latency (s)")
+        # What the answers were: the response codes' shares and the average response size,
+        # so that a server answering less (errors, smaller answers) shows.
+        codes=$(sed -n 's/^ *Response codes: *//p' <<<"$out" | tr -d ' ' | tr ',' ' ')
+        rsize=$(sed -n 's/^ *Average packet size:.*response \([0-9]*\).*/\1/p' <<<"$out")
         # The fixed-rate pass: one "> RCODE name type seconds" line per answer.
         # shellcheck disable=SC2086
         if ! $pin_client dnsperf -s 127.0.0.1 -p "$port" -d "$tmp/queries.txt" \
@@ -347,11 +356,13 @@ for ((r = 0; r < rounds; r++)); do
                     v[int(NR * 0.999) + 1], NR }')
         stop_server
         # server round qps cpu_ns_per_query cpu_util avg_us lost p50 p99 p999 samples
+        # response_bytes codes (NOERROR12(75.00%) NXDOMAIN4(25.00%) ...)
         awk -v s="$s" -v r="$r" -v qps="$qps" -v n="$done_q" -v ticks=$((t1 - t0)) \
             -v hz="$hz" -v secs="$seconds" -v avg="$avg" -v lost="$lost" -v p="$pcts" \
-            'BEGIN { printf "%s %d %.0f %.1f %.3f %.1f %d %s\n", s, r, qps,
-                (n > 0 ? ticks * 1e9 / hz / n : 0), ticks / hz / secs, avg * 1e6, lost, p }' \
-            >>"$tmp/rounds.txt"
+            -v rsize="${rsize:-0}" -v codes="$codes" \
+            'BEGIN { printf "%s %d %.0f %.1f %.3f %.1f %d %s %d %s\n", s, r, qps,
+                (n > 0 ? ticks * 1e9 / hz / n : 0), ticks / hz / secs, avg * 1e6, lost, p,
+                rsize, codes }' >>"$tmp/rounds.txt"
     done
 done
 
@@ -379,8 +390,16 @@ function med(s, f,    a, k) {
         seen[$1] = 1
         order[++ns] = $1
     }
-    for (f = 3; f <= NF; f++)
+    for (f = 3; f <= 12; f++)
         v[$1, f] = v[$1, f] " " $f
+    mix = ""
+    for (f = 13; f <= NF; f++) {
+        code = $f
+        sub(/[0-9]+\(/, " ", code)
+        sub(/\)$/, "", code)
+        mix = mix (f > 13 ? ", " : "") code
+    }
+    codes[$1] = mix
 }
 END {
     printf "\n%-6s %-28s %-26s %8s %9s %6s %8s %8s %9s\n", "server",
@@ -398,6 +417,15 @@ END {
     printf "(CPU use: the server'\''s CPU-seconds per second of the throughput pass, near 1.00" \
         " when it set the rate; avg: dnsperf'\''s average at saturation; p50-p99.9: at %d" \
         " queries/s)\n", rate
+    printf "answers (the last round'\''s):\n"
+    for (i = 1; i <= ns; i++) {
+        s = order[i]
+        b[s] = med(s, 12)
+        printf "  %-6s %s; %d bytes per response on average\n", s, codes[s], b[s]
+        if (i > 1 && (codes[s] != codes["nsd"] || b[s] < 0.9 * b["nsd"] || b[s] > 1.1 * b["nsd"]))
+            printf "  WARNING: %s does not answer as nsd does (codes or sizes): compare them" \
+                " with dig before reading its ratios\n", s
+    }
     for (i = 2; i <= ns; i++) {
         s = order[i]
         ratio = q[s] / q["nsd"]; per_cpu = c["nsd"] / c[s]; pr = p99[s] / p99["nsd"]
