@@ -2,8 +2,9 @@
  * udp_server_eddy: eddy's UDP echo server on one loop. One datagram channel bound to
  * 127.0.0.1:port (eddy_datagram_open), whose one handler turns each packet into its reply
  * (the same payload, back to its sender: eddy_datagram_reply with the packet's content taken
- * over, no copy), writes it, and flushes once per read batch. The channel reads up to
- * UDP_BATCH datagrams per readiness event, as the raw server's recvmmsg batches do, and gets
+ * over, no copy), writes it, and flushes once per read batch. The channel reads as many
+ * datagrams per readiness event as the raw server (--per-event, default 1024, as
+ * EDDY_MAX_MESSAGES_PER_READ), in recvmmsg batches of up to 64 as the raw server's, and gets
  * the raw server's socket buffers. Replies to one peer go out as UDP_SEGMENT sends (eddy's
  * default), or one datagram each with --no-gso (sendmmsg, as the raw server without --gso).
  * The process is pinned to --cpu before the loop thread starts, so the loop inherits it.
@@ -11,7 +12,8 @@
  * --idle N opens N more channels on port 0, each with the same handler, from the main thread
  * (eddy_datagram_open from any thread), and reports the memory they took (udp_common.h).
  *
- *   udp_server_eddy [--port N] [--cpu N] [--sockbuf BYTES] [--idle N] [--no-gso]
+ *   udp_server_eddy [--port N] [--cpu N] [--sockbuf BYTES] [--idle N] [--per-event N]
+ *                   [--no-gso]
  */
 #include <eddy/eddy.h>
 
@@ -85,7 +87,7 @@ int main(int argc, char **argv)
     eddy_loop_t *loop = eddy_loop_group_next(group);
     eddy_channel_config_t cfg;
     eddy_channel_config_init(&cfg);
-    eddy_channel_config_set(&cfg, EDDY_MAX_MESSAGES_PER_READ, UDP_BATCH);
+    eddy_channel_config_set(&cfg, EDDY_MAX_MESSAGES_PER_READ, a.per_event);
     if (a.gso >= 0)
         eddy_channel_config_set(&cfg, EDDY_UDP_GSO, a.gso);
     if (a.sockbuf > 0) {

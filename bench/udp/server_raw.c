@@ -3,9 +3,9 @@
  * loop is measured. A single-threaded echo server on level-triggered epoll and a
  * non-blocking socket: recvmmsg takes up to UDP_BATCH datagrams into preallocated buffers,
  * sendmmsg sends each back to its sender from the same buffers, and reading goes on until a
- * short batch (the queue is then empty, or epoll says so again). When the socket's send
- * buffer is full (EAGAIN), the datagrams not sent are copied aside, the socket stops reading
- * and waits for EPOLLOUT; nothing is dropped but what the kernel refuses outright (a
+ * short batch (the queue is then empty, or epoll says so again) or --per-event datagrams. When the
+ * socket's send buffer is full (EAGAIN), the datagrams not sent are copied aside, the socket stops
+ * reading and waits for EPOLLOUT; nothing is dropped but what the kernel refuses outright (a
  * datagram too large, no route: that one is skipped, the rest go on) and what does not fit a
  * buffer (truncated: never echoed). No allocation per datagram, no framework.
  *
@@ -13,7 +13,8 @@
  * in a batch goes out as one message of sendmmsg with UDP_SEGMENT (the kernel takes it
  * through the stack once and cuts it into datagrams), the rest one datagram each.
  *
- *   udp_server_raw [--port N] [--cpu N] [--sockbuf BYTES] [--idle N] [--gso]  (udp_common.h)
+ *   udp_server_raw [--port N] [--cpu N] [--sockbuf BYTES] [--idle N] [--per-event N] [--gso]
+ *                  (udp_common.h)
  */
 #include "udp_common.h"
 
@@ -26,10 +27,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define BUF_SIZE 2048        /* the largest datagram echoed; the benchmark sends <= 1200 B */
-#define BATCHES_PER_EVENT 16 /* full batches read per readiness event before the others */
-#define GSO_SEGMENTS 64      /* UDP_MAX_SEGMENTS of the kernels before 6.9 */
-#define GSO_BYTES 65000      /* a UDP_SEGMENT send's payload: within 64 KiB with its headers */
+#define BUF_SIZE 2048   /* the largest datagram echoed; the benchmark sends <= 1200 B */
+#define GSO_SEGMENTS 64 /* UDP_MAX_SEGMENTS of the kernels before 6.9 */
+#define GSO_BYTES 65000 /* a UDP_SEGMENT send's payload: within 64 KiB with its headers */
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103 /* linux/udp.h, Linux 4.18 */
@@ -58,6 +58,7 @@ static struct sockaddr_storage addrs[UDP_BATCH];
 static uint8_t bufs[UDP_BATCH][BUF_SIZE];
 /* --gso: the batch's replies as runs, one message per run (its datagrams' iovecs in order). */
 static bool gso;
+static int per_event; /* --per-event */
 static struct mmsghdr runs[UDP_BATCH];
 static struct iovec run_iovs[UDP_BATCH];
 static alignas(struct cmsghdr) char run_ctl[UDP_BATCH][CMSG_SPACE(sizeof(uint16_t))];
@@ -194,12 +195,13 @@ static void on_writable(sock_t *s)
 
 static void on_readable(sock_t *s)
 {
-    for (int batch = 0; batch < BATCHES_PER_EVENT; batch++) {
+    for (int read = 0; read < per_event;) {
         for (unsigned i = 0; i < UDP_BATCH; i++) {
             iovs[i].iov_len = BUF_SIZE;
             msgs[i].msg_hdr.msg_namelen = sizeof(addrs[i]);
         }
-        int n = recvmmsg(s->fd, msgs, UDP_BATCH, 0, NULL);
+        unsigned want = per_event - read < UDP_BATCH ? (unsigned)(per_event - read) : UDP_BATCH;
+        int n = recvmmsg(s->fd, msgs, want, 0, NULL);
         if (n <= 0)
             return; /* EAGAIN: empty; errors of unconnected UDP sockets are not ours to act on */
         /* The reply is the request: the same buffer, its length, back to its sender. */
@@ -225,8 +227,9 @@ static void on_readable(sock_t *s)
             keep(s, out + sent, m - sent);
             return;
         }
-        if (n < UDP_BATCH)
-            return;
+        if ((unsigned)n < want)
+            return; /* drained: no call just to see EAGAIN */
+        read += n;
     }
 }
 
@@ -236,6 +239,7 @@ int main(int argc, char **argv)
     udp_args_parse(&a, argc, argv, "udp_server_raw");
     udp_pin(a.cpu, "udp_server_raw");
     gso = a.gso == 1;
+    per_event = a.per_event;
     for (unsigned i = 0; i < UDP_BATCH; i++) {
         iovs[i] = (struct iovec){.iov_base = bufs[i], .iov_len = BUF_SIZE};
         msgs[i].msg_hdr =

@@ -10,6 +10,9 @@
  *   --idle N      after the echo socket, open N more bound sockets on 127.0.0.1 port 0, each
  *                 served as the echo socket is, and print the resident memory before and
  *                 after (the "idle" line)
+ *   --per-event N datagrams read per readiness event at most (default 1024: 16 full batches),
+ *                 before the server turns to its other sockets (raw) or its loop's other
+ *                 work (eddy: EDDY_MAX_MESSAGES_PER_READ, one flush per event)
  *   --gso, --no-gso  send runs of same-size replies to one peer as one UDP_SEGMENT send, or
  *                 not (raw: off by default; eddy: EDDY_UDP_GSO, on by default)
  *
@@ -27,16 +30,18 @@
 #include <string.h>
 #include <time.h>
 
-#define UDP_BATCH 64       /* datagrams per recvmmsg / sendmmsg, and eddy's read cap */
+#define UDP_BATCH 64 /* datagrams per recvmmsg / sendmmsg (eddy's MAX_BATCH too) */
+#define UDP_DEFAULT_PER_EVENT (16 * UDP_BATCH)
 #define UDP_MAX_IDLE 60000 /* --idle at most */
 #define UDP_DEFAULT_SOCKBUF (1 << 20)
 
 typedef struct udp_args_s {
-    int port;    /* default 8008 */
-    int cpu;     /* -1: not pinned */
-    int sockbuf; /* bytes, 0: the kernel's default */
-    int idle;    /* extra idle sockets, 0: none */
-    int gso;     /* 1 --gso, 0 --no-gso, -1 neither */
+    int port;      /* default 8008 */
+    int cpu;       /* -1: not pinned */
+    int sockbuf;   /* bytes, 0: the kernel's default */
+    int idle;      /* extra idle sockets, 0: none */
+    int gso;       /* 1 --gso, 0 --no-gso, -1 neither */
+    int per_event; /* datagrams read per readiness event at most */
 } udp_args_t;
 
 /* Parses the options above into a (defaults first); exits with status 2 on anything else. */
@@ -47,6 +52,7 @@ static inline void udp_args_parse(udp_args_t *a, int argc, char **argv, const ch
     a->sockbuf = UDP_DEFAULT_SOCKBUF;
     a->idle = 0;
     a->gso = -1;
+    a->per_event = UDP_DEFAULT_PER_EVENT;
     for (int i = 1; i < argc; i += 2) { /* each option and its value */
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int n = v != NULL ? atoi(v) : -1;
@@ -59,11 +65,14 @@ static inline void udp_args_parse(udp_args_t *a, int argc, char **argv, const ch
             a->cpu = n;
         } else if (strcmp(argv[i], "--sockbuf") == 0 && n >= 0) {
             a->sockbuf = n;
+        } else if (strcmp(argv[i], "--per-event") == 0 && n >= 1) {
+            a->per_event = n;
         } else if (strcmp(argv[i], "--idle") == 0 && n >= 0 && n <= UDP_MAX_IDLE) {
             a->idle = n;
         } else {
             fprintf(stderr,
-                    "usage: %s [--port N] [--cpu N] [--sockbuf BYTES] [--idle N] [--[no-]gso]\n",
+                    "usage: %s [--port N] [--cpu N] [--sockbuf BYTES] [--idle N] [--per-event N] "
+                    "[--[no-]gso]\n",
                     name);
             exit(2);
         }
