@@ -7,12 +7,12 @@
  *   idle SERVER ROUND BYTES_PER_CHANNEL RSS_BEFORE_KB RSS_AFTER_KB CHANNELS
  *
  * For each echo case: every server's median and min-max of echoed packets per second and of
- * its CPU time and system calls per packet, latency, losses, then each eddy server (eddy,
- * eddy_nogso) / each raw one (raw, raw_gso): the ratio of packets per second and of packets
- * per server CPU-second (raw's CPU per packet / eddy's: what the benchmark judges by, target
- * >= 0.9x), with one {"bench":"udp",...} line per comparison. Without an eddy server (not
- * built) each raw server's figures get a JSON line of their own ("baseline":""). Case idle:
- * resident bytes per idle datagram channel and the process's RSS with one channel.
+ * its CPU time and system calls per packet, latency, losses, then eddy / raw, eddy / raw_gso
+ * and eddy_nogso / raw (GSO against none, both, neither): the ratio of packets per second and
+ * of packets per server CPU-second (raw's CPU per packet / eddy's: what the benchmark judges
+ * by, target >= 0.9x), with one {"bench":"udp",...} line per comparison. Without an eddy
+ * server (not built) each raw server's figures get a JSON line of their own ("baseline":"").
+ * Case idle: resident bytes per idle datagram channel and the process's RSS with one channel.
  *
  *   udp_report FILE [--seconds S]
  *   udp_report --costs NAME CPU_A CPU_B     the machine's costs (bench/support/machine_costs.h)
@@ -190,7 +190,8 @@ static void report_case(const case_t *c)
             continue;
         for (int k = 0; k < c->nservers; k++) {
             const series_t *r = &c->servers[k];
-            if (strncmp(r->name, "raw", 3) != 0)
+            /* Variant against variant (eddy_nogso / raw_gso) compares nothing alike. */
+            if (strncmp(r->name, "raw", 3) != 0 || (strchr(e->name, '_') && strchr(r->name, '_')))
                 continue;
             double per_cpu = stat_of(r, F_CPU).median / stat_of(e, F_CPU).median;
             printf("  %s / %s: pkts/s %.3fx, packets per server CPU-second %.3fx (CPU per "
@@ -204,8 +205,9 @@ static void report_case(const case_t *c)
     for (int i = 0; i < c->nservers; i++) {
         const series_t *e = &c->servers[i];
         for (int k = 0; k < c->nservers && strncmp(e->name, "eddy", 4) == 0; k++) {
-            if (strncmp(c->servers[k].name, "raw", 3) == 0)
-                json_echo(c, e, &c->servers[k]);
+            const series_t *r = &c->servers[k];
+            if (strncmp(r->name, "raw", 3) == 0 && !(strchr(e->name, '_') && strchr(r->name, '_')))
+                json_echo(c, e, r);
         }
         if (!compared)
             json_echo(c, e, NULL);
