@@ -325,10 +325,14 @@ static bool held_back(eddy_channel_group_t *g, eddy_group_policy_t policy, eddy_
         return false;
     }
     if (policy == EDDY_GROUP_CLOSE_UNWRITABLE) {
-        eddy__log(EDDY_LOG_DEBUG, "%s: channel %llu does not keep up: closed", g->name,
-                  (unsigned long long)eddy_channel_id(ch));
-        eddy_channel_close(ch, NULL);
-        atomic_fetch_add_explicit(&g->closed, 1, memory_order_relaxed);
+        /* Out of the group at once, so that the writes issued before its close has run on
+         * its loop do not close (and count) it again. */
+        if (eddy_channel_group_remove(g, ch)) {
+            eddy__log(EDDY_LOG_DEBUG, "%s: channel %llu does not keep up: closed", g->name,
+                      (unsigned long long)eddy_channel_id(ch));
+            eddy_channel_close(ch, NULL);
+            atomic_fetch_add_explicit(&g->closed, 1, memory_order_relaxed);
+        }
     } else {
         atomic_fetch_add_explicit(&g->skipped, 1, memory_order_relaxed);
     }
