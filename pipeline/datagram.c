@@ -53,7 +53,7 @@ static void datagram_free(eddy_msg_t *msg)
     if (d->content != NULL) {
         eddy_buf_release(d->content);
     }
-    free(d);
+    eddy__recycle_put(EDDY__RECYCLE_PACKET, d);
 }
 
 /* Copy what a is (its length's bytes), or a zero length for NULL. */
@@ -71,7 +71,7 @@ static void addr_copy(eddy_addr_t *to, const eddy_addr_t *a)
 eddy_datagram_t *eddy_datagram_new(eddy_buf_t *content, const eddy_addr_t *recipient,
                                    const eddy_addr_t *sender)
 {
-    eddy_datagram_t *d = malloc(sizeof(*d));
+    eddy_datagram_t *d = eddy__recycle_get(EDDY__RECYCLE_PACKET, sizeof(*d));
     if (d == NULL) {
         if (content != NULL) {
             eddy_buf_release(content);
@@ -88,6 +88,21 @@ eddy_datagram_t *eddy_datagram_new(eddy_buf_t *content, const eddy_addr_t *recip
 eddy_datagram_t *eddy_datagram_reply(const eddy_datagram_t *d, eddy_buf_t *content)
 {
     return eddy_datagram_new(content, &d->sender, &d->recipient);
+}
+
+eddy_datagram_t *eddy_datagram_turn(eddy_datagram_t *d, eddy_buf_t *content)
+{
+    assert(eddy_msg_refcnt(&d->msg) == 1); /* nobody else sees it change */
+    eddy_addr_t to = d->sender;
+    d->sender = d->recipient;
+    d->recipient = to;
+    if (content != NULL) {
+        if (d->content != NULL) {
+            eddy_buf_release(d->content);
+        }
+        d->content = content;
+    }
+    return d;
 }
 
 eddy_msg_t *eddy_datagram_msg(eddy_datagram_t *d)
@@ -256,7 +271,6 @@ static void datagram_read(eddy_channel_t *ch)
     if (one_batch) {
         ch->flags &= ~EDDY__CH_READING;
     }
-    bool any = false;
     while (left > 0 && !(ch->flags & (EDDY__CH_CLOSED | EDDY__CH_PAUSED))) {
         struct mmsghdr mm[MAX_BATCH];
         struct iovec iov[MAX_BATCH];
@@ -299,7 +313,12 @@ static void datagram_read(eddy_channel_t *ch)
                 from[i].len = 0;
             }
             open = received(ch, bufs[i], mm[i].msg_len, &mm[i].msg_hdr, &from[i]);
-            any = true;
+        }
+        if (open && got > 0) {
+            /* One batch per recvmmsg: the answers go out (a flush in read_complete) while
+             * the batch's buffers are still in the cache, before the next batch is read. */
+            eddy_pipeline_fire_channel_read_complete(p);
+            open = !(ch->flags & EDDY__CH_CLOSED);
         }
         if (!open) {
             return;
@@ -322,9 +341,6 @@ static void datagram_read(eddy_channel_t *ch)
         if (got < k) {
             break; /* drained: no call just to see EAGAIN */
         }
-    }
-    if (any && !(ch->flags & EDDY__CH_CLOSED)) {
-        eddy_pipeline_fire_channel_read_complete(p);
     }
     if (ch->flags & EDDY__CH_CLOSED) {
         return;

@@ -458,6 +458,13 @@ void eddy__ctx_jobs_cancel(eddy_ctx_t *ctx);
 typedef void (*eddy__ctx_call_fn)(eddy_ctx_t *ctx, void *arg, bool run);
 void eddy__ctx_offload_call(eddy_ctx_t *ctx, eddy__ctx_call_fn fn, void *arg);
 
+/* Objects made and freed once per message, reused on the thread that freed them
+ * (recycle.c): get returns one of size bytes (the same size for every call of a kind), or
+ * NULL without memory; put gives one back. Any thread. */
+enum { EDDY__RECYCLE_ENTRY, EDDY__RECYCLE_PACKET, EDDY__RECYCLE_KINDS };
+void *eddy__recycle_get(unsigned kind, size_t size);
+void eddy__recycle_put(unsigned kind, void *p);
+
 /* Complete p (NULL is fine) with 0 or err. */
 static inline void eddy__promise_done(eddy_promise_t *p, int err)
 {

@@ -102,7 +102,7 @@ static void complete_entry(eddy_channel_t *ch, eddy__entry_t *e, int err,
         eddy__promise_done(e->p, err);
         eddy_future_release(e->p);
     }
-    free(e);
+    eddy__recycle_put(EDDY__RECYCLE_ENTRY, e);
 }
 
 /* Detach the first entry. */
@@ -184,7 +184,7 @@ void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
         fail_msg(msg, p, EDDY_ENOBUFS);
         return;
     }
-    eddy__entry_t *e = malloc(sizeof(*e));
+    eddy__entry_t *e = eddy__recycle_get(EDDY__RECYCLE_ENTRY, sizeof(*e));
     if (e == NULL) {
         fail_msg(msg, p, EDDY_ENOMEM);
         return;

@@ -6,6 +6,7 @@ list(APPEND EDDY_SOURCES
     pipeline/handlers.c
     pipeline/outbound.c
     pipeline/pipeline.c
+    pipeline/recycle.c
     pipeline/scoped.c
     pipeline/socket.c
     pipeline/socket_readiness.c

@@ -12,8 +12,9 @@
  *   (eddy_buf_t, composites), each one datagram. A protocol decoder sees one datagram as one
  *   message (codec.h's packet decoder), never a stream of bytes.
  * - Reading takes up to EDDY_MAX_MESSAGES_PER_READ datagrams per readiness event, batched by
- *   recvmmsg, each into a pooled buffer of EDDY_DATAGRAM_RECV_SIZE bytes: no copy after the
- *   kernel's. A datagram longer than that is truncated by the kernel: it is never passed on;
+ *   recvmmsg (up to 64 a call), each into a pooled buffer of EDDY_DATAGRAM_RECV_SIZE bytes: no
+ *   copy after the kernel's. channel_read_complete follows each recvmmsg batch, so answers
+ *   flushed there go out while the batch's buffers are still in the cache. A datagram longer than that is truncated by the kernel: it is never passed on;
  *   exception_caught gets EDDY_EMSGSIZE and reading goes on. With EDDY_UDP_GRO the kernel may
  *   hand over several same-size datagrams from one sender at once; they are split again, each
  *   a packet of its own (slices of one buffer).
@@ -59,6 +60,14 @@ EDDY_EXTERN eddy_datagram_t *eddy_datagram_new(eddy_buf_t *content, const eddy_a
 /** A packet back to where d came from: recipient d's sender, sender d's recipient; content
  * taken over. NULL only without memory (content released). */
 EDDY_EXTERN eddy_datagram_t *eddy_datagram_reply(const eddy_datagram_t *d, eddy_buf_t *content);
+
+/**
+ * Turn d around for its answer, without a new packet: sender and recipient swap, and the
+ * content becomes content (taken over; the old one is released), or stays when content is
+ * NULL (an echo). Returns d, ready to write. d must be the caller's alone (one reference): a
+ * received packet in channel_read is. The loop's thread of d's channel, like channel_read.
+ */
+EDDY_EXTERN eddy_datagram_t *eddy_datagram_turn(eddy_datagram_t *d, eddy_buf_t *content);
 
 /** The packet as a message (for writes and channel_read). */
 EDDY_EXTERN eddy_msg_t *eddy_datagram_msg(eddy_datagram_t *d);

@@ -878,9 +878,7 @@ static void dgram_echo_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
     eddy_datagram_t *d = eddy_datagram_of(msg);
     assert_non_null(d);
     atomic_fetch_add(&dgram_reads[eddy_loop_index(eddy_channel_loop(eddy_ctx_channel(ctx)))], 1);
-    eddy_datagram_t *r = eddy_datagram_reply(d, eddy_datagram_take_content(d));
-    eddy_datagram_release(d);
-    eddy_ctx_write_and_flush(ctx, eddy_datagram_msg(r), NULL);
+    eddy_ctx_write_and_flush(ctx, eddy_datagram_msg(eddy_datagram_turn(d, NULL)), NULL);
 }
 
 static const eddy_handler_ops_t dgram_echo_ops = {.name = "echo", .channel_read = dgram_echo_read};
