@@ -3,8 +3,8 @@
  * port (RFC 1035, RFC 7766), built on eddy's datagram channels and stream channels.
  *
  * UDP: a datagram channel per loop on the port (SO_REUSEPORT spreads clients over them); each
- * query is answered from the zone (include/eddy/dns.h: eddy_dns_answer) into a pooled buffer
- * and sent back to its sender, one sendmmsg per read batch. An answer too large for the
+ * query is answered from the zone (include/eddy/dns.h: eddy_dns_answer) into its own pooled
+ * buffer and its packet turned around to its sender, one sendmmsg per read batch. An answer too large for the
  * client's UDP size (512, or its EDNS size) goes out truncated (TC) and the client asks again
  * over TCP. Responses and packets without a whole header are dropped, never answered (a
  * server that answers responses can be made to loop with another one, or to reflect).
@@ -27,8 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An answer over UDP goes into a buffer this big: the largest EDNS size we honour. */
-#define UDP_OUT_CAP 4096
+/* A UDP query is at most this long (a question and an OPT record take well under 512; the
+ * rest is a client's padding or garbage), and is copied aside while its buffer takes the
+ * answer, whose size the buffer's capacity bounds (EDDY_DATAGRAM_RECV_SIZE: 2048 by default;
+ * we advertise EDNS 1232). */
+#define UDP_QUERY_MAX 2048
 /* A TCP message is at most this long (the length field's reach), two bytes of length apart. */
 #define TCP_MSG_MAX 65535
 /* A TCP message must arrive whole this long after its first bytes (slow-loris clients). */
@@ -54,14 +57,28 @@ static void udp_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 {
     udp_t *u = eddy_ctx_state(ctx);
     eddy_datagram_t *d = eddy_datagram_of(msg);
-    eddy_buf_t *q = d != NULL ? eddy_datagram_content(d) : NULL;
-    eddy_buf_t *out = q != NULL ? eddy_buf_alloc(eddy_ctx_alloc(ctx), UDP_OUT_CAP, UDP_OUT_CAP)
-                                : NULL;
+    eddy_buf_t *b = d != NULL ? eddy_datagram_content(d) : NULL;
+    /* The answer goes into the query's own buffer (pooled, EDDY_DATAGRAM_RECV_SIZE bytes),
+     * the query copied aside first, and the packet goes back turned around: no buffer and no
+     * packet is made per query. */
+    uint8_t query[UDP_QUERY_MAX];
+    size_t qlen = b != NULL ? eddy_buf_readable(b) : 0;
+    if (b == NULL || qlen > sizeof(query)) {
+        atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed); /* not a query */
+        eddy_msg_release(msg);
+        return;
+    }
+    memcpy(query, eddy_buf_read_ptr(b), qlen);
+    eddy_buf_t *out = NULL; /* a buffer of its own, when the query's is too small */
+    if (eddy_buf_capacity(b) < UDP_QUERY_MAX) {
+        b = out = eddy_buf_alloc(eddy_ctx_alloc(ctx), UDP_QUERY_MAX, UDP_QUERY_MAX);
+    } else {
+        eddy_buf_clear(b);
+    }
     size_t n = 0;
-    int rc = out != NULL ? eddy_dns_answer(u->zone, eddy_buf_read_ptr(q), eddy_buf_readable(q),
-                                           EDDY_DNS_UDP_MAX, eddy_buf_write_ptr(out),
-                                           UDP_OUT_CAP, &n)
-                         : EDDY_ENOMEM;
+    int rc = b == NULL ? EDDY_ENOMEM
+                       : eddy_dns_answer(u->zone, query, qlen, EDDY_DNS_UDP_MAX,
+                                         eddy_buf_write_ptr(b), eddy_buf_capacity(b), &n);
     if (rc != 0) {
         atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
         if (out != NULL) {
@@ -70,14 +87,10 @@ static void udp_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
         eddy_msg_release(msg);
         return;
     }
-    eddy_buf_set_writer_index(out, n);
-    eddy_datagram_t *reply = eddy_datagram_reply(d, out);
-    eddy_msg_release(msg);
-    if (reply != NULL) {
-        eddy_ctx_write(ctx, eddy_datagram_msg(reply), NULL);
-        u->wrote = true;
-        atomic_fetch_add_explicit(&answered_udp, 1, memory_order_relaxed);
-    }
+    eddy_buf_set_writer_index(b, n);
+    eddy_ctx_write(ctx, eddy_datagram_msg(eddy_datagram_turn(d, out)), NULL);
+    u->wrote = true;
+    atomic_fetch_add_explicit(&answered_udp, 1, memory_order_relaxed);
 }
 
 static void udp_read_complete(eddy_ctx_t *ctx)

@@ -1,8 +1,8 @@
 /*
  * udp_server_eddy: eddy's UDP echo server on one loop. One datagram channel bound to
  * 127.0.0.1:port (eddy_datagram_open), whose one handler turns each packet into its reply
- * (the same payload, back to its sender: eddy_datagram_reply with the packet's content taken
- * over, no copy), writes it, and flushes once per read batch. The channel reads as many
+ * (the same packet turned around, eddy_datagram_turn: no copy, no new packet), writes it,
+ * and flushes once per read batch (one recvmmsg). The channel reads as many
  * datagrams per readiness event as the raw server (--per-event, default 1024, as
  * EDDY_MAX_MESSAGES_PER_READ), in recvmmsg batches of up to 64 as the raw server's, and gets
  * the raw server's socket buffers. Replies to one peer go out as UDP_SEGMENT sends (eddy's
@@ -26,10 +26,7 @@ static void echo_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
         eddy_msg_release(msg);
         return;
     }
-    eddy_datagram_t *reply = eddy_datagram_reply(d, eddy_datagram_take_content(d));
-    eddy_datagram_release(d);
-    if (reply != NULL)
-        eddy_ctx_write(ctx, eddy_datagram_msg(reply), NULL);
+    eddy_ctx_write(ctx, eddy_datagram_msg(eddy_datagram_turn(d, NULL)), NULL);
 }
 
 static void echo_read_complete(eddy_ctx_t *ctx)
