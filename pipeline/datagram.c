@@ -198,14 +198,15 @@ static size_t gro_segment(struct msghdr *mh)
     return 0;
 }
 
-/* Hand one received payload on as a packet from sender; false when the channel closed. */
-static bool deliver(eddy_channel_t *ch, eddy_buf_t *buf, const eddy_addr_t *sender)
+/* Hand one received payload on as a packet from sender to self (the channel's address);
+ * false when the channel closed. */
+static bool deliver(eddy_channel_t *ch, eddy_buf_t *buf, const eddy_addr_t *sender,
+                    const eddy_addr_t *self)
 {
-    eddy_datagram_t *d = eddy_datagram_new(buf, NULL, sender);
+    eddy_datagram_t *d = eddy_datagram_new(buf, self, sender);
     if (d == NULL) {
         eddy_pipeline_fire_exception(&ch->pipeline, EDDY_ENOMEM);
     } else {
-        addr_copy(&d->recipient, eddy_channel_local_addr(ch));
         atomic_fetch_add_explicit(&ch->msgs_read, 1, memory_order_relaxed);
         eddy_pipeline_fire_channel_read(&ch->pipeline, eddy_datagram_msg(d));
     }
@@ -215,7 +216,7 @@ static bool deliver(eddy_channel_t *ch, eddy_buf_t *buf, const eddy_addr_t *send
 /* A received datagram of n bytes in buf: passed on, split when the kernel coalesced several
  * (GRO), or reported when truncated. False when the channel closed. */
 static bool received(eddy_channel_t *ch, eddy_buf_t *buf, size_t n, struct msghdr *mh,
-                     const eddy_addr_t *sender)
+                     const eddy_addr_t *sender, const eddy_addr_t *self)
 {
     atomic_fetch_add_explicit(&ch->bytes_read, n, memory_order_relaxed);
     if (mh->msg_flags & MSG_TRUNC) {
@@ -227,7 +228,7 @@ static bool received(eddy_channel_t *ch, eddy_buf_t *buf, size_t n, struct msghd
     eddy_buf_set_writer_index(buf, n);
     size_t seg = gro_segment(mh);
     if (seg == 0 || seg >= n) {
-        return deliver(ch, buf, sender);
+        return deliver(ch, buf, sender, self);
     }
     bool open = true;
     for (size_t off = 0; off < n && open; off += seg) {
@@ -237,7 +238,7 @@ static bool received(eddy_channel_t *ch, eddy_buf_t *buf, size_t n, struct msghd
             eddy_pipeline_fire_exception(&ch->pipeline, EDDY_ENOMEM);
             break;
         }
-        open = deliver(ch, part, sender);
+        open = deliver(ch, part, sender, self);
     }
     eddy_buf_release(buf);
     return open;
@@ -271,6 +272,7 @@ static void datagram_read(eddy_channel_t *ch)
     if (one_batch) {
         ch->flags &= ~EDDY__CH_READING;
     }
+    const eddy_addr_t *self = eddy_channel_local_addr(ch); /* every packet's recipient */
     while (left > 0 && !(ch->flags & (EDDY__CH_CLOSED | EDDY__CH_PAUSED))) {
         struct mmsghdr mm[MAX_BATCH];
         struct iovec iov[MAX_BATCH];
@@ -312,7 +314,7 @@ static void datagram_read(eddy_channel_t *ch)
             if (from[i].len > sizeof(from[i].u)) {
                 from[i].len = 0;
             }
-            open = received(ch, bufs[i], mm[i].msg_len, &mm[i].msg_hdr, &from[i]);
+            open = received(ch, bufs[i], mm[i].msg_len, &mm[i].msg_hdr, &from[i], self);
         }
         if (open && got > 0) {
             /* One batch per recvmmsg: the answers go out (a flush in read_complete) while

@@ -30,9 +30,12 @@ typedef struct shelf_s {
     unsigned n;
 } shelf_t;
 
-static _Thread_local shelf_t shelves[EDDY__RECYCLE_KINDS];
+/* initial-exec: a plain load from the thread pointer, no __tls_get_addr call per message in
+ * the shared library (buffer/alloc.c does the same). */
+static __attribute__((tls_model("initial-exec"))) _Thread_local shelf_t
+    shelves[EDDY__RECYCLE_KINDS];
 #ifndef RECYCLE_OFF
-static _Thread_local bool registered;
+static __attribute__((tls_model("initial-exec"))) _Thread_local bool registered;
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
