@@ -8,10 +8,12 @@
 set -euo pipefail
 
 PACKAGES=(
+    bind9-dnsutils      # dig: the DNS server's tests ask it
     clang               # buildtypes.gcc_clang builds every build type with clang too
     cmake
     curl                # the HTTP server's tests drive it with curl
     gcc                 # with its ASan, UBSan and TSan runtimes (libgcc-12-dev)
+    knot-dnsutils       # kdig: the DNS server's tests ask it too, in JSON
     libck-dev           # bench/ring's ck_ring baseline (the benchmarks build in make test)
     libcmocka-dev
     libjemalloc-dev     # bench/buffer's jemalloc baseline
