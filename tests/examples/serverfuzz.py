@@ -2,16 +2,20 @@
 """Whole-server fuzzing: seeded, generated hostile traffic against the example servers.
 
 Each run starts one example server (eddy-echo-server plain or with --tls, eddy-rpc-server,
-eddy-http-server, eddy-resp-server) with two worker loops, 256 descriptors and an ephemeral
-port of 127.0.0.1, and plays bursts of client connections against it, all at once and
-interleaved on one selectors loop. What every connection does is generated up front from the
+eddy-http-server, eddy-resp-server, eddy-dns-server on examples/zones/example.zone) with two
+worker loops, 256 descriptors and an ephemeral port of 127.0.0.1, and plays bursts of client
+connections against it, all at once and interleaved on one selectors loop; for DNS, UDP flows
+(a socket each) among them. What every connection does is generated up front from the
 run's seed by a grammar of its protocol:
 
   - valid messages (HTTP/1.1 and 1.0 requests with Content-Length and chunked bodies,
     keep-alive and Connection: close, Expect: 100-continue; RESP arrays and inline commands;
-    RPC frames of echo/add/sleep; echo bytes; the same over TLS), pipelined many at a time;
+    RPC frames of echo/add/sleep; echo bytes; the same over TLS; DNS queries for names in
+    the zone and outside it, of any type, in random case, with and without EDNS), pipelined
+    many at a time;
   - mutated ones (bytes flipped, inserted, deleted, duplicated, cut; numbers, length fields and
-    CRLFs corrupted) and pure garbage;
+    CRLFs corrupted; DNS counts that lie, compression pointer loops, labels past the end) and
+    pure garbage;
   - the byte stream split at random into writes with small random delays;
   - resets (SO_LINGER {1, 0}, then close) and half-closes (shutdown(SHUT_WR)) at random
     points, a reset right after a request that makes the server close, clients that stop
@@ -19,12 +23,15 @@ run's seed by a grammar of its protocol:
 
 Connections that sent only valid messages check what comes back (echo: a prefix of what was
 sent; RPC: each call's answer; HTTP: statuses in order; RESP: well-formed replies, exact ones
-where the command fixes them) and, when they wait for it, that all of it comes. After every
+where the command fixes them; DNS: one answer per query, its id, QR, rcode, AA and TC as the
+zone says, the question echoed as sent) and, when they wait for it, that all of it comes.
+UDP flows of valid queries check each answer and ask again for late ones; floods (hundreds
+of datagrams at once) need not be answered. After every
 burst a canary (a well-formed request on a fresh connection) must be answered correctly
 within CANARY_SECONDS. At the end the server gets SIGTERM and must exit 0 with no sanitizer
 report in its output.
 
-    serverfuzz.py BIN_DIR [CERT_DIR] [--servers echo,tls,rpc,http,resp] [--seeds 1,2]
+    serverfuzz.py BIN_DIR [CERT_DIR] [--servers echo,tls,rpc,http,resp,dns] [--seeds 1,2]
                   [--bursts N] [--out DIR]
     serverfuzz.py BIN_DIR [CERT_DIR] --soak SECONDS [--servers ...]   fresh seeds until then
     serverfuzz.py BIN_DIR [CERT_DIR] --replay TRACE.json [--repeat N] a failure, again
@@ -35,8 +42,8 @@ only. A run is named by its server and seed: `--servers http --seeds 1234` plays
 exactly (the inputs; the interleaving is the kernel's). A failure prints the seed, the server
 and the tail of its output, and writes a trace (JSON: per burst, per connection, the actions
 in order: bytes sent as hex, the writes they were split into, delays, resets and
-half-closes) to OUT/serverfuzz-<server>-<seed>.json; --replay plays a trace. Traces kept as
-tests live in tests/examples/fuzz_cases/ (see fuzz/README.md).
+half-closes; a UDP flow's datagrams) to OUT/serverfuzz-<server>-<seed>.json; --replay plays
+a trace. Traces kept as tests live in tests/examples/fuzz_cases/ (see fuzz/README.md).
 
 Exit status: 0 when every run passed, 1 when one failed, 2 on a usage error.
 """
@@ -75,6 +82,9 @@ BURST_SECONDS = 60.0
 # Before SIGTERM: long enough for timers a burst left behind to fire (eddy-http-server
 # lingers 1 s on a closing connection), so that what they touch is checked too.
 SETTLE_SECONDS = 1.5
+# A UDP query whose answer has not come this long after the flow began to wait is sent again
+# (resolvers wait about as long).
+UDP_RETRY_SECONDS = 1.0
 STOP_SECONDS = 60.0  # SIGTERM to exit: graceful shutdown takes at most ~7 s
 
 TRACE_FORMAT = "eddy-serverfuzz-1"
@@ -744,12 +754,446 @@ class RespChecker:
         return self.n >= len(self.expects)
 
 
+# DNS (eddy-dns-server, examples/zones/example.zone): queries over TCP with their two-byte
+# length, and over UDP (UdpClient below), one datagram each.
+
+DNS_ZONE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                        "zones", "example.zone")
+T_A, T_NS, T_CNAME, T_SOA, T_MX, T_TXT, T_AAAA, T_OPT, T_IXFR, T_AXFR, T_ANY = \
+    1, 2, 5, 6, 15, 16, 28, 41, 251, 252, 255
+NOERROR, FORMERR, NXDOMAIN, NOTIMP, REFUSED, BADVERS = 0, 1, 3, 4, 5, 16
+# The zone's names below example.test. ("" the apex) and their types; CNAMEs and their
+# targets (relative, or None: out of the zone); the empty non-terminals have no types.
+DNS_TYPES = {"": {T_SOA, T_NS, T_MX, T_A, T_AAAA, T_TXT}, "ns1": {T_A, T_AAAA}, "ns2": {T_A},
+             "mail": {T_A, T_AAAA}, "host": {T_A, T_AAAA}, "txt": {T_TXT}, "c10": {T_A},
+             "a.b.c.deep": {T_A}, "b.c.deep": set(), "c.deep": set(), "deep": set(),
+             "many": {T_A}}
+DNS_CNAMES = {"www": "web", "web": "host", "alias-out": None, "dangling": "nowhere",
+              "loop1": "loop2", "loop2": "loop1"}
+DNS_CNAMES.update({"c%d" % i: "c%d" % (i + 1) for i in range(1, 10)})
+for _n in DNS_CNAMES:
+    DNS_TYPES[_n] = {T_CNAME}
+DNS_MANY = 40  # A records at many: 16 bytes each in an answer
+# The longest query eddy-dns-server's UDP side reads (the datagram channel's default
+# EDDY_DATAGRAM_RECV_SIZE); a longer one is dropped unanswered.
+DNS_UDP_QUERY_MAX = 2048
+DNS_QTYPES = [T_A] * 8 + [T_AAAA] * 4 + [T_NS, T_CNAME, T_SOA, T_MX, T_TXT, T_ANY] * 2 + \
+    [0, 3, 99, 257, 65535, T_AXFR, T_IXFR]
+
+
+def dns_name(rng):
+    """A query name as labels (bytes): the zone's names, names below them that do not exist,
+    names outside the zone, the root, long names; letters in random case (0x20)."""
+    r = rng.random()
+    zone = [b"example", b"test"]
+    if r < 0.55:
+        rel = rng.choice(sorted(DNS_TYPES))
+        labels = [x.encode() for x in rel.split(".") if x] + zone
+    elif r < 0.7:
+        base = rng.choice(sorted(DNS_TYPES))
+        labels = [token(rng, 1, 20).encode() for _ in range(rng.randint(1, 3))] + \
+            [x.encode() for x in base.split(".") if x] + zone
+    elif r < 0.85:
+        labels = rng.choice(([b"example", b"net"], [b"test"], [b"com"], [b"example", b"testing"],
+                             [b"www", b"example", b"net"], [b"xexample", b"test"], [b"arpa"],
+                             [token(rng).encode(), b"org"], []))
+    elif r < 0.95:  # binary labels, dots and escapes inside labels
+        labels = [rng.randbytes(rng.randint(1, 63)) for _ in range(rng.randint(1, 3))]
+        if rng.random() < 0.5:
+            labels += zone
+    else:  # near the 255-byte limit
+        labels = []
+        while sum(len(x) + 1 for x in labels) + 64 < 255 - 14:
+            labels.append(token(rng, 63, 63).encode())
+        labels += zone
+    if rng.random() < 0.6:  # 0x20: random case, ASCII letters only
+        labels = [bytes(c ^ 0x20 if 97 <= (c | 0x20) <= 122 and rng.random() < 0.5 else c
+                        for c in x) for x in labels]
+    return labels
+
+
+def dns_wire(labels):
+    return b"".join(bytes([len(x)]) + x for x in labels) + b"\x00"
+
+
+def dns_expect_rcode(labels, qtype, qclass, version):
+    """The rcode and AA the zone's answer has (eddy_dns_answer in include/eddy/dns.h)."""
+    if version not in (None, 0):
+        return BADVERS, False
+    if qclass not in (1, 255):
+        return REFUSED, False
+    if qtype in (T_AXFR, T_IXFR):
+        return NOTIMP, False
+    low = [x.lower() for x in labels]  # ASCII only, as DNS compares names
+    if low[-2:] != [b"example", b"test"]:
+        return REFUSED, False
+    try:
+        name = b".".join(low[:-2]).decode("ascii")
+    except UnicodeDecodeError:
+        return NXDOMAIN, True
+    if any(x in name for x in "\\ ") or any(b"." in x for x in low[:-2]):
+        return NXDOMAIN, True  # a dot or a backslash inside a label: no such name
+    seen = set()
+    for _ in range(8):
+        if name not in DNS_TYPES:
+            return NXDOMAIN, True
+        types = DNS_TYPES[name]
+        if qtype == T_ANY or qtype in types or T_CNAME not in types:
+            return NOERROR, True
+        seen.add(name)
+        name = DNS_CNAMES[name]
+        if name is None or name in seen:
+            return NOERROR, True
+    return NOERROR, True
+
+
+def dns_query(rng, st, *, big=False):
+    """A valid query and what its answer must be: [id, question hex, rcode, aa, tc over UDP,
+    opt]."""
+    ids = st.setdefault("ids", set())
+    qid = rng.randrange(65536)
+    while qid in ids and len(ids) < 60000:
+        qid = rng.randrange(65536)
+    ids.add(qid)
+    labels = dns_name(rng)
+    qtype = rng.choice(DNS_QTYPES)
+    if labels[:1] and labels[0].lower() == b"many" and rng.random() < 0.5:
+        qtype = rng.choice((T_A, T_ANY))  # the answer that truncates
+    qclass = rng.choices((1, 255, 3, 4, 254, 65535), (90, 4, 3, 1, 1, 1))[0]
+    flags = 0x0100 if rng.random() < 0.5 else 0  # RD, copied back
+    flags |= rng.choice((0, 0, 0, 0x0020, 0x0010))  # AD, CD: ignored
+    question = dns_wire(labels) + struct.pack(">HH", qtype, qclass)
+    opt = b""
+    version = None
+    udp_size = 0
+    if big or rng.random() < 0.6:
+        udp_size = rng.choice((0, 1, 511, 512, 600, 685, 686, 687, 1232, 1232, 4096, 65535,
+                               rng.randrange(65536)))
+        version = 0 if rng.random() < 0.95 else rng.choice((1, 255))
+        do = 0x8000 if rng.random() < 0.3 else 0
+        options = b""
+        for _ in range(geometric(rng, 3, 5) - 1):
+            code = rng.choice((3, 8, 10, 12, 15, 65001))  # NSID, ECS, cookie, padding, EDE
+            data = rng.randbytes(rng.choice((0, 2, 8, 16, 40)))
+            options += struct.pack(">HH", code, len(data)) + data
+        if big:  # padding: a query up to what a UDP read takes, or far past it on TCP
+            pad = rng.randint(1000, 1900) if big == "udp" else rng.randint(2000, 60000)
+            if big == "udp":
+                # eddy-dns-server reads datagrams of DNS_UDP_QUERY_MAX bytes at most; longer
+                # ones are dropped unanswered.
+                pad = min(pad, DNS_UDP_QUERY_MAX - (12 + len(question) + 11 + len(options) + 4))
+            options += struct.pack(">HH", 12, pad) + bytes(pad)
+        opt = b"\x00" + struct.pack(">HHIH", T_OPT, udp_size, (version or 0) << 16 | do,
+                                    len(options)) + options
+    msg = struct.pack(">HHHHHH", qid, flags, 1, 0, 0, 1 if opt else 0) + question + opt
+    rcode, aa = dns_expect_rcode(labels, qtype, qclass, version)
+    limit = min(max(512, udp_size if opt else 0), 4096) - (11 if opt else 0)
+    low = [x.lower() for x in labels]
+    tc = (rcode == NOERROR and low == [b"many", b"example", b"test"] and
+          qtype in (T_A, T_ANY) and 12 + len(question) + 16 * DNS_MANY > limit)
+    return msg, [qid, question.hex(), rcode, aa, tc, bool(opt)]
+
+
+def dns_skip_name(b, off):
+    while True:
+        if off >= len(b):
+            raise ValueError("a name runs past the end")
+        n = b[off]
+        if n == 0:
+            return off + 1
+        if n & 0xC0 == 0xC0:
+            if off + 2 > len(b):
+                raise ValueError("a pointer runs past the end")
+            return off + 2
+        if n & 0xC0:
+            raise ValueError(f"label type {n:#x}")
+        off += 1 + n
+
+
+def dns_parse(b):
+    """The header fields and records of a message; ValueError when it is malformed."""
+    if len(b) < 12:
+        raise ValueError(f"{len(b)} bytes, no header")
+    qid, flags, qd, an, ns, ar = struct.unpack(">HHHHHH", b[:12])
+    off = 12
+    for _ in range(qd):
+        off = dns_skip_name(b, off) + 4
+    rrs = []
+    for i in range(an + ns + ar):
+        start = off
+        off = dns_skip_name(b, off)
+        if off + 10 > len(b):
+            raise ValueError(f"record {i} cut")
+        rtype, rclass, ttl, rdlen = struct.unpack(">HHIH", b[off:off + 10])
+        off += 10 + rdlen
+        rrs.append((0 if i < an else 1 if i < an + ns else 2, rtype, rclass, ttl,
+                    b[off - rdlen:off], start))
+    if off != len(b):
+        raise ValueError(f"{len(b) - off} bytes after the last record" if off < len(b)
+                         else "the last record runs past the end")
+    return {"id": qid, "flags": flags, "counts": (qd, an, ns, ar), "rrs": rrs}
+
+
+def dns_check(b, e, udp):
+    """What is wrong with the answer b to the query whose expectation is e, or None."""
+    qid, qhex, rcode, aa, tc, opt = e
+    try:
+        m = dns_parse(b)
+    except ValueError as err:
+        return f"a malformed answer ({err}): {b[:64].hex()}"
+    flags, (qd, an, ns, ar) = m["flags"], m["counts"]
+    what = f"query {qid:#06x}"
+    if m["id"] != qid:
+        return f"{what}: answered with id {m['id']:#06x}"
+    if not flags & 0x8000 or (flags >> 11) & 15 != 0:
+        return f"{what}: flags {flags:#06x} (QR clear or opcode not QUERY)"
+    q = bytes.fromhex(qhex)
+    if qd != 1 or b[12:12 + len(q)] != q:
+        return f"{what}: question not echoed: {b[12:12 + len(q) + 4].hex()}, sent {qhex}"
+    opts = [r for r in m["rrs"] if r[1] == T_OPT]
+    if len(opts) != (1 if opt else 0) or (opts and opts[0][0] != 2):
+        return f"{what}: {len(opts)} OPT records, the query had {1 if opt else 0}"
+    got = (flags & 15) | ((opts[0][3] >> 24) << 4 if opts else 0)
+    if got != rcode:
+        return f"{what}: rcode {got}, wanted {rcode}"
+    if bool(flags & 0x0400) != aa:
+        return f"{what}: AA {'set' if aa else 'clear'} wanted"
+    want_tc = tc and udp
+    if bool(flags & 0x0200) != want_tc:
+        return f"{what}: TC {'set' if want_tc else 'clear'} wanted ({'UDP' if udp else 'TCP'})"
+    if want_tc and an + ns != 0:
+        return f"{what}: truncated, yet {an} answers and {ns} authority records"
+    if not want_tc and rcode == NXDOMAIN and not any(r[0] == 1 and r[1] == T_SOA
+                                                     for r in m["rrs"]):
+        return f"{what}: NXDOMAIN without the SOA"
+    return None
+
+
+class Dns(Proto):
+    """eddy-dns-server: DNS queries with their two-byte length over TCP (pipelined), and
+    datagrams over UDP (plans with "udp": UdpClient)."""
+    name = "dns"
+    exe = "eddy-dns-server"
+    weights = dict(Proto.weights, close_rst=10)
+    tokens = [b"\x00\x0c", b"\x00", b"\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00", b"\xc0\x0c",
+              b"\x07example\x04test\x00", b"\x00\x01\x00\x01", b"\x00\x00\x29\x10\x00",
+              b"\xff\xff", b"\x3f", b"\x80\x00", b"\x00\x00\x01\x00\x01"]
+    udp_share = 0.4  # of a burst's plans, UDP flows
+    udp_weights = {"udp_valid": 30, "udp_mutated": 20, "udp_garbage": 12, "udp_flood": 10}
+
+    def argv(self, bin_dir, cert_dir):
+        return super().argv(bin_dir, cert_dir) + ["--zone", DNS_ZONE]
+
+    def message(self, rng, st):
+        msg, e = dns_query(rng, st)
+        return Msg(struct.pack(">H", len(msg)) + msg, e)
+
+    def closing(self, rng, st):
+        """A frame with no whole header, or a response: the server closes after it."""
+        r = rng.random()
+        if r < 0.25:
+            return Msg(b"\x00\x00", closes=True)
+        if r < 0.6:
+            junk = rng.randbytes(rng.randint(1, 11))
+            return Msg(struct.pack(">H", len(junk)) + junk, closes=True)
+        msg = bytearray(dns_query(rng, st)[0])
+        msg[2] |= 0x80  # QR: a response
+        return Msg(struct.pack(">H", len(msg)) + bytes(msg), closes=True)
+
+    def big(self, rng, st):
+        msg, e = dns_query(rng, st, big="tcp")
+        return Msg(struct.pack(">H", len(msg)) + msg, e)
+
+    def mutate_query(self, rng, q):
+        """DNS-aware damage to a query (no length prefix)."""
+        b = bytearray(q)
+        op = rng.choice(("counts", "counts", "ptr_loop", "ptr_forward", "label_past_end",
+                         "label_long", "qr_opcode", "two_opts", "generic"))
+        if op == "counts":
+            i = rng.choice((4, 6, 8, 10))
+            b[i:i + 2] = struct.pack(">H", rng.choice((0, 2, 3, 255, 0xFFFF,
+                                                       rng.randrange(65536))))
+        elif op == "ptr_loop":  # the question's name a pointer to itself, or two in a ring
+            end = dns_skip_name(b, 12)
+            b[12:end] = rng.choice((b"\xc0\x0c", b"\x01a\xc0\x0c", b"\xc0\x0e\xc0\x0c"))
+        elif op == "ptr_forward":
+            end = dns_skip_name(b, 12)
+            b[12:end] = b"\xc0" + bytes([rng.choice((0, 5, 11, 0x20, 0xff))])
+        elif op == "label_past_end":
+            cut = rng.randint(13, max(13, dns_skip_name(b, 12) - 1))
+            del b[cut:]
+            b[12] = rng.choice((b[12], 63, 0x3f))
+        elif op == "label_long":
+            b[12] = rng.choice((64, 100, 0x7f, 0xbf))
+        elif op == "qr_opcode":
+            b[2] = (b[2] & 0x87) | (rng.choice((1, 2, 3, 4, 5, 15)) << 3)
+        elif op == "two_opts" and b[11]:
+            opt = b"\x00" + struct.pack(">HHIH", T_OPT, 1232, 0, 0)
+            b += opt
+            b[10:12] = struct.pack(">H", struct.unpack(">H", b[10:12])[0] + 1)
+        else:
+            return mutate_generic(rng, bytes(b))
+        return bytes(b)
+
+    def mutate(self, rng, msg):
+        data = msg.flat()
+        if rng.random() < 0.35:
+            return mutate_generic(rng, data)  # the framed bytes
+        q = self.mutate_query(rng, data[2:])
+        n = len(q)
+        if rng.random() < 0.2:  # a length prefix that lies
+            n = rng.choice((0, 1, 11, 12, n - 1, n + 1, n + rng.randint(2, 100), 0xFFFF,
+                            rng.randrange(65536))) & 0xFFFF
+        return struct.pack(">H", n) + q
+
+    def checker(self, expects, client):
+        return DnsTcpChecker(expects)
+
+    def canary(self, port, n, tls):
+        for udp in (True, False):
+            qid = (0xCA00 + n * 2 + udp) & 0xFFFF
+            q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0) + \
+                dns_wire([b"www", b"example", b"test"]) + struct.pack(">HH", T_A, 1)
+            e = [qid, q[12:].hex(), NOERROR, True, False, False]
+            if udp:
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                    s.settimeout(2)
+                    s.connect(("127.0.0.1", port))
+                    s.send(q)
+                    got = s.recv(4096)
+            else:
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                    s.sendall(struct.pack(">H", len(q)) + q)
+                    got = recv_until(s, lambda g: len(g) >= 2 and len(g) >= 2 + g[0] * 256 + g[1])
+                    got = got[2:]
+            why = dns_check(got, e, udp)
+            if why is None:
+                rrs = dns_parse(got)["rrs"]
+                if [r[1] for r in rrs] != [T_CNAME, T_CNAME, T_A] or rrs[2][4] != bytes(
+                        [192, 0, 2, 80]) or [r[3] for r in rrs] != [3600] * 3:
+                    why = f"answer records {rrs}"
+            if why:
+                raise CanaryWrong(f"{'UDP' if udp else 'TCP'} www.example.test A: {why}")
+
+    def gen_udp(self, rng, cid):
+        """A UDP flow's plan (UdpClient plays it)."""
+        kinds = list(self.udp_weights)
+        kind = rng.choices(kinds, [self.udp_weights[k] for k in kinds])[0]
+        plan = {"id": cid, "kind": kind, "udp": True, "start_ms": ms(rng.uniform(0, 300)),
+                "actions": []}
+        acts = plan["actions"]
+        st = {}
+        if kind == "udp_valid":
+            check = []
+            for _ in range(geometric(rng, 5, 40)):
+                msg, e = dns_query(rng, st, big="udp" if rng.random() < 0.05 else False)
+                acts.append({"op": "dgram", "hex": msg.hex()})
+                check.append(e)
+                if rng.random() < 0.3:
+                    acts.append({"op": "sleep", "ms": ms(rng.choice((0.1, 1, rng.uniform(0, 20))))})
+            plan["check"] = check
+            acts.append({"op": "read", "ms": ANSWER_SECONDS * 1000, "all": True})
+        elif kind == "udp_mutated":
+            for _ in range(geometric(rng, 5, 40)):
+                msg = dns_query(rng, st)[0]
+                if rng.random() < 0.6:
+                    msg = self.mutate_query(rng, msg) if rng.random() < 0.7 else \
+                        mutate_generic(rng, msg)
+                acts.append({"op": "dgram", "hex": msg.hex()})
+            acts.append({"op": "read", "ms": ms(rng.choice((0, 50, 300)))})
+        elif kind == "udp_garbage":
+            for _ in range(geometric(rng, 3, 20)):
+                r = rng.random()
+                if r < 0.15:
+                    d = b""
+                elif r < 0.3:
+                    d = rng.randbytes(rng.choice((1, 11)))
+                elif r < 0.45:  # a response: never answered
+                    d = bytearray(dns_query(rng, st)[0])
+                    d[2] |= 0x80
+                    d = bytes(d)
+                elif r < 0.55:
+                    d = rng.randbytes(rng.choice((65507, 2049, 4096, 9000)))
+                elif r < 0.65:
+                    d = rng.randbytes(12)
+                else:
+                    d = garbage_bytes(rng, self.tokens)[:65507]
+                acts.append({"op": "dgram", "hex": d.hex()})
+            acts.append({"op": "read", "ms": ms(rng.choice((0, 50, 300)))})
+        else:  # udp_flood: hundreds of datagrams at once, read or not
+            qs = [dns_query(rng, st) for _ in range(rng.randint(1, 16))]
+            acts.append({"op": "flood", "hex": [q.hex() for q, _ in qs],
+                         "times": rng.choice((100, 300, 500, 1000))})
+            if rng.random() < 0.3:
+                plan["noread"] = True
+                plan["rcvbuf"] = rng.choice((1024, 4096))
+            else:
+                plan["check"] = [e for _, e in qs]
+                plan["flood"] = True
+                acts.append({"op": "read", "ms": ms(rng.uniform(200, 1500))})
+        acts.append({"op": "close"})
+        return plan
+
+
+class DnsTcpChecker:
+    """Answers in order, one per query, each as dns_check wants it."""
+
+    def __init__(self, expects):
+        self.expects = expects
+        self.pos = 0
+        self.n = 0
+
+    def feed(self, rx):
+        while len(rx) - self.pos >= 2:
+            n = rx[self.pos] << 8 | rx[self.pos + 1]
+            if len(rx) - self.pos - 2 < n:
+                return None
+            if self.n >= len(self.expects):
+                return f"an answer beyond the {len(self.expects)} queries sent"
+            why = dns_check(bytes(rx[self.pos + 2:self.pos + 2 + n]), self.expects[self.n], False)
+            if why:
+                return f"answer {self.n}: {why}"
+            self.n += 1
+            self.pos += 2 + n
+        return None
+
+    def complete(self, rx):
+        return self.n >= len(self.expects)
+
+
+class DnsUdpChecker:
+    """UDP answers, by id: each as dns_check wants it, at most once (a flood's repeats
+    excepted); complete when every query sent has its answer."""
+
+    def __init__(self, expects, flood):
+        self.by_id = {e[0]: e for e in expects}
+        self.flood = flood
+        self.answered = set()
+        self.sent = set()
+        self.retried = set()  # asked again: two answers may come
+
+    def feed_one(self, data):
+        if len(data) < 2:
+            return f"an answer of {len(data)} bytes"
+        qid = data[0] << 8 | data[1]
+        e = self.by_id.get(qid)
+        if e is None:
+            return f"an answer with id {qid:#06x}, which no query had"
+        if qid in self.answered and not self.flood and qid not in self.retried:
+            return f"query {qid:#06x} answered twice"
+        self.answered.add(qid)
+        return dns_check(data, e, True)
+
+    def complete(self, rx):
+        return self.sent <= self.answered
+
+
 class CanaryWrong(Exception):
     """The canary was answered, wrongly: a failure at once (no retry)."""
 
 
-PROTOS = {p.name: p for p in (Echo(), TlsEcho(), Rpc(), Http(), Resp())}
-ALL_SERVERS = ["echo", "tls", "rpc", "http", "resp"]
+PROTOS = {p.name: p for p in (Echo(), TlsEcho(), Rpc(), Http(), Resp(), Dns())}
+ALL_SERVERS = ["echo", "tls", "rpc", "http", "resp", "dns"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -770,6 +1214,11 @@ ALL_SERVERS = ["echo", "tls", "rpc", "http", "resp"]
 #   flip {at}           TLS: corrupt the next write's ciphertext at that fraction of it
 # A plan also says: rcvbuf (SO_RCVBUF, before connect), noread (never read), tls (version),
 # start_ms (when, in the burst), check (the answers valid messages must get).
+# A plan with "udp": true is a UDP flow (UdpClient), with actions of its own:
+#   dgram {hex}             send one datagram
+#   flood {hex: [...], times}  send times datagrams, cycling through the list, at once
+#   sleep, read {ms, all}, close   as above; "flood": true in the plan: answers need not come
+# (Traces stay "eddy-serverfuzz-1": these only add to it.)
 
 def split_stream(rng, data, actions, budget):
     """Append send actions for data, split into writes at random, with small random delays
@@ -809,6 +1258,8 @@ def add_msgs(rng, msgs, actions, budget):
 
 def gen_conn(rng, proto, cid):
     """One connection's plan, of a kind drawn by the protocol's weights."""
+    if getattr(proto, "udp_share", 0) and rng.random() < proto.udp_share:
+        return proto.gen_udp(rng, cid)
     kinds = list(proto.weights)
     kind = rng.choices(kinds, [proto.weights[k] for k in kinds])[0]
     plan = {"id": cid, "kind": kind, "start_ms": ms(rng.uniform(0, 300)), "actions": []}
@@ -1270,6 +1721,130 @@ class Client:
             raise ValueError(f"unknown action {op!r}")
 
 
+class UdpClient:
+    """One UDP flow playing its plan on a connected socket of its own: datagrams, floods of
+    them, sleeps, reads. The same interface to Burst as Client."""
+
+    def __init__(self, burst, plan):
+        self.burst = burst
+        self.plan = plan
+        self.actions = plan["actions"]
+        self.i = 0
+        self.sock = None
+        self.done = False
+        self.eof = self.dead = False  # (what Burst.summary asks of a stream)
+        self.rx = []  # the datagrams that came back
+        self.reading = not plan.get("noread")
+        self.wait = None
+        self.wake = None
+        self.error = None
+        self.unsent = 0  # datagrams the socket refused (EAGAIN in a flood)
+        self.queries = {}  # id: the datagram, to ask again when its answer is late
+        self.retry_at = None
+        check = plan.get("check")
+        self.checker = DnsUdpChecker(check, plan.get("flood")) if check is not None else None
+
+    def start(self):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        if self.plan.get("rcvbuf"):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.plan["rcvbuf"])
+        s.setblocking(False)
+        s.connect(("127.0.0.1", self.burst.port))
+        self.sock = s
+        if self.reading:
+            self.burst.sel.register(s, selectors.EVENT_READ, self)
+        self.advance()
+
+    def on_event(self, mask):
+        if not self.done:
+            self.read()
+            self.advance()
+
+    def read(self):
+        for _ in range(1024):
+            try:
+                data = self.sock.recv(65536)
+            except BlockingIOError:
+                break
+            except OSError:  # ECONNREFUSED: an ICMP error for an earlier datagram
+                continue
+            self.rx.append(data)
+            if self.checker and self.error is None:
+                self.error = self.checker.feed_one(data)
+
+    def send(self, data, qid=None):
+        try:
+            self.sock.send(data)
+        except OSError:  # EAGAIN (a full send buffer), ECONNREFUSED: not sent
+            self.unsent += 1
+            return
+        if qid is not None and self.checker is not None:
+            self.checker.sent.add(qid)
+            self.queries[qid] = data
+
+    def finish(self, how="close"):
+        if self.done:
+            return
+        if self.reading and self.sock is not None:
+            self.burst.sel.unregister(self.sock)
+        if self.sock is not None:
+            self.sock.close()
+        self.done = True
+
+    def satisfied(self, now):
+        kind, deadline, extra = self.wait
+        if kind == "sleep":
+            return now >= deadline
+        complete = self.checker is not None and self.checker.complete(self.rx)
+        if extra and not complete and not self.error and now >= self.retry_at:
+            # A datagram can be lost to a full socket buffer (another flow's flood fills the
+            # server's): ask again, as resolvers do, and take a second answer.
+            for qid in sorted(self.checker.sent - self.checker.answered):
+                self.checker.retried.add(qid)
+                self.send(self.queries[qid])
+            self.retry_at = now + UDP_RETRY_SECONDS
+        if complete or now >= deadline or not self.reading or self.error:
+            if extra and not complete and self.error is None and not self.checker.flood:
+                missing = sorted(self.checker.sent - self.checker.answered)
+                self.error = (f"{len(missing)} queries not answered within "
+                              f"{ANSWER_SECONDS:.0f} s (ids {[hex(i) for i in missing[:5]]})")
+            return True
+        return False
+
+    def advance(self):
+        while not self.done:
+            now = time.monotonic()
+            self.wake = None
+            if self.wait is not None:
+                if not self.satisfied(now):
+                    self.wake = min(self.wait[1], self.retry_at or self.wait[1])
+                    return
+                self.wait = None
+            if self.i == len(self.actions):
+                self.finish()
+                return
+            a = self.actions[self.i]
+            self.i += 1
+            op = a["op"]
+            if op == "dgram":
+                data = bytes.fromhex(a["hex"])
+                self.send(data, struct.unpack(">H", data[:2])[0] if len(data) >= 2 else None)
+            elif op == "flood":  # all at once, nothing read in between
+                dgrams = [bytes.fromhex(h) for h in a["hex"]]
+                for k in range(a["times"]):
+                    d = dgrams[k % len(dgrams)]
+                    self.send(d, struct.unpack(">H", d[:2])[0] if len(d) >= 2 else None)
+            elif op == "sleep":
+                self.wait = ("sleep", now + a["ms"] / 1000, None)
+            elif op == "read":
+                self.wait = ("read", now + a["ms"] / 1000, a.get("all", False))
+                self.retry_at = now + UDP_RETRY_SECONDS
+            elif op == "close":
+                self.finish()
+            else:
+                raise ValueError(f"unknown UDP action {op!r}")
+
+
 class Burst:
     """Every connection of a burst, played at once."""
 
@@ -1278,7 +1853,7 @@ class Burst:
         self.port = port
         self.tls_ctxs = tls_ctxs
         self.sel = selectors.DefaultSelector()
-        self.clients = [Client(self, p) for p in plans]
+        self.clients = [UdpClient(self, p) if p.get("udp") else Client(self, p) for p in plans]
 
     def run(self, limit=BURST_SECONDS):
         t0 = time.monotonic()
@@ -1353,7 +1928,7 @@ class Server:
             env=sanitizer_env(), preexec_fn=die_with_parent)
         deadline = time.monotonic() + 30
         while True:
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", self.output())
+            m = re.search(r"(?:listening|serving .*) on 127\.0\.0\.1:(\d+)", self.output())
             if m:
                 self.port = int(m.group(1))
                 break
