@@ -92,7 +92,9 @@ static size_t answer(const uint8_t *q, size_t n, size_t max_len, uint8_t *out, s
     CHECK((m.flags & EDDY_DNS_FLAG_QR) && !(m.flags & EDDY_DNS_FLAG_RA));
     CHECK((m.flags & 0x7900) == ((q[2] << 8 | q[3]) & 0x7900)); /* opcode, RD */
     if (m.qdcount == 0) {
-        CHECK(len == EDDY_DNS_HEADER_LEN);
+        /* The header, and our OPT when the query was an EDNS one that parsed. */
+        CHECK(len == EDDY_DNS_HEADER_LEN + (m.has_opt ? 11u : 0u));
+        CHECK(!m.has_opt || (query_ok && qm.has_opt));
         CHECK(m.rcode == EDDY_DNS_FORMERR || m.rcode == EDDY_DNS_NOTIMP);
         return len;
     }

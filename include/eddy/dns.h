@@ -161,7 +161,8 @@ EDDY_EXTERN size_t eddy_dns_zone_record_count(const eddy_dns_zone_t *z);
  *   header), a label past the end or longer than 63 bytes, a name over 255 bytes, counts
  *   claiming more records than the packet holds, bytes after the last record, more than one
  *   OPT, an OPT outside the additional section or not owned by the root, QTYPE OPT.
- *   FORMERR and NOTIMP answers carry the header alone (QDCOUNT 0).
+ *   FORMERR and NOTIMP answers carry the header alone (QDCOUNT 0), and our OPT record when
+ *   the query was an EDNS one that parsed (RFC 6891 6.1.1).
  *
  * Returns 0 when out holds an answer to send; otherwise there is nothing to send (drop the
  * packet): EDDY_EDECODE when there is no header (qlen < 12); EDDY_ENOTSUP when the packet

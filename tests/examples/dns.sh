@@ -331,14 +331,19 @@ question host.example.test. IN A
 an host.example.test. 3600 IN A 192.0.2.80" ]] || fail "kdig with EDNS options: $got"
 
 # Not served: a class other than IN (REFUSED), a zone transfer (NOTIMP, the question kept),
-# an opcode other than QUERY (NOTIMP, the header alone).
+# an opcode other than QUERY (NOTIMP: the header, and our OPT for an EDNS query).
 for t in "" +tcp; do
     got=$(dig_q $t version.bind CH TXT | norm_dig)
     [[ $got == "QUERY REFUSED [qr rd] 1 0 0 1
 $edns
 question version.bind. CH TXT" ]] || fail "dig $t CH: $got"
     got=$(dig_q $t +noedns +opcode=status example.test SOA | norm_dig)
-    [[ $got == "STATUS NOTIMP [qr rd] 0 0 0 0" ]] || fail "dig $t +opcode=status: $got"
+    [[ $got == "STATUS NOTIMP [qr rd] 0 0 0 0" ]] || fail "dig $t +noedns +opcode=status: $got"
+    # An EDNS query's NOTIMP carries our OPT (RFC 6891 6.1.1), so no resolver takes the
+    # error for a server without EDNS.
+    got=$(dig_q $t +opcode=status example.test SOA | norm_dig)
+    [[ $got == "STATUS NOTIMP [qr rd] 0 0 0 1
+$edns" ]] || fail "dig $t +opcode=status: $got"
 done
 raw=$(dig_q example.test AXFR)
 grep -q "Transfer failed" <<<"$raw" || fail "dig AXFR: $raw"

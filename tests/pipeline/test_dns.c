@@ -158,8 +158,13 @@ static void check_answer(const uint8_t *q, size_t qlen, const uint8_t *a, size_t
         assert_int_equal(m.qtype, qm.qtype);
         assert_int_equal(m.qclass, qm.qclass);
     } else {
+        /* FORMERR or NOTIMP: the header, and our OPT when the query was an EDNS one. */
         assert_int_equal(m.qdcount, 0);
-        assert_int_equal(alen, EDDY_DNS_HEADER_LEN);
+        assert_int_equal(alen, EDDY_DNS_HEADER_LEN + (m.has_opt ? 11u : 0u));
+        if (m.has_opt) {
+            assert_int_equal(eddy_dns_msg_parse(&qm, q, qlen), 0);
+            assert_true(qm.has_opt);
+        }
     }
 }
 

@@ -340,6 +340,32 @@ static size_t header_only(uint8_t *out, uint16_t id, uint16_t flags)
     return EDDY_DNS_HEADER_LEN;
 }
 
+/* Our OPT record at p (OPT_LEN bytes): our UDP size, the extended rcode's upper bits, version
+ * 0, and the DO bit copied (RFC 3225 3). */
+static void put_opt(uint8_t *p, uint16_t rcode, uint16_t edns_flags)
+{
+    p[0] = 0;
+    eddy__dns_put16(p + 1, EDDY_DNS_TYPE_OPT);
+    eddy__dns_put16(p + 3, EDDY_DNS_EDNS_UDP_SIZE);
+    eddy__dns_put32(p + 5, (uint32_t)(rcode >> 4) << 24 | (edns_flags & EDDY_DNS_EDNS_DO));
+    eddy__dns_put16(p + 9, 0);
+}
+
+/* A header-only answer with rcode, plus our OPT when the query parsed and had one (RFC 6891
+ * 6.1.1: an answer to an EDNS query carries an OPT, also an error's). */
+static size_t header_answer(const uint8_t *query, size_t qlen, uint8_t *out, uint16_t id,
+                            uint16_t flags, uint16_t rcode)
+{
+    eddy_dns_msg_t q;
+    size_t len = header_only(out, id, (uint16_t)(flags | rcode));
+    if (eddy_dns_msg_parse(&q, query, qlen) == 0 && q.has_opt) {
+        put_opt(out + len, rcode, q.edns_flags);
+        eddy__dns_put16(out + 10, 1);
+        len += OPT_LEN;
+    }
+    return len;
+}
+
 int eddy_dns_answer(const eddy_dns_zone_t *z, const uint8_t *query, size_t qlen, size_t max_len,
                     uint8_t *out, size_t outcap, size_t *outlen)
 {
@@ -357,14 +383,17 @@ int eddy_dns_answer(const eddy_dns_zone_t *z, const uint8_t *query, size_t qlen,
     uint16_t flags =
         (uint16_t)(EDDY_DNS_FLAG_QR | (qflags & (0xF << 11)) | (qflags & EDDY_DNS_FLAG_RD));
     if (((qflags >> 11) & 15) != 0) {
-        *outlen = header_only(out, id, flags | EDDY_DNS_NOTIMP);
+        *outlen = header_answer(query, qlen, out, id, flags, EDDY_DNS_NOTIMP);
         return 0;
     }
     answer_t a;
     a.z = z;
-    if (eddy_dns_msg_parse(&a.q, query, qlen) != 0 || a.q.qdcount != 1 ||
-        a.q.qtype == EDDY_DNS_TYPE_OPT) {
-        *outlen = header_only(out, id, flags | EDDY_DNS_FORMERR);
+    int parsed = eddy_dns_msg_parse(&a.q, query, qlen);
+    if (parsed != 0 || a.q.qdcount != 1 || a.q.qtype == EDDY_DNS_TYPE_OPT) {
+        /* Malformed: header only; with our OPT when the query parsed (a count of questions
+         * we do not take) and was an EDNS one. */
+        *outlen = parsed == 0 ? header_answer(query, qlen, out, id, flags, EDDY_DNS_FORMERR)
+                              : header_only(out, id, flags | EDDY_DNS_FORMERR);
         return 0;
     }
 
@@ -411,15 +440,8 @@ int eddy_dns_answer(const eddy_dns_zone_t *z, const uint8_t *query, size_t qlen,
     }
 
     if (a.q.has_opt) {
-        uint8_t *p = out + a.len;
         assert(a.len + OPT_LEN <= limit);
-        p[0] = 0;
-        eddy__dns_put16(p + 1, EDDY_DNS_TYPE_OPT);
-        eddy__dns_put16(p + 3, EDDY_DNS_EDNS_UDP_SIZE);
-        /* Extended rcode, version 0, and the DO bit copied (RFC 3225 3). */
-        eddy__dns_put32(p + 5,
-                        (uint32_t)(a.rcode >> 4) << 24 | (a.q.edns_flags & EDDY_DNS_EDNS_DO));
-        eddy__dns_put16(p + 9, 0);
+        put_opt(out + a.len, a.rcode, a.q.edns_flags);
         a.len += OPT_LEN;
         a.ar++;
     }
