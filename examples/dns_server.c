@@ -10,9 +10,11 @@
  * server that answers responses can be made to loop with another one, or to reflect).
  *
  * TCP: each message carries a two-byte length in front (the length field codec); queries on
- * one connection are answered in order. A connection idle for --idle-timeout seconds, or one
- * whose message has not arrived whole 10 seconds after it began, is closed; a malformed
- * frame gets its FORMERR and the connection closes after it.
+ * one connection are answered in order. A malformed query gets its FORMERR and the
+ * connection goes on (the framing still holds); a frame that is no query at all (under 12
+ * bytes, or a response) closes it after what was answered before. A connection idle for
+ * --idle-timeout seconds, or one whose message has not arrived whole 10 seconds after it
+ * began, is closed.
  *
  * usage: eddy-dns-server --zone FILE [--host ADDR] [--port N] [--threads N]
  */
@@ -282,17 +284,29 @@ int main(int argc, char **argv)
         fprintf(stderr, "eddy-dns-server: out of memory or threads\n");
         return 1;
     }
-    /* UDP first: with --port 0 it picks the port, and TCP takes the same one. */
-    eddy_channel_t *udp = serve_udp(ub, loops, &srv, host, port);
-    if (udp == NULL) {
-        return 1;
-    }
-    port = eddy_addr_port(eddy_channel_local_addr(udp));
+    /* UDP first: with --port 0 it picks the port, and TCP takes the same one. That port may
+     * be taken on TCP (a client's ephemeral port): then both sides try again elsewhere. */
     example_configure(tb, loops, NULL, init_tcp, &srv);
     eddy_server_bootstrap_reuseport(tb, true);
-    eddy_channel_t *tcp = example_bind(tb, host, port, "eddy-dns-server");
-    if (tcp == NULL) {
-        return 1;
+    eddy_channel_t *udp = NULL, *tcp = NULL;
+    for (int tries = port == 0 ? 20 : 1; tcp == NULL && tries > 0; tries--) {
+        udp = serve_udp(ub, loops, &srv, host, port);
+        if (udp == NULL) {
+            return 1;
+        }
+        uint16_t p = eddy_addr_port(eddy_channel_local_addr(udp));
+        eddy_future_t *f = eddy_server_bootstrap_bind(tb, host, p);
+        if (f != NULL && eddy_future_await(f, -1) == 0 && eddy_future_error(f) == 0) {
+            tcp = eddy_channel_retain(eddy_future_channel(f));
+        } else if (tries == 1 || f == NULL || eddy_future_error(f) != EDDY_EADDRINUSE) {
+            fprintf(stderr, "eddy-dns-server: cannot serve TCP on %s:%u: %s\n", host, p,
+                    f != NULL ? eddy_strerror(eddy_future_error(f)) : "out of memory");
+            eddy_future_release(f);
+            return 1;
+        } else {
+            example_unbind(udp); /* closes every loop's UDP channel: they close with it */
+        }
+        eddy_future_release(f);
     }
     char addr[80];
     size_t origin_len = 0;
