@@ -1017,6 +1017,36 @@ static void test_deflate_sets_rsv1_on_the_first_frame_only(void **state)
     finish(srv);
 }
 
+/* A channel group writes one frame to every member: each member's deflater must leave it as
+ * it was, so the next member compresses the original text, not the last one's output. */
+static void test_deflate_leaves_a_shared_frame_unchanged(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    const char *text = "one frame for every member of a group, compressed by each of them";
+    size_t tn = strlen(text);
+    eddy_channel_t *cli[2], *srv[2];
+    deflate_pair("permessage-deflate", NULL, &cli[0], &srv[0]);
+    deflate_pair("permessage-deflate; server_no_context_takeover", NULL, &cli[1], &srv[1]);
+    eddy_ws_frame_t *f = eddy_ws_text_frame(text, tn);
+    assert_non_null(f);
+    for (int k = 0; k < 2; k++) {
+        eddy_msg_retain(eddy_ws_frame_msg(f));
+        send_over(srv[k], cli[k], f);
+        expect_frame(cli[k], EDDY_WS_TEXT, text, tn);
+        assert_int_equal(f->rsv, 0);
+        assert_int_equal(f->opcode, EDDY_WS_TEXT);
+        assert_int_equal(eddy_ws_frame_len(f), tn);
+        assert_memory_equal(eddy_buf_read_ptr(f->payload), text, tn);
+    }
+    eddy_msg_release(eddy_ws_frame_msg(f));
+    for (int k = 0; k < 2; k++) {
+        finish(cli[k]);
+        finish(srv[k]);
+    }
+    assert_int_equal(eddy_buf_live_count(), live);
+}
+
 static void test_decompression_bomb_is_refused_with_1009(void **state)
 {
     (void)state;
@@ -1686,6 +1716,7 @@ int main(void)
         cmocka_unit_test(test_close_frame_constructors_check_codes),
         cmocka_unit_test(test_deflate_round_trip_with_and_without_context_takeover),
         cmocka_unit_test(test_deflate_sets_rsv1_on_the_first_frame_only),
+        cmocka_unit_test(test_deflate_leaves_a_shared_frame_unchanged),
         cmocka_unit_test(test_decompression_bomb_is_refused_with_1009),
         cmocka_unit_test(test_garbage_compressed_data_fails_the_connection),
         cmocka_unit_test(test_deflate_negotiation),

@@ -337,8 +337,9 @@ static void deflate_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 }
 
 /* Deflate f's payload (sync-flushed, the tail removed at the end of the message) into a new
- * buffer: 0 or an error. */
-static int deflate_frame(ws_deflate_t *s, eddy_ctx_t *ctx, eddy_ws_frame_t *f)
+ * buffer, *outp: 0 or an error. f is only read. */
+static int deflate_frame(ws_deflate_t *s, eddy_ctx_t *ctx, const eddy_ws_frame_t *f,
+                         eddy_buf_t **outp)
 {
     if (!s->def_ready) {
         memset(&s->def, 0, sizeof(s->def));
@@ -382,8 +383,7 @@ static int deflate_frame(ws_deflate_t *s, eddy_ctx_t *ctx, eddy_ws_frame_t *f)
             deflateReset(&s->def);
         }
     }
-    eddy_buf_release(f->payload);
-    f->payload = out;
+    *outp = out;
     return 0;
 }
 
@@ -396,18 +396,28 @@ static void deflate_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
         eddy_ctx_write(ctx, msg, p);
         return;
     }
+    /* The compressed bytes go in a frame of their own: f may be shared (a channel group
+     * writes one frame to every member, each with its own deflater), so it is only read. */
     bool first = f->opcode != EDDY_WS_CONTINUATION;
-    int err = deflate_frame(s, ctx, f);
+    eddy_buf_t *payload = NULL;
+    int err = deflate_frame(s, ctx, f, &payload);
+    eddy_ws_frame_t *z =
+        err == 0 ? eddy_ws_frame_new((eddy_ws_opcode_t)f->opcode, f->fin, payload) : NULL;
+    if (err == 0 && z == NULL) {
+        err = EDDY_ENOMEM;
+    }
+    if (err == 0) {
+        s->out_open = !f->fin;
+        z->rsv = first ? EDDY_WS_RSV1 : 0; /* section 6.1: on the first frame only */
+    }
+    eddy_msg_release(msg);
     if (err != 0) {
-        eddy_msg_release(msg);
         if (p != NULL) {
             eddy_promise_fail(p, err);
         }
         return;
     }
-    s->out_open = !f->fin;
-    f->rsv = first ? EDDY_WS_RSV1 : 0; /* section 6.1: on the first frame only */
-    eddy_ctx_write(ctx, msg, p);
+    eddy_ctx_write(ctx, &z->_msg, p);
 }
 
 static void deflate_removed(eddy_ctx_t *ctx)
