@@ -1017,6 +1017,54 @@ static void test_deflate_sets_rsv1_on_the_first_frame_only(void **state)
     finish(srv);
 }
 
+/* An empty message after another deflates to nothing in zlib; it must still end with a
+ * block header (00), or the receiver's 00 00 ff ff starts a stored block and the next
+ * message inflates as garbage (found with node's ws). Checked with a separate raw inflater
+ * too, as a peer that shares nothing with ours. */
+static void test_deflate_empty_message_after_another_keeps_the_stream_whole(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    const char *msgs[] = {"first", "", "", "second, after two empty ones", "", "third"};
+    size_t count = sizeof(msgs) / sizeof(msgs[0]);
+    eddy_channel_t *cli, *srv;
+    deflate_pair("permessage-deflate", NULL, &cli, &srv);
+    z_stream zs;
+    memset(&zs, 0, sizeof(zs));
+    assert_int_equal(inflateInit2(&zs, -15), Z_OK);
+    for (size_t i = 0; i < count; i++) {
+        size_t n = strlen(msgs[i]);
+        eddy_embedded_write_outbound(srv, eddy_ws_frame_msg(eddy_ws_text_frame(msgs[i], n)));
+        bytes_t out = {0};
+        outbound(srv, &out);
+        seen_t v[1];
+        assert_int_equal(parse_frames(&out, v, 1), 1);
+        assert_int_equal(out.p[0], 0x80 | 0x40 | EDDY_WS_TEXT);
+        assert_true(v[0].n > 0); /* never an empty payload: at least the 00 of a block */
+        /* The independent inflater: payload, then the tail, as RFC 7692 section 7.2.2. */
+        uint8_t in[300], plain[300];
+        memcpy(in, v[0].payload, v[0].n);
+        memcpy(in + v[0].n, "\x00\x00\xff\xff", 4);
+        zs.next_in = in;
+        zs.avail_in = (uInt)(v[0].n + 4);
+        zs.next_out = plain;
+        zs.avail_out = sizeof(plain);
+        int rc = inflate(&zs, Z_SYNC_FLUSH);
+        assert_true(rc == Z_OK || rc == Z_BUF_ERROR);
+        assert_int_equal(zs.avail_in, 0);
+        assert_int_equal(sizeof(plain) - zs.avail_out, n);
+        assert_memory_equal(plain, msgs[i], n);
+        feed(cli, out.p, out.n, 0);
+        bytes_free(&out);
+        expect_frame(cli, EDDY_WS_TEXT, msgs[i], n);
+    }
+    inflateEnd(&zs);
+    assert_true(eddy_channel_is_open(cli) && eddy_channel_is_open(srv));
+    finish(cli);
+    finish(srv);
+    assert_int_equal(eddy_buf_live_count(), live);
+}
+
 /* A channel group writes one frame to every member: each member's deflater must leave it as
  * it was, so the next member compresses the original text, not the last one's output. */
 static void test_deflate_leaves_a_shared_frame_unchanged(void **state)
@@ -1717,6 +1765,7 @@ int main(void)
         cmocka_unit_test(test_deflate_round_trip_with_and_without_context_takeover),
         cmocka_unit_test(test_deflate_sets_rsv1_on_the_first_frame_only),
         cmocka_unit_test(test_deflate_leaves_a_shared_frame_unchanged),
+        cmocka_unit_test(test_deflate_empty_message_after_another_keeps_the_stream_whole),
         cmocka_unit_test(test_decompression_bomb_is_refused_with_1009),
         cmocka_unit_test(test_garbage_compressed_data_fails_the_connection),
         cmocka_unit_test(test_deflate_negotiation),

@@ -378,6 +378,14 @@ static int deflate_frame(ws_deflate_t *s, eddy_ctx_t *ctx, const eddy_ws_frame_t
         /* A sync flush ends with an empty stored block: 00 00 ff ff. */
         if (len >= 4 && memcmp(eddy_buf_read_ptr(out) + len - 4, tail, sizeof(tail)) == 0) {
             eddy_buf_set_writer_index(out, eddy_buf_writer_index(out) - 4);
+        } else if (len == 0 && eddy_buf_write_u8(out, 0x00) != 0) {
+            /* zlib writes nothing for no input after a flush (the stream is byte-aligned),
+             * but the peer appends 00 00 ff ff to every message: without a block header
+             * before it, that tail would start a stored block of 0xff00 bytes and the next
+             * message would inflate as garbage (node's ws did). RFC 7692 section 7.2.1: end
+             * with an empty stored block, 00 00 00 ff ff, less the tail: 00. */
+            eddy_buf_release(out);
+            return EDDY_ENOMEM;
         }
         if (s->p.our_no_context) {
             deflateReset(&s->def);
