@@ -112,7 +112,9 @@ typedef bool (*eddy_ws_origin_cb)(const char *origin, size_t len, void *arg);
  */
 typedef struct eddy_ws_config_s {
     /* Both sides. */
-    size_t max_frame_size;    /* payload of one frame (0: EDDY_WS_MAX_FRAME_SIZE): 1009 */
+    size_t max_frame_size;    /* payload of one frame (0: EDDY_WS_MAX_FRAME_SIZE): 1009;
+                                 with deflate agreed, a data frame may be larger by deflate's
+                                 growth of data that does not compress (1/256 and 64 bytes) */
     size_t max_message_size;  /* an aggregated or inflated message (0: ..._MESSAGE_SIZE): 1009 */
     bool no_aggregate;        /* pass data frames on as they come, fragments as fragments */
     int64_t close_timeout_ms; /* our close sent: wait this long for the peer's (0: 5000; <0:

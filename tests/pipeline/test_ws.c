@@ -1065,6 +1065,36 @@ static void test_deflate_empty_message_after_another_keeps_the_stream_whole(void
     assert_int_equal(eddy_buf_live_count(), live);
 }
 
+/* The largest message allowed, of bytes that do not compress, deflates to a little more than
+ * itself: it must still pass in one frame, and one byte more must still be refused. */
+static void test_deflate_incompressible_message_of_the_limit_passes(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    size_t n = EDDY_WS_MAX_MESSAGE_SIZE;
+    uint8_t *p = malloc(n + 1);
+    assert_non_null(p);
+    uint32_t x = 2463534242u; /* xorshift32: bytes deflate cannot shrink */
+    for (size_t i = 0; i <= n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        p[i] = (uint8_t)x;
+    }
+    eddy_channel_t *cli, *srv;
+    deflate_pair("permessage-deflate", NULL, &cli, &srv);
+    size_t wire = send_over(cli, srv, eddy_ws_binary_frame(p, n));
+    assert_true(wire > n + 14); /* it grew */
+    expect_frame(srv, EDDY_WS_BINARY, p, n);
+    send_over(cli, srv, eddy_ws_binary_frame(p, n + 1));
+    expect_closed_with(srv, EDDY_WS_CLOSE_TOO_BIG);
+    expect_nothing_in(srv);
+    free(p);
+    finish(cli);
+    finish(srv);
+    assert_int_equal(eddy_buf_live_count(), live);
+}
+
 /* A channel group writes one frame to every member: each member's deflater must leave it as
  * it was, so the next member compresses the original text, not the last one's output. */
 static void test_deflate_leaves_a_shared_frame_unchanged(void **state)
@@ -1765,6 +1795,7 @@ int main(void)
         cmocka_unit_test(test_deflate_round_trip_with_and_without_context_takeover),
         cmocka_unit_test(test_deflate_sets_rsv1_on_the_first_frame_only),
         cmocka_unit_test(test_deflate_leaves_a_shared_frame_unchanged),
+        cmocka_unit_test(test_deflate_incompressible_message_of_the_limit_passes),
         cmocka_unit_test(test_deflate_empty_message_after_another_keeps_the_stream_whole),
         cmocka_unit_test(test_decompression_bomb_is_refused_with_1009),
         cmocka_unit_test(test_garbage_compressed_data_fails_the_connection),

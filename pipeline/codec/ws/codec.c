@@ -12,6 +12,7 @@
  */
 #include "pipeline/codec/ws/internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,7 +78,15 @@ static int ws_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in, eddy_de
         }
         hl += 8;
     }
-    if (len > s->max_frame) {
+    /* With permessage-deflate, a message of max_frame bytes that does not compress grows a
+     * little in deflate (5 bytes a stored block of up to 64 KiB, in zlib): allow for that, or
+     * the largest message allowed could not be sent compressed (1 MiB of random bytes
+     * deflates to about 1,048,900). The inflated message is held to max_message_size. */
+    size_t limit = s->rsv1 && !control ? s->max_frame + (s->max_frame >> 8) + 64 : s->max_frame;
+    if (s->max_frame > SIZE_MAX / 2) {
+        limit = s->max_frame;
+    }
+    if (len > limit) {
         return refuse(ctx, EDDY_WS_CLOSE_TOO_BIG);
     }
     uint8_t key[4] = {0};
