@@ -21,6 +21,7 @@ PACKAGES=(
     liburing-dev        # the io_uring poller (built when found)
     libuv1-dev          # bench/reactor's libuv baselines
     make
+    nodejs              # tests/examples/ws.sh: node's ws package is the WebSocket peer
     openssl             # the TLS tests make their certificates with the openssl tool
     pkg-config
     python3             # tests/examples/hostile.py, the hostile clients
@@ -60,6 +61,12 @@ for pkg in "${PACKAGES[@]}"; do
         missing+=("$pkg")
     fi
 done
+
+# npm installs the tests' node packages (tests/examples/ws/). Debian's nodejs comes without
+# it, in a package of its own; NodeSource's nodejs has it built in (and conflicts with it).
+if ! command -v npm >/dev/null 2>&1; then
+    missing+=(npm)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
