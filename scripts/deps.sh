@@ -9,6 +9,7 @@ set -euo pipefail
 
 PACKAGES=(
     bind9-dnsutils      # dig: the DNS server's tests ask it
+    chromium            # examples.ws_browser: eddy-ws-server's chat page in a real browser
     clang               # buildtypes.gcc_clang builds every build type with clang too
     cmake
     curl                # the HTTP server's tests drive it with curl
