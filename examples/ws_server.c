@@ -46,7 +46,7 @@ static const char chat_page[] =
     "body { font: 15px system-ui, sans-serif; max-width: 40em; margin: 2em auto; }\n"
     "#log { list-style: none; padding: 0; border: 1px solid #ccc; height: 20em;\n"
     "       overflow-y: auto; }\n"
-    "#log li { padding: 0.2em 0.5em; }\n"
+    "#log li { padding: 0.2em 0.5em; overflow-wrap: anywhere; }\n"
     "#status { color: #666; }\n"
     "</style>\n"
     "</head>\n"
