@@ -17,8 +17,10 @@
  * WebSocket ones on an upgrade of /ws, permessage-deflate accepted), then the handler below,
  * which answers the page and, after the upgrade, passes messages on. The broadcast is one
  * eddy_channel_group_write() of the frame received: every member gets a reference to the same
- * frame, and each member's encoder (and deflater) only reads it, so a message reaches 1,000
- * clients without a copy of its payload.
+ * frame, which each member's handlers only read. What goes out is each member's own: its
+ * encoder writes the frame header and copies the payload into its outbound bytes, and with
+ * permessage-deflate its deflater compresses the payload (each connection has its own
+ * compression context). docs/websocket.md says what that costs.
  */
 #include <eddy/eddy.h>
 #include <eddy/http.h>
