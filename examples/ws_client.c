@@ -128,7 +128,12 @@ static void client_event(eddy_ctx_t *ctx, int event, void *data)
 static void client_exception(eddy_ctx_t *ctx, int err)
 {
     fprintf(stderr, "eddy-ws-client: %s\n", eddy_strerror(err));
-    eddy_ctx_close(ctx, NULL);
+    /* The server's protocol errors were answered with a close frame, and the library closes
+     * once it is out (a lingering close): closing at once could reset the connection under
+     * it. */
+    if (err != EDDY_EDECODE && err != EDDY_ETOOLONGFRAME) {
+        eddy_ctx_close(ctx, NULL);
+    }
 }
 
 static void client_inactive(eddy_ctx_t *ctx)

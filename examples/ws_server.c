@@ -217,10 +217,15 @@ static void chat_event(eddy_ctx_t *ctx, int event, void *data)
 
 static void chat_exception(eddy_ctx_t *ctx, int err)
 {
-    /* Resets, timeouts and protocol errors (answered with a close frame by the protocol
-     * handler) are the clients' business. */
-    (void)err;
-    eddy_ctx_close(ctx, NULL);
+    /* A protocol error (a frame too big, text that is not UTF-8...) was answered with a
+     * close frame, and the library closes after it is flushed, reading and dropping what
+     * the client still sends for a while: closing here at once could answer the rest of a
+     * large message with a reset, and the client's kernel would drop our close frame before
+     * the client read it (node's ws saw 1006 instead of 1009). Resets and timeouts are the
+     * clients' business: close. */
+    if (err != EDDY_EDECODE && err != EDDY_ETOOLONGFRAME) {
+        eddy_ctx_close(ctx, NULL);
+    }
 }
 
 static const eddy_handler_ops_t chat_ops = {
