@@ -324,6 +324,38 @@ static void test_encoder_writes_every_length_class(void **state)
     }
 }
 
+/* A server's large data frame goes out by reference: its header, then the payload's own
+ * memory (no copy per member of a broadcast); a small one is one copied buffer. */
+static void test_server_frames_send_large_payloads_by_reference(void **state)
+{
+    (void)state;
+    uint8_t p[1000];
+    memset(p, 'x', sizeof(p));
+    eddy_channel_t *srv = ws_channel(false, NULL);
+    eddy_ws_frame_t *f = eddy_ws_binary_frame(p, sizeof(p));
+    const uint8_t *payload = eddy_buf_read_ptr(f->payload);
+    eddy_ws_frame_t *shared = eddy_ws_frame_of(eddy_msg_retain(eddy_ws_frame_msg(f)));
+    eddy_embedded_write_outbound(srv, eddy_ws_frame_msg(f));
+    eddy_msg_t *head = eddy_embedded_read_outbound(srv);
+    eddy_msg_t *body = eddy_embedded_read_outbound(srv);
+    assert_non_null(head);
+    assert_non_null(body);
+    assert_int_equal(eddy_buf_readable(eddy_buf_of(head)), 4); /* 2 + a 16-bit length */
+    assert_ptr_equal(eddy_buf_read_ptr(eddy_buf_of(body)), payload);
+    assert_int_equal(eddy_buf_readable(eddy_buf_of(body)), sizeof(p));
+    /* The frame itself is untouched: another member reads it whole. */
+    assert_int_equal(eddy_buf_readable(shared->payload), sizeof(p));
+    eddy_msg_release(head);
+    eddy_msg_release(body);
+    eddy_msg_release(eddy_ws_frame_msg(shared));
+    eddy_embedded_write_outbound(srv, eddy_ws_frame_msg(eddy_ws_binary_frame(p, 100)));
+    eddy_msg_t *small = eddy_embedded_read_outbound(srv);
+    assert_int_equal(eddy_buf_readable(eddy_buf_of(small)), 102);
+    assert_null(eddy_embedded_read_outbound(srv));
+    eddy_msg_release(small);
+    finish(srv);
+}
+
 static void test_mask_matches_bytewise_xor_at_every_phase(void **state)
 {
     (void)state;
@@ -1768,6 +1800,7 @@ int main(void)
         cmocka_unit_test(test_frames_of_every_length_class_decode),
         cmocka_unit_test(test_frames_fed_byte_by_byte_decode),
         cmocka_unit_test(test_encoder_writes_every_length_class),
+        cmocka_unit_test(test_server_frames_send_large_payloads_by_reference),
         cmocka_unit_test(test_mask_matches_bytewise_xor_at_every_phase),
         cmocka_unit_test(test_unmasked_client_frame_is_a_protocol_error),
         cmocka_unit_test(test_masked_server_frame_is_a_protocol_error),

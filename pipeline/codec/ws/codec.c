@@ -173,6 +173,27 @@ static size_t ws_size_hint(void *self, const eddy_msg_t *msg)
     return 14 + eddy_buf_readable(f->payload);
 }
 
+/* A server frame's payload of at least this many bytes goes out by reference: the header in a
+ * buffer of its own, then a retained duplicate of the payload, which the socket gathers (one
+ * writev). A broadcast to a channel group then copies no payload byte per member. Below it a
+ * copy into the header's buffer costs less than a second outbound entry and iovec. */
+#define BY_REFERENCE_MIN 256
+
+/* The frame header of f (payload n bytes, unmasked) into out. */
+static void put_header(eddy_buf_t *out, const eddy_ws_frame_t *f, size_t n, uint8_t mask)
+{
+    eddy_buf_write_u8(out, (uint8_t)((f->fin ? 0x80 : 0) | (f->rsv & 0x70) | (f->opcode & 0x0f)));
+    if (n < 126) {
+        eddy_buf_write_u8(out, (uint8_t)(mask | n));
+    } else if (n <= 0xffff) {
+        eddy_buf_write_u8(out, (uint8_t)(mask | 126));
+        eddy_buf_write_u16(out, (uint16_t)n);
+    } else {
+        eddy_buf_write_u8(out, (uint8_t)(mask | 127));
+        eddy_buf_write_u64(out, (uint64_t)n);
+    }
+}
+
 static int ws_encode(eddy_ctx_t *ctx, void *self, eddy_msg_t *msg, eddy_buf_t *out)
 {
     (void)ctx;
@@ -187,17 +208,7 @@ static int ws_encode(eddy_ctx_t *ctx, void *self, eddy_msg_t *msg, eddy_buf_t *o
     if (err != 0) {
         return err;
     }
-    uint8_t mask = e->client ? 0x80 : 0;
-    eddy_buf_write_u8(out, (uint8_t)((f->fin ? 0x80 : 0) | (f->rsv & 0x70) | (f->opcode & 0x0f)));
-    if (n < 126) {
-        eddy_buf_write_u8(out, (uint8_t)(mask | n));
-    } else if (n <= 0xffff) {
-        eddy_buf_write_u8(out, (uint8_t)(mask | 126));
-        eddy_buf_write_u16(out, (uint16_t)n);
-    } else {
-        eddy_buf_write_u8(out, (uint8_t)(mask | 127));
-        eddy_buf_write_u64(out, (uint64_t)n);
-    }
+    put_header(out, f, n, e->client ? 0x80 : 0);
     if (!e->client) {
         eddy_buf_write_bytes(out, eddy_buf_read_ptr(f->payload), n);
         return 0;
@@ -225,7 +236,42 @@ static const eddy_encoder_ops_t ws_encoder_ops = {
     .size_hint = ws_size_hint,
 };
 
-static const eddy_handler_ops_t ws_encoder_handler = EDDY_ENCODER_HANDLER_OPS("ws_encoder");
+/* The encoder's write: a server's large data frame by reference, everything else through the
+ * encoder base (one buffer). */
+static void ws_encoder_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    eddy_encoder_t *enc = eddy_ctx_state(ctx);
+    const ws_encoder_t *e = enc != NULL ? eddy_encoder_self(enc) : NULL;
+    eddy_ws_frame_t *f = msg->type == EDDY_MSG_WS_FRAME ? eddy_ws_frame_of(msg) : NULL;
+    size_t n = f != NULL && f->payload != NULL ? eddy_buf_readable(f->payload) : 0;
+    if (e == NULL || e->client || n < BY_REFERENCE_MIN || (f->opcode & 0x8) != 0) {
+        eddy_encoder_write(ctx, msg, p);
+        return;
+    }
+    eddy_buf_t *head = eddy_buf_alloc(eddy_ctx_alloc(ctx), 14, 14);
+    eddy_buf_t *body = head != NULL ? eddy_buf_retained_duplicate(f->payload) : NULL;
+    if (body == NULL) {
+        if (head != NULL) {
+            eddy_buf_release(head);
+        }
+        eddy_msg_release(msg);
+        if (p != NULL) {
+            eddy_promise_fail(p, EDDY_ENOMEM);
+        }
+        return;
+    }
+    put_header(head, f, n, 0);
+    eddy_msg_release(msg);
+    eddy_ctx_write(ctx, eddy_buf_msg(head), NULL);
+    eddy_ctx_write(ctx, eddy_buf_msg(body), p); /* p completes once the whole frame is out */
+}
+
+static const eddy_handler_ops_t ws_encoder_handler = {
+    .name = "ws_encoder",
+    .sharable = false,
+    .handler_removed = eddy_encoder_handler_removed,
+    .write = ws_encoder_write,
+};
 
 eddy_handler_t eddy_ws_frame_encoder(bool client)
 {
