@@ -3,8 +3,9 @@
  * port (RFC 1035, RFC 7766), built on eddy's datagram channels and stream channels.
  *
  * UDP: a datagram channel per loop on the port (SO_REUSEPORT spreads clients over them); each
- * query is answered from the zone (include/eddy/dns.h: eddy_dns_answer) into its own pooled
- * buffer and its packet turned around to its sender, one sendmmsg per read batch. An answer too large for the
+ * query is answered from the zone (include/eddy/dns.h: eddy_dns_answer, through a per-loop
+ * cache of answers, eddy_dns_cache_answer) into its own pooled buffer and its packet turned
+ * around to its sender, one sendmmsg per read batch. An answer too large for the
  * client's UDP size (512, or its EDNS size) goes out truncated (TC) and the client asks again
  * over TCP. Responses and packets without a whole header are dropped, never answered (a
  * server that answers responses can be made to loop with another one, or to reflect).
@@ -50,10 +51,22 @@ static _Atomic uint64_t answered_udp, answered_tcp, dropped;
  * UDP
  */
 
+/* Answers kept per loop (eddy_dns_cache_t): a query asked before is answered by a copy. */
+#define CACHE_SLOTS 1024
+
 typedef struct udp_s {
-    const eddy_dns_zone_t *zone;
+    eddy_dns_cache_t *cache; /* this loop's */
     bool wrote;
 } udp_t;
+
+static void udp_free(void *state)
+{
+    udp_t *u = state;
+    if (u != NULL) {
+        eddy_dns_cache_free(u->cache);
+        free(u);
+    }
+}
 
 static void udp_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 {
@@ -79,8 +92,8 @@ static void udp_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
     }
     size_t n = 0;
     int rc = b == NULL ? EDDY_ENOMEM
-                       : eddy_dns_answer(u->zone, query, qlen, EDDY_DNS_UDP_MAX,
-                                         eddy_buf_write_ptr(b), eddy_buf_capacity(b), &n);
+                       : eddy_dns_cache_answer(u->cache, query, qlen, EDDY_DNS_UDP_MAX,
+                                               eddy_buf_write_ptr(b), eddy_buf_capacity(b), &n);
     if (rc != 0) {
         atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
         if (out != NULL) {
@@ -124,10 +137,11 @@ static int init_udp(eddy_channel_t *ch, void *arg)
 {
     server_t *srv = arg;
     udp_t *u = calloc(1, sizeof(*u));
-    if (u != NULL) {
-        u->zone = srv->zone;
+    if (u != NULL && (u->cache = eddy_dns_cache_new(srv->zone, CACHE_SLOTS)) == NULL) {
+        free(u);
+        u = NULL;
     }
-    return eddy_pipeline_add_last(eddy_channel_pipeline(ch), "dns", &udp_ops, u, eddy_free_state);
+    return eddy_pipeline_add_last(eddy_channel_pipeline(ch), "dns", &udp_ops, u, udp_free);
 }
 
 /* ---------------------------------------------------------------------------------------

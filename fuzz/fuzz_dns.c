@@ -27,6 +27,7 @@
     } while (0)
 
 static eddy_dns_zone_t *zone;
+static eddy_dns_cache_t *cache; /* answers the same queries again: the same bytes */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -41,7 +42,25 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         fprintf(stderr, "fuzz_dns: the test zone: %s\n", err);
         abort();
     }
+    cache = eddy_dns_cache_new(zone, 16);
+    if (cache == NULL) {
+        abort();
+    }
     return 0;
+}
+
+/* The answer cache gives the bytes eddy_dns_answer() gave (out, n; rc), asked twice (the
+ * second time from the cache when the query is cacheable). */
+static void check_cache(const uint8_t *q, size_t qlen, size_t max_len, const uint8_t *out,
+                        size_t n, int rc, size_t cap)
+{
+    static uint8_t again[EDDY_DNS_TCP_MAX];
+    for (int i = 0; i < 2; i++) {
+        size_t m = 0;
+        int rc2 = eddy_dns_cache_answer(cache, q, qlen, max_len, again, cap, &m);
+        CHECK(rc2 == rc);
+        CHECK(rc != 0 || (m == n && memcmp(again, out, n) == 0));
+    }
 }
 
 /* Every record of m parses; returns the answer and authority counts' sum. */
@@ -146,6 +165,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static uint8_t udp[EDDY_DNS_UDP_MAX + 3], tcp[EDDY_DNS_TCP_MAX];
     size_t u = answer(data, size, EDDY_DNS_UDP_MAX, udp, sizeof(udp));
     size_t t = answer(data, size, EDDY_DNS_TCP_MAX, tcp, sizeof(tcp));
+    size_t n = 0;
+    int rc = eddy_dns_answer(zone, data, size, EDDY_DNS_UDP_MAX, udp, sizeof(udp), &n);
+    check_cache(data, size, EDDY_DNS_UDP_MAX, udp, n, rc, sizeof(udp));
     CHECK((u == 0) == (t == 0));
     if (u > 0 && !(udp[2] & 2) && !(tcp[2] & 2)) {
         /* Neither truncated: the same answer and authority records, glue aside. */

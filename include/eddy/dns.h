@@ -173,6 +173,34 @@ EDDY_EXTERN int eddy_dns_answer(const eddy_dns_zone_t *z, const uint8_t *query, 
                                 size_t max_len, uint8_t *out, size_t outcap, size_t *outlen);
 
 /* ---------------------------------------------------------------------------------------
+ * The answer cache (PowerDNS's packet cache): a zone never changes, so a query answered once
+ * is answered again by a copy, its ID and the asker's case of the question name put in.
+ */
+
+typedef struct eddy_dns_cache_s eddy_dns_cache_t;
+
+/**
+ * A cache of the answers of zone z (borrowed: it must outlive the cache), slots rounded up to
+ * a power of two (about 1.6 KB each); a new answer replaces the one in its slot. For one
+ * thread (a loop's): no lock. NULL without memory, or for z NULL or slots 0 or over 2^20.
+ */
+EDDY_EXTERN eddy_dns_cache_t *eddy_dns_cache_new(const eddy_dns_zone_t *z, size_t slots);
+EDDY_EXTERN void eddy_dns_cache_free(eddy_dns_cache_t *c);
+/**
+ * eddy_dns_answer() of c's zone, the same bytes, from the cache when the same query (ID
+ * aside, the question name without case) was answered before under the same max_len and
+ * outcap. Queries over 300 bytes, with a compressed question name, or that are responses,
+ * and answers over EDDY_DNS_EDNS_UDP_SIZE bytes are answered afresh each time. Debug builds
+ * check every copy against a fresh answer.
+ */
+EDDY_EXTERN int eddy_dns_cache_answer(eddy_dns_cache_t *c, const uint8_t *query, size_t qlen,
+                                      size_t max_len, uint8_t *out, size_t outcap,
+                                      size_t *outlen);
+/** Queries answered from the cache, and afresh (cacheable ones that missed). */
+EDDY_EXTERN void eddy_dns_cache_stats(const eddy_dns_cache_t *c, uint64_t *hits,
+                                      uint64_t *misses);
+
+/* ---------------------------------------------------------------------------------------
  * Messages: the parser the answerer reads queries with, for tests and clients too
  */
 

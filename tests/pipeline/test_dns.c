@@ -880,6 +880,59 @@ static void test_dns_survives_mutated_queries(void **state)
     }
 }
 
+/* The answer cache answers every query with the bytes a fresh answer has: names in any case,
+ * with and without EDNS, UDP and TCP limits, truncated ones; repeats come from the cache. */
+static void test_dns_cache_answers_as_fresh(void **state)
+{
+    (void)state;
+    eddy_dns_cache_t *c = eddy_dns_cache_new(zone, 64);
+    assert_non_null(c);
+    static const char *names[] = {"www.example.test", "WwW.ExAmPlE.TeSt", "example.test",
+                                  "EXAMPLE.TEST", "many.example.test", "nope.example.test",
+                                  "NoPe.Example.Test", "mail.example.test", "out.of.zone"};
+    static const uint16_t types[] = {EDDY_DNS_TYPE_A, EDDY_DNS_TYPE_AAAA, EDDY_DNS_TYPE_MX,
+                                     EDDY_DNS_TYPE_SOA, EDDY_DNS_TYPE_TXT, EDDY_DNS_TYPE_ANY};
+    static const uint16_t sizes[] = {0, 512, 1232, 4096};
+    static const size_t limits[] = {512, 65535};
+    static uint8_t fresh[65535], cached[65535];
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+            for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+                for (size_t z = 0; z < 4; z++) {
+                    for (size_t l = 0; l < 2; l++) {
+                        uint8_t q[512];
+                        size_t qlen, n1, n2;
+                        uint16_t id = (uint16_t)(round * 1000 + i * 7 + t);
+                        assert_int_equal(eddy_dns_query_write(q, sizeof(q), &qlen, id, names[i],
+                                                              types[t], sizes[z]),
+                                         0);
+                        assert_int_equal(eddy_dns_answer(zone, q, qlen, limits[l], fresh,
+                                                         sizeof(fresh), &n1),
+                                         0);
+                        assert_int_equal(eddy_dns_cache_answer(c, q, qlen, limits[l], cached,
+                                                               sizeof(cached), &n2),
+                                         0);
+                        assert_int_equal(n1, n2);
+                        assert_memory_equal(fresh, cached, n1);
+                    }
+                }
+            }
+        }
+    }
+    uint64_t hits, misses;
+    eddy_dns_cache_stats(c, &hits, &misses);
+    assert_true(hits > 0 && misses > 0);
+    /* Responses and headerless packets are not answered, cache or not. */
+    uint8_t resp[12] = {0, 1, 0x80, 0, 0, 1};
+    size_t n;
+    assert_int_equal(eddy_dns_cache_answer(c, resp, sizeof(resp), 512, cached, sizeof(cached), &n),
+                     EDDY_ENOTSUP);
+    assert_int_equal(eddy_dns_cache_answer(c, resp, 5, 512, cached, sizeof(cached), &n),
+                     EDDY_EDECODE);
+    eddy_dns_cache_free(c);
+    assert_null(eddy_dns_cache_new(zone, 0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -908,6 +961,7 @@ int main(void)
         cmocka_unit_test(test_dns_drops_responses_and_headerless_packets),
         cmocka_unit_test(test_dns_every_prefix_of_a_query_is_formerr_or_dropped),
         cmocka_unit_test(test_dns_survives_mutated_queries),
+        cmocka_unit_test(test_dns_cache_answers_as_fresh),
     };
     return cmocka_run_group_tests_name("pipeline.dns", tests, load_test_zone, free_test_zone);
 }

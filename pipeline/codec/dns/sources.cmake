@@ -2,5 +2,6 @@
 # loader, the answerer.
 list(APPEND EDDY_SOURCES
     pipeline/codec/dns/answer.c
+    pipeline/codec/dns/cache.c
     pipeline/codec/dns/message.c
     pipeline/codec/dns/zone.c)
