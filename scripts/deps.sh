@@ -39,7 +39,7 @@ BENCH_PACKAGES=(
     knot                  # bench/dns's Knot DNS baseline (knotd)
     libdisruptor-java     # bench/ring's Java Disruptor baseline
     libevent-dev          # bench/echo's libevent (bufferevent) echo server
-    libnetty-java         # the Netty 4.1 baselines of bench/echo, bench/rpc and bench/tls
+    libnetty-java         # the Netty 4.1 baselines of bench/echo, bench/rpc, bench/tls, bench/ws
     nginx-light           # bench/http's nginx baseline
     nsd                   # bench/dns's NSD baseline
     redis-server          # bench/resp's redis-server baseline

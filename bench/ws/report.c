@@ -1,0 +1,245 @@
+/*
+ * ws_report: the tables and the JSON lines of bench/ws from the per-round results run.sh
+ * collected, one line per (case, server, round):
+ *
+ *   echo SIZE SERVER ROUND MSGS_PER_S CPU_NS_PER_MSG RSS_KB HWM_KB LOAD_CPU CONNS WINDOW
+ *   bcast SIZE SERVER ROUND P50_US P99_US FIRST_US CPU_US_PER_BCAST HWM_KB COPIED_PER_MEMBER
+ *         CONNS COUNT RSS_GROWTH_B
+ *
+ * Echo: each server's median and min-max of messages per second and of its CPU time per
+ * message, messages per server CPU-second, RSS; then each eddy server / netty: the ratio of
+ * messages per server CPU-second (the one judged, target >= 1.5x) and of peak RSS (target
+ * <= 1/20), one {"bench":"ws",...} line each. Broadcast: the time until every connection had
+ * the message (median over rounds of each round's p50 and p99), server CPU per broadcast, the
+ * bytes copied per member (counted by eddy's server; -1: not counted), and eddy / netty.
+ *
+ *   ws_report FILE
+ *   ws_report --costs NAME CPU_A CPU_B     the machine's costs (bench/support/machine_costs.h)
+ */
+#include "support/bench_util.h"
+#include "support/machine_costs.h"
+
+#define MAX_CASES 8
+#define MAX_SERVERS 6
+
+enum { F_A, F_B, F_C, F_D, F_E, F_F, F_G, N_FIELDS }; /* the numbers after ROUND, in order */
+
+typedef struct series_s {
+    char name[32];
+    int n;
+    double v[N_FIELDS][BENCH_MAX_ROUNDS];
+} series_t;
+
+typedef struct case_s {
+    char kind[8]; /* echo, bcast */
+    int size, conns, depth;
+    int nservers;
+    series_t servers[MAX_SERVERS];
+} case_t;
+
+static case_t cases[MAX_CASES];
+static int ncases;
+
+static case_t *case_get(const char *kind, int size)
+{
+    for (int i = 0; i < ncases; i++) {
+        if (strcmp(cases[i].kind, kind) == 0 && cases[i].size == size)
+            return &cases[i];
+    }
+    if (ncases == MAX_CASES)
+        return NULL;
+    snprintf(cases[ncases].kind, sizeof(cases[ncases].kind), "%s", kind);
+    cases[ncases].size = size;
+    return &cases[ncases++];
+}
+
+static series_t *series_get(case_t *c, const char *name)
+{
+    for (int i = 0; i < c->nservers; i++) {
+        if (strcmp(c->servers[i].name, name) == 0)
+            return &c->servers[i];
+    }
+    if (c->nservers == MAX_SERVERS)
+        return NULL;
+    series_t *s = &c->servers[c->nservers++];
+    snprintf(s->name, sizeof(s->name), "%s", name);
+    return s;
+}
+
+static bench_stats_t st(const series_t *s, int f)
+{
+    return bench_stats(s->v[f], s->n);
+}
+
+static const series_t *find(const case_t *c, const char *name)
+{
+    for (int i = 0; i < c->nservers; i++) {
+        if (strcmp(c->servers[i].name, name) == 0)
+            return &c->servers[i];
+    }
+    return NULL;
+}
+
+static bool is_eddy(const series_t *s)
+{
+    return strncmp(s->name, "eddy", 4) == 0;
+}
+
+/* "median (min - max)" of field f, scaled, with the given precision. */
+static const char *range(char *buf, size_t n, const series_t *s, int f, double scale, int prec)
+{
+    bench_stats_t b = st(s, f);
+    snprintf(buf, n, "%.*f (%.*f - %.*f)", prec, b.median * scale, prec, b.min * scale, prec,
+             b.max * scale);
+    return buf;
+}
+
+static void report_echo(const case_t *c)
+{
+    printf("\necho, %d B: %d connections x window %d, masked binary frames, each echoed\n", c->size,
+           c->conns, c->depth);
+    printf("  %-12s %-28s %-26s %12s %9s %9s %s\n", "server", "msgs/s M median (min - max)",
+           "server CPU ns/msg (min-max)", "msgs/CPU-s", "RSS", "peak RSS", "loadgen CPU");
+    for (int i = 0; i < c->nservers; i++) {
+        const series_t *s = &c->servers[i];
+        char r1[64], r2[64];
+        printf("  %-12s %-28s %-26s %10.3f M %6.1f MB %6.1f MB %.2f\n", s->name,
+               range(r1, sizeof(r1), s, F_A, 1e-6, 3), range(r2, sizeof(r2), s, F_B, 1, 0),
+               1e3 / st(s, F_B).median, st(s, F_C).median / 1024, st(s, F_D).median / 1024,
+               st(s, F_E).median);
+    }
+    const series_t *b = find(c, "netty");
+    for (int i = 0; b != NULL && i < c->nservers; i++) {
+        const series_t *e = &c->servers[i];
+        if (!is_eddy(e))
+            continue;
+        double ops = st(e, F_A).median / st(b, F_A).median;
+        double per_cpu = st(b, F_B).median / st(e, F_B).median;
+        double rss = st(e, F_D).median / st(b, F_D).median;
+        bool met_cpu = per_cpu >= 1.5, met_rss = rss <= 1.0 / 20;
+        printf("  %s / netty: msgs/s %.3fx, msgs per server CPU-second %.3fx (target >= 1.5x: "
+               "%s), peak RSS %.4fx = 1/%.0f (target <= 1/20: %s)\n",
+               e->name, ops, per_cpu, met_cpu ? "met" : "NOT met", rss, 1 / rss,
+               met_rss ? "met" : "NOT met");
+        printf("{\"bench\":\"ws\",\"case\":\"echo_%d\",\"subject\":\"%s\",\"baseline\":\"netty\","
+               "\"msgs_per_s\":%.0f,\"msgs_per_s_min\":%.0f,\"msgs_per_s_max\":%.0f,"
+               "\"baseline_msgs_per_s\":%.0f,\"baseline_msgs_per_s_min\":%.0f,"
+               "\"baseline_msgs_per_s_max\":%.0f,\"ratio\":%.4f,\"cpu_ns_per_msg\":%.1f,"
+               "\"cpu_ns_per_msg_min\":%.1f,\"cpu_ns_per_msg_max\":%.1f,"
+               "\"baseline_cpu_ns_per_msg\":%.1f,\"baseline_cpu_ns_per_msg_min\":%.1f,"
+               "\"baseline_cpu_ns_per_msg_max\":%.1f,\"msgs_per_cpu_s_ratio\":%.4f,"
+               "\"rss_kb\":%.0f,\"peak_rss_kb\":%.0f,\"baseline_rss_kb\":%.0f,"
+               "\"baseline_peak_rss_kb\":%.0f,\"peak_rss_ratio\":%.5f,\"rounds\":%d,"
+               "\"conns\":%d,\"window\":%d,\"size\":%d,\"target\":\"msgs per server CPU-second "
+               ">= 1.5x, peak RSS <= 1/20\",\"target_met\":%s}\n",
+               c->size, e->name, st(e, F_A).median, st(e, F_A).min, st(e, F_A).max,
+               st(b, F_A).median, st(b, F_A).min, st(b, F_A).max, ops, st(e, F_B).median,
+               st(e, F_B).min, st(e, F_B).max, st(b, F_B).median, st(b, F_B).min, st(b, F_B).max,
+               per_cpu, st(e, F_C).median, st(e, F_D).median, st(b, F_C).median, st(b, F_D).median,
+               rss, e->n < b->n ? e->n : b->n, c->conns, c->depth, c->size,
+               met_cpu && met_rss ? "true" : "false");
+    }
+}
+
+static void report_bcast(const case_t *c)
+{
+    printf("\nbroadcast, %d B: one message to %d connections (the sender among them), time "
+           "until all had it; %d broadcasts a round, p50 and p99 of each round, then median "
+           "(min - max) over rounds\n",
+           c->size, c->conns, c->depth);
+    printf("  %-13s %-26s %-26s %9s %-24s %12s %9s\n", "server", "all delivered p50 us",
+           "all delivered p99 us", "first us", "server CPU us/broadcast", "copied/member",
+           "peak RSS");
+    for (int i = 0; i < c->nservers; i++) {
+        const series_t *s = &c->servers[i];
+        char r1[64], r2[64], r3[64], copied[32];
+        double cp = st(s, F_F).median;
+        if (cp < 0)
+            snprintf(copied, sizeof(copied), "not counted");
+        else
+            snprintf(copied, sizeof(copied), "%.0f B", cp);
+        printf("  %-13s %-26s %-26s %9.0f %-24s %12s %6.1f MB\n", s->name,
+               range(r1, sizeof(r1), s, F_A, 1, 0), range(r2, sizeof(r2), s, F_B, 1, 0),
+               st(s, F_C).median, range(r3, sizeof(r3), s, F_D, 1, 0), copied,
+               st(s, F_E).median / 1024);
+    }
+    const series_t *b = find(c, "netty");
+    for (int i = 0; b != NULL && i < c->nservers; i++) {
+        const series_t *e = &c->servers[i];
+        if (!is_eddy(e))
+            continue;
+        double p50 = st(e, F_A).median / st(b, F_A).median;
+        double p99 = st(e, F_B).median / st(b, F_B).median;
+        double cpu = st(e, F_D).median / st(b, F_D).median;
+        printf("  %s / netty: time to all p50 %.3fx, p99 %.3fx, server CPU per broadcast "
+               "%.3fx, peak RSS %.4fx\n",
+               e->name, p50, p99, cpu, st(e, F_E).median / st(b, F_E).median);
+        printf("{\"bench\":\"ws\",\"case\":\"broadcast_%d\",\"subject\":\"%s\","
+               "\"baseline\":\"netty\",\"p50_us\":%.1f,\"p50_us_min\":%.1f,\"p50_us_max\":%.1f,"
+               "\"p99_us\":%.1f,\"baseline_p50_us\":%.1f,\"baseline_p50_us_min\":%.1f,"
+               "\"baseline_p50_us_max\":%.1f,\"baseline_p99_us\":%.1f,\"ratio\":%.4f,"
+               "\"p99_ratio\":%.4f,\"cpu_us_per_bcast\":%.1f,\"baseline_cpu_us_per_bcast\":%.1f,"
+               "\"cpu_ratio\":%.4f,\"copied_per_member_b\":%.1f,\"rss_growth_per_bcast_b\":%.1f,"
+               "\"baseline_rss_growth_per_bcast_b\":%.1f,\"peak_rss_kb\":%.0f,"
+               "\"baseline_peak_rss_kb\":%.0f,\"rounds\":%d,\"conns\":%d,\"broadcasts\":%d,"
+               "\"size\":%d}\n",
+               c->size, e->name, st(e, F_A).median, st(e, F_A).min, st(e, F_A).max,
+               st(e, F_B).median, st(b, F_A).median, st(b, F_A).min, st(b, F_A).max,
+               st(b, F_B).median, p50, p99, st(e, F_D).median, st(b, F_D).median, cpu,
+               st(e, F_F).median, st(e, F_G).median, st(b, F_G).median, st(e, F_E).median,
+               st(b, F_E).median, e->n < b->n ? e->n : b->n, c->conns, c->depth, c->size);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 5 && strcmp(argv[1], "--costs") == 0) {
+        bench_machine_costs_print(argv[2], atoi(argv[3]), atoi(argv[4]));
+        return 0;
+    }
+    if (argc != 2) {
+        fprintf(stderr, "usage: ws_report FILE | ws_report --costs NAME CPU_A CPU_B\n");
+        return 2;
+    }
+    FILE *f = fopen(argv[1], "r");
+    if (f == NULL) {
+        perror(argv[1]);
+        return 1;
+    }
+    char line[512];
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char kind[8], sname[32];
+        int size, round;
+        double v[N_FIELDS] = {0}, conns = 0, depth = 0;
+        int got;
+        if (strncmp(line, "echo ", 5) == 0) {
+            got = sscanf(line, "%7s %d %31s %d %lf %lf %lf %lf %lf %lf %lf", kind, &size, sname,
+                         &round, &v[F_A], &v[F_B], &v[F_C], &v[F_D], &v[F_E], &conns, &depth);
+            if (got != 11)
+                continue;
+        } else {
+            got = sscanf(line, "%7s %d %31s %d %lf %lf %lf %lf %lf %lf %lf %lf %lf", kind, &size,
+                         sname, &round, &v[F_A], &v[F_B], &v[F_C], &v[F_D], &v[F_E], &v[F_F],
+                         &conns, &depth, &v[F_G]);
+            if (got != 13)
+                continue;
+        }
+        case_t *c = case_get(kind, size);
+        series_t *s = c != NULL ? series_get(c, sname) : NULL;
+        if (s == NULL || s->n == BENCH_MAX_ROUNDS)
+            continue;
+        c->conns = (int)conns;
+        c->depth = (int)depth;
+        for (int k = 0; k < N_FIELDS; k++)
+            s->v[k][s->n] = v[k];
+        s->n++;
+    }
+    fclose(f);
+    for (int i = 0; i < ncases; i++) {
+        if (strcmp(cases[i].kind, "echo") == 0)
+            report_echo(&cases[i]);
+        else
+            report_bcast(&cases[i]);
+    }
+    return 0;
+}
