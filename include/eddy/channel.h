@@ -71,7 +71,8 @@ typedef enum {
     EDDY_WRITE_BUFFER_HIGH_WATER_MARK, /* bytes (default 64 KiB) */
     EDDY_AUTO_READ,             /* 0/1 (default 1) */
     EDDY_ALLOW_HALF_CLOSURE,    /* 0/1 (default 0): a peer FIN is an event, not a close */
-    EDDY_MAX_MESSAGES_PER_READ, /* reads per readiness event (default 16) */
+    EDDY_MAX_MESSAGES_PER_READ, /* reads per readiness event (default 16; datagram
+                                   channels: datagrams per event, default 64) */
     EDDY_WRITE_SPIN_COUNT,      /* writev calls per flush before yielding to others (16) */
     EDDY_RCVBUF_ALLOC_MIN,      /* adaptive receive buffer: smallest (64) */
     EDDY_RCVBUF_ALLOC_INITIAL,  /* first size (2048) */

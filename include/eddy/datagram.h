@@ -11,8 +11,8 @@
  *   talks to one peer: it still reads packets, and writes packets or plain buffers
  *   (eddy_buf_t, composites), each one datagram. A protocol decoder sees one datagram as one
  *   message (codec.h's packet decoder), never a stream of bytes.
- * - Reading takes up to EDDY_MAX_MESSAGES_PER_READ datagrams per readiness event, batched by
- *   recvmmsg (up to 64 a call), each into a pooled buffer of EDDY_DATAGRAM_RECV_SIZE bytes: no
+ * - Reading takes up to EDDY_MAX_MESSAGES_PER_READ datagrams per readiness event (64 by
+ *   default for datagram channels: one batch), batched by recvmmsg (up to 64 a call), each into a pooled buffer of EDDY_DATAGRAM_RECV_SIZE bytes: no
  *   copy after the kernel's. channel_read_complete follows each recvmmsg batch, so answers
  *   flushed there go out while the batch's buffers are still in the cache. A datagram longer than that is truncated by the kernel: it is never passed on;
  *   exception_caught gets EDDY_EMSGSIZE and reading goes on. With EDDY_UDP_GRO the kernel may

@@ -368,6 +368,7 @@ static void truncated_reported(void **state)
     (void)state;
     node_t n = {0};
     keeper_open(&n, EDDY_DATAGRAM_RECV_SIZE, 100);
+    assert_int_equal(eddy_channel_option(n.ch, EDDY_MAX_MESSAGES_PER_READ), 64);
     int fd = peer_socket(AF_INET, NULL);
     char big[200] = {0}, small[100];
     memset(small, 'x', sizeof(small));
@@ -584,6 +585,8 @@ static void options(void **state)
     keeper_open(&n, -1, 0);
     assert_int_equal(eddy_channel_option(n.ch, EDDY_DATAGRAM_RECV_SIZE), 2048);
     assert_int_equal(eddy_channel_option(n.ch, EDDY_UDP_GSO), 1);
+    /* A datagram channel reads one recvmmsg batch per wake-up, not the streams' 16. */
+    assert_int_equal(eddy_channel_option(n.ch, EDDY_MAX_MESSAGES_PER_READ), 64);
     assert_int_equal(eddy_channel_set_option(n.ch, EDDY_DATAGRAM_RECV_SIZE, 0), EDDY_EINVAL);
     assert_int_equal(eddy_channel_set_option(n.ch, EDDY_DATAGRAM_RECV_SIZE, 65537), EDDY_EINVAL);
     assert_int_equal(eddy_channel_set_option(n.ch, EDDY_IP_MULTICAST_TTL, 256), EDDY_EINVAL);
