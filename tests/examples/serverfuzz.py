@@ -2,7 +2,8 @@
 """Whole-server fuzzing: seeded, generated hostile traffic against the example servers.
 
 Each run starts one example server (eddy-echo-server plain or with --tls, eddy-rpc-server,
-eddy-http-server, eddy-resp-server, eddy-dns-server on examples/zones/example.zone) with two
+eddy-http-server, eddy-resp-server, eddy-dns-server on examples/zones/example.zone,
+eddy-ws-server with --echo ("ws") and in broadcast mode ("ws_chat")) with two
 worker loops, 256 descriptors and an ephemeral port of 127.0.0.1, and plays bursts of client
 connections against it, all at once and interleaved on one selectors loop; for DNS, UDP flows
 (a socket each) among them. What every connection does is generated up front from the
@@ -11,10 +12,16 @@ run's seed by a grammar of its protocol:
   - valid messages (HTTP/1.1 and 1.0 requests with Content-Length and chunked bodies,
     keep-alive and Connection: close, Expect: 100-continue; RESP arrays and inline commands;
     RPC frames of echo/add/sleep; echo bytes; the same over TLS; DNS queries for names in
-    the zone and outside it, of any type, in random case, with and without EDNS), pipelined
-    many at a time;
+    the zone and outside it, of any type, in random case, with and without EDNS; a
+    WebSocket upgrade of /ws, then masked text, binary, continuation, ping, pong and close
+    frames, fragmented messages with pings between the fragments, UTF-8 of 1 to 4 bytes a
+    character, permessage-deflate), pipelined many at a time;
   - mutated ones (bytes flipped, inserted, deleted, duplicated, cut; numbers, length fields and
-    CRLFs corrupted; DNS counts that lie, compression pointer loops, labels past the end) and
+    CRLFs corrupted; DNS counts that lie, compression pointer loops, labels past the end;
+    broken upgrades, and WebSocket frames unmasked, with reserved bits or opcodes, lengths
+    that lie or pass the limit, control frames long or fragmented, text that is not UTF-8,
+    continuations without a message, storms of thousands of fragments, compressed frames
+    without the agreement or that do not inflate, decompression bombs, bad close codes) and
     pure garbage;
   - the byte stream split at random into writes with small random delays;
   - resets (SO_LINGER {1, 0}, then close) and half-closes (shutdown(SHUT_WR)) at random
@@ -24,14 +31,20 @@ run's seed by a grammar of its protocol:
 Connections that sent only valid messages check what comes back (echo: a prefix of what was
 sent; RPC: each call's answer; HTTP: statuses in order; RESP: well-formed replies, exact ones
 where the command fixes them; DNS: one answer per query, its id, QR, rcode, AA and TC as the
-zone says, the question echoed as sent) and, when they wait for it, that all of it comes.
+zone says, the question echoed as sent; WebSocket: the upgrade's answer, then each message
+back exactly, each ping's pong, each close's status, and for a hostile frame the close status
+it must get; in a chat, a connection's own messages among the others', in order) and, when
+they wait for it, that all of it comes. Every WebSocket connection's answers must be
+well-formed server frames, nothing after a close frame. In ws_chat, some bursts are busy:
+clients sending 1 MiB messages, and members that never read, which the group must close.
 UDP flows of valid queries check each answer and ask again for late ones; floods (hundreds
 of datagrams at once) need not be answered. After every
 burst a canary (a well-formed request on a fresh connection) must be answered correctly
 within CANARY_SECONDS. At the end the server gets SIGTERM and must exit 0 with no sanitizer
 report in its output.
 
-    serverfuzz.py BIN_DIR [CERT_DIR] [--servers echo,tls,rpc,http,resp,dns] [--seeds 1,2]
+    serverfuzz.py BIN_DIR [CERT_DIR] [--servers echo,tls,rpc,http,resp,dns,ws,ws_chat]
+                  [--seeds 1,2]
                   [--bursts N] [--out DIR]
     serverfuzz.py BIN_DIR [CERT_DIR] --soak SECONDS [--servers ...]   fresh seeds until then
     serverfuzz.py BIN_DIR [CERT_DIR] --replay TRACE.json [--repeat N] a failure, again
@@ -48,8 +61,10 @@ a trace. Traces kept as tests live in tests/examples/fuzz_cases/ (see fuzz/READM
 Exit status: 0 when every run passed, 1 when one failed, 2 on a usage error.
 """
 import argparse
+import base64
 import ctypes
 import errno
+import hashlib
 import json
 import os
 import random
@@ -63,6 +78,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 FDS = 256  # the servers' descriptor limit (ulimit -n), as in hostile.py
 THREADS = 2  # worker loops: two, so that work really crosses threads (TSan)
@@ -216,6 +232,15 @@ class Proto:
     def new_conn(self, rng):
         """Per-connection generation state (ids already used and such)."""
         return {}
+
+    def preamble(self, rng, st, kind):
+        """A message every connection of this kind sends first (WebSocket: the upgrade), or
+        None."""
+        return None
+
+    def flood_message(self, rng, st):
+        """A message a client that never reads floods with."""
+        return self.message(rng, st)
 
     def message(self, rng, st):
         raise NotImplementedError
@@ -1188,12 +1213,705 @@ class DnsUdpChecker:
         return self.sent <= self.answered
 
 
+# ---------------------------------------------------------------------------------------------
+# WebSocket (eddy-ws-server, examples/ws_server.c): every connection first sends an upgrade of
+# /ws (or a broken one), then masked client frames. "ws" runs the server with --echo (each
+# message back to its sender), "ws_chat" in broadcast mode (each message to every member of
+# a channel group, the sender too; a member 4 MiB behind is closed).
+
+WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+WS_MAX = 1 << 20  # EDDY_WS_MAX_FRAME_SIZE and _MESSAGE_SIZE: eddy-ws-server's limits
+WS_DEFLATE_FRAME_MAX = WS_MAX + (WS_MAX >> 8) + 64  # a compressed data frame's (codec.c)
+WS_HIGH_WATER = 4 << 20  # eddy-ws-server's HIGH_WATER_MARK
+# A reader that never reads, in a group that broadcasts more than this to it, must have been
+# closed by the group's policy: past the high water mark, plus a message in flight, the
+# kernel's buffers (a small SO_RCVBUF: the window stays shut) and slack.
+WS_SLOW_READER_LIMIT = WS_HIGH_WATER + 4 * WS_MAX
+WS_TAIL = b"\x00\x00\xff\xff"  # what permessage-deflate strips from each message
+OP_CONT, OP_TEXT, OP_BIN, OP_CLOSE, OP_PING, OP_PONG = 0, 1, 2, 8, 9, 10
+WS_CODES = [1000, 1001, 1003, 1007, 1008, 1010, 1011, 1012, 1013, 1014, 3000, 3999, 4000, 4999]
+WS_BAD_CODES = [0, 1, 999, 1004, 1005, 1006, 1015, 1016, 1100, 2000, 2999, 5000, 65535]
+WS_TEXTS = ["hello", "h\u00e9llo w\u00f6rld", "\u65e5\u672c\u8a9e", "emoji \U0001f600\U0001f389",
+            "\U0001d11e clef", "\u0000", "\U0010ffff", "\u07ff\u0800\uffff\U00010000", " ",
+            "\u00a0\u2028\ufeff", "tab\tnl\n"]
+WS_BAD_UTF8 = [b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82",
+               b"\x80", b"\xf0\x9f\x98", b"\xc3\x28", b"\xf8\x88\x80\x80\x80", b"\xfe\xfe"]
+
+
+def ws_mask(data, key):
+    if not data:
+        return b""
+    k = (key * (len(data) // 4 + 1))[:len(data)]
+    return (int.from_bytes(data, "big") ^ int.from_bytes(k, "big")).to_bytes(len(data), "big")
+
+
+def ws_head(op, n, fin=True, rsv=0, masked=True, form=None):
+    """A frame header up to the masking key: form 7, 16 or 64 (the length's encoding)."""
+    b0 = (0x80 if fin else 0) | rsv | op
+    m = 0x80 if masked else 0
+    form = form or (7 if n < 126 else 16 if n < 65536 else 64)
+    if form == 7:
+        return bytes([b0, m | n])
+    if form == 16:
+        return bytes([b0, m | 126]) + struct.pack(">H", n)
+    return bytes([b0, m | 127]) + struct.pack(">Q", n)
+
+
+def ws_frame(rng, op, payload, fin=True, rsv=0, masked=True, length=None, form=None):
+    head = ws_head(op, len(payload) if length is None else length, fin, rsv, masked, form)
+    if not masked:
+        return head + payload
+    key = rng.randbytes(4)
+    return head + key + ws_mask(payload, key)
+
+
+def ws_deflate(data, wbits=15):
+    """One message as permessage-deflate sends it: raw deflate, a sync flush, the tail cut.
+    A fresh context each time, which every agreement allows."""
+    c = zlib.compressobj(6, zlib.DEFLATED, -wbits)
+    out = c.compress(data) + c.flush(zlib.Z_SYNC_FLUSH)
+    return out[:-4] if out.endswith(WS_TAIL) else out
+
+
+def ws_event_msg(op, data):
+    """What a data message back must be: opcode, length, SHA-1 (traces stay small)."""
+    return ["m", op, len(data), hashlib.sha1(data).hexdigest()]
+
+
+def ws_text(rng, n):
+    """Valid UTF-8 of about n bytes: ASCII, 2-, 3- and 4-byte sequences."""
+    parts, size = [], 0
+    while size < n:
+        r = rng.random()
+        if r < 0.4:
+            s = token(rng, 1, 40, "abcdefghijklmnopqrstuvwxyz ABCXYZ0123456789.,!?")
+        elif r < 0.6:
+            s = rng.choice(WS_TEXTS)
+        else:
+            cp = rng.choice((rng.randint(0x80, 0x7ff), rng.randint(0x800, 0xd7ff),
+                             rng.randint(0xe000, 0xffff), rng.randint(0x10000, 0x10ffff)))
+            s = chr(cp)
+        parts.append(s)
+        size += len(s.encode())
+    return "".join(parts).encode()
+
+
+def ws_split(rng, data, k):
+    """data in k pieces (some may be empty), cut anywhere (inside UTF-8 sequences too)."""
+    cuts = sorted(rng.randint(0, len(data)) for _ in range(k - 1))
+    return [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])]
+
+
+def ws_request(rng, st, broken=None):
+    """An upgrade request for /ws and what its answer must be: ["hs", statuses, accept,
+    tag, deflate offered, closes]; broken names a way to spoil it."""
+    key = base64.b64encode(rng.randbytes(16)).decode()
+    path = rng.choice(("/ws", "/ws", "/ws", "/ws?room=" + token(rng)))
+    version = "1.1"
+    method = "GET"
+    headers = [("Host", rng.choice(("127.0.0.1", "localhost:8081", "a"))),
+               ("Upgrade", rng.choice(("websocket", "websocket", "WebSocket"))),
+               ("Connection", rng.choice(("Upgrade", "upgrade", "keep-alive, Upgrade"))),
+               ("Sec-WebSocket-Key", key), ("Sec-WebSocket-Version", "13")]
+    for _ in range(rng.choice((0, 0, 1, 3))):
+        headers.append(rng.choice((("Origin", "http://127.0.0.1"), ("User-Agent", "serverfuzz"),
+                                   ("Sec-WebSocket-Protocol", "chat, superchat"),
+                                   ("X-" + token(rng), token(rng, 0, 30)))))
+    offered = st["deflate"] and broken is None
+    if offered:
+        params = rng.choice(("", "; client_max_window_bits", "; server_no_context_takeover",
+                             "; client_no_context_takeover", "; server_max_window_bits=10",
+                             "; client_max_window_bits=12; server_no_context_takeover"))
+        if "client_max_window_bits=12" in params:
+            st["wbits"] = 12
+        headers.append(("Sec-WebSocket-Extensions", "permessage-deflate" + params))
+    statuses, closes = [101], False
+    tail = b""
+    if broken == "key":
+        bad = rng.choice(("abc", "", base64.b64encode(rng.randbytes(17)).decode(),
+                          base64.b64encode(rng.randbytes(15)).decode(), "!!!!" * 6, key[:-2]))
+        headers = [(k, bad if k == "Sec-WebSocket-Key" else v) for k, v in headers]
+        if rng.random() < 0.3:
+            headers = [h for h in headers if h[0] != "Sec-WebSocket-Key"]
+        statuses, closes = [400], True
+    elif broken == "version":
+        v = rng.choice(("12", "8", "14", "", "13, 8", None))
+        headers = [h for h in headers if h[0] != "Sec-WebSocket-Version"]
+        if v is not None:
+            headers.append(("Sec-WebSocket-Version", v))
+        statuses, closes = [426], True
+    elif broken == "upgrade":
+        headers = [h for h in headers if h[0] != "Upgrade"]
+        if rng.random() < 0.5:
+            headers.append(("Upgrade", rng.choice(("h2c", "websockets", "web socket"))))
+        statuses, closes = [400], True
+    elif broken == "connection":
+        headers = [h for h in headers if h[0] != "Connection"]
+        if rng.random() < 0.5:
+            headers.append(("Connection", rng.choice(("keep-alive", "Upgrade-Insecure"))))
+        statuses, closes = [400], True
+    elif broken == "http10":
+        version = "1.0"
+        statuses, closes = [400], True
+    elif broken == "method":
+        method = rng.choice(("POST", "PUT", "DELETE"))
+        headers.append(("Content-Length", "0"))
+        statuses, closes = [405], True
+    elif broken == "path":  # another page: answered and kept alive
+        path = rng.choice(("/wss", "/ws/x", "/WS", "/nope", "/ws%20"))
+        statuses = [404]
+    elif broken == "headers":  # garbage the HTTP decoder refuses
+        bad = rng.choice(("X-No-Colon", "Bad Name: x", ": empty", "X-Ctl: a\x01b",
+                          "X-Long: " + "a" * 70000, " folded: x"))
+        headers.insert(rng.randint(0, len(headers)), (None, bad))
+        statuses, closes = list(range(400, 500)), True
+    rng.shuffle(headers)
+    head = f"{method} {path} HTTP/{version}\r\n" + "".join(
+        (f"{k}: {v}\r\n" if k is not None else f"{v}\r\n") for k, v in headers) + "\r\n"
+    accept = base64.b64encode(hashlib.sha1(key.encode() + WS_GUID).digest()).decode()
+    return Msg(head.encode("latin-1") + tail,
+               ["hs", statuses, accept if statuses == [101] else None, st["tag"], offered, closes])
+
+
+class Ws(Proto):
+    """eddy-ws-server --echo: an upgrade, then client frames; each message comes back whole."""
+    name = "ws"
+    exe = "eddy-ws-server"
+    chat = False
+    lenient_check = True  # every connection's answers are checked for well-formedness
+    weights = dict(Proto.weights, valid=24, mutated=16, garbage=4, reset_mid=8, half_close=6,
+                   noread=3, close_rst=8, idle=2, slow=3, big=3, bad_hs=6, hostile=18, storm=3,
+                   bomb=2)
+    tokens = [b"\x81", b"\x82", b"\x88", b"\x89", b"\x8a", b"\x80", b"\x00", b"\x01", b"\xc1",
+              b"\x7e", b"\x7f", b"\xfe", b"\xff", b"\x00\x00\x00\x00", b"\x81\x80", b"\x03\xe8",
+              b"\x81\xfe\x00\x7e", b"\x82\xff" + b"\x00" * 8, b"\xff" * 8]
+    sizes = (0, 1, 5, 125, 126, 127, 200, 1000, 4096, 65535, 65536, 70000, 200000)
+
+    def argv(self, bin_dir, cert_dir):
+        return super().argv(bin_dir, cert_dir) + ([] if self.chat else ["--echo"])
+
+    def new_conn(self, rng, deflate=None):
+        return {"tag": "t" + token(rng, 8, 8, "0123456789abcdef"), "n": 0, "wbits": 15,
+                "deflate": rng.random() < 0.35 if deflate is None else deflate}
+
+    def preamble(self, rng, st, kind):
+        if kind == "bad_hs":
+            return None  # gen_kind sends its own
+        if kind == "bomb":
+            st["deflate"] = True
+        if kind == "garbage" and rng.random() < 0.3:
+            return None  # garbage instead of a request
+        hs = ws_request(rng, st)
+        if kind == "mutated" and rng.random() < 0.2:
+            return Msg(mutate_generic(rng, hs.flat()), None)
+        return hs
+
+    def payload(self, rng, st, op, n=None):
+        """A data message's payload; in a chat it starts with the connection's tag."""
+        n = rng.choice(self.sizes) if n is None else n
+        st["n"] += 1
+        lead = f"{st['tag']}:{st['n']}:".encode() if self.chat else b""
+        body = ws_text(rng, n) if op == OP_TEXT else rng.randbytes(n)
+        return lead + body
+
+    def data(self, rng, st, op=None, data=None, frags=None, pings=0.2):
+        """A text or binary message, whole or fragmented, maybe compressed, with pings
+        between its fragments; the events it must bring back."""
+        op = op or rng.choice((OP_TEXT, OP_BIN))
+        data = self.payload(rng, st, op) if data is None else data
+        deflate = st["deflate"] and rng.random() < 0.6
+        wire = ws_deflate(data, st["wbits"]) if deflate else data
+        k = frags or (1 if rng.random() < 0.6 else geometric(rng, 3, 20))
+        out, events = b"", []
+        for i, piece in enumerate(ws_split(rng, wire, k)):
+            out += ws_frame(rng, op if i == 0 else OP_CONT, piece, fin=i == k - 1,
+                            rsv=0x40 if deflate and i == 0 else 0)
+            if i < k - 1 and rng.random() < pings:
+                p = rng.randbytes(rng.choice((0, 1, 4, 125)))
+                out += ws_frame(rng, OP_PING, p)
+                events.append(["p", p.hex()])
+        events.append(ws_event_msg(op, data))
+        return Msg(out, events)
+
+    def close(self, rng, st):
+        code = rng.choice(WS_CODES + [None])
+        if code is None:
+            return Msg(ws_frame(rng, OP_CLOSE, b""), [["c", 1000]], closes=True)
+        reason = ws_text(rng, rng.randint(0, 40))[:123] if rng.random() < 0.5 else b""
+        try:
+            reason.decode()
+        except UnicodeDecodeError:  # cut inside a sequence
+            reason = b"bye"
+        return Msg(ws_frame(rng, OP_CLOSE, struct.pack(">H", code) + reason), [["c", code]],
+                   closes=True)
+
+    def message(self, rng, st):
+        r = rng.random()
+        if r < 0.1:
+            p = rng.randbytes(rng.choice((0, 1, 8, 125)))
+            return Msg(ws_frame(rng, OP_PING, p), [["p", p.hex()]])
+        if r < 0.14:
+            return Msg(ws_frame(rng, OP_PONG, rng.randbytes(rng.choice((0, 4, 125)))), [])
+        if r < 0.17:
+            return self.close(rng, st)
+        return self.data(rng, st)
+
+    def flood_message(self, rng, st):
+        """What a client that never reads floods with: pings, and (echo) small messages."""
+        if self.chat or rng.random() < 0.5:
+            return Msg(ws_frame(rng, OP_PING, rng.randbytes(rng.choice((0, 8, 125)))), [])
+        return self.data(rng, st, data=self.payload(rng, st, OP_BIN, rng.choice((1, 100))))
+
+    def big(self, rng, st):
+        """One message of 64 KiB to 1 MiB (the limit, exactly, at most) in one frame: a
+        4096-byte masked chunk repeated (the key's period divides it)."""
+        n = rng.randint(16, 256) if not self.chat else rng.randint(16, 64)
+        op = rng.choice((OP_TEXT, OP_BIN))
+        st["n"] += 1
+        chunk = (token(rng, 4096, 4096) if op == OP_TEXT else "").encode() or rng.randbytes(4096)
+        lead = f"{st['tag']}:{st['n']}:".encode() if self.chat else b""
+        first = lead + chunk[len(lead):]
+        key = rng.randbytes(4)
+        head = ws_head(op, 4096 * n) + key
+        data = first + chunk * (n - 1)
+        return Msg(None, [ws_event_msg(op, data)],
+                   parts=[(head + ws_mask(first, key), 1), (ws_mask(chunk, key), n - 1)])
+
+    def hostile(self, rng, st):
+        """A frame (or a few) the server must refuse: (bytes, the close status it answers,
+        or None where more than one outcome is right)."""
+        kind = rng.choice(("unmasked", "rsv", "opcode", "long_control", "frag_control",
+                           "utf8", "utf8_frag", "cont", "nested", "len_top", "too_long",
+                           "too_long_agg", "close_code", "close_1", "close_utf8", "rsv1",
+                           "deflate_garbage", "rsv1_cont"))
+        text = self.payload(rng, st, OP_TEXT, rng.choice((0, 10, 200)))
+        if kind == "unmasked":
+            return ws_frame(rng, rng.choice((OP_TEXT, OP_BIN, OP_PING)), text, masked=False), 1002
+        if kind == "rsv":
+            rsv = rng.choice((0x20, 0x10, 0x30, 0x70) if st["deflate"] else (0x40, 0x20, 0x10))
+            return ws_frame(rng, rng.choice((OP_TEXT, OP_BIN, OP_PING)), text, rsv=rsv), 1002
+        if kind == "opcode":
+            return ws_frame(rng, rng.choice((3, 4, 5, 6, 7, 11, 12, 13, 14, 15)), text), 1002
+        if kind == "long_control":
+            p = rng.randbytes(rng.choice((126, 127, 200, 65535)))
+            return ws_frame(rng, rng.choice((OP_PING, OP_PONG, OP_CLOSE)), p), 1002
+        if kind == "frag_control":
+            return ws_frame(rng, rng.choice((OP_PING, OP_PONG)), b"x", fin=False), 1002
+        if kind in ("utf8", "utf8_frag"):
+            bad = text[:rng.randint(0, len(text))] + rng.choice(WS_BAD_UTF8) + \
+                ws_text(rng, rng.choice((0, 5)))
+            if kind == "utf8":
+                return ws_frame(rng, OP_TEXT, bad), 1007
+            return self.data(rng, st, OP_TEXT, bad, rng.randint(2, 6), 0).flat(), 1007
+        if kind == "cont":
+            return ws_frame(rng, OP_CONT, text, fin=rng.random() < 0.5), 1002
+        if kind == "nested":
+            return (ws_frame(rng, OP_TEXT, text, fin=False) +
+                    ws_frame(rng, rng.choice((OP_TEXT, OP_BIN)), b"x")), 1002
+        if kind == "len_top":
+            return ws_head(OP_BIN, (1 << 63) + rng.randrange(1 << 20), form=64) + \
+                rng.randbytes(4 + 16), 1002
+        if kind == "too_long":
+            limit = WS_DEFLATE_FRAME_MAX if st["deflate"] else WS_MAX
+            n = rng.choice((limit + 1, limit + 1000, 2 * WS_MAX, 1 << 32, (1 << 63) - 1))
+            return ws_head(rng.choice((OP_TEXT, OP_BIN)), n, form=64) + rng.randbytes(4) + \
+                rng.randbytes(rng.choice((0, 100, 5000))), 1009
+        if kind == "too_long_agg":  # fragments each within the limit, together past it
+            half = WS_MAX // 2 + rng.randint(1, 1000)
+            return (ws_frame(rng, OP_BIN, bytes(half), fin=False) +
+                    ws_frame(rng, OP_CONT, bytes(half))), 1009
+        if kind == "close_code":
+            p = struct.pack(">H", rng.choice(WS_BAD_CODES)) + b"bad"[:rng.randint(0, 3)]
+            return ws_frame(rng, OP_CLOSE, p), 1002
+        if kind == "close_1":
+            return ws_frame(rng, OP_CLOSE, b"\x03"), 1002
+        if kind == "close_utf8":
+            return ws_frame(rng, OP_CLOSE, b"\x03\xe8" + rng.choice(WS_BAD_UTF8)), 1007
+        if kind == "rsv1" and not st["deflate"]:  # compressed without the agreement
+            return ws_frame(rng, OP_TEXT, ws_deflate(text), rsv=0x40), 1002
+        if kind == "rsv1_cont" and st["deflate"]:  # RSV1 on a continuation
+            return (ws_frame(rng, OP_TEXT, ws_deflate(text)[:3], fin=False, rsv=0x40) +
+                    ws_frame(rng, OP_CONT, b"\x00", rsv=0x40)), 1002
+        if kind == "deflate_garbage" and st["deflate"]:
+            # It may even inflate (to text that is not UTF-8, or binary that comes back).
+            return ws_frame(rng, rng.choice((OP_TEXT, OP_BIN)), rng.randbytes(
+                rng.choice((1, 5, 100, 3000))), rsv=0x40), None
+        return ws_frame(rng, OP_CONT, text), 1002
+
+    def bomb(self, rng, st):
+        """A small compressed message that inflates past the limit: 1009 while it inflates."""
+        n = WS_MAX + rng.choice((1, 1000, WS_MAX, 20 * WS_MAX))
+        unit = rng.choice((b"\x00", b"a", b"ab"))
+        data = unit * (n // len(unit) + 1)
+        op = rng.choice((OP_TEXT, OP_BIN))
+        wire = ws_deflate(data[:n])
+        if rng.random() < 0.5:
+            return ws_frame(rng, op, wire, rsv=0x40)
+        a, b = ws_split(rng, wire, 2)
+        return ws_frame(rng, op, a, fin=False, rsv=0x40) + ws_frame(rng, OP_CONT, b)
+
+    def closing(self, rng, st):
+        if rng.random() < 0.5:
+            return self.close(rng, st)
+        data, code = self.hostile(rng, st)
+        return Msg(data, [["c", code]] if code else None, closes=True)
+
+    def mutate(self, rng, msg):
+        b = bytearray(msg.flat())
+        if len(b) >= 2 and rng.random() < 0.6:
+            op = rng.choice(("mask", "rsv", "opcode", "fin", "len", "len", "key"))
+            if op == "mask":
+                b[1] ^= 0x80
+            elif op == "rsv":
+                b[0] ^= rng.choice((0x40, 0x20, 0x10))
+            elif op == "opcode":
+                b[0] = (b[0] & 0xf0) | rng.randrange(16)
+            elif op == "fin":
+                b[0] ^= 0x80
+            elif op == "len":  # a length that lies (7-bit), or a 16/64-bit one
+                b[1] = (b[1] & 0x80) | rng.choice((0, 1, 125, 126, 127, rng.randrange(128)))
+            else:
+                b[2:2] = rng.randbytes(rng.choice((1, 2, 8)))
+            if rng.random() < 0.6:
+                return bytes(b)
+        return mutate_generic(rng, bytes(b))
+
+    def gen_kind(self, rng, kind, plan, acts, st, budget, pre):
+        """The kinds of WebSocket's own: a broken upgrade, a valid prefix then a hostile
+        frame, a fragment storm, a decompression bomb. Returns the check, or None."""
+        if kind == "bad_hs":
+            hs = ws_request(rng, st, rng.choice(("key", "version", "upgrade", "connection",
+                                                 "http10", "method", "path", "headers")))
+            frames = b""
+            if hs.expect[5] and rng.random() < 0.5:  # frames behind it: never read as such
+                frames = b"".join(self.message(rng, st).flat() for _ in range(2))
+            add_msgs(rng, [hs, Msg(frames)], acts, budget)
+            acts.append({"op": "read", "ms": ANSWER_SECONDS * 1000, "all": True})
+            return [hs.expect]
+        check = [pre.expect]
+        if kind == "hostile":
+            msgs = [m for m in (self.message(rng, st) for _ in range(rng.choice((0, 0, 1, 3))))
+                    if not m.closes]
+            data, code = self.hostile(rng, st)
+            add_msgs(rng, msgs + [Msg(data)], acts, budget)
+            if code is None:
+                acts.append({"op": "read", "ms": ms(rng.choice((100, 500)))})
+                return []
+            check += [m.expect for m in msgs] + [[["c", code]]]
+        elif kind == "storm":  # thousands of tiny fragments, pings among them
+            op = rng.choice((OP_TEXT, OP_BIN))
+            data = self.payload(rng, st, op, rng.choice((100, 1000, 4000)))
+            k = rng.randint(1000, 5000)
+            m = self.data(rng, st, op, data, k, 0.01)
+            add_msgs(rng, [m], acts, budget)
+            check.append(m.expect)
+        elif kind == "bomb":
+            msgs = [m for m in (self.message(rng, st) for _ in range(rng.choice((0, 1, 2))))
+                    if not m.closes]
+            add_msgs(rng, msgs + [Msg(self.bomb(rng, st))], acts, budget)
+            check += [m.expect for m in msgs] + [[["c", 1009]]]
+        acts.append({"op": "read", "ms": ANSWER_SECONDS * 1000, "all": True})
+        return check
+
+    def checker(self, expects, client):
+        if client.plan["kind"] == "slow_reader":
+            return WsSlowReaderChecker(client)
+        return WsChecker(expects, client, self.chat)
+
+    def canary(self, port, n, tls):
+        rng = random.Random(n)
+        st = self.new_conn(rng, deflate=False)
+        hs = ws_request(rng, st)
+        text = b"canary %d %s" % (n, os.urandom(8).hex().encode())
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(hs.flat() + ws_frame(rng, OP_TEXT, text))
+            got = bytearray()
+            head = None
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise CanaryWrong(f"closed after {bytes(got[:300])!r}")
+                got += chunk
+                if head is None:
+                    end = got.find(b"\r\n\r\n")
+                    if end < 0:
+                        continue
+                    head = bytes(got[:end])
+                    if not head.startswith(b"HTTP/1.1 101 ") or hs.expect[2].encode() not in head:
+                        raise CanaryWrong(f"the upgrade answered {head[:300]!r}")
+                    del got[:end + 4]
+                # Frames: a text frame with our text ends it (a chat's others are skipped).
+                while len(got) >= 2:
+                    k = got[1] & 0x7f
+                    hl = 2 if k < 126 else 4 if k == 126 else 10
+                    if len(got) < hl:
+                        break
+                    k = k if k < 126 else int.from_bytes(got[2:hl], "big")
+                    if len(got) < hl + k:
+                        break
+                    op, payload = got[0] & 0x0f, bytes(got[hl:hl + k])
+                    del got[:hl + k]
+                    if op == OP_TEXT and payload == text:
+                        s.sendall(ws_frame(rng, OP_CLOSE, b"\x03\xe8"))
+                        return
+                    if op == OP_CLOSE or (not self.chat and op != OP_PING):
+                        raise CanaryWrong(f"answered a frame of opcode {op}: {payload[:100]!r}")
+
+
+class WsChat(Ws):
+    """eddy-ws-server in broadcast mode: every connection's own messages come back to it, in
+    order, among the others'. Some bursts are busy: a few connections send 1 MiB messages
+    while readers that never read must be closed by the group's policy."""
+    name = "ws_chat"
+    chat = True
+    weights = dict(Ws.weights, big=1, noread=2)
+    sizes = (0, 1, 5, 125, 126, 200, 1000, 4000)
+    busy_share = 0.3
+
+    def busy_burst(self, rng):
+        """Flooders sending 6 MiB each, readers that never read (small SO_RCVBUF) until the
+        others are done, and a few ordinary connections; every one may be closed for falling
+        behind, none may get a wrong answer."""
+        plans = [gen_conn(rng, self, i, deflate=False) for i in range(rng.randint(3, 8))]
+        for _ in range(2):
+            st = self.new_conn(rng, deflate=False)
+            hs = ws_request(rng, st)
+            msgs = []
+            for _ in range(6):
+                st["n"] += 1
+                lead = f"{st['tag']}:{st['n']}:".encode()
+                chunk = rng.randbytes(4096)
+                first = lead + chunk[len(lead):]
+                key = rng.randbytes(4)
+                msgs.append(Msg(None, [ws_event_msg(OP_BIN, first + chunk * 255)], parts=[
+                    (ws_head(OP_BIN, 4096 * 256) + key + ws_mask(first, key), 1),
+                    (ws_mask(chunk, key), 255)]))
+            plan = {"id": len(plans), "kind": "flood_chat", "start_ms": ms(rng.uniform(0, 100)),
+                    "actions": []}
+            add_msgs(rng, [hs] + msgs, plan["actions"], [0])
+            plan["actions"] += [{"op": "read", "ms": ANSWER_SECONDS * 1000, "all": True},
+                                {"op": "close"}]
+            plan["check"] = [hs.expect] + [m.expect for m in msgs]
+            plans.append(plan)
+        for _ in range(rng.randint(1, 3)):
+            st = self.new_conn(rng, deflate=False)
+            plans.append({"id": len(plans), "kind": "slow_reader", "start_ms": 0,
+                          "rcvbuf": rng.choice((1024, 2048, 4096)), "check": [], "actions": [
+                              {"op": "stop_reading"}, {"op": "send", "hex": ws_request(
+                                  rng, st).flat().hex()},
+                              {"op": "wait_others", "ms": BURST_SECONDS * 500},
+                              {"op": "resume_reading"}, {"op": "read", "ms": 15000},
+                              {"op": "close"}]})
+        for p in plans:
+            p["may_drop"] = True
+        return {"conns": plans}
+
+
+class WsChecker:
+    """What a WebSocket connection gets: the upgrade's answer (101 with the right accept, or
+    the refusal expected, then nothing), then frames as a server sends them (unmasked, known
+    opcodes, RSV1 only on a compressed message's first frame, control frames short and whole,
+    text UTF-8, close codes that may travel, nothing after the close). With expectations
+    (valid connections): the events in order, each message back exactly (in a chat, among
+    others' messages, which are skipped), each ping's pong, each close's status. Consumes rx
+    as it goes (a chat's connections get megabytes)."""
+
+    def __init__(self, expects, client, chat):
+        self.client = client
+        self.chat = chat
+        self.hs = expects[0] if expects else None
+        self.want = [e for m in expects[1:] for e in (m or [])]
+        self.k = 0
+        self.phase = "http"
+        self.http_done = False
+        self.frag = None  # [opcode, compressed, payloads] of the message arriving
+        self.inflater = None
+        self.closed = False
+        self.tag = self.hs[3].encode() if self.hs else None
+        self.may_drop = client.plan.get("may_drop", False)
+
+    def feed(self, rx):
+        if self.phase == "http":
+            why = self.feed_http(rx)
+            if why or self.phase != "ws":
+                return why
+        if self.phase == "ws":
+            return self.feed_ws(rx)
+        if self.phase == "after" and rx:
+            return f"{len(rx)} bytes after the refusal {bytes(rx[:40])!r}"
+        return None
+
+    def feed_http(self, rx):
+        end = rx.find(b"\r\n\r\n")
+        if end < 0:
+            return "an answer's head has no end" if len(rx) > 16384 else None
+        head = bytes(rx[:end]).decode("latin-1")
+        m = re.match(r"HTTP/1\.1 (\d{3}) ", head)
+        if not m:
+            return f"malformed status line {head[:80]!r}"
+        status = int(m.group(1))
+        if self.hs is None and status != 101:
+            self.phase = "stop"  # a mutated request: what follows is not ours to predict
+            return None
+        if self.hs is not None and status not in self.hs[1]:
+            return f"the upgrade answered {status}, wanted {self.hs[1][:3]}: {head[:200]!r}"
+        if status == 101:
+            if not re.search(r"\r\nupgrade: *websocket\r", head + "\r", re.I):
+                return f"101 without Upgrade: websocket: {head[:300]!r}"
+            if self.hs and self.hs[2] and f"\r\nSec-WebSocket-Accept: {self.hs[2]}\r" not in \
+                    head + "\r":
+                return f"101 without Sec-WebSocket-Accept: {self.hs[2]}: {head[:300]!r}"
+            ext = re.search(r"\r\nsec-websocket-extensions: *([^\r]*)", head, re.I)
+            deflate = bool(ext and ext.group(1).startswith("permessage-deflate"))
+            if self.hs and deflate != self.hs[4]:
+                return f"permessage-deflate {'offered' if self.hs[4] else 'not offered'}, " \
+                       f"answered {ext.group(1) if ext else 'nothing'}"
+            if deflate:
+                self.inflater = zlib.decompressobj(-15)
+            del rx[:end + 4]
+            self.http_done = True
+            self.phase = "ws"
+            return None
+        cl = re.search(r"\r\ncontent-length: *(\d+)", head, re.I)
+        n = int(cl.group(1)) if cl else 0
+        if len(rx) < end + 4 + n:
+            return None
+        del rx[:end + 4 + n]
+        self.http_done = True
+        self.phase = "after" if self.hs[5] else "stop"
+        return None
+
+    def feed_ws(self, rx):
+        pos = 0
+        why = None
+        while len(rx) - pos >= 2:
+            b0, b1 = rx[pos], rx[pos + 1]
+            if b1 & 0x80:
+                why = "a masked frame from the server"
+                break
+            n, hl = b1 & 0x7f, 2
+            if n >= 126:
+                hl = 4 if n == 126 else 10
+                if len(rx) - pos < hl:
+                    break
+                n = int.from_bytes(rx[pos + 2:pos + hl], "big")
+            if len(rx) - pos < hl + n:
+                break
+            payload = bytes(rx[pos + hl:pos + hl + n])
+            pos += hl + n
+            why = self.frame(b0 & 0x80, b0 & 0x70, b0 & 0x0f, payload)
+            if why:
+                break
+        del rx[:pos]
+        return why
+
+    def frame(self, fin, rsv, op, payload):
+        if self.closed:
+            return f"a frame (opcode {op}) after the server's close frame"
+        if op not in (0, 1, 2, 8, 9, 10):
+            return f"a frame of opcode {op}"
+        if rsv and (rsv != 0x40 or self.inflater is None or op not in (OP_TEXT, OP_BIN)):
+            return f"a frame (opcode {op}) with RSV bits {rsv:#x}"
+        if op >= 8:
+            if not fin or len(payload) > 125:
+                return f"a control frame (opcode {op}) of {len(payload)} bytes, FIN {bool(fin)}"
+            if op == OP_CLOSE:
+                if len(payload) < 2:
+                    return f"a close frame of {len(payload)} bytes"
+                code = struct.unpack(">H", payload[:2])[0]
+                if not (1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999):
+                    return f"a close frame with status {code}"
+                try:
+                    payload[2:].decode()
+                except UnicodeDecodeError:
+                    return "a close reason that is not UTF-8"
+                self.closed = True
+                return self.event(["c", code])
+            if op == OP_PONG:
+                return self.event(["p", payload.hex()])
+            return None  # the server's keep-alive ping
+        if (op == OP_CONT) != (self.frag is not None):
+            return "a continuation without a message" if op == OP_CONT else \
+                "a new message inside a fragmented one"
+        if op != OP_CONT:
+            self.frag = [op, bool(rsv), []]
+        self.frag[2].append(payload)
+        if not fin:
+            return None
+        op, compressed, parts = self.frag
+        self.frag = None
+        data = b"".join(parts)
+        if compressed:
+            try:
+                data = self.inflater.decompress(data + WS_TAIL)
+            except zlib.error as e:
+                return f"a compressed message that does not inflate: {e}"
+        if op == OP_TEXT:
+            try:
+                data.decode()
+            except UnicodeDecodeError as e:
+                return f"a text message that is not UTF-8: {e}"
+        return self.event(["m", op, data])
+
+    def event(self, ev):
+        if self.hs is None or self.hs[1] != [101]:
+            return None
+        if ev[0] == "m" and self.chat and not ev[2].startswith(self.tag + b":"):
+            return None  # another connection's message
+        got = ws_event_msg(ev[1], ev[2]) if ev[0] == "m" else ev
+        if self.k >= len(self.want):
+            return f"{self.describe(got)} after the {len(self.want)} answers wanted"
+        want = self.want[self.k]
+        if got != want:
+            return f"answer {self.k}: {self.describe(got)}, wanted {self.describe(want)}"
+        self.k += 1
+        return None
+
+    @staticmethod
+    def describe(ev):
+        if ev[0] == "m":
+            return f"a {'text' if ev[1] == OP_TEXT else 'binary'} message of {ev[2]} bytes " \
+                   f"(sha1 {ev[3][:12]})"
+        if ev[0] == "p":
+            return f"a pong of {len(ev[1]) // 2} bytes"
+        return f"a close frame with status {ev[1]}"
+
+    def complete(self, rx):
+        if self.may_drop and self.client.eof:
+            return True  # closed for falling behind: the group's policy
+        if self.hs is None:
+            return False
+        if self.hs[1] != [101]:
+            return self.http_done and (self.client.eof or not self.hs[5])
+        return self.k >= len(self.want)
+
+
+class WsSlowReaderChecker:
+    """A member that never read while the others flooded: closed by the group's policy (EOF
+    once it reads again), unless the group sent it too little to matter."""
+
+    def __init__(self, client):
+        self.client = client
+        self.got = 0
+
+    def feed(self, rx):
+        self.got += len(rx)
+        del rx[:]
+        if self.got > WS_SLOW_READER_LIMIT and not self.client.eof:
+            return f"a member that did not read got {self.got} bytes and was not closed " \
+                   f"(high water mark {WS_HIGH_WATER})"
+        return None
+
+    def complete(self, rx):
+        return self.client.eof
+
+
 class CanaryWrong(Exception):
     """The canary was answered, wrongly: a failure at once (no retry)."""
 
 
-PROTOS = {p.name: p for p in (Echo(), TlsEcho(), Rpc(), Http(), Resp(), Dns())}
-ALL_SERVERS = ["echo", "tls", "rpc", "http", "resp", "dns"]
+PROTOS = {p.name: p for p in (Echo(), TlsEcho(), Rpc(), Http(), Resp(), Dns(), Ws(), WsChat())}
+ALL_SERVERS = ["echo", "tls", "rpc", "http", "resp", "dns", "ws", "ws_chat"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1209,7 +1927,9 @@ ALL_SERVERS = ["echo", "tls", "rpc", "http", "resp", "dns"]
 #   close               close
 #   flood {hex, ms}     write these bytes again and again, as fast as the socket takes them
 #   handshake {ms, mutate}  TLS handshake; mutate: {op, at} changes the ClientHello
-#   stop_reading        never read again
+#   stop_reading        never read again (until resume_reading)
+#   resume_reading      read again
+#   wait_others {ms}    wait until every connection of the burst of another kind is done
 #   tls_close           send close_notify
 #   flip {at}           TLS: corrupt the next write's ciphertext at that fraction of it
 # A plan also says: rcvbuf (SO_RCVBUF, before connect), noread (never read), tls (version),
@@ -1256,8 +1976,9 @@ def add_msgs(rng, msgs, actions, budget):
     split_stream(rng, flat, actions, budget)
 
 
-def gen_conn(rng, proto, cid):
-    """One connection's plan, of a kind drawn by the protocol's weights."""
+def gen_conn(rng, proto, cid, **conn_args):
+    """One connection's plan, of a kind drawn by the protocol's weights; conn_args go to the
+    protocol's new_conn."""
     if getattr(proto, "udp_share", 0) and rng.random() < proto.udp_share:
         return proto.gen_udp(rng, cid)
     kinds = list(proto.weights)
@@ -1265,12 +1986,18 @@ def gen_conn(rng, proto, cid):
     plan = {"id": cid, "kind": kind, "start_ms": ms(rng.uniform(0, 300)), "actions": []}
     acts = plan["actions"]
     budget = [rng.choice((0, 50, 300, 1000))]  # milliseconds of write delays, at most
-    st = proto.new_conn(rng)
+    st = proto.new_conn(rng, **conn_args)
     tls = proto.name == "tls"
     if tls:
         plan["tls"] = rng.choice(("1.2", "1.3", "1.3"))
         if kind not in ("garbage", "hs_mutated", "hs_cut"):
             acts.append({"op": "handshake", "ms": ANSWER_SECONDS * 1000})
+
+    pre = proto.preamble(rng, st, kind)
+    if pre is not None:
+        add_msgs(rng, [pre], acts, budget)
+        if rng.random() < 0.3:  # the answer first, or the rest right behind the request
+            acts.append({"op": "wait_data", "ms": 2000})
 
     def several(lo=1, mean=4, cap=40):
         """lo or more messages, about lo + mean - 1."""
@@ -1283,8 +2010,8 @@ def gen_conn(rng, proto, cid):
         if closing_at is not None:
             msgs = msgs[:closing_at + 1]
         add_msgs(rng, msgs, acts, budget)
-        plan["check"] = [m.expect if proto.name != "http" else m.expect + [m.closes]
-                         for m in msgs]
+        plan["check"] = ([pre.expect] if pre is not None else []) + \
+            [m.expect if proto.name != "http" else m.expect + [m.closes] for m in msgs]
         acts.append({"op": "read", "ms": ANSWER_SECONDS * 1000, "all": True})
     elif kind == "mutated":
         msgs = several()
@@ -1322,7 +2049,9 @@ def gen_conn(rng, proto, cid):
             acts.append({"op": "stop_reading"})
         else:
             plan["noread"] = True
-        batch = b"".join(m.flat() for m in several(4, 8, 64) if not m.big() and not m.closes)
+        batch = b"".join(m.flat() for m in (proto.flood_message(rng, st)
+                                            for _ in range(3 + geometric(rng, 8, 64)))
+                         if not m.big() and not m.closes)
         acts.append({"op": "flood", "hex": batch[:16384].hex(),
                      "ms": ms(rng.uniform(200, 1500))})
     elif kind == "close_rst":
@@ -1370,6 +2099,10 @@ def gen_conn(rng, proto, cid):
         acts.append({"op": "flip", "at": ms(rng.random())})
         add_msgs(rng, msgs[k:], acts, budget)
         acts.append({"op": "read", "ms": ms(rng.choice((0, 100, 500)))})
+    else:  # the protocol's own kinds
+        check = proto.gen_kind(rng, kind, plan, acts, st, budget, pre)
+        if check is not None:
+            plan["check"] = check
     if tls and kind in ("valid", "mutated", "half_close") and rng.random() < 0.3:
         # close_notify before the end (a half-close of TLS); after shut it would not be sent
         i = next((j for j, a in enumerate(acts) if a["op"] in ("shut", "read")), len(acts))
@@ -1379,11 +2112,15 @@ def gen_conn(rng, proto, cid):
         plan["check"] = []  # echo's prefix check holds for any TLS plaintext that came back
     if proto.name in ("echo", "tls") and "check" not in plan and kind != "garbage":
         plan["check"] = []  # echo: what comes back is a prefix of what was sent, always
+    if getattr(proto, "lenient_check", False) and "check" not in plan:
+        plan["check"] = []  # well-formed answers, whatever was sent
     return plan
 
 
 def gen_burst(rng, proto):
     """Tens of connections at once, now and then about a hundred."""
+    if getattr(proto, "busy_share", 0) and rng.random() < proto.busy_share:
+        return proto.busy_burst(rng)
     n = rng.randint(10, 30) if rng.random() < 0.6 else rng.randint(30, 100)
     return {"conns": [gen_conn(rng, proto, i) for i in range(n)]}
 
@@ -1603,6 +2340,9 @@ class Client:
             return False
         if kind == "wait_data":
             return self.rx_raw > extra or self.eof or now >= deadline
+        if kind == "wait_others":
+            return now >= deadline or all(c.done for c in self.burst.clients
+                                          if c.plan["kind"] != self.plan["kind"])
         if kind == "handshake":
             if self.tls_ok or self.tls_failed or self.eof or now >= deadline:
                 if not self.tls_ok and extra and self.error is None:
@@ -1639,7 +2379,9 @@ class Client:
             blocked = bool(self.out) and not self.dead and not self.flush()
             if self.wait is not None:
                 if not self.satisfied(now):
-                    self.wake = self.wait[1]
+                    # (wait_others looks again every 0.1 s: nothing else wakes it)
+                    self.wake = self.wait[1] if self.wait[0] != "wait_others" else \
+                        min(self.wait[1], now + 0.1)
                     break
                 self.wait = None
                 continue  # look at the socket again: a flood leaves bytes behind
@@ -1689,6 +2431,10 @@ class Client:
                 pass
         elif op == "stop_reading":
             self.reading = False
+        elif op == "resume_reading":
+            self.reading = True
+        elif op == "wait_others":
+            self.wait = ("wait_others", now + a["ms"] / 1000, None)
         elif op == "handshake":
             ctx = self.burst.tls_ctxs[self.plan["tls"]]
             self.tls_in, self.tls_out = ssl.MemoryBIO(), ssl.MemoryBIO()
@@ -1893,7 +2639,10 @@ class Burst:
         """How the connections went: checked and answered in full, closed by the server."""
         full = sum(1 for c in self.clients if c.checker and c.checker.complete(c.rx))
         closed = sum(1 for c in self.clients if c.eof or c.dead)
-        return f"{full} answered in full, {closed} closed by the server"
+        slow = [c for c in self.clients if c.plan["kind"] == "slow_reader"]
+        slow = f", {sum(1 for c in slow if c.eof)} of {len(slow)} slow readers closed " \
+            f"(after {', '.join(str(c.checker.got) for c in slow)} bytes)" if slow else ""
+        return f"{full} answered in full, {closed} closed by the server{slow}"
 
 
 # ---------------------------------------------------------------------------------------------
