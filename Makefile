@@ -2,8 +2,8 @@
 #   make run    the demo          make test   every test: normal, ASan+UBSan, TSan builds
 #   make bench  the benchmarks    make fuzz   fuzz the decoders    make clean  remove build/
 #   make install [PREFIX=/usr/local] [DESTDIR=]   the library, its headers and package files
-#   make soak   fuzz the example servers whole (SECONDS=300, SERVERS=echo,tls,rpc,http,resp,dns,
-#               SANITIZER=address or thread)
+#   make soak   fuzz the example servers whole (SECONDS=300,
+#               SERVERS=echo,tls,rpc,http,resp,dns,ws,ws_chat, SANITIZER=address or thread)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 # Our own builds treat warnings as errors; a user's plain cmake build does not (EDDY_WERROR).
@@ -88,7 +88,7 @@ install:
 # the SERVERS in turn. Each seed is printed, each failure with its trace file (in the tree's
 # soak/); exits non-zero after a failure.
 SECONDS ?= 300
-SERVERS ?= echo,tls,rpc,http,resp,dns
+SERVERS ?= echo,tls,rpc,http,resp,dns,ws,ws_chat
 SANITIZER ?= address
 SOAK_TREE = $(if $(filter thread,$(SANITIZER)),$(TSAN_TREE),$(ASAN_TREE))
 SOAK_FLAGS = $(if $(filter thread,$(SANITIZER)),$(TSAN_FLAGS),$(ASAN_FLAGS))
@@ -98,7 +98,7 @@ soak: deps
 		*) echo "make soak: SANITIZER is address or thread, not '$(SANITIZER)'"; exit 2;; esac
 	@cmake -S . -B $(SOAK_TREE) $(SOAK_FLAGS) $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(SOAK_TREE) -j $(JOBS) --target eddy-echo-server eddy-rpc-server \
-		eddy-http-server eddy-resp-server eddy-dns-server
+		eddy-http-server eddy-resp-server eddy-dns-server eddy-ws-server
 	@bash tests/pipeline/tls_certs.sh $(SOAK_TREE)/soak-certs
 	$(SOAK_ENV) python3 tests/examples/serverfuzz.py $(SOAK_TREE)/examples $(SOAK_TREE)/soak-certs \
 		--soak $(SECONDS) --servers $(SERVERS) --out $(SOAK_TREE)/soak
