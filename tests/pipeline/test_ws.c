@@ -1497,6 +1497,28 @@ static void test_server_handshake_picks_subprotocol_and_deflate(void **state)
     finish(ch);
 }
 
+/* An offer that ends its header, with no ';' after it anywhere: the handshaker reads the
+ * value's bytes only (it once looked for the ';' past them, out of the buffer; serverfuzz
+ * ws seed 2 under ASan). The answer's extension is parsed the same way on the client. */
+static void test_server_handshake_reads_an_offer_within_its_header(void **state)
+{
+    (void)state;
+    eddy_ws_config_t c = {.path = "/ws", .deflate = true};
+    app_t app = {0};
+    eddy_channel_t *ch = http_ws_channel(&c, &app);
+    const char *req = "GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n"
+                      "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                      "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Extensions: permessage-deflate"
+                      "\r\n\r\n";
+    feed(ch, req, strlen(req), 0);
+    char *s = out_str(ch);
+    assert_non_null(strstr(s, "\r\nSec-WebSocket-Extensions: permessage-deflate\r\n"));
+    free(s);
+    assert_true(has_handler(ch, "ws_deflate"));
+    assert_int_equal(app.handshakes, 1);
+    finish(ch);
+}
+
 static void test_other_paths_pass_through_to_http(void **state)
 {
     (void)state;
@@ -1835,6 +1857,7 @@ int main(void)
         cmocka_unit_test(test_deflate_negotiation),
         cmocka_unit_test(test_server_handshake_upgrades_with_the_rfc_key),
         cmocka_unit_test(test_server_handshake_refuses_bad_requests),
+        cmocka_unit_test(test_server_handshake_reads_an_offer_within_its_header),
         cmocka_unit_test(test_server_handshake_picks_subprotocol_and_deflate),
         cmocka_unit_test(test_other_paths_pass_through_to_http),
         cmocka_unit_test(test_server_handshake_deadline_closes_silent_connections),

@@ -150,10 +150,8 @@ typedef struct ext_pick_s {
 static bool on_offered_extension(const char *p, size_t n, void *arg)
 {
     ext_pick_t *e = arg;
-    size_t name = strcspn(p, ";");
-    if (name > n) {
-        name = n;
-    }
+    const char *semi = memchr(p, ';', n); /* p is a header's bytes, not a C string */
+    size_t name = semi != NULL ? (size_t)(semi - p) : n;
     size_t k = name;
     while (k > 0 && (p[k - 1] == ' ' || p[k - 1] == '\t')) {
         k--;
@@ -569,10 +567,8 @@ typedef struct ext_check_s {
 static bool on_answered_extension(const char *p, size_t n, void *arg)
 {
     ext_check_t *e = arg;
-    size_t name = strcspn(p, ";");
-    if (name > n) {
-        name = n;
-    }
+    const char *semi = memchr(p, ';', n); /* p is a header's bytes, not a C string */
+    size_t name = semi != NULL ? (size_t)(semi - p) : n;
     size_t k = name;
     while (k > 0 && (p[k - 1] == ' ' || p[k - 1] == '\t')) {
         k--;
