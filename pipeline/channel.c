@@ -198,9 +198,34 @@ int eddy_channel_config_set(eddy_channel_config_t *cfg, eddy_option_t opt, int64
     return 0;
 }
 
+/* Datagram channels' defaults: the same, but one recvmmsg batch per wake-up. Static like
+ * default_options (refs 0, never freed), so a datagram channel with no option of its own holds
+ * no copy. Made once, at the first datagram channel. */
+static eddy__options_t datagram_options;
+static pthread_once_t datagram_once = PTHREAD_ONCE_INIT;
+
+static void datagram_options_init(void)
+{
+    memcpy(datagram_options.value, default_options.value, sizeof(datagram_options.value));
+    datagram_options.value[EDDY_MAX_MESSAGES_PER_READ] = 64;
+}
+
+/* A block of the process's, never freed. */
+static bool options_static(const eddy__options_t *o)
+{
+    return o == &default_options || o == &datagram_options;
+}
+
+void eddy__channel_use_datagram_defaults(eddy_channel_t *ch)
+{
+    pthread_once(&datagram_once, datagram_options_init);
+    assert(ch->opt == default_options.value); /* a new channel, no value of its own yet */
+    ch->opt = datagram_options.value;
+}
+
 static void options_retain(eddy__options_t *o)
 {
-    if (o != &default_options) {
+    if (!options_static(o)) {
         atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
     }
 }
@@ -209,7 +234,7 @@ void eddy__options_release(eddy__options_t *o)
 {
     /* acq_rel, pairing with itself: the last releaser, on whichever loop, sees the block as
      * it was made. */
-    if (o != NULL && o != &default_options &&
+    if (o != NULL && !options_static(o) &&
         atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1) {
         free(o);
     }

@@ -741,16 +741,14 @@ static void open_on_loop(void *arg)
         /* The addresses first (the options look at the family), then the options (SO_REUSEPORT
          * before bind), then bind and connect. */
         eddy__channel_set_addr(ch, false, a);
-        if (!r->has_config || !(r->config.set & (1ull << EDDY_MAX_MESSAGES_PER_READ))) {
-            /* A datagram is one small message, a stream read up to 64 KiB: 16 per wake-up,
-             * the streams' default, would cost a DNS server 5% more CPU per query in
-             * epoll_wait calls (bench/dns). One recvmmsg batch instead. */
-            err = eddy__channel_option_store(ch, EDDY_MAX_MESSAGES_PER_READ, MAX_BATCH);
-        }
-        if (err == 0 && r->has_config) {
+        /* A datagram is one small message, a stream read up to 64 KiB: 16 per wake-up, the
+         * streams' default, cost a DNS server 5% more CPU per query in epoll_wait calls
+         * (bench/dns). One recvmmsg batch instead, unless the config says otherwise. */
+        eddy__channel_use_datagram_defaults(ch);
+        if (r->has_config) {
             eddy__channel_apply_config(ch, &r->config);
         }
-        err = err != 0 ? err : open_socket(ch, r);
+        err = open_socket(ch, r);
     }
     if (err != 0) {
         if (ch != NULL) {

@@ -344,6 +344,9 @@ void eddy__options_release(eddy__options_t *o);
  * eddy__channel_apply_config() would, without a copy of its own. */
 void eddy__channel_share_config(eddy_channel_t *ch, eddy__options_t *o,
                                 const eddy_channel_config_t *cfg);
+/* A new datagram channel takes the datagram defaults (64 datagrams per wake-up), a block
+ * shared by all of them: before any option of its own is set. */
+void eddy__channel_use_datagram_defaults(eddy_channel_t *ch);
 /* Set ch's local or remote address (the loop, before the channel is handed to another
  * thread). A Unix socket's address that finds no memory is left unknown. */
 void eddy__channel_set_addr(eddy_channel_t *ch, bool remote, const eddy_addr_t *a);
