@@ -63,9 +63,23 @@ void eddy_dns_cache_stats(const eddy_dns_cache_t *c, uint64_t *hits, uint64_t *m
     *misses = c->misses;
 }
 
+/* ASCII upper case to lower in each byte of w where mask has 0xff (SWAR: no branch). */
+static uint64_t lower8(uint64_t w, uint64_t mask)
+{
+    const uint64_t high = 0x8080808080808080ull;
+    uint64_t low7 = w & ~high;
+    uint64_t ge_a = low7 + 0x3f3f3f3f3f3f3f3full; /* high bit set where byte >= 'A' */
+    uint64_t gt_z = low7 + 0x2525252525252525ull; /* high bit set where byte > 'Z' */
+    uint64_t upper = (ge_a ^ gt_z) & ~w & high & mask;
+    return w | (upper >> 2); /* 0x80 >> 2 == 0x20: 'A' + 0x20 == 'a' */
+}
+
 /* The key of a query: its bytes after the ID, the question name lowercased (its labels are
- * plain: a pointer there means no key). Its length and the question name's, or 0. */
-static size_t make_key(const uint8_t *q, size_t qlen, uint8_t *key, size_t *qname_len)
+ * plain: a pointer there means no key), made and hashed 8 bytes a step (a byte at a time cost
+ * more than the rest of a hit); *hash its hash, with max_len. Its length and the question
+ * name's, or 0. */
+static size_t make_key(const uint8_t *q, size_t qlen, size_t max_len, uint8_t *key,
+                       size_t *qname_len, uint64_t *hash)
 {
     if (qlen < EDDY_DNS_HEADER_LEN + 5 || qlen - 2 > KEY_MAX) {
         return 0;
@@ -81,21 +95,30 @@ static size_t make_key(const uint8_t *q, size_t qlen, uint8_t *key, size_t *qnam
         return 0;
     }
     *qname_len = i + 1 - EDDY_DNS_HEADER_LEN;
-    memcpy(key, q + 2, qlen - 2);
-    /* Length bytes (<= 63) are below 'A', so lowering every byte of the name is safe. */
-    for (size_t k = EDDY_DNS_HEADER_LEN - 2; k < i - 2; k++) {
-        key[k] = eddy__dns_lower(key[k]);
+    /* In key offsets the name is [10, i - 2); its length bytes (<= 63) are below 'A', so
+     * lowering every byte of it is safe. */
+    size_t n = qlen - 2, name_lo = EDDY_DNS_HEADER_LEN - 2, name_hi = i - 2;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ max_len ^ ((uint64_t)n << 32);
+    for (size_t k = 0; k < n; k += 8) {
+        uint64_t w = 0, mask = 0;
+        size_t take = n - k < 8 ? n - k : 8;
+        memcpy(&w, q + 2 + k, take);
+        size_t from = name_lo > k ? name_lo - k : 0, to = name_hi > k ? name_hi - k : 0;
+        if (to > take) {
+            to = take;
+        }
+        if (from < to) { /* the name's bytes among these, in memory order */
+            uint8_t m[8] = {0};
+            memset(m + from, 0xff, to - from);
+            memcpy(&mask, m, 8);
+        }
+        w = lower8(w, mask);
+        memcpy(key + k, &w, take);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
     }
-    return qlen - 2;
-}
-
-static uint64_t hash_of(const uint8_t *p, size_t n, size_t max_len)
-{
-    uint64_t h = 0xcbf29ce484222325ull ^ max_len; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) {
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    }
-    return h;
+    *hash = h ^ (h >> 29);
+    return n;
 }
 
 int eddy_dns_cache_answer(eddy_dns_cache_t *c, const uint8_t *query, size_t qlen, size_t max_len,
@@ -103,12 +126,13 @@ int eddy_dns_cache_answer(eddy_dns_cache_t *c, const uint8_t *query, size_t qlen
 {
     uint8_t key[KEY_MAX];
     size_t qname_len = 0;
-    size_t klen = c != NULL && query != NULL ? make_key(query, qlen, key, &qname_len) : 0;
+    uint64_t h = 0;
+    size_t klen =
+        c != NULL && query != NULL ? make_key(query, qlen, max_len, key, &qname_len, &h) : 0;
     if (klen == 0 || (query[2] & 0x80) != 0) {
         return eddy_dns_answer(c != NULL ? c->zone : NULL, query, qlen, max_len, out, outcap,
                                outlen);
     }
-    uint64_t h = hash_of(key, klen, max_len);
     slot_t *s = &c->slot[h & c->mask];
     if (s->hash == h && s->key_len == klen && s->max_len == max_len && s->outcap == outcap &&
         memcmp(s->key, key, klen) == 0) {
