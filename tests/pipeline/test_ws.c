@@ -18,6 +18,8 @@
 #include <eddy/pipeline.h>
 #include <eddy/websocket.h>
 
+#include <openssl/sha.h>
+
 #include "pipeline/codec/ws/internal.h"
 
 #include <stdio.h>
@@ -354,6 +356,24 @@ static void test_server_frames_send_large_payloads_by_reference(void **state)
     assert_null(eddy_embedded_read_outbound(srv));
     eddy_msg_release(small);
     finish(srv);
+}
+
+/* Our SHA-1 (the accept key's) against OpenSSL's, at every length around the block edges. */
+static void test_sha1_matches_openssl(void **state)
+{
+    (void)state;
+    uint8_t data[300];
+    for (size_t i = 0; i < sizeof(data); i++) {
+        data[i] = (uint8_t)(i * 131 + 7);
+    }
+    for (size_t n = 0; n <= sizeof(data); n++) {
+        for (size_t split = 0; split <= n; split += n / 3 + 1) {
+            uint8_t ours[20], theirs[20];
+            eddy__ws_sha1(data, split, data + split, n - split, ours);
+            SHA1(data, n, theirs);
+            assert_memory_equal(ours, theirs, 20);
+        }
+    }
 }
 
 static void test_mask_matches_bytewise_xor_at_every_phase(void **state)
@@ -1823,6 +1843,7 @@ int main(void)
         cmocka_unit_test(test_frames_fed_byte_by_byte_decode),
         cmocka_unit_test(test_encoder_writes_every_length_class),
         cmocka_unit_test(test_server_frames_send_large_payloads_by_reference),
+        cmocka_unit_test(test_sha1_matches_openssl),
         cmocka_unit_test(test_mask_matches_bytewise_xor_at_every_phase),
         cmocka_unit_test(test_unmasked_client_frame_is_a_protocol_error),
         cmocka_unit_test(test_masked_server_frame_is_a_protocol_error),

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
 
 /* ---------------------------------------------------------------------------------------
  * Frames
@@ -298,17 +297,8 @@ int eddy__ws_unbase64(const char *s, size_t n, uint8_t *out, size_t max)
 void eddy_ws_accept_key(const char *key, size_t n, char out[29])
 {
     static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-    uint8_t md[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    EVP_MD_CTX *c = EVP_MD_CTX_new();
-    bool ok = c != NULL && EVP_DigestInit_ex(c, EVP_sha1(), NULL) == 1 &&
-              EVP_DigestUpdate(c, key, n) == 1 &&
-              EVP_DigestUpdate(c, guid, sizeof(guid) - 1) == 1 &&
-              EVP_DigestFinal_ex(c, md, &len) == 1 && len == 20;
-    EVP_MD_CTX_free(c);
-    if (!ok) {
-        memset(md, 0, 20); /* out of memory in OpenSSL: an accept no peer matches */
-    }
+    uint8_t md[20];
+    eddy__ws_sha1(key, n, guid, sizeof(guid) - 1, md);
     eddy__ws_base64(md, 20, out);
     out[28] = '\0';
 }

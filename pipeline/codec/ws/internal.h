@@ -20,6 +20,8 @@ unsigned eddy__ws_mask(uint8_t *p, size_t n, const uint8_t key[4], unsigned phas
 
 /* Write len bytes of standard base64 for p into out (4 * ceil(n / 3) characters, no NUL). */
 void eddy__ws_base64(const uint8_t *p, size_t n, char *out);
+/* SHA-1 of a's an bytes then b's bn (sha1.c): the handshake's accept key, nothing more. */
+void eddy__ws_sha1(const void *a, size_t an, const void *b, size_t bn, uint8_t out[20]);
 /* Decode n characters of padded standard base64 at s into out (room for max bytes): the
  * byte count, or -1 for invalid input or too many bytes. */
 int eddy__ws_unbase64(const char *s, size_t n, uint8_t *out, size_t max);

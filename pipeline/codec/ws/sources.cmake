@@ -5,4 +5,5 @@ list(APPEND EDDY_SOURCES
     pipeline/codec/ws/deflate.c
     pipeline/codec/ws/frame.c
     pipeline/codec/ws/handshake.c
-    pipeline/codec/ws/protocol.c)
+    pipeline/codec/ws/protocol.c
+    pipeline/codec/ws/sha1.c)
