@@ -25,6 +25,8 @@ typedef void (*eddy__resolved_cb)(void *arg, eddy_addr_t *addrs, size_t n, int e
 int eddy__bootstrap_resolve(const char *host, uint16_t port, bool passive, eddy__resolved_cb cb,
                             void *arg);
 int eddy__bootstrap_refuse(eddy_channel_t *ch, int err);
+/* Shared with channel_pool.c: the group b connects on, or NULL. */
+eddy_loop_group_t *eddy__bootstrap_loop_group(eddy_bootstrap_t *b);
 
 /* ---------------------------------------------------------------------------------------
  * Resolution
@@ -956,4 +958,9 @@ eddy_future_t *eddy_bootstrap_bind_unix(eddy_bootstrap_t *b, const char *path)
         return failed_future(EDDY_EINVAL);
     }
     return dgram_bind(b, NULL, 0, &a);
+}
+
+eddy_loop_group_t *eddy__bootstrap_loop_group(eddy_bootstrap_t *b)
+{
+    return b->c->group;
 }
