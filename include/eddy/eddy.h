@@ -21,5 +21,6 @@
 #include <eddy/dns.h>
 #include <eddy/websocket.h>
 #include <eddy/bootstrap.h>
+#include <eddy/channel_pool.h>
 
 #endif /* EDDY_EDDY_H */
