@@ -31,6 +31,8 @@
  * (wrong byte, reset...).
  */
 #include "support/bench_util.h"
+#include "support/hist.h"
+#include "support/proc_util.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -55,10 +57,6 @@
 #define MAX_SIZE (1 << 20)
 #define CHUNK 65536      /* largest single send() and recv() */
 #define PAT_PERIOD 65521 /* a prime, so streams of different offsets do not line up */
-
-/* Latency histogram: values below 64 ns exact, then 32 buckets per power of two. */
-#define HIST_SUB_BITS 5
-#define HIST_BUCKETS (64 + 58 * 32)
 
 enum { CONN_IDLE, CONN_CONNECTING, CONN_OPEN };
 
@@ -89,7 +87,7 @@ static long server_pid = -1;
 static int idle_conns; /* --idle N: idle mode */
 
 static uint8_t *pattern; /* PAT_PERIOD + CHUNK bytes: any offset below the period has CHUNK */
-static uint64_t hist[HIST_BUCKETS];
+static bench_hist_t hist;
 static uint64_t msgs_done, bytes_done, conns_done;
 static bool measuring;
 static int ep;
@@ -108,107 +106,10 @@ static void fail(const char *what)
     exit(1);
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static double process_cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* utime + stime of process pid in seconds (all its threads), or -1. */
-static double server_cpu_s(void)
-{
-    if (server_pid < 0)
-        return -1;
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%ld/stat", server_pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* The command name may hold spaces and parentheses: fields count from the last ')'. */
-    const char *p = strrchr(buf, ')');
-    if (p == NULL)
-        return -1;
-    unsigned long long utime = 0, stime = 0;
-    /* After ")": state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
-     * utime(14) stime(15). */
-    int got =
-        sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime);
-    if (got != 2)
-        return -1;
-    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
-}
-
-/* A "Key:   N kB" line of /proc/PID/status of the server, in KiB, or -1. */
-static long server_status_kb(const char *key)
-{
-    if (server_pid < 0)
-        return -1;
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%ld/status", server_pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    long kb = -1;
-    size_t klen = strlen(key);
-    while (fgets(line, sizeof(line), f) != NULL) {
-        if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
-            kb = atol(line + klen + 1);
-            break;
-        }
-    }
-    fclose(f);
-    return kb;
-}
-
-static int hist_index(uint64_t v)
-{
-    if (v < 64)
-        return (int)v;
-    int e = 63 - __builtin_clzll(v);
-    return 64 + (e - 6) * 32 + (int)((v >> (e - HIST_SUB_BITS)) & 31);
-}
-
-/* The middle of bucket i, in ns. */
-static double hist_value(int i)
-{
-    if (i < 64)
-        return i;
-    int e = (i - 64) / 32 + 6, sub = (i - 64) % 32;
-    double lo = (double)((uint64_t)(32 + sub) << (e - HIST_SUB_BITS));
-    return lo + (double)(1ull << (e - HIST_SUB_BITS)) / 2;
-}
-
-static double hist_quantile(double q)
-{
-    uint64_t total = 0;
-    for (int i = 0; i < HIST_BUCKETS; i++)
-        total += hist[i];
-    if (total == 0)
-        return 0;
-    uint64_t rank = (uint64_t)(q * (double)total), seen = 0;
-    for (int i = 0; i < HIST_BUCKETS; i++) {
-        seen += hist[i];
-        if (seen > rank)
-            return hist_value(i);
-    }
-    return hist_value(HIST_BUCKETS - 1);
-}
-
 static void record(uint64_t latency_ns)
 {
     if (measuring)
-        hist[hist_index(latency_ns)]++;
+        bench_hist_add(&hist, latency_ns);
 }
 
 static void set_events(conn_t *c, int idx, unsigned events, int op)
@@ -286,7 +187,7 @@ static void churn_start(conn_t *c, int idx)
     next_base = (next_base + 1009) % PAT_PERIOD;
     c->sent = c->received = c->owed = 0;
     c->head = c->count = 0;
-    c->t_start = now_ns();
+    c->t_start = bench_now_ns();
     c->want_out = true;
     int r = connect(c->fd, (const struct sockaddr *)&addr, sizeof(addr));
     if (r != 0 && errno != EINPROGRESS)
@@ -333,7 +234,7 @@ static void read_conn(conn_t *c, int idx, uint8_t *in)
         bytes_done += (uint64_t)r;
     if (done == 0)
         return;
-    uint64_t now = now_ns();
+    uint64_t now = bench_now_ns();
     if (measuring)
         msgs_done += done;
     if (churn) {
@@ -446,8 +347,8 @@ static int run_idle(uint8_t *in)
     if (fds == NULL)
         fail("out of memory");
     size_t len = (size_t)size < CHUNK ? (size_t)size : CHUNK;
-    long before = server_status_kb("VmRSS");
-    uint64_t t0 = now_ns();
+    long before = bench_proc_status_kb(server_pid, "VmRSS");
+    uint64_t t0 = bench_now_ns();
     for (int i = 0; i < idle_conns; i++) {
         fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fds[i] < 0)
@@ -459,15 +360,15 @@ static int run_idle(uint8_t *in)
         set_nodelay(fds[i]);
         echo_once(fds[i], pattern + (size_t)i % PAT_PERIOD, in, len);
     }
-    double open_s = (double)(now_ns() - t0) * 1e-9;
+    double open_s = (double)(bench_now_ns() - t0) * 1e-9;
     /* Let the server finish whatever it defers (buffer caches, trimming) before reading. */
     struct timespec settle = {.tv_sec = 1};
     nanosleep(&settle, NULL);
-    long after = server_status_kb("VmRSS");
+    long after = bench_proc_status_kb(server_pid, "VmRSS");
     /* Every connection still works: one more echo on a few of them. */
     for (int i = 0; i < idle_conns; i += idle_conns / 8 + 1)
         echo_once(fds[i], pattern, in, len);
-    long hwm = server_status_kb("VmHWM");
+    long hwm = bench_proc_status_kb(server_pid, "VmHWM");
     for (int i = 0; i < idle_conns; i++)
         close(fds[i]);
     free(fds);
@@ -518,7 +419,7 @@ int main(int argc, char **argv)
     ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
         die("epoll_create1");
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     for (int i = 0; i < nconns; i++) {
         conn_t *c = &conns[i];
         c->stamps = stamps + (size_t)i * (size_t)depth;
@@ -536,7 +437,7 @@ int main(int argc, char **argv)
         c->base = next_base;
         next_base = (next_base + 1009) % PAT_PERIOD;
         set_events(c, i, EPOLLIN, EPOLL_CTL_ADD);
-        queue_msgs(c, (uint64_t)depth, now_ns());
+        queue_msgs(c, (uint64_t)depth, bench_now_ns());
         flush_conn(c, i);
     }
 
@@ -545,13 +446,13 @@ int main(int argc, char **argv)
     double cpu_srv0 = -1, cpu_cli0 = 0;
     struct epoll_event evs[256];
     for (;;) {
-        uint64_t now = now_ns();
+        uint64_t now = bench_now_ns();
         if (!measuring && now >= t_measure) {
             measuring = true;
             t_begin = now;
             t_end = now + (uint64_t)(seconds * 1e9);
-            cpu_srv0 = server_cpu_s();
-            cpu_cli0 = process_cpu_s();
+            cpu_srv0 = bench_proc_cpu_s(server_pid);
+            cpu_cli0 = bench_process_cpu_s();
         } else if (measuring && now >= t_end) {
             break;
         }
@@ -574,10 +475,10 @@ int main(int argc, char **argv)
                 read_conn(c, idx, in);
         }
     }
-    uint64_t t_stop = now_ns();
-    double cpu_srv1 = server_cpu_s();
-    double cpu_cli1 = process_cpu_s();
-    long hwm = server_status_kb("VmHWM");
+    uint64_t t_stop = bench_now_ns();
+    double cpu_srv1 = bench_proc_cpu_s(server_pid);
+    double cpu_cli1 = bench_process_cpu_s();
+    long hwm = bench_proc_status_kb(server_pid, "VmHWM");
     for (int i = 0; i < nconns; i++)
         close(conns[i].fd);
     close(ep);
@@ -592,7 +493,8 @@ int main(int argc, char **argv)
            "\"server_hwm_kb\":%ld}\n",
            churn ? "churn" : "pipelined", nconns, depth, size, secs, (unsigned long long)msgs_done,
            msgs / secs, (double)bytes_done / secs / 1e6, (double)conns_done / secs,
-           hist_quantile(0.50) / 1e3, hist_quantile(0.99) / 1e3, hist_quantile(0.999) / 1e3, srv,
+           bench_hist_quantile(&hist, 0.50) / 1e3, bench_hist_quantile(&hist, 0.99) / 1e3,
+           bench_hist_quantile(&hist, 0.999) / 1e3, srv,
            srv >= 0 && msgs > 0 ? srv * 1e9 / msgs : -1, (cpu_cli1 - cpu_cli0) / secs, hwm);
     free(stamps);
     free(conns);

@@ -25,6 +25,8 @@
  * when nothing came back.
  */
 #include "support/bench_util.h"
+#include "support/hist.h"
+#include "support/proc_util.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -54,10 +56,6 @@
 #define PAT_PERIOD 65521 /* a prime, so patterns of different numbers do not line up */
 #define SCAN_NS 10000000 /* look for lost datagrams every 10 ms */
 
-/* Latency histogram: values below 64 ns exact, then 32 buckets per power of two. */
-#define HIST_SUB_BITS 5
-#define HIST_BUCKETS (64 + 58 * 32)
-
 typedef struct sock_s {
     int fd;
     uint64_t *seq;     /* per slot: the number in flight */
@@ -77,7 +75,7 @@ static int cpu = -1;
 static long server_pid = -1;
 
 static uint8_t *pattern; /* PAT_PERIOD + MAX_SIZE bytes */
-static uint64_t hist[HIST_BUCKETS];
+static bench_hist_t hist;
 static uint64_t done, lost, late, send_fails;
 static bool measuring;
 static uint64_t next_seq = 1;
@@ -100,97 +98,6 @@ static void fail(const char *what)
 {
     fprintf(stderr, "bench_udp_loadgen: %s\n", what);
     exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static double process_cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* utime + stime of the server in seconds (all its threads), or -1. */
-static double server_cpu_s(void)
-{
-    if (server_pid < 0)
-        return -1;
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%ld/stat", server_pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* The command name may hold spaces and parentheses: fields count from the last ')'. */
-    const char *p = strrchr(buf, ')');
-    unsigned long long utime = 0, stime = 0;
-    if (p == NULL || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
-                            &stime) != 2)
-        return -1;
-    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
-}
-
-/* VmHWM of the server in KiB, or -1. */
-static long server_hwm_kb(void)
-{
-    if (server_pid < 0)
-        return -1;
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%ld/status", server_pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    long kb = -1;
-    while (fgets(line, sizeof(line), f) != NULL) {
-        if (strncmp(line, "VmHWM:", 6) == 0) {
-            kb = atol(line + 6);
-            break;
-        }
-    }
-    fclose(f);
-    return kb;
-}
-
-static int hist_index(uint64_t v)
-{
-    if (v < 64)
-        return (int)v;
-    int e = 63 - __builtin_clzll(v);
-    return 64 + (e - 6) * 32 + (int)((v >> (e - HIST_SUB_BITS)) & 31);
-}
-
-/* The middle of bucket i, in ns. */
-static double hist_value(int i)
-{
-    if (i < 64)
-        return i;
-    int e = (i - 64) / 32 + 6, sub = (i - 64) % 32;
-    double lo = (double)((uint64_t)(32 + sub) << (e - HIST_SUB_BITS));
-    return lo + (double)(1ull << (e - HIST_SUB_BITS)) / 2;
-}
-
-static double hist_quantile(double q)
-{
-    uint64_t total = 0;
-    for (int i = 0; i < HIST_BUCKETS; i++)
-        total += hist[i];
-    if (total == 0)
-        return 0;
-    uint64_t rank = (uint64_t)(q * (double)total), seen = 0;
-    for (int i = 0; i < HIST_BUCKETS; i++) {
-        seen += hist[i];
-        if (seen > rank)
-            return hist_value(i);
-    }
-    return hist_value(HIST_BUCKETS - 1);
 }
 
 /* The pattern bytes of datagram number seq. */
@@ -286,7 +193,7 @@ static void on_readable(sock_t *socks, uint32_t id)
                 return;
             die("recvmmsg");
         }
-        uint64_t now = now_ns();
+        uint64_t now = bench_now_ns();
         unsigned q = 0;
         for (int i = 0; i < n; i++) {
             const uint8_t *p = rxbuf[i];
@@ -307,7 +214,7 @@ static void on_readable(sock_t *socks, uint32_t id)
             }
             if (measuring) {
                 done++;
-                hist[hist_index(now - s->sent_ns[slot])]++;
+                bench_hist_add(&hist, now - s->sent_ns[slot]);
             }
             renew(s, id, slot, q++, now);
         }
@@ -418,7 +325,7 @@ int main(int argc, char **argv)
     int ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
         die("epoll_create1");
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     for (int id = 0; id < nsocks; id++) {
         sock_t *s = &socks[id];
         s->seq = slots + (size_t)id * (size_t)window * 2;
@@ -446,13 +353,13 @@ int main(int argc, char **argv)
     double cpu_srv0 = -1, cpu_cli0 = 0;
     struct epoll_event evs[256];
     for (;;) {
-        uint64_t now = now_ns();
+        uint64_t now = bench_now_ns();
         if (!measuring && now >= t_measure) {
             measuring = true;
             t_begin = now;
             t_end = now + (uint64_t)(seconds * 1e9);
-            cpu_srv0 = server_cpu_s();
-            cpu_cli0 = process_cpu_s();
+            cpu_srv0 = bench_proc_cpu_s(server_pid);
+            cpu_cli0 = bench_process_cpu_s();
         } else if (measuring && now >= t_end) {
             break;
         }
@@ -469,10 +376,10 @@ int main(int argc, char **argv)
         for (int k = 0; k < n; k++)
             on_readable(socks, evs[k].data.u32);
     }
-    uint64_t t_stop = now_ns();
-    double cpu_srv1 = server_cpu_s();
-    double cpu_cli1 = process_cpu_s();
-    long hwm = server_hwm_kb();
+    uint64_t t_stop = bench_now_ns();
+    double cpu_srv1 = bench_proc_cpu_s(server_pid);
+    double cpu_cli1 = bench_process_cpu_s();
+    long hwm = bench_proc_status_kb(server_pid, "VmHWM");
     for (int id = 0; id < nsocks; id++)
         close(socks[id].fd);
     close(ep);
@@ -486,8 +393,9 @@ int main(int argc, char **argv)
            "\"client_cpu_util\":%.3f,\"server_hwm_kb\":%ld}\n",
            nsocks, window, size, gso ? "true" : "false", secs, (unsigned long long)done,
            (double)done / secs, (double)done * size / secs / 1e6, (unsigned long long)lost,
-           (unsigned long long)late, (unsigned long long)send_fails, hist_quantile(0.50) / 1e3,
-           hist_quantile(0.99) / 1e3, hist_quantile(0.999) / 1e3, srv,
+           (unsigned long long)late, (unsigned long long)send_fails,
+           bench_hist_quantile(&hist, 0.50) / 1e3, bench_hist_quantile(&hist, 0.99) / 1e3,
+           bench_hist_quantile(&hist, 0.999) / 1e3, srv,
            srv >= 0 && done > 0 ? srv * 1e9 / (double)done : -1, (cpu_cli1 - cpu_cli0) / secs, hwm);
     free(slots);
     free(socks);
