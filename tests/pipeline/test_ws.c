@@ -355,6 +355,19 @@ static void test_server_frames_send_large_payloads_by_reference(void **state)
     assert_int_equal(eddy_buf_readable(eddy_buf_of(small)), 102);
     assert_null(eddy_embedded_read_outbound(srv));
     eddy_msg_release(small);
+    /* A small frame someone else holds too (a broadcast's) goes by reference as well. */
+    eddy_ws_frame_t *b = eddy_ws_binary_frame(p, 64);
+    eddy_msg_t *other = eddy_msg_retain(eddy_ws_frame_msg(b));
+    const uint8_t *bytes = eddy_buf_read_ptr(b->payload);
+    eddy_embedded_write_outbound(srv, eddy_ws_frame_msg(b));
+    eddy_msg_t *bh = eddy_embedded_read_outbound(srv);
+    eddy_msg_t *bb = eddy_embedded_read_outbound(srv);
+    assert_non_null(bb);
+    assert_int_equal(eddy_buf_readable(eddy_buf_of(bh)), 2);
+    assert_ptr_equal(eddy_buf_read_ptr(eddy_buf_of(bb)), bytes);
+    eddy_msg_release(bh);
+    eddy_msg_release(bb);
+    eddy_msg_release(other);
     finish(srv);
 }
 

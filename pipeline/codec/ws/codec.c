@@ -175,8 +175,9 @@ static size_t ws_size_hint(void *self, const eddy_msg_t *msg)
 
 /* A server frame's payload of at least this many bytes goes out by reference: the header in a
  * buffer of its own, then a retained duplicate of the payload, which the socket gathers (one
- * writev). A broadcast to a channel group then copies no payload byte per member. Below it a
- * copy into the header's buffer costs less than a second outbound entry and iovec. */
+ * writev). Below it a copy into the header's buffer costs less than a second outbound entry
+ * and iovec, unless the frame is shared (a broadcast): then it goes by reference too, so a
+ * broadcast to a channel group copies no payload byte per member. */
 #define BY_REFERENCE_MIN 256
 
 /* The frame header of f (payload n bytes, unmasked) into out. */
@@ -244,7 +245,12 @@ static void ws_encoder_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p
     const ws_encoder_t *e = enc != NULL ? eddy_encoder_self(enc) : NULL;
     eddy_ws_frame_t *f = msg->type == EDDY_MSG_WS_FRAME ? eddy_ws_frame_of(msg) : NULL;
     size_t n = f != NULL && f->payload != NULL ? eddy_buf_readable(f->payload) : 0;
-    if (e == NULL || e->client || n < BY_REFERENCE_MIN || (f->opcode & 0x8) != 0) {
+    /* A frame someone else holds too (a channel group's broadcast) goes by reference at any
+     * size: copying it would be a copy per member. A reference count read while other loops
+     * release theirs only picks between two correct ways. */
+    bool shared = eddy_msg_refcnt(msg) > 1;
+    if (e == NULL || e->client || (n < BY_REFERENCE_MIN && !shared) || n == 0 ||
+        (f->opcode & 0x8) != 0) {
         eddy_encoder_write(ctx, msg, p);
         return;
     }
