@@ -389,6 +389,31 @@ static void test_sha1_matches_openssl(void **state)
     }
 }
 
+/* After our close frame nothing follows it: a frame written later (a broadcast reaching a
+ * member whose close began) fails with EDDY_ECLOSED and is not sent (serverfuzz ws_chat). */
+static void test_no_frame_after_our_close_frame(void **state)
+{
+    (void)state;
+    eddy_channel_t *srv = ws_channel(false, NULL);
+    eddy_embedded_write_outbound(srv, eddy_ws_frame_msg(eddy_ws_close_frame(1000, "bye")));
+    eddy_msg_t *m;
+    size_t frames = 0;
+    while ((m = eddy_embedded_read_outbound(srv)) != NULL) {
+        assert_int_equal(eddy_buf_read_ptr(eddy_buf_of(m))[0] & 0x0f, EDDY_WS_CLOSE);
+        eddy_msg_release(m);
+        frames++;
+    }
+    assert_int_equal(frames, 1);
+    eddy_promise_t *p = eddy_promise_new(NULL);
+    eddy_channel_write_and_flush(srv, eddy_ws_frame_msg(eddy_ws_text_frame("late", 4)), p);
+    eddy_embedded_run_pending(srv);
+    assert_true(eddy_future_is_done(p));
+    assert_int_equal(eddy_future_error(p), EDDY_ECLOSED);
+    eddy_future_release(p);
+    assert_null(eddy_embedded_read_outbound(srv));
+    finish(srv);
+}
+
 static void test_mask_matches_bytewise_xor_at_every_phase(void **state)
 {
     (void)state;
@@ -1857,6 +1882,7 @@ int main(void)
         cmocka_unit_test(test_encoder_writes_every_length_class),
         cmocka_unit_test(test_server_frames_send_large_payloads_by_reference),
         cmocka_unit_test(test_sha1_matches_openssl),
+        cmocka_unit_test(test_no_frame_after_our_close_frame),
         cmocka_unit_test(test_mask_matches_bytewise_xor_at_every_phase),
         cmocka_unit_test(test_unmasked_client_frame_is_a_protocol_error),
         cmocka_unit_test(test_masked_server_frame_is_a_protocol_error),

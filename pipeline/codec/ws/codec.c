@@ -155,7 +155,8 @@ eddy_handler_t eddy_ws_frame_decoder_ext(bool client, const eddy_ws_config_t *co
 #define KEY_POOL 256
 
 typedef struct ws_encoder_s {
-    bool client; /* we are the client: frames go masked */
+    bool client;     /* we are the client: frames go masked */
+    bool close_sent; /* a close frame went out: nothing may follow it (RFC 6455 5.5.1) */
     size_t used; /* bytes of pool handed out */
     uint8_t pool[KEY_POOL];
 } ws_encoder_t;
@@ -242,8 +243,20 @@ static const eddy_encoder_ops_t ws_encoder_ops = {
 static void ws_encoder_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
 {
     eddy_encoder_t *enc = eddy_ctx_state(ctx);
-    const ws_encoder_t *e = enc != NULL ? eddy_encoder_self(enc) : NULL;
+    ws_encoder_t *e = enc != NULL ? eddy_encoder_self(enc) : NULL;
     eddy_ws_frame_t *f = msg->type == EDDY_MSG_WS_FRAME ? eddy_ws_frame_of(msg) : NULL;
+    if (e != NULL && f != NULL) {
+        if (e->close_sent) {
+            /* After our close frame no frame may go (a broadcast that reached a member after
+             * its close began: serverfuzz ws_chat on io_uring): its write fails. */
+            eddy_msg_release(msg);
+            if (p != NULL) {
+                eddy_promise_fail(p, EDDY_ECLOSED);
+            }
+            return;
+        }
+        e->close_sent = f->opcode == EDDY_WS_CLOSE;
+    }
     size_t n = f != NULL && f->payload != NULL ? eddy_buf_readable(f->payload) : 0;
     /* A frame someone else holds too (a channel group's broadcast) goes by reference at any
      * size: copying it would be a copy per member. A reference count read while other loops
