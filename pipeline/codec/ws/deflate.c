@@ -216,14 +216,7 @@ static void fail(eddy_ctx_t *ctx, ws_deflate_t *s, eddy_ws_frame_t *f, int code)
 {
     eddy_msg_release(&f->_msg);
     s->failed = true;
-    eddy_ws_frame_t *c = eddy_ws_close_frame(code, NULL);
-    if (c != NULL) {
-        eddy_ctx_write_and_flush(ctx, &c->_msg, NULL);
-    }
-    eddy_ctx_fire_exception(ctx, code == EDDY_WS_CLOSE_TOO_BIG ? EDDY_ETOOLONGFRAME : EDDY_EDECODE);
-    if (!eddy_ctx_is_removed(ctx)) {
-        eddy_ctx_close_after_flush(ctx, NULL);
-    }
+    eddy__ws_fail_connection(ctx, code, true);
 }
 
 /* Inflate n bytes at in, appending to out, up to limit bytes in all (out's readable count

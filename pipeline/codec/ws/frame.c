@@ -294,6 +294,20 @@ int eddy__ws_unbase64(const char *s, size_t n, uint8_t *out, size_t max)
     return (int)len;
 }
 
+void eddy__ws_fail_connection(eddy_ctx_t *ctx, int code, bool send_close)
+{
+    if (send_close) {
+        eddy_ws_frame_t *c = eddy_ws_close_frame(code, NULL);
+        if (c != NULL) {
+            eddy_ctx_write_and_flush(ctx, &c->_msg, NULL);
+        }
+    }
+    eddy_ctx_fire_exception(ctx, code == EDDY_WS_CLOSE_TOO_BIG ? EDDY_ETOOLONGFRAME : EDDY_EDECODE);
+    if (!eddy_ctx_is_removed(ctx)) {
+        eddy_ctx_close_after_flush(ctx, NULL);
+    }
+}
+
 void eddy_ws_accept_key(const char *key, size_t n, char out[29])
 {
     static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";

@@ -20,6 +20,10 @@ unsigned eddy__ws_mask(uint8_t *p, size_t n, const uint8_t key[4], unsigned phas
 
 /* Write len bytes of standard base64 for p into out (4 * ceil(n / 3) characters, no NUL). */
 void eddy__ws_base64(const uint8_t *p, size_t n, char *out);
+/* Fail the connection for a protocol error (frame.c): our close frame with code when
+ * send_close, the error (EDDY_ETOOLONGFRAME for 1009, else EDDY_EDECODE) to the handlers after
+ * ctx, then a close after flush unless a handler removed ctx meanwhile. */
+void eddy__ws_fail_connection(eddy_ctx_t *ctx, int code, bool send_close);
 /* SHA-1 of a's an bytes then b's bn (sha1.c): the handshake's accept key, nothing more. */
 void eddy__ws_sha1(const void *a, size_t an, const void *b, size_t bn, uint8_t out[20]);
 /* Decode n characters of padded standard base64 at s into out (room for max bytes): the

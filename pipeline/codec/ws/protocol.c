@@ -48,17 +48,9 @@ static void fail(eddy_ctx_t *ctx, ws_protocol_t *s, eddy_ws_frame_t *f, int code
     }
     drop_message(s);
     s->failed = true;
-    if (!s->close_sent) {
-        s->close_sent = true;
-        eddy_ws_frame_t *c = eddy_ws_close_frame(code, NULL);
-        if (c != NULL) {
-            eddy_ctx_write_and_flush(ctx, &c->_msg, NULL);
-        }
-    }
-    eddy_ctx_fire_exception(ctx, code == EDDY_WS_CLOSE_TOO_BIG ? EDDY_ETOOLONGFRAME : EDDY_EDECODE);
-    if (!eddy_ctx_is_removed(ctx)) {
-        eddy_ctx_close_after_flush(ctx, NULL);
-    }
+    bool send_close = !s->close_sent;
+    s->close_sent = true;
+    eddy__ws_fail_connection(ctx, code, send_close);
 }
 
 static void on_close(eddy_ctx_t *ctx, ws_protocol_t *s, eddy_ws_frame_t *f)
