@@ -222,6 +222,7 @@ eddy_buf_t *eddy_buf_alloc(eddy_allocator_t *a, size_t initial, size_t max_capac
     b->_next_view = NULL;
     b->_leak = NULL;
     b->_flags = 0;
+    b->_had_views = 0;
     live_add(t, 1);
     if (atomic_load_explicit(&eddy__leak_paranoid, memory_order_relaxed)) {
         eddy__leak_track(b);
@@ -508,7 +509,7 @@ int eddy__buf_grow(eddy_buf_t *b, size_t n)
         memcpy(mem, b->_base, b->_wr);
     }
     if (b->_mem != NULL) {
-        if (b->_flags & EDDY__BUF_HAD_VIEWS) {
+        if (__atomic_load_n(&b->_had_views, __ATOMIC_RELAXED)) {
             if (retire_block(t, b) != 0) {
                 b->_alloc->ops->free(b->_alloc, t, mem, usable, cls);
                 return EDDY_ENOMEM;
@@ -781,11 +782,12 @@ static eddy_buf_t *make_view(eddy_buf_t *b, size_t i, size_t len, size_t rd, siz
         hdr_put(t, v);
         return NULL;
     }
-    /* From now on the root's block may have views: growth must keep old blocks alive. Only
-     * the first view sets the flag: later views may be made on other threads than the root's
-     * (from views handed to them), while the root's thread reads its flags. */
-    if (!(root->_flags & EDDY__BUF_HAD_VIEWS)) {
-        root->_flags |= EDDY__BUF_HAD_VIEWS;
+    /* From now on the root's block may have views: growth must keep old blocks alive. Views
+     * of a shared root are made on several threads at once (a group write encodes one frame
+     * on every member's loop), so the mark is its own atomic byte, apart from _flags, which
+     * other threads read without a lock. */
+    if (!__atomic_load_n(&root->_had_views, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&root->_had_views, 1, __ATOMIC_RELAXED);
     }
     v->_base = b->_base + i;
     v->_rd = rd;
@@ -798,6 +800,7 @@ static eddy_buf_t *make_view(eddy_buf_t *b, size_t i, size_t len, size_t rd, siz
     v->_class = EDDY__CLASS_NONE;
     v->_views = NULL;
     v->_leak = NULL;
+    v->_had_views = 0;
     if (retained) {
         msg_init(v, 1);
         v->_flags = EDDY__BUF_RETAINED;

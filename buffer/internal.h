@@ -17,8 +17,7 @@ enum {
     EDDY__BUF_VIEW = 1u << 0,      /* a plain view: shares its _parent's count */
     EDDY__BUF_RETAINED = 1u << 1,  /* a retained view: own count, holds a ref on _parent */
     EDDY__BUF_RETIRED = 1u << 2,   /* not a buffer: a block a grown root keeps for its views */
-    EDDY__BUF_HAD_VIEWS = 1u << 3, /* a root that views may point into: never free old blocks */
-    EDDY__BUF_FREED = 1u << 4      /* paranoid quarantine: released, kept to catch misuse */
+    EDDY__BUF_FREED = 1u << 3      /* paranoid quarantine: released, kept to catch misuse */
 };
 
 /* Keeps a slow path out of its caller, so the fast path saves and restores fewer registers. */

@@ -424,7 +424,9 @@ struct eddy_buf_s {
     eddy_buf_t *_views;       /* roots: plain views and retired blocks freed with the root */
     eddy_buf_t *_next_view;   /* plain views: link in the parent's _views list */
     struct eddy__leak_rec_s *_leak; /* paranoid mode: the trail */
-    uint32_t _flags;
+    uint16_t _flags;          /* what this header is: set when it is made, then only read */
+    uint8_t _had_views;       /* roots: views may point into the block (atomic: any thread sets it) */
+    uint8_t _pad;
     uint32_t _class;          /* roots: the allocator's size class of _mem */
 };
 

@@ -443,6 +443,62 @@ static void test_views_made_on_another_thread_while_the_root_grows(void **state)
     assert_pool_empty_and_free(a);
 }
 
+/* ---------------------------------------------------------------------------------------
+ * A shared root: the first views made on several threads at once
+ */
+
+typedef struct share_race_s {
+    eddy_buf_t *root; /* one reference for this thread */
+    pthread_barrier_t *start;
+    int failures;
+} share_race_t;
+
+/* What a group write does on each member's loop: retained duplicates of one frame. */
+static void *duplicate_a_shared_root(void *arg)
+{
+    share_race_t *r = arg;
+    pthread_barrier_wait(r->start);
+    for (size_t i = 0; i < 64; i++) {
+        eddy_buf_t *d = eddy_buf_retained_duplicate(r->root);
+        if (d == NULL || eddy_buf_readable(d) != 64 ||
+            memcmp(eddy_buf_read_ptr(d), pattern, 64) != 0) {
+            r->failures++;
+        }
+        if (d != NULL && eddy_buf_release(d) != 1) {
+            r->failures++;
+        }
+    }
+    eddy_buf_release(r->root);
+    return NULL;
+}
+
+static void test_first_views_of_a_shared_root_on_two_threads_at_once(void **state)
+{
+    int64_t live = eddy_buf_live_count();
+    eddy_allocator_t *a = new_stress_pool();
+    pthread_barrier_t start;
+    assert_int_equal(pthread_barrier_init(&start, NULL, 2), 0);
+
+    for (size_t round = 0; round < VIEW_ROUNDS; round++) {
+        eddy_buf_t *root = eddy_buf_alloc(a, 64, 64);
+        assert_non_null(root);
+        assert_int_equal(eddy_buf_write_bytes(root, pattern, 64), 0);
+        eddy_buf_retain(root);
+        share_race_t r[2] = {{.root = root, .start = &start}, {.root = root, .start = &start}};
+        pthread_t th[2];
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(pthread_create(&th[k], NULL, duplicate_a_shared_root, &r[k]), 0);
+        }
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(pthread_join(th[k], NULL), 0);
+            assert_int_equal(r[k].failures, 0);
+        }
+    }
+    pthread_barrier_destroy(&start);
+    assert_int_equal(eddy_buf_live_count(), live);
+    assert_pool_empty_and_free(a);
+}
+
 static int make_pattern(void **state)
 {
     for (size_t i = 0; i < sizeof(pattern); i++) {
@@ -457,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_buffers_cross_threads_while_others_allocate_locally),
         cmocka_unit_test(test_concurrent_releases_free_each_buffer_exactly_once),
         cmocka_unit_test(test_views_made_on_another_thread_while_the_root_grows),
+        cmocka_unit_test(test_first_views_of_a_shared_root_on_two_threads_at_once),
     };
     return cmocka_run_group_tests_name("buffer.stress_pool", tests, make_pattern, NULL);
 }
