@@ -104,6 +104,52 @@ EDDY_EXTERN void eddy_channel_pool_counters(eddy_channel_pool_t *pool,
  */
 EDDY_EXTERN eddy_future_t *eddy_channel_pool_close(eddy_channel_pool_t *pool);
 
+/* ---------------------------------------------------------------------------------------
+ * Pool maps (Netty's AbstractChannelPoolMap): one pool per key, made on first use
+ */
+
+typedef struct eddy_channel_pool_map_s eddy_channel_pool_map_t;
+
+/* What a pool is for: a host, a port, and whether its channels speak TLS. */
+typedef struct eddy_channel_pool_key_s {
+    const char *host; /* as eddy_bootstrap_connect takes it; compared exactly (case matters) */
+    uint16_t port;
+    bool tls;
+} eddy_channel_pool_key_t;
+
+/* Makes the pool for key (eddy_channel_pool_new() with a bootstrap fit for it: TLS, SNI).
+ * Called once per key, with the map's lock held, on the thread of the get that needs it:
+ * it must not call eddy_channel_pool_map_* functions. NULL fails that get. key is borrowed. */
+typedef eddy_channel_pool_t *(*eddy_channel_pool_factory_cb)(const eddy_channel_pool_key_t *key,
+                                                             void *arg);
+
+/** A new empty map whose pools factory makes. NULL without memory. Any thread. */
+EDDY_EXTERN eddy_channel_pool_map_t *eddy_channel_pool_map_new(eddy_channel_pool_factory_cb factory,
+                                                               void *arg);
+
+/** The pool for key, made by the factory on the first get of that key. Borrows: the pool is
+ * the map's, valid until the map is closed. NULL when the factory failed, without memory, or
+ * after eddy_channel_pool_map_close(). Any thread. */
+EDDY_EXTERN eddy_channel_pool_t *eddy_channel_pool_map_get(eddy_channel_pool_map_t *m,
+                                                           const eddy_channel_pool_key_t *key);
+
+/** Whether the map holds a pool for key now. Any thread. */
+EDDY_EXTERN bool eddy_channel_pool_map_contains(eddy_channel_pool_map_t *m,
+                                                const eddy_channel_pool_key_t *key);
+
+/** Take the pool for key out of the map and close it (eddy_channel_pool_close()); a later
+ * get makes a new one. Returns the close's future (the caller releases it), or NULL when
+ * there was no such pool. Any thread. */
+EDDY_EXTERN eddy_future_t *eddy_channel_pool_map_remove(eddy_channel_pool_map_t *m,
+                                                        const eddy_channel_pool_key_t *key);
+
+/** How many pools the map holds. Any thread. */
+EDDY_EXTERN size_t eddy_channel_pool_map_size(eddy_channel_pool_map_t *m);
+
+/** Close every pool and free the map once they are all closed: the future (the caller
+ * releases it) completes then. After this call, only releases of channels still out. Once. */
+EDDY_EXTERN eddy_future_t *eddy_channel_pool_map_close(eddy_channel_pool_map_t *m);
+
 #ifdef __cplusplus
 }
 #endif

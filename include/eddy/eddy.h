@@ -22,5 +22,6 @@
 #include <eddy/websocket.h>
 #include <eddy/bootstrap.h>
 #include <eddy/channel_pool.h>
+#include <eddy/http_client.h>
 
 #endif /* EDDY_EDDY_H */

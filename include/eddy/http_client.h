@@ -1,0 +1,215 @@
+/*
+ * eddy HTTP/1.1 client: the request encoder and response decoder as one handler (Netty's
+ * HttpClientCodec), the response aggregator (HttpObjectAggregator), the exchange handler that
+ * matches pipelined requests to their responses as futures, and eddy_http_client_t, which
+ * fetches URLs over a keyed channel pool (channel_pool.h) with keep-alive and optional TLS.
+ *
+ * What travels through a client pipeline:
+ *
+ *   outbound  EDDY_MSG_HTTP_CLIENT_REQUEST, an eddy_http_client_request_t, written as the
+ *             request line, its headers, Content-Length or Transfer-Encoding: chunked, and
+ *             its body; a chunked request's body follows as EDDY_MSG_HTTP_CONTENT messages
+ *             (http.h's eddy_http_content_t), each one chunk, the last one the zero chunk.
+ *   inbound   EDDY_MSG_HTTP_RESPONSE_HEAD, an eddy_http_client_response_t whose body follows
+ *             as EDDY_MSG_HTTP_CONTENT messages, the last one with last set; or
+ *             EDDY_MSG_HTTP_FULL_RESPONSE, a response with its whole body (a response without
+ *             a body always comes this way; the aggregator makes every response one).
+ *
+ * The codec remembers the method of each request it wrote, so it knows which responses have
+ * no body (to HEAD; 1xx, 204, 304; a 2xx to CONNECT) and matches pipelined responses to their
+ * requests in order. Interim 1xx responses (100 Continue) arrive as full responses with no
+ * body and do not answer a request; 101 ends HTTP on the connection (what follows passes
+ * as bytes). A body is framed by Transfer-Encoding: chunked (trailers read and dropped), else
+ * Content-Length, else the close of the connection (RFC 9112 section 6.3).
+ *
+ * Bad input from the server is an error, never a guess: a malformed status line or header, a
+ * bad chunk size, conflicting Content-Length values, or a response while no request waits
+ * fires exception_caught with EDDY_EDECODE; a line, header section or body over the limits
+ * with EDDY_ETOOLONGFRAME; a close before the response ended (or with requests unanswered)
+ * with EDDY_EOF. After an error the codec drops everything else the connection sends, and
+ * the exchange handler fails every request waiting on it with that error and closes it.
+ *
+ * Responses point into the bytes they were decoded from (a retained slice, no copy): their
+ * strings are valid while the response is, and are not NUL-terminated. Every handler callback
+ * runs on the channel's loop.
+ */
+#ifndef EDDY_HTTP_CLIENT_H
+#define EDDY_HTTP_CLIENT_H
+
+#include <eddy/bootstrap.h>
+#include <eddy/channel_pool.h>
+#include <eddy/http.h>
+#include <eddy/tls.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    EDDY_MSG_HTTP_CLIENT_REQUEST = 20, /* eddy_http_client_request_t (outbound) */
+    EDDY_MSG_HTTP_RESPONSE_HEAD = 21,  /* eddy_http_client_response_t, content to follow */
+    EDDY_MSG_HTTP_FULL_RESPONSE = 22   /* eddy_http_client_response_t with its body */
+};
+
+/* A request for the encoder: build it with eddy_http_client_request_new() and the setters. */
+typedef struct eddy_http_client_request_s {
+    eddy_msg_t _msg;           /* EDDY_MSG_HTTP_CLIENT_REQUEST */
+    eddy_http_method_t method; /* EDDY_HTTP_OTHER for a method not listed */
+    int version;               /* 11 (default) or 10 */
+    bool keep_alive;           /* true by default; false writes "Connection: close" */
+    bool chunked;              /* the body follows as content messages; body unused */
+    bool expect_continue;      /* writes "Expect: 100-continue" (eddy_http_client_request_expect) */
+    eddy_buf_t *body;          /* owned; NULL: empty (no Content-Length for GET, HEAD...) */
+    eddy_buf_t *_head;         /* the rendered request line and header lines */
+} eddy_http_client_request_t;
+
+/* A response as the decoder fills it. Read it. */
+typedef struct eddy_http_client_response_s {
+    eddy_msg_t _msg;        /* EDDY_MSG_HTTP_RESPONSE_HEAD or EDDY_MSG_HTTP_FULL_RESPONSE */
+    int status;             /* 100 to 999 */
+    eddy_http_str_t reason; /* the reason phrase as sent (may be empty) */
+    int version;            /* 10 or 11 */
+    bool keep_alive;        /* the connection may carry another request after this one */
+    bool chunked;           /* the body came chunked */
+    int64_t content_length; /* from Content-Length; -1 when absent */
+    eddy_http_method_t request_method; /* the method of the request it answers */
+    eddy_buf_t *body;       /* full responses: the body, NULL when empty; owned */
+    size_t header_count;
+    eddy_http_header_t *headers; /* header_count entries, in the order sent */
+    eddy_buf_t *_head;           /* the bytes the strings point into */
+} eddy_http_client_response_t;
+
+typedef struct eddy_http_client_codec_options_s {
+    size_t max_initial_line; /* longest status line (0: EDDY_HTTP_MAX_INITIAL_LINE) */
+    size_t max_header_size;  /* header or trailer section (0: EDDY_HTTP_MAX_HEADER_SIZE) */
+    size_t max_header_count; /* headers (0: EDDY_HTTP_MAX_HEADER_COUNT) */
+    size_t max_chunk_size;   /* largest content piece emitted (0: EDDY_HTTP_MAX_CHUNK_SIZE) */
+} eddy_http_client_codec_options_t;
+
+/* ---------------------------------------------------------------------------------------
+ * Requests and responses
+ */
+
+/**
+ * A request: method (a token: "GET", "POST", "PROPFIND"...) for target (the request target as
+ * it goes on the request line: "/", "/a?b=c", "*", or an absolute URL for a proxy), both
+ * copied; HTTP/1.1, keep-alive, no headers, no body. The caller owns the one reference; pass
+ * it on with eddy_http_client_request_msg() or eddy_http_send(). NULL: a method that is not a
+ * token, a target with a blank, CR, LF or NUL, or out of memory.
+ */
+EDDY_EXTERN eddy_http_client_request_t *eddy_http_client_request_new(const char *method,
+                                                                     const char *target);
+/** Add name: value (both copied). 0, EDDY_EINVAL (a name that is not a token, a value with
+ * CR, LF or NUL, or Content-Length, Transfer-Encoding, Connection or Expect, which the encoder
+ * writes itself from the fields), EDDY_ENOMEM. Host is the caller's to add (eddy_http_client_t
+ * adds it). */
+EDDY_EXTERN int eddy_http_client_request_add_header(eddy_http_client_request_t *r,
+                                                    const char *name, const char *value);
+/** Set the body to b (taken over; NULL: empty), releasing the one before. */
+EDDY_EXTERN void eddy_http_client_request_set_body(eddy_http_client_request_t *r, eddy_buf_t *b);
+/** Send "Expect: 100-continue" and hold the body back until the server answers 100 (the body
+ * then goes) or a final status (the body never goes; with keep-alive the connection is closed
+ * after the response, as RFC 9110 section 10.1.1 allows, since the server may wait for it). */
+EDDY_EXTERN void eddy_http_client_request_expect(eddy_http_client_request_t *r, bool on);
+/** The message header of r, to write it. Borrows. */
+EDDY_EXTERN eddy_msg_t *eddy_http_client_request_msg(eddy_http_client_request_t *r);
+/** Append r encoded (request line, headers, body) to out. Borrows r. 0, EDDY_ENOMEM or
+ * EDDY_ECAPACITY (out then holds a partial request). */
+EDDY_EXTERN int eddy_http_client_request_encode(const eddy_http_client_request_t *r,
+                                                eddy_buf_t *out);
+
+/** The request behind a message of type EDDY_MSG_HTTP_CLIENT_REQUEST, else NULL. Borrows. */
+EDDY_EXTERN eddy_http_client_request_t *eddy_http_client_request_of(eddy_msg_t *msg);
+/** The response behind a message of type EDDY_MSG_HTTP_RESPONSE_HEAD or _FULL_RESPONSE, else
+ * NULL. Borrows. */
+EDDY_EXTERN eddy_http_client_response_t *eddy_http_client_response_of(eddy_msg_t *msg);
+/** The first header called name (any case) among r's, or NULL. Borrows. */
+EDDY_EXTERN const eddy_http_header_t *eddy_http_client_response_header(
+    const eddy_http_client_response_t *r, const char *name);
+
+/* ---------------------------------------------------------------------------------------
+ * Handlers
+ */
+
+/** The client codec (o borrowed; NULL: the defaults): request encoder and response decoder
+ * in one handler, as Netty's HttpClientCodec. ops NULL when out of memory. */
+EDDY_EXTERN eddy_handler_t eddy_http_client_codec(const eddy_http_client_codec_options_t *o);
+/** The handler table of client codecs (state freed with eddy_free_state). */
+EDDY_EXTERN const eddy_handler_ops_t *eddy_http_client_codec_ops(void);
+
+/** After the codec: heads and their content become full responses with bodies of at most
+ * max_content_length bytes (0: EDDY_HTTP_MAX_CONTENT_LENGTH); a longer body fires
+ * exception_caught with EDDY_ETOOLONGFRAME and closes the channel. ops NULL without memory. */
+EDDY_EXTERN eddy_handler_t eddy_http_response_aggregator(size_t max_content_length);
+
+/**
+ * Last in a client pipeline, after codec and aggregator: completes the future of each
+ * eddy_http_send() with its response, in order, and fails them all (with the error that
+ * stopped the connection: EDDY_EDECODE, EDDY_ETOOLONGFRAME, EDDY_EOF, EDDY_ECONNRESET...,
+ * EDDY_ECLOSED when the channel closed otherwise, EDDY_ETIMEDOUT after response_timeout_ms)
+ * when the connection ends. response_timeout_ms: how long the oldest request may wait for
+ * its response before the connection is failed (<= 0: no limit). ops NULL without memory.
+ */
+EDDY_EXTERN eddy_handler_t eddy_http_exchange(int64_t response_timeout_ms);
+
+/**
+ * Write req (taken over) on ch, whose pipeline ends with codec, aggregator and exchange, and
+ * flush it. Requests may be pipelined: each future completes with its own response, in the
+ * order sent. Returns a future the caller releases: it completes with the full response
+ * (eddy_future_http_response(): held by the future, valid while the future is) or fails as
+ * eddy_http_exchange() says; EDDY_ECLOSED when ch is closed already, EDDY_EINVAL when ch has
+ * no exchange handler. Cancelling the future closes the connection (its response cannot be
+ * skipped otherwise). NULL only without memory. Any thread.
+ */
+EDDY_EXTERN eddy_future_t *eddy_http_send(eddy_channel_t *ch, eddy_http_client_request_t *req);
+/** The response a future of eddy_http_send() or eddy_http_client_*() completed with, else
+ * NULL. Borrows: valid while f is held. */
+EDDY_EXTERN eddy_http_client_response_t *eddy_future_http_response(const eddy_future_t *f);
+
+/* ---------------------------------------------------------------------------------------
+ * eddy_http_client_t: URLs over a keyed pool
+ */
+
+typedef struct eddy_http_client_s eddy_http_client_t;
+
+typedef struct eddy_http_client_options_s {
+    size_t max_connections_per_host; /* per (host, port, TLS) (0: 8) */
+    size_t max_pending_acquires;     /* requests waiting for a connection per host (0: none) */
+    int64_t acquire_timeout_ms;      /* waiting for a pooled connection (<= 0: never) */
+    int64_t connect_timeout_ms;      /* each connect (0: 10 s) */
+    int64_t response_timeout_ms;     /* each response (0: 30 s; < 0: never) */
+    int64_t idle_timeout_ms;         /* pooled idle connections close after (0: 60 s; < 0 never) */
+    size_t max_content_length;       /* per response body (0: EDDY_HTTP_MAX_CONTENT_LENGTH) */
+    eddy_tls_context_t *tls;         /* https: a client context (retained); NULL: a default
+                                        one that verifies against the system's CAs */
+    bool insecure;                   /* https without verifying the server (tests only) */
+} eddy_http_client_options_t;
+
+/** A client on group g (borrowed: it must outlive the client). o NULL: the defaults. NULL
+ * without memory or when a default TLS context cannot be made (one EDDY_LOG_ERROR). */
+EDDY_EXTERN eddy_http_client_t *eddy_http_client_new(eddy_loop_group_t *g,
+                                                     const eddy_http_client_options_t *o);
+
+/**
+ * Send req (taken over) to url ("http://host[:port]/path?q" or "https://..."; IPv6 hosts in
+ * brackets): sets the request target from url and adds Host, acquires a connection from the
+ * pool of (host, port, https), sends, and releases the connection to the pool once the
+ * response is in (or closes it, when the response does not keep alive). Returns a future the
+ * caller releases, completing as eddy_http_send()'s, or failing with EDDY_EINVAL (a URL that
+ * does not parse, a scheme other than http and https), the connect's error (EDDY_ENOENT for an
+ * unknown host, EDDY_ECONNREFUSED, EDDY_ETIMEDOUT, EDDY_ETLS), the pool's (EDDY_EBUSY,
+ * EDDY_ETIMEDOUT). NULL only without memory. Any thread.
+ */
+EDDY_EXTERN eddy_future_t *eddy_http_client_send(eddy_http_client_t *c, const char *url,
+                                                 eddy_http_client_request_t *req);
+/** eddy_http_client_send() of a GET without a body. */
+EDDY_EXTERN eddy_future_t *eddy_http_client_get(eddy_http_client_t *c, const char *url);
+
+/** Close every pool (requests in flight fail with EDDY_ECLOSED) and free the client once they
+ * are all closed: the returned future (the caller releases it) completes then. Once. */
+EDDY_EXTERN eddy_future_t *eddy_http_client_close(eddy_http_client_t *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EDDY_HTTP_CLIENT_H */
