@@ -127,9 +127,11 @@ typedef eddy_channel_pool_t *(*eddy_channel_pool_factory_cb)(const eddy_channel_
 EDDY_EXTERN eddy_channel_pool_map_t *eddy_channel_pool_map_new(eddy_channel_pool_factory_cb factory,
                                                                void *arg);
 
-/** The pool for key, made by the factory on the first get of that key. Borrows: the pool is
- * the map's, valid until the map is closed. NULL when the factory failed, without memory, or
- * after eddy_channel_pool_map_close(). Any thread. */
+/** The pool for key, made by the factory on the first get of that key (a failed make is
+ * tried again by the next get). Borrows: the pool is the map's, for acquires until it is
+ * removed or the map closed, and for the releases of its channels after. A hit allocates
+ * nothing. NULL when the factory failed, without memory, or once eddy_channel_pool_map_close()
+ * was called (until its future completed: the map is freed then). Any thread. */
 EDDY_EXTERN eddy_channel_pool_t *eddy_channel_pool_map_get(eddy_channel_pool_map_t *m,
                                                            const eddy_channel_pool_key_t *key);
 
@@ -137,17 +139,21 @@ EDDY_EXTERN eddy_channel_pool_t *eddy_channel_pool_map_get(eddy_channel_pool_map
 EDDY_EXTERN bool eddy_channel_pool_map_contains(eddy_channel_pool_map_t *m,
                                                 const eddy_channel_pool_key_t *key);
 
-/** Take the pool for key out of the map and close it (eddy_channel_pool_close()); a later
- * get makes a new one. Returns the close's future (the caller releases it), or NULL when
- * there was no such pool. Any thread. */
+/** Take the pool for key out of the map and close it (eddy_channel_pool_close(): channels
+ * still out close as they are released); a later get makes a new one. Returns the close's
+ * future (the caller releases it), or NULL when there was no such pool, or without memory
+ * (the pool was removed and closed all the same). Any thread. */
 EDDY_EXTERN eddy_future_t *eddy_channel_pool_map_remove(eddy_channel_pool_map_t *m,
                                                         const eddy_channel_pool_key_t *key);
 
 /** How many pools the map holds. Any thread. */
 EDDY_EXTERN size_t eddy_channel_pool_map_size(eddy_channel_pool_map_t *m);
 
-/** Close every pool and free the map once they are all closed: the future (the caller
- * releases it) completes then. After this call, only releases of channels still out. Once. */
+/** Close every pool (eddy_channel_pool_close()) and free the map once they are all closed:
+ * the future (the caller releases it) completes then, so it waits for the release of every
+ * channel still out. Until then gets return NULL; after this call, use the map for nothing
+ * else, and its pools for nothing but those releases. NULL without memory (the map closes and
+ * frees itself all the same). Once. Any thread. */
 EDDY_EXTERN eddy_future_t *eddy_channel_pool_map_close(eddy_channel_pool_map_t *m);
 
 #ifdef __cplusplus

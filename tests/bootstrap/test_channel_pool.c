@@ -2,8 +2,9 @@
  * Channel pools (bootstrap/channel_pool.c) against an echo server on 127.0.0.1: reuse in LIFO
  * order, waiters served in order at max_connections, a channel closed while acquired, the
  * acquire timeout, max pending, a connection the server closes while idle, bad releases, the
- * health checks, idle limits, close with acquires waiting and channels out, and four threads
- * sharing three connections. Every test is bounded in time and closes and frees what it made.
+ * health checks, idle limits, close with acquires waiting and channels out, four threads
+ * sharing three connections; and pool maps: one pool per key (also when threads race for
+ * it), remove, close with channels out, a failing factory. Every test is bounded in time and closes and frees what it made.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -561,6 +562,270 @@ static void test_four_threads_share_three_connections(void **state)
     env_close(&e);
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Pool maps
+ */
+
+/* The factory: a pool to 127.0.0.1:port of the env for any plain key, none for TLS keys (the
+ * test's bootstrap speaks no TLS), counting its calls per port. */
+typedef struct factory_s {
+    env_t *e;
+    _Atomic int calls;
+    _Atomic int per_port[8]; /* by key port - e->port, for the ports tests use */
+} factory_t;
+
+static eddy_channel_pool_t *make_pool(const eddy_channel_pool_key_t *key, void *arg)
+{
+    factory_t *fa = arg;
+    atomic_fetch_add(&fa->calls, 1);
+    unsigned slot = (unsigned)(uint16_t)(key->port - fa->e->port);
+    if (slot < 8) {
+        atomic_fetch_add(&fa->per_port[slot], 1);
+    }
+    if (key->tls) {
+        return NULL;
+    }
+    return eddy_channel_pool_new(fa->e->cb, "127.0.0.1", fa->e->port, NULL);
+}
+
+static void map_open(env_t *e, factory_t *fa, eddy_channel_pool_map_t **m)
+{
+    env_open(e, NULL);
+    /* The env's own pool is not needed: the map makes them. */
+    assert_int_equal(await_error(eddy_channel_pool_close(e->pool)), 0);
+    e->pool = NULL;
+    memset(fa, 0, sizeof(*fa));
+    fa->e = e;
+    *m = eddy_channel_pool_map_new(make_pool, fa);
+    assert_non_null(*m);
+}
+
+static void test_pool_map_makes_one_pool_per_key(void **state)
+{
+    (void)state;
+    env_t e;
+    factory_t fa;
+    eddy_channel_pool_map_t *m;
+    map_open(&e, &fa, &m);
+    eddy_channel_pool_key_t k1 = {.host = "127.0.0.1", .port = e.port};
+    char host[] = "127.0.0.1"; /* the same host in other memory: compared by value */
+    eddy_channel_pool_key_t k1_again = {.host = host, .port = e.port};
+    eddy_channel_pool_key_t k2 = {.host = "localhost", .port = e.port};
+    eddy_channel_pool_key_t k3 = {.host = "127.0.0.1", .port = (uint16_t)(e.port + 1)};
+    assert_false(eddy_channel_pool_map_contains(m, &k1));
+    eddy_channel_pool_t *p1 = eddy_channel_pool_map_get(m, &k1);
+    assert_non_null(p1);
+    host[0] = 'x'; /* the map copied the host: changing ours changes nothing */
+    assert_ptr_equal(eddy_channel_pool_map_get(m, &k1), p1);
+    host[0] = '1';
+    assert_ptr_equal(eddy_channel_pool_map_get(m, &k1_again), p1);
+    assert_int_equal(atomic_load(&fa.calls), 1);
+
+    eddy_channel_pool_t *p2 = eddy_channel_pool_map_get(m, &k2);
+    eddy_channel_pool_t *p3 = eddy_channel_pool_map_get(m, &k3);
+    assert_non_null(p2);
+    assert_non_null(p3);
+    assert_ptr_not_equal(p1, p2);
+    assert_ptr_not_equal(p1, p3);
+    assert_ptr_not_equal(p2, p3);
+    assert_int_equal(atomic_load(&fa.calls), 3);
+    assert_int_equal(eddy_channel_pool_map_size(m), 3);
+    assert_true(eddy_channel_pool_map_contains(m, &k2));
+
+    /* Many keys: the table grows and every pool stays where it was. */
+    eddy_channel_pool_t *many[40];
+    char names[40][16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(names[i], sizeof(names[i]), "host%d", i);
+        eddy_channel_pool_key_t k = {.host = names[i], .port = e.port};
+        many[i] = eddy_channel_pool_map_get(m, &k);
+        assert_non_null(many[i]);
+    }
+    for (int i = 0; i < 40; i++) {
+        eddy_channel_pool_key_t k = {.host = names[i], .port = e.port};
+        assert_ptr_equal(eddy_channel_pool_map_get(m, &k), many[i]);
+    }
+    assert_ptr_equal(eddy_channel_pool_map_get(m, &k1), p1);
+    assert_int_equal(atomic_load(&fa.calls), 43);
+    assert_int_equal(eddy_channel_pool_map_size(m), 43);
+
+    /* The pools work. */
+    e.pool = p1;
+    eddy_channel_t *ch = pool_get(&e);
+    echo(ch, "through the map");
+    pool_put(&e, ch);
+    e.pool = NULL;
+    assert_int_equal(await_error(eddy_channel_pool_map_close(m)), 0);
+    env_close(&e);
+}
+
+static void test_pool_map_remove_closes_and_a_later_get_makes_a_new_pool(void **state)
+{
+    (void)state;
+    env_t e;
+    factory_t fa;
+    eddy_channel_pool_map_t *m;
+    map_open(&e, &fa, &m);
+    eddy_channel_pool_key_t k = {.host = "127.0.0.1", .port = e.port};
+    eddy_channel_pool_key_t other = {.host = "127.0.0.1", .port = (uint16_t)(e.port + 1)};
+    assert_null(eddy_channel_pool_map_remove(m, &k));
+    eddy_channel_pool_t *p = eddy_channel_pool_map_get(m, &k);
+    assert_non_null(eddy_channel_pool_map_get(m, &other));
+    e.pool = p;
+    pool_put(&e, pool_get(&e)); /* an idle channel for remove to close */
+    e.pool = NULL;
+    WAIT_FOR(server_active(&e) == 1);
+
+    assert_int_equal(await_error(eddy_channel_pool_map_remove(m, &k)), 0);
+    assert_false(eddy_channel_pool_map_contains(m, &k));
+    assert_true(eddy_channel_pool_map_contains(m, &other));
+    assert_int_equal(eddy_channel_pool_map_size(m), 1);
+    WAIT_FOR(server_active(&e) == 0);
+    assert_null(eddy_channel_pool_map_remove(m, &k));
+
+    eddy_channel_pool_t *q = eddy_channel_pool_map_get(m, &k);
+    assert_non_null(q);
+    assert_int_equal(atomic_load(&fa.per_port[0]), 2);
+    e.pool = q;
+    eddy_channel_t *ch = pool_get(&e);
+    echo(ch, "a new pool");
+    assert_int_equal(counters(&e).created, 1);
+    pool_put(&e, ch);
+    e.pool = NULL;
+    assert_int_equal(await_error(eddy_channel_pool_map_close(m)), 0);
+    WAIT_FOR(server_active(&e) == 0);
+    env_close(&e);
+}
+
+static void test_pool_map_close_waits_for_channels_out_and_refuses_gets(void **state)
+{
+    (void)state;
+    env_t e;
+    factory_t fa;
+    eddy_channel_pool_map_t *m;
+    map_open(&e, &fa, &m);
+    eddy_channel_pool_key_t k1 = {.host = "127.0.0.1", .port = e.port};
+    eddy_channel_pool_key_t k2 = {.host = "localhost", .port = e.port};
+    eddy_channel_pool_t *p1 = eddy_channel_pool_map_get(m, &k1);
+    eddy_channel_pool_t *p2 = eddy_channel_pool_map_get(m, &k2);
+    e.pool = p1;
+    eddy_channel_t *out = pool_get(&e);
+    e.pool = p2;
+    pool_put(&e, pool_get(&e)); /* idle in p2 */
+    WAIT_FOR(server_active(&e) == 2);
+
+    eddy_future_t *closed = eddy_channel_pool_map_close(m);
+    assert_non_null(closed);
+    assert_null(eddy_channel_pool_map_get(m, &k1));
+    assert_null(eddy_channel_pool_map_get(m, &k2));
+    assert_int_equal(atomic_load(&fa.calls), 2);
+    WAIT_FOR(server_active(&e) == 1); /* p2's idle channel closed; ours is still out */
+    assert_false(eddy_future_is_done(closed));
+
+    e.pool = p1;
+    pool_put(&e, out); /* closed, as its pool is closing: the map goes */
+    assert_int_equal(await_error(closed), 0);
+    e.pool = NULL;
+    WAIT_FOR(server_active(&e) == 0);
+    env_close(&e);
+}
+
+static void test_pool_map_factory_failure_fails_the_get_and_keeps_nothing(void **state)
+{
+    (void)state;
+    env_t e;
+    factory_t fa;
+    eddy_channel_pool_map_t *m;
+    map_open(&e, &fa, &m);
+    eddy_channel_pool_key_t tls = {.host = "127.0.0.1", .port = e.port, .tls = true};
+    eddy_channel_pool_key_t plain = {.host = "127.0.0.1", .port = e.port};
+    assert_null(eddy_channel_pool_map_get(m, &tls));
+    assert_false(eddy_channel_pool_map_contains(m, &tls));
+    assert_int_equal(eddy_channel_pool_map_size(m), 0);
+    /* Nothing is remembered of a failure: the next get asks the factory again. */
+    assert_null(eddy_channel_pool_map_get(m, &tls));
+    assert_int_equal(atomic_load(&fa.calls), 2);
+    /* The same host and port without TLS is another key. */
+    assert_non_null(eddy_channel_pool_map_get(m, &plain));
+    assert_int_equal(eddy_channel_pool_map_size(m), 1);
+    assert_int_equal(await_error(eddy_channel_pool_map_close(m)), 0);
+    env_close(&e);
+}
+
+static void test_pool_map_close_of_an_empty_map_completes_at_once(void **state)
+{
+    (void)state;
+    factory_t fa = {0};
+    eddy_channel_pool_map_t *m = eddy_channel_pool_map_new(make_pool, &fa);
+    assert_non_null(m);
+    eddy_future_t *f = eddy_channel_pool_map_close(m);
+    assert_true(eddy_future_is_done(f));
+    assert_int_equal(await_error(f), 0);
+    assert_int_equal(atomic_load(&fa.calls), 0);
+}
+
+/* Threads get the same few keys at once: one factory call per key, one pool per key. */
+enum { MAP_THREADS = 4, MAP_KEYS = 6, MAP_GETS = 3000 };
+
+typedef struct map_run_s {
+    eddy_channel_pool_map_t *m;
+    uint16_t port;
+    eddy_channel_pool_t *seen[MAP_KEYS];
+    int t;
+    _Atomic int *go;
+} map_run_t;
+
+static void *map_thread(void *arg)
+{
+    map_run_t *r = arg;
+    while (atomic_load(r->go) == 0) {
+        sched_yield();
+    }
+    for (int i = 0; i < MAP_GETS; i++) {
+        int key = (i + r->t) % MAP_KEYS;
+        eddy_channel_pool_key_t k = {.host = "127.0.0.1", .port = (uint16_t)(r->port + key)};
+        eddy_channel_pool_t *p = eddy_channel_pool_map_get(r->m, &k);
+        if (r->seen[key] == NULL) {
+            r->seen[key] = p;
+        } else if (r->seen[key] != p) {
+            r->seen[key] = NULL; /* fails the test: a key changed pools */
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+static void test_pool_map_concurrent_gets_make_each_pool_once(void **state)
+{
+    (void)state;
+    env_t e;
+    factory_t fa;
+    eddy_channel_pool_map_t *m;
+    map_open(&e, &fa, &m);
+    _Atomic int go = 0;
+    map_run_t runs[MAP_THREADS];
+    pthread_t t[MAP_THREADS];
+    for (int i = 0; i < MAP_THREADS; i++) {
+        runs[i] = (map_run_t){.m = m, .port = e.port, .t = i, .go = &go};
+        assert_int_equal(pthread_create(&t[i], NULL, map_thread, &runs[i]), 0);
+    }
+    atomic_store(&go, 1);
+    for (int i = 0; i < MAP_THREADS; i++) {
+        pthread_join(t[i], NULL);
+    }
+    assert_int_equal(atomic_load(&fa.calls), MAP_KEYS);
+    for (int key = 0; key < MAP_KEYS; key++) {
+        assert_int_equal(atomic_load(&fa.per_port[key]), 1);
+        for (int i = 0; i < MAP_THREADS; i++) {
+            assert_non_null(runs[i].seen[key]);
+            assert_ptr_equal(runs[i].seen[key], runs[0].seen[key]);
+        }
+    }
+    assert_int_equal(eddy_channel_pool_map_size(m), MAP_KEYS);
+    assert_int_equal(await_error(eddy_channel_pool_map_close(m)), 0);
+    env_close(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -576,6 +841,12 @@ int main(void)
         cmocka_unit_test(test_close_fails_waiters_and_closes_channels_as_they_return),
         cmocka_unit_test(test_close_with_nothing_out_completes_at_once_after_idle_closed),
         cmocka_unit_test(test_four_threads_share_three_connections),
+        cmocka_unit_test(test_pool_map_makes_one_pool_per_key),
+        cmocka_unit_test(test_pool_map_remove_closes_and_a_later_get_makes_a_new_pool),
+        cmocka_unit_test(test_pool_map_close_waits_for_channels_out_and_refuses_gets),
+        cmocka_unit_test(test_pool_map_factory_failure_fails_the_get_and_keeps_nothing),
+        cmocka_unit_test(test_pool_map_close_of_an_empty_map_completes_at_once),
+        cmocka_unit_test(test_pool_map_concurrent_gets_make_each_pool_once),
     };
     return cmocka_run_group_tests_name("bootstrap.channel_pool", tests, NULL, NULL);
 }
