@@ -7,10 +7,15 @@
  *                   [--timeout-ms N] [--threads N] [--max-frame N]
  *   eddy-rpc-client --bad [--host H] [--port N] [--max-frame N]
  *
- * Each connection keeps up to --inflight calls pending in a table indexed by the id modulo a
- * power of two (the full id is checked: a reply to a call that timed out is ignored). A
- * periodic handler-scoped timer (eddy_ctx_schedule_at_fixed_rate) fails calls older than
- * --timeout-ms. Exit status 0 when every call got a correct reply, 1 otherwise.
+ * The connections come from a channel pool (eddy_channel_pool_t, max_connections =
+ * --connections): one worker per connection acquires a channel at the start and starts calls
+ * on it; a connection that dies fails its pending calls, goes back to the pool (which drops
+ * it) and its worker acquires a new one while calls are left; at the end every channel is
+ * released and the pool closed. Each connection keeps up to --inflight calls pending in a
+ * table indexed by the id modulo a power of two (the full id is checked: a reply to a call
+ * that timed out is ignored). A periodic handler-scoped timer (eddy_ctx_schedule_at_fixed_rate)
+ * fails calls older than --timeout-ms. Exit status 0 when every call got a correct reply, 1
+ * otherwise.
  *
  * --bad checks the server's handling of bad input over plain blocking sockets: malformed
  * payloads get status 2 and the connection stays usable, a payload without an id and a frame
@@ -20,6 +25,7 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,9 +51,21 @@ typedef struct run_s {
     _Atomic uint64_t finished; /* calls answered, failed or timed out: index into lat */
     _Atomic uint64_t errors, timeouts, late;
     int64_t *lat;          /* per finished call: latency in ns, or -1 when it failed */
-    _Atomic unsigned live; /* connections that may still finish calls */
-    eddy_promise_t *done;  /* completes when every call finished or no connection is left */
+    _Atomic unsigned live; /* workers that may still finish calls */
+    eddy_promise_t *done;  /* completes when every call finished or no worker is left */
+    eddy_channel_pool_t *pool;
+    const char *host;
+    unsigned long port;
+    pthread_mutex_t lock; /* guards the workers' channels and stopping */
+    bool stopping;        /* the end: channels go back to the pool for good */
 } run_t;
+
+/* One connection's worth of calls: the channel it holds from the pool, replaced when it dies. */
+typedef struct worker_s {
+    run_t *run;
+    eddy_channel_t *ch; /* acquired (a reference of ours), or NULL; under run->lock */
+    uint64_t issued_at; /* run->issued when ch was acquired */
+} worker_t;
 
 typedef struct slot_s {
     uint64_t id;
@@ -213,15 +231,7 @@ static void client_added(eddy_ctx_t *ctx)
 static void client_active(eddy_ctx_t *ctx)
 {
     conn_t *c = eddy_ctx_state(ctx);
-    c->active = true;
-    /* Handler-scoped: it ends with the handler, whoever removes it. */
-    c->timer = eddy_ctx_schedule_at_fixed_rate(ctx, c->run->scan_ms, c->run->scan_ms,
-                                               scan_timeouts, c);
-    if (c->timer == 0) {
-        eddy_ctx_fire_exception(ctx, EDDY_ENOMEM);
-    } else {
-        send_calls(c, true);
-    }
+    c->active = true; /* calls start when a worker acquires the channel: start_calls() */
     eddy_ctx_fire_channel_active(ctx);
 }
 
@@ -278,15 +288,9 @@ static void client_inactive(eddy_ctx_t *ctx)
         }
     }
     c->pending = 0;
-    if (c->active) {
-        c->active = false;
-        if (atomic_fetch_sub(&c->run->live, 1) == 1) {
-            eddy_promise_succeed(c->run->done, NULL);
-        }
-    }
+    c->active = false;
     eddy_ctx_fire_channel_inactive(ctx);
 }
-
 
 static void client_exception(eddy_ctx_t *ctx, int err)
 {
@@ -318,6 +322,123 @@ static int init_conn(eddy_channel_t *ch, void *arg)
     /* No deadline for replies: --timeout-ms bounds each call instead. */
     return rpc_add_framing(eddy_channel_pipeline(ch), run->max_frame, 0,
                            eddy_handler("client", &client_ops, c, eddy_free_state));
+}
+
+/* An acquired channel starts its calls. On its loop; arg is the channel (a reference). */
+static void start_calls(void *arg)
+{
+    eddy_channel_t *ch = arg;
+    eddy_ctx_t *ctx = eddy_pipeline_context(eddy_channel_pipeline(ch), "client");
+    conn_t *c = ctx != NULL ? eddy_ctx_state(ctx) : NULL;
+    /* A channel that closed meanwhile has its worker acquiring another already. */
+    if (c != NULL && c->active && c->timer == 0) {
+        /* Handler-scoped: it ends with the handler, whoever removes it. */
+        c->timer = eddy_ctx_schedule_at_fixed_rate(ctx, c->run->scan_ms, c->run->scan_ms,
+                                                   scan_timeouts, c);
+        if (c->timer == 0) {
+            eddy_ctx_fire_exception(ctx, EDDY_ENOMEM);
+        } else {
+            send_calls(c, true);
+        }
+    }
+    eddy_channel_release(ch);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Workers: connections from the pool
+ */
+
+static void worker_acquire(worker_t *w);
+
+/* w can finish no more calls. */
+static void worker_lost(worker_t *w)
+{
+    if (atomic_fetch_sub(&w->run->live, 1) == 1) {
+        eddy_promise_succeed(w->run->done, NULL);
+    }
+}
+
+static void pool_put(run_t *run, eddy_channel_t *ch)
+{
+    eddy_future_release(eddy_channel_pool_release(run->pool, ch));
+    eddy_channel_release(ch);
+}
+
+/* w's channel closed: its pending calls failed already (client_inactive). Back to the pool
+ * with it (the pool drops it), and on with a new one while calls are left, unless this one
+ * died before a call was issued anywhere: a server that hangs up at once would make us spin. */
+static void channel_closed(eddy_future_t *f, void *arg)
+{
+    (void)f;
+    worker_t *w = arg;
+    run_t *run = w->run;
+    pthread_mutex_lock(&run->lock);
+    eddy_channel_t *ch = NULL;
+    if (!run->stopping) { /* else main releases it */
+        ch = w->ch;
+        w->ch = NULL;
+    }
+    pthread_mutex_unlock(&run->lock);
+    if (ch == NULL) {
+        return;
+    }
+    pool_put(run, ch);
+    uint64_t issued = atomic_load(&run->issued);
+    if (issued < run->calls && issued > w->issued_at) {
+        worker_acquire(w);
+    } else {
+        worker_lost(w);
+    }
+}
+
+/* w holds ch now (our reference): watch it close, then start its calls on its loop. */
+static void worker_start(worker_t *w, eddy_channel_t *ch)
+{
+    run_t *run = w->run;
+    pthread_mutex_lock(&run->lock);
+    bool stopping = run->stopping;
+    if (!stopping) {
+        w->ch = ch;
+        w->issued_at = atomic_load(&run->issued);
+    }
+    pthread_mutex_unlock(&run->lock);
+    if (stopping) {
+        pool_put(run, ch);
+        return;
+    }
+    if (eddy_future_add_listener(eddy_channel_close_future(ch), channel_closed, w) != 0) {
+        fprintf(stderr, "eddy-rpc-client: out of memory\n");
+        eddy_channel_close(ch, NULL); /* unwatched: it stays w's until the end */
+        return;
+    }
+    if (eddy_loop_execute(eddy_channel_loop(ch), start_calls, eddy_channel_retain(ch)) != 0) {
+        eddy_channel_release(ch);
+        eddy_channel_close(ch, NULL); /* channel_closed gives it back */
+    }
+}
+
+/* A worker's acquire after its channel died completed. */
+static void acquired(eddy_future_t *f, void *arg)
+{
+    worker_t *w = arg;
+    int err = eddy_future_error(f);
+    if (err != 0) {
+        fprintf(stderr, "eddy-rpc-client: cannot connect again to %s:%lu: %s\n", w->run->host,
+                w->run->port, eddy_strerror(err));
+        worker_lost(w);
+    } else {
+        worker_start(w, eddy_channel_retain(eddy_future_channel(f)));
+    }
+    eddy_future_release(f);
+}
+
+static void worker_acquire(worker_t *w)
+{
+    eddy_future_t *f = eddy_channel_pool_acquire(w->run->pool);
+    if (f == NULL || eddy_future_add_listener(f, acquired, w) != 0) {
+        eddy_future_release(f);
+        worker_lost(w);
+    }
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -564,8 +685,11 @@ int main(int argc, char **argv)
         .done = eddy_promise_new(NULL),
     };
     atomic_init(&run.live, (unsigned)conns_n);
-    eddy_channel_t **chans = calloc(conns_n, sizeof(*chans));
-    if (run.lat == NULL || run.done == NULL || chans == NULL) {
+    pthread_mutex_init(&run.lock, NULL);
+    run.host = host;
+    run.port = port;
+    worker_t *workers = calloc(conns_n, sizeof(*workers));
+    if (run.lat == NULL || run.done == NULL || workers == NULL) {
         fprintf(stderr, "eddy-rpc-client: out of memory\n");
         return 1;
     }
@@ -582,12 +706,18 @@ int main(int argc, char **argv)
     eddy_bootstrap_group(b, g);
     eddy_bootstrap_option(b, EDDY_TCP_NODELAY, 1);
     eddy_bootstrap_init(b, init_conn, &run);
+    eddy_channel_pool_options_t po = {.max_connections = conns_n};
+    run.pool = eddy_channel_pool_new(b, host, (uint16_t)port, &po);
+    if (run.pool == NULL) {
+        fprintf(stderr, "eddy-rpc-client: out of memory\n");
+        return 1;
+    }
 
     int64_t t0 = eddy_now_ns();
     int rc = 0;
-    unsigned long up = 0; /* connections that came up */
+    unsigned long up = 0; /* workers whose first connection came up */
     for (; up < conns_n; up++) {
-        eddy_future_t *f = eddy_bootstrap_connect(b, host, (uint16_t)port);
+        eddy_future_t *f = eddy_channel_pool_acquire(run.pool);
         if (f == NULL || eddy_future_await(f, 30000) != 0 || eddy_future_error(f) != 0) {
             fprintf(stderr, "eddy-rpc-client: cannot connect to %s:%lu: %s\n", host, port,
                     f != NULL ? eddy_strerror(eddy_future_error(f)) : "out of memory");
@@ -595,10 +725,11 @@ int main(int argc, char **argv)
             rc = 1;
             break;
         }
-        chans[up] = eddy_channel_retain(eddy_future_channel(f));
+        workers[up].run = &run;
+        worker_start(&workers[up], eddy_channel_retain(eddy_future_channel(f)));
         eddy_future_release(f);
     }
-    /* Connections that never came up will not finish calls: count them out. */
+    /* Workers that never got a connection will not finish calls: count them out. */
     for (unsigned long k = up; k < conns_n; k++) {
         if (atomic_fetch_sub(&run.live, 1) == 1) {
             eddy_promise_succeed(run.done, NULL);
@@ -606,15 +737,25 @@ int main(int argc, char **argv)
     }
     eddy_future_await(run.done, -1); /* every pending call ends: answered or timed out */
     double secs = (double)(eddy_now_ns() - t0) / 1e9;
+    /* Every channel back, then the pool closes them all (and fails an acquire under way). */
+    pthread_mutex_lock(&run.lock);
+    run.stopping = true;
+    pthread_mutex_unlock(&run.lock);
     for (unsigned long i = 0; i < up; i++) {
-        eddy_channel_close(chans[i], NULL);
-        eddy_future_await(eddy_channel_close_future(chans[i]), 2000);
-        eddy_channel_release(chans[i]);
+        /* stopping: no callback touches a worker's channel any more. */
+        if (workers[i].ch != NULL) {
+            pool_put(&run, workers[i].ch);
+            workers[i].ch = NULL;
+        }
     }
-    free(chans);
+    eddy_future_t *closed = eddy_channel_pool_close(run.pool);
+    eddy_future_await(closed, 5000);
+    eddy_future_release(closed);
     eddy_bootstrap_free(b);
     eddy_future_await(eddy_loop_group_shutdown_gracefully(g, 0, 2000), 5000);
     eddy_loop_group_free(g);
+    free(workers);
+    pthread_mutex_destroy(&run.lock);
 
     /* Calls never finished (every connection lost) are errors too. */
     uint64_t finished = atomic_load(&run.finished);
