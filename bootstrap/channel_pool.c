@@ -72,6 +72,9 @@ struct eddy_channel_pool_s {
     bool closing;
     uint64_t created, closed;
     eddy_promise_t *closed_p; /* close's future, completed when the pool is freed */
+    /* What every release answers, made once: a release hands out a reference to one of them
+     * instead of allocating a future that says the same. */
+    eddy_future_t *released[2]; /* 0, EDDY_EINVAL */
 };
 
 static bool active_check(eddy_channel_t *ch, void *arg)
@@ -97,6 +100,8 @@ static void pool_release(eddy_channel_pool_t *pool)
     free(pool->nodes);
     free(pool->idle);
     free(pool->host);
+    eddy_future_release(pool->released[0]);
+    eddy_future_release(pool->released[1]);
     free(pool);
     if (p != NULL) {
         eddy_promise_succeed(p, NULL);
@@ -128,9 +133,13 @@ eddy_channel_pool_t *eddy_channel_pool_new(eddy_bootstrap_t *b, const char *host
     }
     eddy_channel_pool_t *pool = calloc(1, sizeof(*pool));
     if (pool == NULL || (pool->host = strdup(host != NULL ? host : "")) == NULL ||
+        (pool->released[0] = eddy__future_new_done(0, NULL, NULL)) == NULL ||
+        (pool->released[1] = eddy__future_new_done(EDDY_EINVAL, NULL, NULL)) == NULL ||
         pthread_mutex_init(&pool->lock, NULL) != 0) {
         if (pool != NULL) {
             free(pool->host);
+            eddy_future_release(pool->released[0]);
+            eddy_future_release(pool->released[1]);
         }
         free(pool);
         return NULL;
@@ -506,79 +515,129 @@ static void idle_expired(eddy_timer_t *t, void *arg)
     node_put(node, 1); /* the timer's */
 }
 
+static void put_channel(void *ch)
+{
+    eddy_channel_release(ch);
+}
+
+/* The answer of an acquire or release known at once: a future born complete with ch (a
+ * reference of the future's) or err. NULL without memory. */
+static eddy_future_t *answer(eddy_channel_t *ch, int err)
+{
+    if (ch == NULL) {
+        return eddy__future_new_done(err, NULL, NULL);
+    }
+    eddy_future_t *f = eddy__future_new_done(0, eddy_channel_retain(ch), put_channel);
+    if (f == NULL) {
+        eddy_channel_release(ch);
+    }
+    return f;
+}
+
+/* Put w (holding the acquire p) in line, its timeout started. Under the lock; 0, or
+ * EDDY_ESHUTDOWN when the timeout cannot be scheduled (w is not queued then). */
+static int enqueue(eddy_channel_pool_t *pool, waiter_t *w, eddy_promise_t *p)
+{
+    *w = (waiter_t){.pool = pool, .p = p, .queued = true};
+    if (pool->o.acquire_timeout_ms > 0) {
+        w->timer = eddy_loop_schedule(eddy_loop_group_next(pool->group), pool->o.acquire_timeout_ms,
+                                      waiter_expired, w);
+        if (w->timer == NULL) {
+            return EDDY_ESHUTDOWN;
+        }
+    }
+    pool_retain(pool);
+    if (pool->tail != NULL) {
+        pool->tail->next = w;
+    } else {
+        pool->head = w;
+    }
+    pool->tail = w;
+    pool->pending++;
+    return 0;
+}
+
+/*
+ * The hot path is an acquire that finds an idle channel: one lock, and one allocation, the
+ * future, made after the lock is dropped and born complete (eddy__future_new_done: no
+ * stripe lock, as nobody can wait on it yet). A waiter and a pending promise are made only
+ * when the acquire has to wait or connect.
+ */
 eddy_future_t *eddy_channel_pool_acquire(eddy_channel_pool_t *pool)
 {
-    eddy_promise_t *p = eddy_promise_new(NULL);
-    waiter_t *w = malloc(sizeof(*w));
-    if (p == NULL || w == NULL) {
-        free(w);
-        return p != NULL && eddy_promise_fail(p, EDDY_ENOMEM) == 0 ? p : NULL;
-    }
+    waiter_t *w = NULL;
+    eddy_promise_t *p = NULL; /* the pending future of a wait or a connect */
     for (;;) {
         node_t *node = NULL, *bad = NULL;
         uint32_t drops = 0;
         int err = 0;
+        bool connect = false, need_p = false, need_w = false;
         pthread_mutex_lock(&pool->lock);
         if (pool->closing) {
             err = EDDY_ECLOSED;
         } else if (pool->nidle > 0) {
             node = pop_idle(pool, &bad, &drops);
-            if (bad != NULL) {
-                pthread_mutex_unlock(&pool->lock);
-                finish_unlinked(bad, drops, true);
-                continue;
-            }
         } else if (has_room(pool)) {
-            pool->connecting++;
+            need_p = p == NULL;
+            if (!need_p) {
+                pool->connecting++;
+                connect = true;
+            }
         } else if (pool->o.max_pending_acquires > 0 &&
                    pool->pending >= pool->o.max_pending_acquires) {
             err = EDDY_EBUSY;
+        } else if (p == NULL || w == NULL) {
+            need_p = p == NULL;
+            need_w = w == NULL;
         } else {
-            /* Wait in line. */
-            w->pool = pool;
-            w->p = eddy_future_retain(p);
-            w->next = NULL;
-            w->queued = true;
-            w->timer = NULL;
-            if (pool->o.acquire_timeout_ms > 0) {
-                w->timer = eddy_loop_schedule(eddy_loop_group_next(pool->group),
-                                              pool->o.acquire_timeout_ms, waiter_expired, w);
-                if (w->timer == NULL) {
-                    eddy_future_release(p);
-                    err = EDDY_ESHUTDOWN;
-                }
-            }
+            err = enqueue(pool, w, eddy_future_retain(p));
             if (err == 0) {
-                pool_retain(pool);
-                if (pool->tail != NULL) {
-                    pool->tail->next = w;
-                } else {
-                    pool->head = w;
-                }
-                pool->tail = w;
-                pool->pending++;
                 pthread_mutex_unlock(&pool->lock);
                 return p;
             }
+            eddy_future_release(p); /* the waiter's, never queued */
         }
         eddy_channel_t *ch = node != NULL ? node->ch : NULL;
         pthread_mutex_unlock(&pool->lock);
+        if (bad != NULL) {
+            finish_unlinked(bad, drops, true);
+            continue;
+        }
+        if (need_p || need_w) {
+            /* Allocate what a wait or a connect needs without the lock, then look again: a
+             * channel may have come back meanwhile. */
+            p = need_p ? eddy_promise_new(NULL) : p;
+            w = need_w ? malloc(sizeof(*w)) : w;
+            if (p == NULL || (need_w && w == NULL)) {
+                free(w);
+                return p != NULL && eddy_promise_fail(p, EDDY_ENOMEM) == 0 ? p : NULL;
+            }
+            continue;
+        }
         free(w);
         node_put(node, drops);
-        if (err != 0) {
-            eddy_promise_fail(p, err);
-        } else if (ch != NULL) {
-            give(pool, p, ch);
-        } else {
+        if (connect) {
             start_connect(pool, eddy_future_retain(p));
+            return p;
         }
-        return p;
+        if (p != NULL) { /* made for a wait or a connect that was not needed after all */
+            if (ch != NULL) {
+                give(pool, p, ch);
+            } else {
+                eddy_promise_fail(p, err);
+            }
+            return p;
+        }
+        eddy_future_t *f = answer(ch, err);
+        if (f == NULL && ch != NULL) {
+            eddy_future_release(eddy_channel_pool_release(pool, ch)); /* no memory: back */
+        }
+        return f;
     }
 }
 
 eddy_future_t *eddy_channel_pool_release(eddy_channel_pool_t *pool, eddy_channel_t *ch)
 {
-    pool_retain(pool); /* the node's references may be the last */
     pthread_mutex_lock(&pool->lock);
     node_t *node = NULL;
     for (size_t i = 0; i < pool->n; i++) {
@@ -597,15 +656,26 @@ eddy_future_t *eddy_channel_pool_release(eddy_channel_pool_t *pool, eddy_channel
     } else {
         push_idle(pool, node);
     }
+    /* Only waiters there now need serving: an acquire after this lock finds the channel
+     * itself. A reference keeps the pool for what follows the lock, should the node's
+     * references be the last; the node's own keeps it alive until here. */
+    bool waiters = pool->head != NULL && !pool->closing;
+    bool hold = drops > 0 || waiters;
+    if (hold) {
+        pool_retain(pool);
+    }
+    eddy_future_t *f = eddy_future_retain(pool->released[err != 0]);
     pthread_mutex_unlock(&pool->lock);
     if (drops > 0) {
         finish_unlinked(node, drops, true);
     }
-    serve(pool);
-    pool_release(pool);
-    eddy_promise_t *p = eddy_promise_new(NULL);
-    eddy__promise_done(p, err);
-    return p;
+    if (waiters) {
+        serve(pool);
+    }
+    if (hold) {
+        pool_release(pool);
+    }
+    return f;
 }
 
 void eddy_channel_pool_counters(eddy_channel_pool_t *pool, eddy_channel_pool_counters_t *c)

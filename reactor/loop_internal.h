@@ -306,6 +306,11 @@ int eddy__timer_start(eddy_timer_t *t, int64_t delay_ns, int64_t period_ns);
 
 /* Futures (future.c). */
 eddy_future_t *eddy__future_new_unowned(void);
+/* A future born complete: failed with err (< 0), or succeeded with result, which it owns as
+ * eddy__promise_succeed_owned() says (release NULL: not owned). It skips the lock completion
+ * takes, as nobody can wait on it yet: for calls that know their answer at once. One
+ * reference, the caller's. NULL without memory (result is not released then). Any thread. */
+eddy_future_t *eddy__future_new_done(int err, void *result, void (*release)(void *));
 
 /* The reference counts of timers and futures, for tests that take them to their limits
  * (UINT32_MAX would take four billion retains). */

@@ -4,7 +4,8 @@
  * acquire timeout, max pending, a connection the server closes while idle, bad releases, the
  * health checks, idle limits, close with acquires waiting and channels out, four threads
  * sharing three connections; and pool maps: one pool per key (also when threads race for
- * it), remove, close with channels out, a failing factory. Every test is bounded in time and closes and frees what it made.
+ * it), remove, close with channels out, a failing factory. Every test is bounded in time
+ * and closes and frees what it made.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -250,6 +251,37 @@ static void test_release_then_acquire_reuses_the_last_released_first(void **stat
     assert_int_equal(c.acquired, 2);
     pool_put(&e, x);
     pool_put(&e, y);
+    env_close(&e);
+}
+
+/* The hot path: an idle channel is handed out by the call itself, and the release's answer
+ * too; neither waits for a loop. */
+static void test_an_acquire_that_finds_an_idle_channel_completes_on_return(void **state)
+{
+    (void)state;
+    env_t e;
+    env_open(&e, NULL);
+    pool_put(&e, pool_get(&e));
+    for (int i = 0; i < 3; i++) {
+        eddy_future_t *f = eddy_channel_pool_acquire(e.pool);
+        assert_true(eddy_future_is_done(f));
+        assert_int_equal(eddy_future_error(f), 0);
+        eddy_channel_t *ch = eddy_future_channel(f);
+        assert_non_null(ch);
+        eddy_future_t *r = eddy_channel_pool_release(e.pool, ch);
+        assert_true(eddy_future_is_done(r));
+        assert_int_equal(eddy_future_error(r), 0);
+        eddy_future_release(r);
+        /* A second release of it is refused, and also answered at once. */
+        r = eddy_channel_pool_release(e.pool, ch);
+        assert_true(eddy_future_is_done(r));
+        assert_int_equal(eddy_future_error(r), EDDY_EINVAL);
+        eddy_future_release(r);
+        eddy_future_release(f);
+    }
+    eddy_channel_pool_counters_t c = counters(&e);
+    assert_int_equal(c.created, 1);
+    assert_int_equal(c.idle, 1);
     env_close(&e);
 }
 
@@ -830,6 +862,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_release_then_acquire_reuses_the_last_released_first),
+        cmocka_unit_test(test_an_acquire_that_finds_an_idle_channel_completes_on_return),
         cmocka_unit_test(test_max_connections_serves_waiters_in_order_on_release),
         cmocka_unit_test(test_a_channel_closed_while_acquired_frees_its_slot_at_once),
         cmocka_unit_test(test_a_waiting_acquire_times_out),
