@@ -4,12 +4,14 @@
 #   make install [PREFIX=/usr/local] [DESTDIR=]   the library, its headers and package files
 #   make soak   fuzz the example servers whole (SECONDS=300,
 #               SERVERS=echo,tls,rpc,http,resp,dns,ws,ws_chat, SANITIZER=address or thread)
+#   make soak-client   fuzz eddy-http-client whole (SECONDS=300, SANITIZER=address or thread)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 # Our own builds treat warnings as errors; a user's plain cmake build does not (EDDY_WERROR).
 DEV_FLAGS := -DEDDY_WERROR=ON
 
 .PHONY: all deps build run test test-normal test-asan test-tsan bench fuzz install soak clean
+.PHONY: soak-tree soak-client
 
 all: build
 
@@ -93,15 +95,25 @@ SANITIZER ?= address
 SOAK_TREE = $(if $(filter thread,$(SANITIZER)),$(TSAN_TREE),$(ASAN_TREE))
 SOAK_FLAGS = $(if $(filter thread,$(SANITIZER)),$(TSAN_FLAGS),$(ASAN_FLAGS))
 SOAK_ENV = $(if $(filter thread,$(SANITIZER)),$(TSAN_ENV),$(ASAN_ENV))
-soak: deps
+soak-tree: deps
 	@case "$(SANITIZER)" in address|thread) ;; \
 		*) echo "make soak: SANITIZER is address or thread, not '$(SANITIZER)'"; exit 2;; esac
 	@cmake -S . -B $(SOAK_TREE) $(SOAK_FLAGS) $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
+
+soak: soak-tree
 	@cmake --build $(SOAK_TREE) -j $(JOBS) --target eddy-echo-server eddy-rpc-server \
 		eddy-http-server eddy-resp-server eddy-dns-server eddy-ws-server
 	@bash tests/pipeline/tls_certs.sh $(SOAK_TREE)/soak-certs
 	$(SOAK_ENV) python3 tests/examples/serverfuzz.py $(SOAK_TREE)/examples $(SOAK_TREE)/soak-certs \
 		--soak $(SECONDS) --servers $(SERVERS) --out $(SOAK_TREE)/soak
+
+# eddy-http-client fuzzed whole (tests/examples/clientfuzz.py): a seeded random server drives
+# it, fresh seeds for SECONDS, in the tree SANITIZER picks, as soak does. Failures' traces go
+# to the tree's clientfuzz-soak/.
+soak-client: soak-tree
+	@cmake --build $(SOAK_TREE) -j $(JOBS) --target eddy-http-client
+	$(SOAK_ENV) python3 tests/examples/clientfuzz.py $(SOAK_TREE)/examples/eddy-http-client \
+		--soak $(SECONDS) --out $(SOAK_TREE)/clientfuzz-soak
 
 clean:
 	rm -rf build
