@@ -61,6 +61,8 @@ done
 
 # shellcheck source=bench/support/proc.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks, stop_server, cleanup
+# shellcheck source=bench/support/http.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/http.sh" # nginx_conf, start_http_server
 
 tmp=$(mktemp -d)
 server_pid=
@@ -86,32 +88,6 @@ if [[ ,$servers, == *,netty_http,* ]]; then
         netty_cp=
     fi
 fi
-
-# nginx's configuration, everything in $tmp: one worker, no master, no logs of requests.
-write_nginx_conf() { # port
-    mkdir -p "$tmp/nginx"
-    cat >"$tmp/nginx/nginx.conf" <<EOF
-worker_processes 1;
-master_process off;
-daemon off;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    keepalive_requests 100000;
-    client_body_temp_path $tmp/nginx/body;
-    proxy_temp_path $tmp/nginx/proxy;
-    fastcgi_temp_path $tmp/nginx/fastcgi;
-    uwsgi_temp_path $tmp/nginx/uwsgi;
-    scgi_temp_path $tmp/nginx/scgi;
-    server {
-        listen 127.0.0.1:$1;
-        location = / { default_type text/plain; return 200 "Hello, World!"; }
-    }
-}
-EOF
-}
 
 subjects=()
 for s in ${servers//,/ }; do
@@ -160,35 +136,20 @@ if ((pin)); then
 else
     where="nothing pinned"
 fi
-nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
 # Starts server $1 on port $2, pinned; sets server_pid once it answers GET /.
 start_server() {
-    local log=$tmp/server.log cmd
-    : >"$log" # here, not in the child: the wait below must not read the last server's log
+    local cmd
     case $1 in
     eddy) cmd=(env EDDY_POLLER=epoll "$eddy_server" --threads 1 --port "$2") ;;
     eddy_uring) cmd=(env EDDY_POLLER=io_uring "$eddy_server" --threads 1 --port "$2") ;;
     nginx)
-        write_nginx_conf "$2"
+        nginx_conf "$tmp/nginx" "$2"
         cmd=("$nginx_bin" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf")
         ;;
     netty_http) cmd=(java -cp "$netty_cp" NettyHttpServer --port "$2") ;;
     esac
-    "${pin_server[@]}" "${cmd[@]}" >"$log" 2>&1 &
-    server_pid=$!
-    for _ in $(seq 300); do
-        if curl -s --max-time 1 -o /dev/null "http://127.0.0.1:$2/"; then
-            return 0
-        fi
-        if ! kill -0 "$server_pid" 2>/dev/null; then
-            break
-        fi
-        sleep 0.05
-    done
-    echo "bench/http/run.sh: $1 did not start:" >&2
-    cat "$log" "$tmp/nginx/error.log" >&2 2>/dev/null || true
-    exit 1
+    start_http_server "$1" "$2" "${cmd[@]}"
 }
 
 # wrk's latency figure ("1.23ms", "456.00us", "1.01s") in milliseconds.

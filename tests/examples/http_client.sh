@@ -38,7 +38,7 @@ trap cleanup EXIT
 source "$here/lib.sh"
 fail() {
     echo "FAIL: $*"
-    for f in "$tmp"/*.log; do
+    for f in "$tmp"/*.log "$tmp"/nginx/*.log; do
         [[ -s $f ]] && { echo "--- $f"; tail -20 "$f"; }
     done
     exit 1
@@ -141,7 +141,7 @@ run "ftp://127.0.0.1:$port/"
     fail "an ftp URL: status $rc, $(cat "$tmp/err")"
 
 # --- nginx, one worker, no master, everything in $tmp, access log with $connection
-nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+source "$here/../../bench/support/http.sh" # nginx_bin, nginx_conf
 if [[ -x $nginx_bin ]]; then
     mkdir -p "$tmp/nginx/www"
     head -c 100000 /dev/urandom | base64 >"$tmp/nginx/www/big.txt"
@@ -149,28 +149,8 @@ if [[ -x $nginx_bin ]]; then
     nport=
     for _ in 1 2 3 4 5; do # a free port, then nginx on it; again if another took it meanwhile
         p=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-        cat >"$tmp/nginx/nginx.conf" <<EOF
-worker_processes 1;
-master_process off;
-daemon off;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx.log warn;
-events { worker_connections 256; }
-http {
-    log_format conn '\$connection \$request_method \$request_uri \$status';
-    access_log $tmp/nginx-access.log conn;
-    client_body_temp_path $tmp/nginx/body;
-    proxy_temp_path $tmp/nginx/proxy;
-    fastcgi_temp_path $tmp/nginx/fastcgi;
-    uwsgi_temp_path $tmp/nginx/uwsgi;
-    scgi_temp_path $tmp/nginx/scgi;
-    server {
-        listen 127.0.0.1:$p;
-        root $tmp/nginx/www;
-        location = / { default_type text/plain; return 200 "Hello from nginx\n"; }
-    }
-}
-EOF
+        nginx_conf "$tmp/nginx" "$p" "root $tmp/nginx/www; access_log $tmp/nginx-access.log conn;" \
+            "log_format conn '\$connection \$request_method \$request_uri \$status';"
         bg "$nginx_bin" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf"
         for _ in $(seq 100); do
             curl -o /dev/null "http://127.0.0.1:$p/" && { nport=$p; break; }
