@@ -69,7 +69,7 @@ FLOOD_BYTES = 256 << 20
 # Bounds on a client run, generous for a sanitizer build on a loaded 2-core machine. A fetch
 # may wait --timeout-ms for each answer (a stall), twice for a connect and an answer.
 FETCH_SLACK_SECONDS = 30.0
-LOAD_SLACK_SECONDS = 30.0
+LOAD_SLACK_SECONDS = 45.0  # a load run may wait out its requests in flight (30 s by default)
 DELAY_BUDGET_MS = 150  # the random delays within one answer, in all
 
 WEIGHTS_FETCH = {"valid": 45, "mutated": 12, "lengths": 10, "garbage": 4, "cut": 8, "stall": 3,
