@@ -1,158 +1,29 @@
 /*
- * The client bootstrap (Netty's Bootstrap), and the name resolution both bootstraps share.
+ * The client bootstrap (Netty's Bootstrap).
  *
- * A connect is a job: resolve the target (at once when numeric, else on a helper thread, so
- * that no loop ever blocks in getaddrinfo), then try each address with eddy_channel_connect
- * until one connects. With reconnecting on, a job whose addresses all failed waits out its
- * backoff delay on a timer of its loop and starts over. The client state is refcounted: the
- * bootstrap holds one reference and every job another, so a job may finish after
- * eddy_bootstrap_free.
+ * A connect is a job on one loop: resolve the target (at once when numeric, else through the
+ * loop's resolver, bootstrap/resolver.c), then connect with Happy Eyeballs, each address an
+ * eddy_channel_connect of its own. With reconnecting on, a job whose addresses all failed
+ * waits out its backoff delay on a timer of its loop and starts over. The client state is
+ * refcounted: the bootstrap holds one reference and every job another, so a job may finish
+ * after eddy_bootstrap_free.
  */
 #include <eddy/bootstrap.h>
 #include <eddy/datagram.h>
 
+#include "bootstrap/internal.h"
 #include "pipeline/internal.h"
 
-#include <netdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Shared with server_bootstrap.c (no internal header of its own: the module is two files). */
-typedef void (*eddy__resolved_cb)(void *arg, eddy_addr_t *addrs, size_t n, int err);
-int eddy__bootstrap_resolve(const char *host, uint16_t port, bool passive, eddy__resolved_cb cb,
-                            void *arg);
+/* Shared with server_bootstrap.c (no header of its own). */
 int eddy__bootstrap_refuse(eddy_channel_t *ch, int err);
 /* Shared with channel_pool.c: the group b connects on, or NULL. */
 eddy_loop_group_t *eddy__bootstrap_loop_group(eddy_bootstrap_t *b);
-
-/* ---------------------------------------------------------------------------------------
- * Resolution
- */
-
-typedef struct resolve_s {
-    char *host;
-    uint16_t port;
-    bool passive;
-    eddy__resolved_cb cb;
-    void *arg;
-} resolve_t;
-
-static int resolve_error(int rc)
-{
-    switch (rc) {
-    case EAI_NONAME:
-#ifdef EAI_NODATA
-    case EAI_NODATA:
-#endif
-        return EDDY_ENOENT;
-    case EAI_AGAIN:
-        return EDDY_EAGAIN;
-    case EAI_MEMORY:
-        return EDDY_ENOMEM;
-    case EAI_SYSTEM:
-        return errno != 0 ? -errno : EDDY_EIO;
-    default:
-        return EDDY_EINVAL;
-    }
-}
-
-static void resolve_now(resolve_t *r)
-{
-    struct addrinfo hints;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = r->passive ? AI_PASSIVE : 0;
-    char service[8];
-    snprintf(service, sizeof(service), "%u", (unsigned)r->port);
-    struct addrinfo *res = NULL;
-    int rc = getaddrinfo(r->host, service, &hints, &res);
-    if (rc != 0) {
-        r->cb(r->arg, NULL, 0, resolve_error(rc));
-        return;
-    }
-    size_t n = 0;
-    for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
-        n++;
-    }
-    eddy_addr_t *addrs = calloc(n, sizeof(*addrs));
-    size_t k = 0;
-    for (struct addrinfo *ai = res; addrs != NULL && ai != NULL; ai = ai->ai_next) {
-        bool ip = ai->ai_family == AF_INET || ai->ai_family == AF_INET6;
-        if (ip && ai->ai_addrlen <= sizeof(addrs[k].u)) {
-            memcpy(&addrs[k].u, ai->ai_addr, ai->ai_addrlen);
-            addrs[k].len = ai->ai_addrlen;
-            k++;
-        }
-    }
-    freeaddrinfo(res);
-    if (addrs == NULL || k == 0) {
-        free(addrs);
-        r->cb(r->arg, NULL, 0, addrs == NULL ? EDDY_ENOMEM : EDDY_ENOENT);
-        return;
-    }
-    r->cb(r->arg, addrs, k, 0);
-}
-
-static void *resolve_thread(void *arg)
-{
-    resolve_t *r = arg;
-    resolve_now(r);
-    free(r->host);
-    free(r);
-    return NULL;
-}
-
-/*
- * Resolve host:port into cb(arg, addrs, n, err): addrs (n > 0) belong to cb, err is 0 or why
- * nothing came back. A numeric host, or none when passive (every interface), calls cb at once
- * on this thread; a name calls it from a helper thread. Returns 0 when cb was or will be
- * called, else the error (and cb is never called).
- */
-int eddy__bootstrap_resolve(const char *host, uint16_t port, bool passive, eddy__resolved_cb cb,
-                            void *arg)
-{
-    eddy_addr_t a;
-    if (host == NULL || host[0] == '\0') {
-        if (!passive) {
-            return EDDY_EINVAL;
-        }
-        host = "0.0.0.0";
-    }
-    if (eddy_addr_ip(&a, host, port) == 0) {
-        eddy_addr_t *addrs = malloc(sizeof(*addrs));
-        if (addrs == NULL) {
-            return EDDY_ENOMEM;
-        }
-        *addrs = a;
-        cb(arg, addrs, 1, 0);
-        return 0;
-    }
-    resolve_t *r = calloc(1, sizeof(*r));
-    if (r == NULL || (r->host = strdup(host)) == NULL) {
-        free(r);
-        return EDDY_ENOMEM;
-    }
-    r->port = port;
-    r->passive = passive;
-    r->cb = cb;
-    r->arg = arg;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
-    int rc = pthread_create(&t, &attr, resolve_thread, r);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-        free(r->host);
-        free(r);
-        return -rc;
-    }
-    return 0;
-}
 
 /* ---------------------------------------------------------------------------------------
  * Refusing a channel from its init callback
@@ -192,7 +63,18 @@ int eddy__bootstrap_refuse(eddy_channel_t *ch, int err)
 
 /* ---------------------------------------------------------------------------------------
  * The client state and its jobs
+ *
+ * A job connects with Happy Eyeballs (RFC 8305): its addresses interleaved by family, IPv6
+ * first; one try starts, the next after CONNECTION_ATTEMPT_DELAY_MS or at once when a try
+ * fails, the first to connect wins and the others are closed. A job lives on its loop's
+ * thread (only its start, eddy_bootstrap_free's cancel of a retry timer and a lost
+ * connection's report come from elsewhere) and is refcounted: its own life, each try under
+ * way, and its future's cancel listener hold one each, so a try that ends after the job
+ * finds it still there.
  */
+
+/* RFC 8305's recommended Connection Attempt Delay. */
+#define CONNECTION_ATTEMPT_DELAY_MS 250
 
 typedef struct attr_s {
     const void *key;
@@ -222,23 +104,37 @@ struct eddy_bootstrap_s {
     client_t *c;
 };
 
+/* One address tried. */
+typedef struct attempt_s {
+    job_t *j;
+    eddy_channel_t *ch; /* retained from its init until the try is over */
+    bool live;          /* its connect future has not completed */
+    int init_err;       /* init turned the channel down */
+} attempt_t;
+
 struct job_s {
-    client_t *c;  /* one reference */
-    job_t *next;  /* in c->jobs */
-    job_t **prev; /* the pointer to this job in c->jobs */
-    char *host;   /* NULL for a Unix socket */
+    _Atomic long refcnt;
+    _Atomic bool finished; /* its future completed (job_finish) */
+    client_t *c;           /* one reference */
+    job_t *next;           /* in c->jobs */
+    job_t **prev;          /* the pointer to this job in c->jobs */
+    char *host;            /* NULL for a Unix socket */
     uint16_t port;
     eddy_addr_t unix_addr;
     eddy_loop_t *loop;
-    eddy_addr_t *addrs;
-    size_t naddrs, next_addr;
+    eddy_addr_t *addrs;  /* in the order tried */
+    attempt_t *attempts; /* one per address */
+    size_t naddrs, next_addr, live;
     int last_err;
-    unsigned attempt;  /* retries made */
-    eddy_promise_t *p; /* NULL for a reconnect after a lost connection */
-    eddy_timer_t *timer;
-    eddy_channel_t *trying;    /* the current try's channel, retained */
+    int stop_err;  /* no more tries: when the last one ends, the job fails with this */
+    bool won;      /* a try connected */
+    bool cancelled;
+    unsigned attempt;       /* retries made */
+    eddy_promise_t *p;      /* NULL for a reconnect after a lost connection */
+    eddy_timer_t *timer;    /* the retry's; guarded by c->lock */
+    eddy_timer_t *he_timer; /* the connection attempt delay's */
+    eddy_future_t *lookup;  /* the name's lookup under way, retained */
     eddy_channel_t *connected; /* retained until the future completes */
-    int init_err;              /* init failed: the connect fails with this */
 };
 
 static void client_release(client_t *c)
@@ -252,6 +148,30 @@ static void client_release(client_t *c)
     free(c);
 }
 
+static job_t *job_retain(job_t *j)
+{
+    atomic_fetch_add_explicit(&j->refcnt, 1, memory_order_relaxed);
+    return j;
+}
+
+static void job_release(job_t *j)
+{
+    /* acq_rel: pairs with itself, so the last releaser sees what the others wrote. */
+    if (atomic_fetch_sub_explicit(&j->refcnt, 1, memory_order_acq_rel) != 1) {
+        return;
+    }
+    client_t *c = j->c;
+    eddy_loop_t *loop = j->loop;
+    eddy_future_release(j->lookup);
+    eddy_future_release(j->p);
+    free(j->attempts);
+    free(j->addrs);
+    free(j->host);
+    free(j);
+    client_release(c);
+    eddy__loop_release(loop);
+}
+
 static job_t *job_new(client_t *c, const char *host, uint16_t port, const eddy_addr_t *unix_addr)
 {
     job_t *j = calloc(1, sizeof(*j));
@@ -262,6 +182,7 @@ static job_t *job_new(client_t *c, const char *host, uint16_t port, const eddy_a
         free(j);
         return NULL;
     }
+    atomic_init(&j->refcnt, 1);
     j->port = port;
     if (unix_addr != NULL) {
         j->unix_addr = *unix_addr;
@@ -295,27 +216,27 @@ static void job_unlink(job_t *j)
     }
 }
 
-/* The job is over: complete its future with ch, or fail it with err. */
+/* The job is over: complete its future with ch, or fail it with err. A connection nobody
+ * can receive any more (the future was cancelled) is closed. */
 static void job_finish(job_t *j, eddy_channel_t *ch, int err)
 {
+    if (atomic_exchange_explicit(&j->finished, true, memory_order_acq_rel)) {
+        return;
+    }
     client_t *c = j->c;
     pthread_mutex_lock(&c->lock);
     job_unlink(j);
     pthread_mutex_unlock(&c->lock);
     if (j->p != NULL) {
         if (ch != NULL) {
-            eddy__promise_succeed_channel(j->p, ch);
+            if (eddy__promise_succeed_channel(j->p, ch) != 0) {
+                eddy_channel_close(ch, NULL);
+            }
         } else {
             eddy_promise_fail(j->p, err);
         }
-        eddy_future_release(j->p);
     }
-    eddy_loop_t *loop = j->loop;
-    free(j->addrs);
-    free(j->host);
-    free(j);
-    client_release(c);
-    eddy__loop_release(loop);
+    job_release(j);
 }
 
 static bool client_stopped(client_t *c)
@@ -328,13 +249,14 @@ static bool client_stopped(client_t *c)
 
 static void job_try_next(job_t *j);
 static void job_start(job_t *j);
+static void job_round_failed(job_t *j, int err);
 
 static int attempt_init(eddy_channel_t *ch, void *arg)
 {
-    job_t *j = arg;
-    client_t *c = j->c;
+    attempt_t *a = arg;
+    client_t *c = a->j->c;
     /* Held until the try is over: see release_later(). */
-    j->trying = eddy_channel_retain(ch);
+    a->ch = eddy_channel_retain(ch);
     int rc = 0;
     for (size_t i = 0; i < c->nattrs && rc == 0; i++) {
         rc = eddy_channel_attr_set(ch, c->attrs[i].key, c->attrs[i].value);
@@ -343,8 +265,8 @@ static int attempt_init(eddy_channel_t *ch, void *arg)
         rc = c->init(ch, c->init_arg);
     }
     if (rc != 0) {
-        j->init_err = rc > 0 ? EDDY_ECANCELED : rc;
-        return eddy__bootstrap_refuse(ch, j->init_err);
+        a->init_err = rc > 0 ? EDDY_ECANCELED : rc;
+        return eddy__bootstrap_refuse(ch, a->init_err);
     }
     return 0;
 }
@@ -355,32 +277,46 @@ static void job_connected(void *arg)
 {
     job_t *j = arg;
     eddy_channel_t *ch = j->connected;
+    j->connected = NULL;
     job_finish(j, ch, 0);
     eddy_channel_release(ch);
+    job_release(j); /* the task's */
 }
 
-static void attempt_done(eddy_future_t *f, void *arg)
+/* Stop the connection attempt delay's timer, and drop the job reference it held unless it
+ * ran (a timer the loop's shutdown dropped never runs). */
+static void delay_stop(job_t *j)
 {
-    job_t *j = arg;
-    int err = eddy_future_error(f);
-    eddy_channel_t *ch = eddy_future_channel(f);
-    eddy_future_release(f);
-    eddy_channel_t *tried = j->trying;
-    j->trying = NULL;
-    if (err != 0 || j->init_err != 0) {
-        release_later(tried);
-    }
-    if (j->init_err != 0) {
-        /* init turned the channel down: it is closed, and no other address is tried. */
-        job_finish(j, NULL, j->init_err);
+    eddy_timer_t *t = j->he_timer;
+    if (t == NULL) {
         return;
     }
-    if (err != 0) {
-        j->last_err = err;
-        job_try_next(j);
-        return;
+    j->he_timer = NULL;
+    if (eddy_timer_cancel(t) == 0 || eddy__timer_cancelled(t)) {
+        job_release(j);
     }
+    eddy_timer_release(t);
+}
+
+/* No more tries: stop the delay timer and close the tries under way (they end soon). */
+static void job_stop_tries(job_t *j)
+{
+    delay_stop(j);
+    j->next_addr = j->naddrs;
+    for (size_t i = 0; i < j->naddrs; i++) {
+        attempt_t *a = &j->attempts[i];
+        if (a->live && a->ch != NULL) {
+            eddy_channel_close(a->ch, NULL);
+        }
+    }
+}
+
+/* A try won: the job's future gets its channel once channel_active has passed. */
+static void job_won(job_t *j, eddy_channel_t *ch, eddy_channel_t *tried)
+{
     client_t *c = j->c;
+    j->won = true;
+    job_stop_tries(j);
     if (client_stopped(c)) {
         /* Freed while this try was under way: a pending connect fails, as free promises, and
          * the channel it made closes rather than stay open with nobody holding it. */
@@ -400,9 +336,50 @@ static void attempt_done(eddy_future_t *f, void *arg)
     /* The channel layer completes the connect future just before it fires channel_active;
      * a task queued now runs after that, so the user's future sees an active channel. */
     j->connected = tried != NULL ? tried : eddy_channel_retain(ch);
+    job_retain(j);
     if (eddy_loop_execute(j->loop, job_connected, j) != 0) {
         job_connected(j);
     }
+}
+
+static void attempt_done(eddy_future_t *f, void *arg)
+{
+    attempt_t *a = arg;
+    job_t *j = a->j;
+    int err = eddy_future_error(f);
+    eddy_channel_t *ch = eddy_future_channel(f);
+    eddy_channel_t *tried = a->ch;
+    a->ch = NULL;
+    a->live = false;
+    j->live--;
+    if (a->init_err != 0 && j->stop_err == 0 && !j->won) {
+        /* init turned the channel down: it is closed, and no other address is tried. */
+        j->stop_err = a->init_err;
+        job_stop_tries(j);
+    }
+    bool over = atomic_load_explicit(&j->finished, memory_order_acquire);
+    if (err == 0 && a->init_err == 0 && !j->won && j->stop_err == 0 && !over) {
+        job_won(j, ch, tried);
+    } else {
+        if (err == 0 && ch != NULL) {
+            eddy_channel_close(ch, NULL); /* connected too late: another try won */
+        }
+        release_later(tried);
+        if (err != 0 && a->init_err == 0) {
+            j->last_err = err;
+        }
+        if (over || j->won) {
+            /* nothing more to do for this job */
+        } else if (j->stop_err != 0) {
+            if (j->live == 0) {
+                job_finish(j, NULL, j->stop_err);
+            }
+        } else {
+            job_try_next(j); /* a failure starts the next try at once */
+        }
+    }
+    eddy_future_release(f);
+    job_release(j); /* the try's */
 }
 
 static int64_t backoff_ms(const eddy_reconnect_options_t *r, unsigned attempt)
@@ -430,8 +407,6 @@ static void retry_timer(eddy_timer_t *t, void *arg)
     job_start(j);
 }
 
-static void job_round_failed(job_t *j, int err);
-
 static void round_failed_task(void *arg)
 {
     job_t *j = arg;
@@ -445,13 +420,17 @@ static void job_round_failed(job_t *j, int err)
     const eddy_reconnect_options_t *r = &c->reconnect;
     bool again =
         r->backoff != EDDY_BACKOFF_NONE && (r->max_attempts == 0 || j->attempt < r->max_attempts);
+    if (j->cancelled) {
+        job_finish(j, NULL, EDDY_ECANCELED);
+        return;
+    }
     if (!again) {
         job_finish(j, NULL, err);
         return;
     }
-    /* A failed resolve reports from its helper thread: the callback is promised a loop. Queued
-     * under the lock, which the task takes too: this thread is out of eddy_loop_execute before
-     * the job can end (and the group be freed). */
+    /* A lost connection reports from its channel's loop: the callback is promised the job's.
+     * Queued under the lock, which the task takes too: this thread is out of
+     * eddy_loop_execute before the job can end (and the group be freed). */
     if (!eddy_loop_in_event_loop(j->loop)) {
         j->last_err = err;
         pthread_mutex_lock(&c->lock);
@@ -483,57 +462,154 @@ static void job_round_failed(job_t *j, int err)
     }
 }
 
+static void delay_passed(eddy_timer_t *t, void *arg)
+{
+    job_t *j = arg;
+    eddy_timer_release(t);
+    j->he_timer = NULL;
+    job_try_next(j);
+    job_release(j); /* the timer's */
+}
+
+/* Start the next address's try, and the delay after which the one after it starts; with
+ * none left and none under way, the round failed. */
 static void job_try_next(job_t *j)
 {
-    if (client_stopped(j->c)) {
-        job_finish(j, NULL, EDDY_ECANCELED);
+    delay_stop(j);
+    if (client_stopped(j->c) || j->cancelled) {
+        j->stop_err = EDDY_ECANCELED;
+        job_stop_tries(j);
+        if (j->live == 0) {
+            job_finish(j, NULL, EDDY_ECANCELED);
+        }
         return;
     }
+    job_retain(j); /* a try may end (and the job with it) inside the connect call */
     while (j->next_addr < j->naddrs) {
-        const eddy_addr_t *a = &j->addrs[j->next_addr++];
+        size_t i = j->next_addr++;
+        attempt_t *a = &j->attempts[i];
+        a->j = j;
         eddy_future_t *f;
         if (j->c->datagram) {
             eddy_datagram_options_t o = {
                 .loop = j->loop,
                 .config = &j->c->config,
                 .init = attempt_init,
-                .arg = j,
-                .remote = a,
+                .arg = a,
+                .remote = &j->addrs[i],
             };
             f = eddy_datagram_open(NULL, &o);
         } else {
-            f = eddy_channel_connect(j->loop, a, &j->c->config, attempt_init, j);
+            f = eddy_channel_connect(j->loop, &j->addrs[i], &j->c->config, attempt_init, a);
         }
         if (f == NULL) {
             j->last_err = EDDY_ENOMEM;
             continue;
         }
-        if (eddy_future_add_listener(f, attempt_done, j) == 0) {
-            return;
+        a->live = true;
+        j->live++;
+        job_retain(j); /* the try's */
+        if (eddy_future_add_listener(f, attempt_done, a) != 0) {
+            /* The try goes on unwatched; its channel closes with the loop. */
+            eddy_future_release(f);
+            a->live = false;
+            j->live--;
+            job_release(j);
+            j->last_err = EDDY_ENOMEM;
+            continue;
         }
-        /* The try goes on unwatched; its channel closes with the loop. */
-        eddy_future_release(f);
-        j->last_err = EDDY_ENOMEM;
+        bool more = j->next_addr < j->naddrs && !j->won && j->stop_err == 0 &&
+                    !atomic_load_explicit(&j->finished, memory_order_acquire);
+        if (more && j->he_timer == NULL && a->live) {
+            j->he_timer =
+                eddy_loop_schedule(j->loop, CONNECTION_ATTEMPT_DELAY_MS, delay_passed, j);
+            if (j->he_timer != NULL) {
+                job_retain(j); /* the timer's */
+            }
+        }
+        job_release(j);
+        return;
     }
-    job_round_failed(j, j->last_err != 0 ? j->last_err : EDDY_ENOENT);
+    if (j->live == 0 && !atomic_load_explicit(&j->finished, memory_order_acquire)) {
+        job_round_failed(j, j->last_err != 0 ? j->last_err : EDDY_ENOENT);
+    }
+    job_release(j);
+}
+
+/* RFC 8305, 4: IPv6 first, then the families alternate, each family in the order given. */
+static void interleave(eddy_addr_t *addrs, size_t n)
+{
+    eddy_addr_t *tmp = malloc(n * sizeof(*tmp));
+    if (tmp == NULL || n < 2) {
+        free(tmp);
+        return; /* tried in the resolver's order */
+    }
+    size_t v6 = 0, v4 = 0, k = 0;
+    for (;;) {
+        while (v6 < n && addrs[v6].u.sa.sa_family != AF_INET6) {
+            v6++;
+        }
+        while (v4 < n && addrs[v4].u.sa.sa_family == AF_INET6) {
+            v4++;
+        }
+        if (v6 == n && v4 == n) {
+            break;
+        }
+        if (v6 < n) {
+            tmp[k++] = addrs[v6++];
+        }
+        if (v4 < n) {
+            tmp[k++] = addrs[v4++];
+        }
+    }
+    memcpy(addrs, tmp, n * sizeof(*tmp));
+    free(tmp);
 }
 
 static void job_resolved(void *arg, eddy_addr_t *addrs, size_t n, int err)
 {
     job_t *j = arg;
+    eddy_future_release(j->lookup);
+    j->lookup = NULL;
     free(j->addrs);
+    free(j->attempts);
     j->addrs = addrs;
     j->naddrs = n;
     j->next_addr = 0;
+    j->live = 0;
+    j->won = false;
+    j->attempts = err == 0 ? calloc(n, sizeof(*j->attempts)) : NULL;
+    if (err == 0 && j->attempts == NULL) {
+        err = EDDY_ENOMEM;
+    }
     if (err != 0) {
         job_round_failed(j, err);
-    } else {
-        job_try_next(j);
+        return;
     }
+    interleave(j->addrs, n);
+    job_try_next(j);
+}
+
+static void job_start_task(void *arg)
+{
+    job_t *j = arg;
+    job_start(j);
+    job_release(j); /* the task's */
 }
 
 static void job_start(job_t *j)
 {
+    if (!eddy_loop_in_event_loop(j->loop)) {
+        if (eddy_loop_execute(j->loop, job_start_task, job_retain(j)) != 0) {
+            job_release(j);
+            job_finish(j, NULL, EDDY_ESHUTDOWN);
+        }
+        return;
+    }
+    if (j->cancelled || client_stopped(j->c)) {
+        job_finish(j, NULL, EDDY_ECANCELED);
+        return;
+    }
     if (j->host == NULL) {
         eddy_addr_t *a = malloc(sizeof(*a));
         if (a == NULL) {
@@ -544,10 +620,44 @@ static void job_start(job_t *j)
         }
         return;
     }
-    int rc = eddy__bootstrap_resolve(j->host, j->port, false, job_resolved, j);
+    int rc = eddy__bootstrap_resolve(j->loop, j->host, j->port, false, job_resolved, j,
+                                     &j->lookup);
     if (rc != 0) {
         job_round_failed(j, rc);
     }
+}
+
+/* The connect's future completed: when cancelled, stop the lookup, the tries and the
+ * retry timer. The job's loop (the future's owner), or any thread once that loop is gone. */
+static void job_future_done(eddy_future_t *f, void *arg)
+{
+    (void)f;
+    job_t *j = arg;
+    if (!atomic_load_explicit(&j->finished, memory_order_acquire) &&
+        eddy_loop_in_event_loop(j->loop)) {
+        j->cancelled = true;
+        if (j->lookup != NULL) {
+            eddy_future_cancel(j->lookup); /* job_resolved ends the job */
+        } else if (j->live > 0) {
+            j->stop_err = EDDY_ECANCELED; /* the last try to end ends the job */
+            job_stop_tries(j);
+        } else {
+            client_t *c = j->c;
+            pthread_mutex_lock(&c->lock);
+            bool cancelled = j->timer != NULL && eddy_timer_cancel(j->timer) == 0;
+            if (cancelled) {
+                eddy_timer_release(j->timer);
+                j->timer = NULL;
+            }
+            pthread_mutex_unlock(&c->lock);
+            if (cancelled) {
+                job_finish(j, NULL, EDDY_ECANCELED);
+            }
+            /* Else a task of the job is queued (a start, a round's end, the connection's
+             * delivery): it sees cancelled, or finds the future done. */
+        }
+    }
+    job_release(j); /* the listener's */
 }
 
 static void on_connection_lost(eddy_future_t *f, void *arg)
@@ -694,6 +804,10 @@ static eddy_future_t *client_connect(eddy_bootstrap_t *b, const char *host, uint
         return p;
     }
     j->p = eddy_future_retain(p);
+    job_retain(j);
+    if (eddy_future_add_listener(p, job_future_done, j) != 0) {
+        job_release(j); /* not cancellable then, but it still connects */
+    }
     job_start(j);
     return p;
 }
@@ -938,7 +1052,8 @@ static eddy_future_t *dgram_bind(eddy_bootstrap_t *b, const char *host, uint16_t
     if (host == NULL || host[0] == '\0') {
         host = "0.0.0.0";
     }
-    int rc = eddy__bootstrap_resolve(host, port, true, dgram_resolved, d);
+    eddy_loop_t *loop = reuseport ? eddy_loop_group_loop(c->group, 0) : eddy_loop_group_next(c->group);
+    int rc = eddy__bootstrap_resolve(loop, host, port, true, dgram_resolved, d, NULL);
     if (rc != 0) {
         eddy_promise_fail(d->p, rc);
         dgram_bind_free(d);

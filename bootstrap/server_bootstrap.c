@@ -11,7 +11,8 @@
  */
 #include <eddy/bootstrap.h>
 
-#include "pipeline/internal.h" /* the close hook */
+#include "bootstrap/internal.h" /* eddy__bootstrap_resolve */
+#include "pipeline/internal.h"  /* the close hook */
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -19,9 +20,6 @@
 #include <string.h>
 
 /* Defined in bootstrap.c. */
-typedef void (*eddy__resolved_cb)(void *arg, eddy_addr_t *addrs, size_t n, int err);
-int eddy__bootstrap_resolve(const char *host, uint16_t port, bool passive, eddy__resolved_cb cb,
-                            void *arg);
 int eddy__bootstrap_refuse(eddy_channel_t *ch, int err);
 
 typedef struct attr_s {
@@ -468,7 +466,9 @@ static eddy_future_t *server_bind(eddy_server_bootstrap_t *b, const char *host, 
         start_listener(bt, 0);
         return f;
     }
-    int rc = eddy__bootstrap_resolve(host, port, true, bind_resolved, bt);
+    /* A name is looked up on the loop the first listener goes to. */
+    eddy_loop_t *loop = reuseport ? owner : eddy_loop_group_loop(s->boss, 0);
+    int rc = eddy__bootstrap_resolve(loop, host, port, true, bind_resolved, bt, NULL);
     if (rc != 0) {
         bind_fail(bt, rc);
     }

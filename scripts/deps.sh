@@ -15,6 +15,7 @@ PACKAGES=(
     curl                # the HTTP server's tests drive it with curl
     gcc                 # with its ASan, UBSan and TSan runtimes (libgcc-12-dev)
     knot-dnsutils       # kdig: the DNS server's tests ask it too, in JSON
+    libc-ares-dev       # name resolution on the loop (bootstrap/resolver.c)
     libck-dev           # bench/ring's ck_ring baseline (the benchmarks build in make test)
     libcmocka-dev
     libjemalloc-dev     # bench/buffer's jemalloc baseline

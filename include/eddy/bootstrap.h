@@ -4,9 +4,10 @@
  * channels (channel.h's eddy_channel_listen and eddy_channel_connect underneath).
  *
  * Configure a bootstrap from one thread, then bind or connect from any thread; host names
- * are resolved on a helper thread, never on a loop. Channels read the bootstrap's settings
- * as they are made, so configure it fully before the first bind or connect and do not change
- * it afterwards. A bootstrap may be freed while its channels live on: they keep what they
+ * are resolved without blocking a loop, by the loop's resolver (resolver.h: c-ares on the
+ * loop, or getaddrinfo on a helper thread in builds without c-ares). Channels read the
+ * bootstrap's settings as they are made, so configure it fully before the first bind or
+ * connect and do not change it afterwards. A bootstrap may be freed while its channels live on: they keep what they
  * need.
  */
 #ifndef EDDY_BOOTSTRAP_H
@@ -107,8 +108,8 @@ EDDY_EXTERN void eddy_server_bootstrap_counters(const eddy_server_bootstrap_t *b
                                                 eddy_server_counters_t *c);
 
 /**
- * Bind and listen on host:port. host: a numeric address, or a name resolved on a helper
- * thread (the first address returned is used); NULL or "": every interface (0.0.0.0). port 0:
+ * Bind and listen on host:port. host: a numeric address, or a name resolved by the first
+ * boss loop's resolver (resolver.h; the first address returned is used); NULL or "": every interface (0.0.0.0). port 0:
  * an ephemeral port (read it from eddy_channel_local_addr of the future's channel). Returns a
  * future the caller releases; it completes with the listening channel (eddy_future_channel;
  * valid while the future is held: retain it to keep it after releasing the future), or
@@ -188,12 +189,16 @@ typedef struct eddy_reconnect_options_s {
 EDDY_EXTERN int eddy_bootstrap_reconnect(eddy_bootstrap_t *b, const eddy_reconnect_options_t *opts);
 
 /**
- * Connect to host:port: a numeric address, or a name resolved on a helper thread, its
- * addresses (IPv6 and IPv4) tried in turn until one connects; EDDY_CONNECT_TIMEOUT_MS holds
- * for each try. Returns a future the caller releases; it completes with the connected
- * channel (valid while the future is held) or fails with the last try's error (EDDY_ECONNREFUSED,
- * EDDY_ETIMEDOUT...), EDDY_ENOENT (unknown host), or EDDY_EINVAL (no group: one
- * EDDY_LOG_ERROR message). NULL only without memory. Any thread.
+ * Connect to host:port: a numeric address, or a name resolved by the resolver of the loop the
+ * channel goes to (resolver.h), its addresses tried with Happy Eyeballs (RFC 8305): IPv6 and
+ * IPv4 interleaved, IPv6 first; a try starts 250 ms after the previous one or at once when
+ * it fails, the first to connect wins and the others are closed. EDDY_CONNECT_TIMEOUT_MS
+ * holds for each try. Returns a future the caller releases; it completes with the connected
+ * channel (valid while the future is held) or fails with the last try's error
+ * (EDDY_ECONNREFUSED, EDDY_ETIMEDOUT...), EDDY_ENOENT (unknown host), EDDY_EINVAL (no group:
+ * one EDDY_LOG_ERROR message), or EDDY_ECANCELED: eddy_future_cancel on it stops the lookup
+ * and every try (a channel that connects anyway is closed). NULL only without memory. Any
+ * thread.
  */
 EDDY_EXTERN eddy_future_t *eddy_bootstrap_connect(eddy_bootstrap_t *b, const char *host,
                                                   uint16_t port);
@@ -204,7 +209,8 @@ EDDY_EXTERN eddy_future_t *eddy_bootstrap_connect_unix(eddy_bootstrap_t *b, cons
 /**
  * Datagram mode (Netty's Bootstrap with a DatagramChannel; datagram.h): on, the bootstrap
  * makes datagram channels. connect then makes a connected datagram channel to host:port (the
- * addresses tried in turn until a socket connects: UDP has no handshake, so that is at once),
+ * addresses tried in Happy Eyeballs order until a socket connects: UDP has no handshake, so
+ * the first that can be connected wins at once),
  * and bind (below) makes unconnected ones. Off (the default): stream channels, and bind
  * fails with EDDY_EINVAL. 0.
  */
@@ -220,7 +226,7 @@ EDDY_EXTERN int eddy_bootstrap_reuseport(eddy_bootstrap_t *b, bool on);
 
 /**
  * In datagram mode: a datagram channel bound to host:port (host: a numeric address, or a name
- * resolved on a helper thread, the first address used; NULL or "": 0.0.0.0; port 0: an
+ * resolved by a loop's resolver, the first address used; NULL or "": 0.0.0.0; port 0: an
  * ephemeral port), its handlers added by init before it reads. Returns a future the caller
  * releases; it completes with the channel (eddy_future_channel; valid while the future is
  * held) or fails with EDDY_EINVAL (not in datagram mode, or no group: one EDDY_LOG_ERROR

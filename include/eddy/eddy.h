@@ -20,6 +20,7 @@
 #include <eddy/resp.h>
 #include <eddy/dns.h>
 #include <eddy/websocket.h>
+#include <eddy/resolver.h>
 #include <eddy/bootstrap.h>
 #include <eddy/channel_pool.h>
 #include <eddy/http_client.h>
