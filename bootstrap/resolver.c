@@ -622,13 +622,10 @@ eddy_future_t *eddy_resolve(eddy_loop_t *loop, const char *host, uint16_t port,
         eddy_future_release(p);
         return NULL;
     }
-    /* Names are case-insensitive (RFC 4343): one cache entry and one query for all spellings;
-     * a final dot is the same name too. */
+    /* Names are case-insensitive (RFC 4343): one cache entry and one query for all spellings.
+     * A final dot stays: such a name is not searched in resolv.conf's domains. */
     for (size_t i = 0; i < len; i++) {
         lk->host[i] = (char)tolower((unsigned char)host[i]);
-    }
-    if (len > 1 && lk->host[len - 1] == '.') {
-        lk->host[len - 1] = '\0';
     }
     atomic_init(&lk->refcnt, 2);
     lk->state = LOOKUP_PENDING;
