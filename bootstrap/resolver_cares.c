@@ -6,6 +6,10 @@
  * c-ares 1.18 cannot cancel one query, only all of them (ares_cancel): a query nobody waits
  * for any more runs on (its answer still fills the cache) until every query in flight is
  * in that state; then they are all cancelled at once.
+ *
+ * A query started from inside c-ares (by a listener of an answer) is sent once c-ares has
+ * returned: c-ares reads a socket until it is empty, and under load, answers to queries sent
+ * from its own callbacks kept it reading for over 100 ms in one call (bench/resolve).
  */
 #include "bootstrap/internal.h"
 
@@ -35,6 +39,8 @@ struct cares_s {
     size_t active, abandoned; /* queries in flight, and how many of them nobody waits for */
     int depth;                /* calls into c-ares under way (its callbacks may nest ours) */
     bool cancel_pending;      /* ares_cancel once out of c-ares */
+    eddy__query_t **deferred; /* started inside c-ares, to send once out of it */
+    size_t ndeferred, deferred_cap;
 };
 
 static pthread_once_t library_once = PTHREAD_ONCE_INIT;
@@ -70,6 +76,7 @@ static int ares_error(int status)
 }
 
 static void timer_fired(eddy_timer_t *t, void *arg);
+static void send_query(cares_t *c, eddy__query_t *q);
 
 /* Keep the timer at c-ares's next timeout: an earlier timer stays (it re-arms when it
  * fires), a later one is moved. */
@@ -101,14 +108,32 @@ static void rearm(cares_t *c)
     }
 }
 
-/* After a call into c-ares: a cancel asked for inside it, then the timer. */
+/* After a call into c-ares: the queries started inside it, a cancel asked for, the timer. */
 static void after_ares(cares_t *c)
 {
     if (c->depth > 0) {
         return;
     }
-    /* Looked at again: a query started meanwhile (by a listener) must not be cancelled. */
-    if (c->cancel_pending && c->abandoned == c->active) {
+    for (;;) {
+        while (c->ndeferred > 0) {
+            /* Taken from the front, in the order started; one may start more. */
+            eddy__query_t *q = c->deferred[0];
+            memmove(c->deferred, c->deferred + 1, --c->ndeferred * sizeof(*c->deferred));
+            if (q->waiters == NULL) {
+                /* Abandoned before it was sent. */
+                c->active--;
+                c->abandoned--;
+                eddy__query_done(q, NULL, 0, 0, EDDY_ECANCELED);
+            } else {
+                send_query(c, q);
+            }
+        }
+        /* Looked at again: a query started meanwhile (by a listener) must not be cancelled.
+         * The cancel's callbacks may start queries in turn: round again. */
+        if (!c->cancel_pending || c->active == 0 || c->abandoned != c->active) {
+            break;
+        }
+        c->cancel_pending = false;
         c->depth++;
         ares_cancel(c->ch);
         c->depth--;
@@ -294,6 +319,10 @@ static void cares_close(void *state)
     /* Ends every query with ARES_EDESTRUCTION (EDDY_ESHUTDOWN) and closes its sockets. */
     ares_destroy(c->ch);
     c->depth--;
+    for (size_t i = 0; i < c->ndeferred; i++) {
+        eddy__query_done(c->deferred[i], NULL, 0, 0, EDDY_ESHUTDOWN);
+    }
+    free(c->deferred);
     while (c->socks != NULL) {
         sock_t *s = c->socks;
         c->socks = s->next;
@@ -307,11 +336,8 @@ static void cares_close(void *state)
     free(c);
 }
 
-static void cares_start(void *state, eddy__query_t *q)
+static void send_query(cares_t *c, eddy__query_t *q)
 {
-    cares_t *c = state;
-    q->backend = c;
-    c->active++;
     struct ares_addrinfo_hints hints;
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = q->family == EDDY_RESOLVE_V4   ? AF_INET
@@ -323,6 +349,29 @@ static void cares_start(void *state, eddy__query_t *q)
     c->depth++;
     ares_getaddrinfo(c->ch, q->name, NULL, &hints, query_answered, q);
     c->depth--;
+}
+
+static void cares_start(void *state, eddy__query_t *q)
+{
+    cares_t *c = state;
+    q->backend = c;
+    c->active++;
+    if (c->depth > 0) {
+        if (c->ndeferred == c->deferred_cap) {
+            size_t cap = c->deferred_cap ? 2 * c->deferred_cap : 16;
+            eddy__query_t **d = realloc(c->deferred, cap * sizeof(*d));
+            if (d == NULL) {
+                c->active--;
+                eddy__query_done(q, NULL, 0, 0, EDDY_ENOMEM);
+                return;
+            }
+            c->deferred = d;
+            c->deferred_cap = cap;
+        }
+        c->deferred[c->ndeferred++] = q;
+        return;
+    }
+    send_query(c, q);
     after_ares(c);
 }
 
