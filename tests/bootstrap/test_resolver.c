@@ -453,6 +453,49 @@ static void test_resolve_lookups_of_one_name_share_a_query(void **state)
     responder_stop(r);
 }
 
+/* Listeners that look up again when their answer comes: the next query starts from inside
+ * the backend's answer handling. */
+typedef struct chain_s {
+    eddy_loop_t *loop;
+    int left, ok;
+    eddy_promise_t *done;
+} chain_t;
+
+static void chain_next(eddy_future_t *f, void *arg)
+{
+    chain_t *c = arg;
+    if (eddy_future_error(f) == 0 && list_has(eddy_resolve_result(f), "127.0.0.1")) {
+        c->ok++;
+    }
+    if (--c->left == 0) {
+        eddy_promise_succeed(c->done, NULL);
+        return;
+    }
+    eddy_resolve_options_t o = {.family = EDDY_RESOLVE_V4, .no_cache = true};
+    eddy_future_t *g = eddy_resolve(c->loop, "he.example.test", 80, &o);
+    if (eddy_future_add_listener(g, chain_next, c) != 0) {
+        eddy_promise_fail(c->done, EDDY_ENOMEM); /* no cmocka assert off the test's thread */
+    }
+    eddy_future_release(g);
+}
+
+static void test_resolve_listeners_look_up_again(void **state)
+{
+    (void)state;
+    responder_t *r = responder_start(false, 0);
+    eddy_loop_group_t *g = group_new(1);
+    chain_t c = {.loop = eddy_loop_group_loop(g, 0), .left = 20, .done = eddy_promise_new(NULL)};
+    eddy_future_t *f = lookup(c.loop, "he.example.test", EDDY_RESOLVE_V4);
+    assert_int_equal(eddy_future_add_listener(f, chain_next, &c), 0);
+    assert_int_equal(await(c.done), 0);
+    eddy_future_release(f);
+    eddy_future_release(c.done);
+    assert_int_equal(c.ok, 20);
+    assert_int_equal(atomic_load(&r->udp_queries), 20);
+    group_free(g);
+    responder_stop(r);
+}
+
 typedef struct hammer_s {
     eddy_loop_group_t *g;
     _Atomic int ok;
@@ -777,6 +820,7 @@ int main(void)
         cmocka_unit_test(test_resolve_cancel_fails_with_ecanceled),
         cmocka_unit_test(test_resolve_cache_honours_ttl),
         cmocka_unit_test(test_resolve_lookups_of_one_name_share_a_query),
+        cmocka_unit_test(test_resolve_listeners_look_up_again),
         cmocka_unit_test(test_resolve_from_other_threads),
         cmocka_unit_test(test_resolve_loop_shutdown_fails_lookups_in_flight),
         cmocka_unit_test(test_resolve_truncated_answer_is_asked_again_over_tcp),
