@@ -432,19 +432,25 @@ void eddy__query_done(eddy__query_t *q, const eddy_addr_t *addrs, size_t n, uint
     free(q);
 }
 
+/* lk waits for q from now on. */
+static void query_join(eddy__query_t *q, lookup_t *lk)
+{
+    lk->query = q;
+    lk->next = q->waiters;
+    if (q->waiters != NULL) {
+        q->waiters->prev = &lk->next;
+    }
+    lk->prev = &q->waiters;
+    q->waiters = lk;
+    lk->state = LOOKUP_WAITING;
+}
+
 static int query_start(eddy__resolver_t *r, lookup_t *lk)
 {
     for (eddy__query_t *q = r->queries; q != NULL; q = q->next) {
         /* An abandoned query (no waiters) stays abandoned: the backend counts on it. */
         if (q->waiters != NULL && q->family == lk->family && strcmp(q->name, lk->host) == 0) {
-            lk->query = q;
-            lk->next = q->waiters;
-            if (q->waiters != NULL) {
-                q->waiters->prev = &lk->next;
-            }
-            lk->prev = &q->waiters;
-            q->waiters = lk;
-            lk->state = LOOKUP_WAITING;
+            query_join(q, lk);
             return 0;
         }
     }
@@ -463,10 +469,7 @@ static int query_start(eddy__resolver_t *r, lookup_t *lk)
     q->prev = &r->queries;
     r->queries = q;
     r->nqueries++;
-    q->waiters = lk;
-    lk->prev = &q->waiters;
-    lk->query = q;
-    lk->state = LOOKUP_WAITING;
+    query_join(q, lk);
     /* May end q (and answer lk) before it returns. */
     eddy__resolver_backend.start(r->backend, q);
     return 0;

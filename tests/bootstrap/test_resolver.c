@@ -646,18 +646,25 @@ static int connect_family(eddy_loop_group_t *g, const char *host, uint16_t port)
     return family;
 }
 
-static void test_happy_eyeballs_falls_back_to_v4_when_v6_is_refused(void **state)
+/* name resolves to an IPv6 address that does not connect and to 127.0.0.1, which listens:
+ * the connect ends on IPv4. */
+static void assert_connects_over_v4(const char *name)
 {
-    (void)state;
     responder_t *r = responder_start(false, 0);
     eddy_loop_group_t *g = group_new(1);
     int v4 = listen_on(AF_INET, 0);
     assert_true(v4 >= 0);
-    /* he.example.test is ::1 and 127.0.0.1; only the IPv4 one listens on this port. */
-    assert_int_equal(connect_family(g, "he.example.test", local_port(v4)), AF_INET);
+    assert_int_equal(connect_family(g, name, local_port(v4)), AF_INET);
     close(v4);
     group_free(g);
     responder_stop(r);
+}
+
+static void test_happy_eyeballs_falls_back_to_v4_when_v6_is_refused(void **state)
+{
+    (void)state;
+    /* ::1 and 127.0.0.1; only the IPv4 one listens on the port. */
+    assert_connects_over_v4("he.example.test");
 }
 
 static void test_happy_eyeballs_prefers_v6_when_both_listen(void **state)
@@ -689,17 +696,10 @@ static void test_happy_eyeballs_prefers_v6_when_both_listen(void **state)
 static void test_happy_eyeballs_v4_wins_over_a_silent_v6(void **state)
 {
     (void)state;
-    responder_t *r = responder_start(false, 0);
-    eddy_loop_group_t *g = group_new(1);
-    int v4 = listen_on(AF_INET, 0);
-    assert_true(v4 >= 0);
-    /* hole.example.test is 100::1 (discarded: the try never completes, or fails at once
-     * without an IPv6 route) and 127.0.0.1: IPv4 starts after the attempt delay, and wins.
-     * The IPv6 try is closed, not left to its connect timeout. */
-    assert_int_equal(connect_family(g, "hole.example.test", local_port(v4)), AF_INET);
-    close(v4);
-    group_free(g);
-    responder_stop(r);
+    /* 100::1 (discarded: the try never completes, or fails at once without an IPv6 route)
+     * and 127.0.0.1: IPv4 starts after the attempt delay, and wins. The IPv6 try is closed,
+     * not left to its connect timeout. */
+    assert_connects_over_v4("hole.example.test");
 }
 
 static void test_connect_cancel_stops_the_lookup(void **state)
