@@ -6,6 +6,8 @@
 
 #include <eddy/http.h>
 
+#include <sys/types.h>
+
 /* A request (type EDDY_MSG_HTTP_REQUEST, count 1) with room for count headers, none used:
  * no error, version 11, no body, content_length -1. NULL when out of memory. */
 eddy_http_request_t *eddy__http_request_alloc(size_t count);
@@ -16,5 +18,94 @@ eddy_http_str_t eddy__http_trim(eddy_http_str_t s);
 /* t (seconds since the epoch) as an IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT", into out
  * (EDDY_HTTP_DATE_LEN bytes and a NUL). */
 void eddy__http_date_format(int64_t t, char *out);
+
+/* ---------------------------------------------------------------------------------------
+ * Parsing, for the request decoder and the client's response decoder (parse.c). Errors are
+ * EDDY_EDECODE (malformed) and EDDY_ETOOLONGFRAME (past a limit); each decoder reports them
+ * its own way.
+ */
+
+/* The limits a decoder applies, 0 replaced by the defaults. */
+typedef struct eddy__http_limits_s {
+    size_t max_line;         /* the first line, and a chunk-size line */
+    size_t max_header_size;  /* a header or trailer section */
+    size_t max_header_count; /* header lines */
+    size_t max_chunk;        /* the largest content piece emitted */
+} eddy__http_limits_t;
+
+/* l from options (0: the default). */
+void eddy__http_limits_init(eddy__http_limits_t *l, size_t max_line, size_t max_header_size,
+                            size_t max_header_count, size_t max_chunk);
+
+/* The method named by the n bytes at s (EDDY_HTTP_OTHER when not listed). */
+eddy_http_method_t eddy__http_method_of(const void *s, size_t n);
+
+/* What the header lines of a head say about framing and the connection. */
+typedef struct eddy__http_head_info_s {
+    int hosts;              /* Host header lines */
+    bool has_length;        /* Content-Length came (all its values equal) */
+    int64_t content_length; /* ... and said this */
+    bool has_te;            /* Transfer-Encoding came */
+    int te_chunked;         /* how many of its codings were chunked */
+    bool te_chunked_last;   /* chunked was the final coding */
+    bool te_other;          /* a coding other than chunked was listed */
+    bool conn_close;        /* Connection: close */
+    bool conn_keep_alive;   /* Connection: keep-alive */
+    bool expect_continue;   /* Expect: 100-continue */
+} eddy__http_head_info_t;
+
+/*
+ * The length of a section ending with a blank line ("\n\n" or "\n\r\n") in the n bytes at p,
+ * given that an LF sits at index from (or, from == SIZE_MAX, just before p: an empty section
+ * is possible). Resumes at *scan; returns 0 when the blank line has not arrived yet, *scan
+ * saved.
+ */
+size_t eddy__http_find_blank_line(const uint8_t *p, size_t n, size_t from, size_t *scan);
+/* Whether the n bytes at p are an RFC 9110 token (methods, header names); false when empty. */
+bool eddy__http_is_token(const void *p, size_t n);
+/* The line [p, lf) without its line ending: LF or CRLF; any other CR is an error (-1). */
+ssize_t eddy__http_line_length(const uint8_t *p, const uint8_t *lf);
+/* Whether every byte of a header value is allowed: no controls but HTAB (RFC 9110 5.5). */
+bool eddy__http_value_ok(const uint8_t *p, size_t n);
+/* The LFs in [p, end). */
+size_t eddy__http_count_lines(const uint8_t *p, const uint8_t *end);
+/* Content-Length: digits, or a list of the same digits ("42, 42" is allowed by RFC 9110
+ * section 8.6). 0 and *out, or EDDY_EDECODE. */
+int eddy__http_parse_length(eddy_http_str_t v, int64_t *out);
+/* Parse the header lines [p, end) (each ending in LF, the blank line excluded) into
+ * headers[*count...] (room for each line), counting them in *count, and what they say into
+ * h (zeroed by the caller): 0 or EDDY_EDECODE (a malformed line, conflicting lengths). */
+int eddy__http_parse_headers(const uint8_t *p, const uint8_t *end, eddy_http_header_t *headers,
+                             size_t *count, eddy__http_head_info_t *h);
+
+/* How a body is framed, and where its decoding is. */
+enum {
+    EDDY__HTTP_BODY_NONE = 0,   /* no body under way */
+    EDDY__HTTP_BODY_LENGTH,     /* Content-Length bytes to pass on */
+    EDDY__HTTP_BODY_CHUNK_SIZE, /* a chunk-size line */
+    EDDY__HTTP_BODY_CHUNK_DATA, /* chunk bytes to pass on */
+    EDDY__HTTP_BODY_CHUNK_END,  /* the CRLF after a chunk's data */
+    EDDY__HTTP_BODY_TRAILERS,   /* the trailer section after the last chunk */
+    EDDY__HTTP_BODY_UNTIL_CLOSE /* every byte until the connection closes (responses) */
+};
+
+typedef struct eddy__http_body_s {
+    int state;          /* EDDY__HTTP_BODY_* */
+    uint64_t remaining; /* LENGTH, CHUNK_DATA: bytes still to come */
+    size_t scan;        /* TRAILERS: bytes already searched for the blank line */
+} eddy__http_body_t;
+
+/* Begin a body in state (LENGTH with length bytes > 0, CHUNK_SIZE, UNTIL_CLOSE). */
+void eddy__http_body_start(eddy__http_body_t *b, int state, uint64_t length);
+/* Decode the readable body bytes of in into content messages, the last one with last set
+ * (then b->state is NONE; the bytes after it are left). 0 (also when it needs more bytes),
+ * EDDY_EDECODE (bad chunk framing, or a chunk-size line past max_line), EDDY_ETOOLONGFRAME
+ * (trailers past max_header_size), EDDY_ENOMEM. */
+int eddy__http_body_decode(eddy__http_body_t *b, const eddy__http_limits_t *l,
+                           eddy_cumulation_t *in, eddy_decoder_out_t *out);
+/* The input ended: a body until the close is complete (the rest of in and its last content
+ * emitted), one of another kind was cut short (EDDY_EOF); 0 when none was under way. */
+int eddy__http_body_finish(eddy__http_body_t *b, const eddy__http_limits_t *l,
+                           eddy_cumulation_t *in, eddy_decoder_out_t *out);
 
 #endif /* EDDY_PIPELINE_CODEC_HTTP_INTERNAL_H */

@@ -178,22 +178,9 @@ eddy_msg_t *eddy_http_response_msg(eddy_http_response_t *r)
     return &r->_msg;
 }
 
-static bool token_ok(const char *s)
-{
-    if (*s == '\0') {
-        return false;
-    }
-    for (; *s != '\0'; s++) {
-        if (*s <= ' ' || *s >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}", *s) != NULL) {
-            return false;
-        }
-    }
-    return true;
-}
-
 int eddy_http_response_add_header(eddy_http_response_t *r, const char *name, const char *value)
 {
-    if (!token_ok(name) || strpbrk(value, "\r\n") != NULL) {
+    if (!eddy__http_is_token(name, strlen(name)) || strpbrk(value, "\r\n") != NULL) {
         return EDDY_EINVAL;
     }
     eddy_http_str_t n = {name, strlen(name)};

@@ -5,4 +5,5 @@ list(APPEND EDDY_SOURCES
     pipeline/codec/http/date.c
     pipeline/codec/http/decoder.c
     pipeline/codec/http/encoder.c
-    pipeline/codec/http/message.c)
+    pipeline/codec/http/message.c
+    pipeline/codec/http/parse.c)
