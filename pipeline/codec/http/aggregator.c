@@ -58,15 +58,38 @@ static void on_head(eddy_ctx_t *ctx, http_aggregator_t *s, eddy_http_request_t *
     }
 }
 
+int eddy__http_body_append(eddy_allocator_t *a, eddy_buf_t **body, eddy_http_content_t *c,
+                           int64_t announced, size_t max)
+{
+    size_t n = c->data != NULL ? eddy_buf_readable(c->data) : 0;
+    size_t have = *body != NULL ? eddy_buf_readable(*body) : 0;
+    if (n > max - have) {
+        return EDDY_ETOOLONGFRAME;
+    }
+    if (*body == NULL && c->last && n > 0) {
+        *body = c->data; /* the whole body in one piece: kept as it is, uncopied */
+        c->data = NULL;
+    } else if (n > 0) {
+        if (*body == NULL) {
+            size_t first = announced > 0 && (uint64_t)announced <= max ? (size_t)announced : n;
+            *body = eddy_buf_alloc(a, first, max);
+        }
+        if (*body == NULL || eddy_buf_write_buf(*body, c->data, n) != 0) {
+            return EDDY_ENOMEM;
+        }
+    }
+    return 0;
+}
+
 static void on_content(eddy_ctx_t *ctx, http_aggregator_t *s, eddy_http_content_t *c)
 {
     if (s->req == NULL) {
         eddy_msg_release(&c->_msg); /* content of a head already dropped (out of memory) */
         return;
     }
-    size_t n = c->data != NULL ? eddy_buf_readable(c->data) : 0;
-    size_t have = s->body != NULL ? eddy_buf_readable(s->body) : 0;
-    if (n > s->max - have) {
+    int err =
+        eddy__http_body_append(eddy_ctx_alloc(ctx), &s->body, c, s->req->content_length, s->max);
+    if (err == EDDY_ETOOLONGFRAME) {
         eddy_http_request_t *req = s->req;
         s->req = NULL;
         drop_held(s);
@@ -74,20 +97,11 @@ static void on_content(eddy_ctx_t *ctx, http_aggregator_t *s, eddy_http_content_
         reject(ctx, s, req, 413);
         return;
     }
-    if (s->body == NULL && c->last && n > 0) {
-        s->body = c->data; /* the whole body in one piece: kept as it is, uncopied */
-        c->data = NULL;
-    } else if (n > 0) {
-        if (s->body == NULL) {
-            size_t first = s->req->content_length > 0 ? (size_t)s->req->content_length : n;
-            s->body = eddy_buf_alloc(eddy_ctx_alloc(ctx), first, s->max);
-        }
-        if (s->body == NULL || eddy_buf_write_buf(s->body, c->data, n) != 0) {
-            eddy_msg_release(&c->_msg);
-            drop_held(s); /* the rest of this request's content is dropped as it comes */
-            eddy_ctx_fire_exception(ctx, EDDY_ENOMEM);
-            return;
-        }
+    if (err != 0) {
+        eddy_msg_release(&c->_msg);
+        drop_held(s); /* the rest of this request's content is dropped as it comes */
+        eddy_ctx_fire_exception(ctx, EDDY_ENOMEM);
+        return;
     }
     bool last = c->last;
     eddy_msg_release(&c->_msg);

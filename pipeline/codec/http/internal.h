@@ -5,12 +5,24 @@
 #define EDDY_PIPELINE_CODEC_HTTP_INTERNAL_H
 
 #include <eddy/http.h>
+#include <eddy/http_client.h>
 
 #include <sys/types.h>
 
 /* A request (type EDDY_MSG_HTTP_REQUEST, count 1) with room for count headers, none used:
  * no error, version 11, no body, content_length -1. NULL when out of memory. */
 eddy_http_request_t *eddy__http_request_alloc(size_t count);
+
+/* The first of the n headers at h called name (any case), or NULL. */
+const eddy_http_header_t *eddy__http_header_find(const eddy_http_header_t *h, size_t n,
+                                                 const char *name);
+
+/* Append the bytes of c (borrowed; a last piece that is the whole body is taken from it
+ * uncopied) to *body, a body of at most max bytes; the first piece allocates it from a,
+ * sized for announced bytes when that is known (> 0): what both aggregators do. 0,
+ * EDDY_ETOOLONGFRAME (nothing appended), EDDY_ENOMEM. */
+int eddy__http_body_append(eddy_allocator_t *a, eddy_buf_t **body, eddy_http_content_t *c,
+                           int64_t announced, size_t max);
 
 /* s without leading and trailing spaces and tabs. */
 eddy_http_str_t eddy__http_trim(eddy_http_str_t s);
@@ -107,5 +119,22 @@ int eddy__http_body_decode(eddy__http_body_t *b, const eddy__http_limits_t *l,
  * emitted), one of another kind was cut short (EDDY_EOF); 0 when none was under way. */
 int eddy__http_body_finish(eddy__http_body_t *b, const eddy__http_limits_t *l,
                            eddy_cumulation_t *in, eddy_decoder_out_t *out);
+
+/* ---------------------------------------------------------------------------------------
+ * The client (client_message.c, client_codec.c, client_aggregator.c, exchange.c)
+ */
+
+/* A response (type EDDY_MSG_HTTP_RESPONSE_HEAD, count 1) with room for count headers, none
+ * used: version 11, no body, content_length -1. NULL when out of memory. */
+eddy_http_client_response_t *eddy__http_client_response_alloc(size_t count);
+/* The body bytes r's encoding carries: 0 for a chunked request (its content follows). */
+size_t eddy__http_client_request_body_len(const eddy_http_client_request_t *r);
+/* Whether r goes with "Expect: 100-continue": asked for, and with content to hold back. */
+bool eddy__http_client_request_expects(const eddy_http_client_request_t *r);
+/* Room enough for r's head as eddy__http_client_request_encode_head() writes it. */
+size_t eddy__http_client_request_head_size(const eddy_http_client_request_t *r);
+/* Append r's request line, headers, framing lines and blank line to out (no body): 0 or
+ * EDDY_ENOMEM, EDDY_ECAPACITY. */
+int eddy__http_client_request_encode_head(const eddy_http_client_request_t *r, eddy_buf_t *out);
 
 #endif /* EDDY_PIPELINE_CODEC_HTTP_INTERNAL_H */

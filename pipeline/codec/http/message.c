@@ -93,9 +93,15 @@ eddy_http_request_t *eddy_http_request_of(eddy_msg_t *msg)
 
 const eddy_http_header_t *eddy_http_request_header(const eddy_http_request_t *req, const char *name)
 {
-    for (size_t i = 0; i < req->header_count; i++) {
-        if (eddy_http_str_eq_nocase(req->headers[i].name, name)) {
-            return &req->headers[i];
+    return eddy__http_header_find(req->headers, req->header_count, name);
+}
+
+const eddy_http_header_t *eddy__http_header_find(const eddy_http_header_t *h, size_t n,
+                                                 const char *name)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (eddy_http_str_eq_nocase(h[i].name, name)) {
+            return &h[i];
         }
     }
     return NULL;
