@@ -70,8 +70,8 @@ fuzz:
 		-DEDDY_BUILD_FUZZ=ON -DEDDY_BUILD_EXAMPLES=OFF -DEDDY_BUILD_BENCH=OFF -DEDDY_WERROR=OFF \
 		-DCMAKE_C_FLAGS="-O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
 		-fno-sanitize-recover=undefined" >/dev/null
-	@cmake --build build/fuzz -j $(JOBS) --target fuzz_http fuzz_resp fuzz_store fuzz_frame \
-		fuzz_dns fuzz_ws
+	@cmake --build build/fuzz -j $(JOBS) --target fuzz_http fuzz_http_response fuzz_resp \
+		fuzz_store fuzz_frame fuzz_dns fuzz_ws
 	@bash fuzz/run.sh build/fuzz $(FUZZ_SECONDS)
 
 # A Release build of the library alone (no tests, benchmarks or examples, so none of their
