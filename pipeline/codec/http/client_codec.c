@@ -47,11 +47,9 @@ typedef struct held_s {
 typedef struct client_codec_s {
     eddy__http_limits_t lim;
     int state;
-    size_t scan;            /* ST_HEAD: bytes searched for the status line's LF, then for
-                               the blank line */
-    size_t line1;           /* ST_HEAD: the status line's length with its LF, once known */
-    eddy__http_body_t body; /* ST_BODY */
-    bool closed_here;       /* the close came through us: the end of input is no error */
+    eddy__http_head_scan_t head; /* ST_HEAD: the search for the head's end */
+    eddy__http_body_t body;      /* ST_BODY */
+    bool closed_here;            /* the close came through us: the end of input is no error */
 
     sent_t *sent; /* a ring of cap entries, count of them from first */
     size_t sent_cap, sent_first, sent_count;
@@ -333,7 +331,13 @@ static void release_held(eddy_ctx_t *ctx, client_codec_t *s)
  * not to be reused, which the response says. */
 static void cancel_held(client_codec_t *s)
 {
+    /* The held request's chunks are dropped up to its last one, which may be among these. */
     s->dropping = s->chunks;
+    for (size_t i = 0; i < s->held_count && s->dropping; i++) {
+        eddy_http_content_t *c = eddy_http_content_of(s->held[i].msg);
+        s->dropping = c == NULL || !c->last;
+    }
+    s->chunks = s->dropping;
     drop_held(s, EDDY_ECANCELED);
     for (size_t i = 0; i < s->sent_count; i++) {
         s->sent[(s->sent_first + i) % s->sent_cap].expect = false;
@@ -423,7 +427,8 @@ static int decode_head(eddy_ctx_t *ctx, client_codec_t *s, eddy_cumulation_t *in
         return EDDY_ENOMEM;
     }
     const uint8_t *p = eddy_buf_read_ptr(head);
-    size_t count = eddy__http_count_lines(p + line1, p + n) - 1;
+    const uint8_t *lines, *end;
+    size_t count = eddy__http_header_lines(p, n, line1, &lines, &end);
     if (count > s->lim.max_header_count) {
         eddy_buf_release(head);
         return fail(s, in, EDDY_ETOOLONGFRAME);
@@ -438,11 +443,7 @@ static int decode_head(eddy_ctx_t *ctx, client_codec_t *s, eddy_cumulation_t *in
     ssize_t len = eddy__http_line_length(p, p + line1 - 1);
     int err = len < 0 ? EDDY_EDECODE : parse_status_line(p, (size_t)len, r);
     if (err == 0) {
-        const uint8_t *end = p + n - 1; /* the blank line's LF, and its CR */
-        if (end > p + line1 && end[-1] == '\r') {
-            end--;
-        }
-        err = eddy__http_parse_headers(p + line1, end, r->headers, &r->header_count, &h);
+        err = eddy__http_parse_headers(lines, end, r->headers, &r->header_count, &h);
     }
     sent_t *req = sent_oldest(s);
     assert(req != NULL);
@@ -488,43 +489,20 @@ static int decode_status(eddy_ctx_t *ctx, client_codec_t *s, eddy_cumulation_t *
     const uint8_t *p = eddy_buf_read_ptr(b);
     /* Empty lines between messages are tolerated, as the request decoder does (RFC 9112
      * section 2.2). */
-    size_t skip = 0;
-    while (skip < avail && (p[skip] == '\r' || p[skip] == '\n')) {
-        skip++;
-    }
+    size_t skip = eddy__http_empty_lines(p, avail);
     if (skip > 0) {
-        s->scan = 0;
+        s->head.scan = 0;
         return eddy_cumulation_skip(in, skip);
     }
     if (s->sent_count == 0) {
         return fail(s, in, EDDY_EDECODE); /* a response to nothing */
     }
-    size_t max_line = s->lim.max_line;
-    if (s->line1 == 0) {
-        size_t look = avail < max_line + 2 ? avail : max_line + 2;
-        const uint8_t *lf = s->scan < look ? memchr(p + s->scan, '\n', look - s->scan) : NULL;
-        if (lf == NULL) {
-            s->scan = look;
-            return avail >= max_line + 2 ? fail(s, in, EDDY_ETOOLONGFRAME) : 0;
-        }
-        s->line1 = (size_t)(lf - p) + 1;
-        s->scan = 0;
-        if (s->line1 > max_line + 1 && p[s->line1 - 2] != '\r') {
-            return fail(s, in, EDDY_ETOOLONGFRAME); /* an LF alone ended one byte too late */
-        }
+    size_t line1 = 0;
+    ssize_t n = eddy__http_head_find(&s->head, &s->lim, p, avail, &line1);
+    if (n <= 0) {
+        return n == 0 ? 0 : fail(s, in, EDDY_ETOOLONGFRAME);
     }
-    size_t line1 = s->line1;
-    size_t n = eddy__http_find_blank_line(p, avail, line1 - 1, &s->scan);
-    size_t limit = s->lim.max_header_size + 2; /* + the blank line */
-    if (n == 0) {
-        return avail - line1 > limit ? fail(s, in, EDDY_ETOOLONGFRAME) : 0;
-    }
-    if (n - line1 > limit) {
-        return fail(s, in, EDDY_ETOOLONGFRAME);
-    }
-    s->scan = 0;
-    s->line1 = 0;
-    return decode_head(ctx, s, in, out, n, line1);
+    return decode_head(ctx, s, in, out, (size_t)n, line1);
 }
 
 static int client_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in,
@@ -586,7 +564,7 @@ static int client_decode_last(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in
 static bool client_in_message(const void *self)
 {
     const client_codec_t *s = self;
-    return s->state == ST_BODY || (s->state == ST_HEAD && (s->scan > 0 || s->line1 > 0));
+    return s->state == ST_BODY || (s->state == ST_HEAD && (s->head.scan > 0 || s->head.line1 > 0));
 }
 
 static void client_destroy(void *self)

@@ -25,10 +25,8 @@ enum {
 typedef struct http_decoder_s {
     eddy__http_limits_t lim;
     int state;
-    size_t scan;            /* ST_HEAD: bytes already searched (for the request line's LF,
-                               then for the blank line) */
-    size_t line1;           /* ST_HEAD: the request line's length with its LF, once known */
-    eddy__http_body_t body; /* ST_BODY */
+    eddy__http_head_scan_t head; /* ST_HEAD: the search for the head's end */
+    eddy__http_body_t body;      /* ST_BODY */
 } http_decoder_t;
 
 /* ---------------------------------------------------------------------------------------
@@ -106,9 +104,8 @@ static int decode_head(http_decoder_t *d, eddy_cumulation_t *in, eddy_decoder_ou
         return EDDY_ENOMEM;
     }
     const uint8_t *p = eddy_buf_read_ptr(head);
-    /* Every header line ends in an LF; the request line's and the blank line's are not
-     * headers. */
-    size_t count = eddy__http_count_lines(p + line1, p + n) - 1;
+    const uint8_t *lines, *end;
+    size_t count = eddy__http_header_lines(p, n, line1, &lines, &end);
     if (count > d->lim.max_header_count) {
         eddy_buf_release(head);
         return reject(d, in, out, 431);
@@ -123,15 +120,8 @@ static int decode_head(http_decoder_t *d, eddy_cumulation_t *in, eddy_decoder_ou
     ssize_t len = eddy__http_line_length(p, p + line1 - 1);
     int status = len < 0 ? 400 : parse_request_line(p, (size_t)len, req);
     if (status == 0) {
-        /* The headers end before the blank line: its LF is the last byte, its CR maybe the
-         * one before. */
-        const uint8_t *end = p + n - 1;
-        if (end > p + line1 && end[-1] == '\r') {
-            end--;
-        }
-        status = eddy__http_parse_headers(p + line1, end, req->headers, &req->header_count, &h)
-                     ? 400
-                     : 0;
+        status =
+            eddy__http_parse_headers(lines, end, req->headers, &req->header_count, &h) ? 400 : 0;
     }
     if (status == 0) {
         if (h.te_chunked > 1 || (h.te_chunked == 1 && !h.te_chunked_last)) {
@@ -199,46 +189,22 @@ static int http_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in, eddy_
         }
         const uint8_t *p = eddy_buf_read_ptr(b);
         /* Empty lines before a request line are ignored (RFC 9112 section 2.2). */
-        size_t skip = 0;
-        while (skip < avail && (p[skip] == '\r' || p[skip] == '\n')) {
-            skip++;
-        }
+        size_t skip = eddy__http_empty_lines(p, avail);
         if (skip > 0) {
             eddy_cumulation_skip(in, skip);
-            d->scan = 0;
+            d->head.scan = 0;
             avail -= skip;
             if (avail == 0) {
                 return 0;
             }
             continue;
         }
-        size_t max_line = d->lim.max_line;
-        if (d->line1 == 0) {
-            /* The request line's end, searched from where the last call stopped. */
-            size_t look = avail < max_line + 2 ? avail : max_line + 2;
-            const uint8_t *lf = d->scan < look ? memchr(p + d->scan, '\n', look - d->scan) : NULL;
-            if (lf == NULL) {
-                d->scan = look;
-                return avail >= max_line + 2 ? reject(d, in, out, 414) : 0;
-            }
-            d->line1 = (size_t)(lf - p) + 1;
-            d->scan = 0;
-            if (d->line1 > max_line + 1 && p[d->line1 - 2] != '\r') {
-                return reject(d, in, out, 414); /* an LF alone ended one byte too late */
-            }
+        size_t line1 = 0;
+        ssize_t n = eddy__http_head_find(&d->head, &d->lim, p, avail, &line1);
+        if (n <= 0) {
+            return n == 0 ? 0 : reject(d, in, out, n == EDDY__HTTP_LINE_TOO_LONG ? 414 : 431);
         }
-        size_t line1 = d->line1;
-        size_t n = eddy__http_find_blank_line(p, avail, line1 - 1, &d->scan);
-        size_t limit = d->lim.max_header_size + 2; /* + the blank line */
-        if (n == 0) {
-            return avail - line1 > limit ? reject(d, in, out, 431) : 0;
-        }
-        if (n - line1 > limit) {
-            return reject(d, in, out, 431);
-        }
-        d->scan = 0;
-        d->line1 = 0;
-        return decode_head(d, in, out, n, line1);
+        return decode_head(d, in, out, (size_t)n, line1);
     }
 }
 
@@ -247,7 +213,7 @@ static int http_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in, eddy_
 static bool http_in_message(const void *self)
 {
     const http_decoder_t *d = self;
-    return d->state == ST_BODY || (d->state == ST_HEAD && (d->scan > 0 || d->line1 > 0));
+    return d->state == ST_BODY || (d->state == ST_HEAD && (d->head.scan > 0 || d->head.line1 > 0));
 }
 
 static const eddy_decoder_ops_t http_request_decoder = {

@@ -73,6 +73,31 @@ typedef struct eddy__http_head_info_s {
  * saved.
  */
 size_t eddy__http_find_blank_line(const uint8_t *p, size_t n, size_t from, size_t *scan);
+/* Where the search for a head's end is, between reads. */
+typedef struct eddy__http_head_scan_s {
+    size_t scan;  /* bytes searched already: for the first line's LF, then for the blank line */
+    size_t line1; /* the first line's length with its LF, once known */
+} eddy__http_head_scan_t;
+
+enum {
+    EDDY__HTTP_LINE_TOO_LONG = -1, /* the first line passed max_line */
+    EDDY__HTTP_HEAD_TOO_LONG = -2  /* the header section passed max_header_size */
+};
+
+/* The length of the head at p (avail bytes from its first line on: empty lines skipped
+ * already) once its blank line is there, *line1 then its first line's length with its LF and
+ * hs reset for the next head; 0 while it is not (hs keeps where the search stopped, so a head
+ * trickling in costs O(n)); or EDDY__HTTP_LINE_TOO_LONG, EDDY__HTTP_HEAD_TOO_LONG as soon as
+ * more bytes than the limits allow are waiting. */
+ssize_t eddy__http_head_find(eddy__http_head_scan_t *hs, const eddy__http_limits_t *l,
+                             const uint8_t *p, size_t avail, size_t *line1);
+/* How many of the n bytes at p are CR and LF: the empty lines before a message, which are
+ * skipped (RFC 9112 section 2.2). */
+size_t eddy__http_empty_lines(const uint8_t *p, size_t n);
+/* The header lines of the head of n bytes at p whose first line takes line1 bytes with its
+ * LF: [*begin, *end), each ending in an LF, the blank line left out. Returns their count. */
+size_t eddy__http_header_lines(const uint8_t *p, size_t n, size_t line1, const uint8_t **begin,
+                               const uint8_t **end);
 /* Whether the n bytes at p are an RFC 9110 token (methods, header names); false when empty. */
 bool eddy__http_is_token(const void *p, size_t n);
 /* The line [p, lf) without its line ending: LF or CRLF; any other CR is an error (-1). */

@@ -83,6 +83,60 @@ eddy_http_method_t eddy__http_method_of(const void *s, size_t n)
     return EDDY_HTTP_OTHER;
 }
 
+ssize_t eddy__http_head_find(eddy__http_head_scan_t *hs, const eddy__http_limits_t *l,
+                             const uint8_t *p, size_t avail, size_t *line1)
+{
+    size_t max_line = l->max_line;
+    if (hs->line1 == 0) {
+        /* The first line's end, searched from where the last call stopped. */
+        size_t look = avail < max_line + 2 ? avail : max_line + 2;
+        const uint8_t *lf = hs->scan < look ? memchr(p + hs->scan, '\n', look - hs->scan) : NULL;
+        if (lf == NULL) {
+            hs->scan = look;
+            return avail >= max_line + 2 ? EDDY__HTTP_LINE_TOO_LONG : 0;
+        }
+        hs->line1 = (size_t)(lf - p) + 1;
+        hs->scan = 0;
+        if (hs->line1 > max_line + 1 && p[hs->line1 - 2] != '\r') {
+            return EDDY__HTTP_LINE_TOO_LONG; /* an LF alone ended one byte too late */
+        }
+    }
+    size_t first = hs->line1;
+    size_t n = eddy__http_find_blank_line(p, avail, first - 1, &hs->scan);
+    size_t limit = l->max_header_size + 2; /* + the blank line */
+    if (n == 0) {
+        return avail - first > limit ? EDDY__HTTP_HEAD_TOO_LONG : 0;
+    }
+    if (n - first > limit) {
+        return EDDY__HTTP_HEAD_TOO_LONG;
+    }
+    *hs = (eddy__http_head_scan_t){0};
+    *line1 = first;
+    return (ssize_t)n;
+}
+
+size_t eddy__http_empty_lines(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n && (p[i] == '\r' || p[i] == '\n')) {
+        i++;
+    }
+    return i;
+}
+
+size_t eddy__http_header_lines(const uint8_t *p, size_t n, size_t line1, const uint8_t **begin,
+                               const uint8_t **end)
+{
+    /* The blank line's LF is the last byte, its CR maybe the one before. */
+    const uint8_t *e = p + n - 1;
+    if (e > p + line1 && e[-1] == '\r') {
+        e--;
+    }
+    *begin = p + line1;
+    *end = e;
+    return eddy__http_count_lines(p + line1, p + n) - 1; /* every LF but the blank line's */
+}
+
 /* RFC 9110 tchar: what tokens (methods, header names) are made of. */
 static bool is_tchar(uint8_t c)
 {
