@@ -148,7 +148,12 @@ EDDY_EXTERN eddy_handler_t eddy_http_response_aggregator(size_t max_content_leng
  * stopped the connection: EDDY_EDECODE, EDDY_ETOOLONGFRAME, EDDY_EOF, EDDY_ECONNRESET...,
  * EDDY_ECLOSED when the channel closed otherwise, EDDY_ETIMEDOUT after response_timeout_ms)
  * when the connection ends. response_timeout_ms: how long the oldest request may wait for
- * its response before the connection is failed (<= 0: no limit). ops NULL without memory.
+ * its response before the connection is failed (<= 0: no limit; the wait counts from when
+ * the request became the oldest). Interim 1xx responses complete nothing, but a 101 completes
+ * the request that asked for the upgrade (no other answer to it will come): the exchange
+ * then passes what follows on, and later sends fail with EDDY_EINVAL. A response to a request
+ * written by hand (not through eddy_http_send) passes on to the next handler; an error while
+ * no send waits is passed on too. ops NULL without memory.
  */
 EDDY_EXTERN eddy_handler_t eddy_http_exchange(int64_t response_timeout_ms);
 

@@ -513,6 +513,11 @@ static int client_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in,
     if (avail == 0) {
         return 0;
     }
+    if (s->closed_here) {
+        /* Closed by a handler (the aggregator refusing a body, the exchange): what is left
+         * of the input is nobody's any more, and no error of it should follow theirs. */
+        s->state = ST_BAD;
+    }
     switch (s->state) {
     case ST_HEAD:
         return decode_status(ctx, s, in, out);
@@ -540,7 +545,7 @@ static int client_decode_last(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in
                               eddy_decoder_out_t *out)
 {
     client_codec_t *s = self;
-    if (s->state == ST_UPGRADED || s->state == ST_BAD) {
+    if (s->state == ST_UPGRADED || s->state == ST_BAD || s->closed_here) {
         return client_decode(ctx, self, in, out);
     }
     int err = 0;
@@ -552,9 +557,6 @@ static int client_decode_last(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in
     }
     if (err == 0 && (s->sent_count > 0 || eddy_cumulation_readable(in) > 0)) {
         err = EDDY_EOF;
-    }
-    if (err != 0 && s->closed_here) {
-        err = 0;
     }
     s->state = ST_BAD;
     eddy_cumulation_skip(in, eddy_cumulation_readable(in));
