@@ -51,8 +51,7 @@ typedef struct client_codec_s {
     eddy__http_body_t body;      /* ST_BODY */
     bool closed_here;            /* the close came through us: the end of input is no error */
 
-    sent_t *sent; /* a ring of cap entries, count of them from first */
-    size_t sent_cap, sent_first, sent_count;
+    eddy__http_fifo_t sent; /* sent_t: the requests written, oldest first */
 
     bool chunks;           /* content messages are the chunks of the request written last */
     bool dropping;         /* ... of a request whose body was dropped: they are dropped too */
@@ -72,36 +71,9 @@ static client_codec_t *codec_of(eddy_ctx_t *ctx)
  * The FIFO of requests written
  */
 
-static int sent_push(client_codec_t *s, eddy_http_method_t m, bool expect)
-{
-    if (s->sent_count == s->sent_cap) {
-        size_t cap = s->sent_cap != 0 ? s->sent_cap * 2 : 8;
-        sent_t *v = malloc(cap * sizeof(*v));
-        if (v == NULL) {
-            return EDDY_ENOMEM;
-        }
-        for (size_t i = 0; i < s->sent_count; i++) {
-            v[i] = s->sent[(s->sent_first + i) % s->sent_cap];
-        }
-        free(s->sent);
-        s->sent = v;
-        s->sent_cap = cap;
-        s->sent_first = 0;
-    }
-    s->sent[(s->sent_first + s->sent_count++) % s->sent_cap] = (sent_t){(uint8_t)m, expect};
-    return 0;
-}
-
 static sent_t *sent_oldest(client_codec_t *s)
 {
-    return s->sent_count > 0 ? &s->sent[s->sent_first] : NULL;
-}
-
-static void sent_pop(client_codec_t *s)
-{
-    assert(s->sent_count > 0);
-    s->sent_first = (s->sent_first + 1) % s->sent_cap;
-    s->sent_count--;
+    return s->sent.count > 0 ? eddy__http_fifo_at(&s->sent, 0) : NULL;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -160,7 +132,7 @@ static int write_request(eddy_ctx_t *ctx, client_codec_t *s, eddy_http_client_re
                          eddy_promise_t *p)
 {
     bool expect = eddy__http_client_request_expects(r);
-    int err = sent_push(s, r->method, expect);
+    int err = eddy__http_fifo_push(&s->sent, &(sent_t){(uint8_t)r->method, expect});
     if (err != 0) {
         return err;
     }
@@ -171,7 +143,7 @@ static int write_request(eddy_ctx_t *ctx, client_codec_t *s, eddy_http_client_re
         if (head != NULL) {
             eddy_buf_release(head);
         }
-        s->sent_count--; /* never written: the server will not answer it */
+        eddy__http_fifo_pop_newest(&s->sent); /* never written: the server will not answer */
         return err;
     }
     s->chunks = r->chunked;
@@ -185,7 +157,7 @@ static int write_request(eddy_ctx_t *ctx, client_codec_t *s, eddy_http_client_re
     }
     eddy_msg_t *m = join(head, r->chunked ? NULL : r->body, "", 0);
     if (m == NULL) {
-        s->sent_count--;
+        eddy__http_fifo_pop_newest(&s->sent);
         return EDDY_ENOMEM;
     }
     eddy_ctx_write(ctx, m, p);
@@ -339,8 +311,8 @@ static void cancel_held(client_codec_t *s)
     }
     s->chunks = s->dropping;
     drop_held(s, EDDY_ECANCELED);
-    for (size_t i = 0; i < s->sent_count; i++) {
-        s->sent[(s->sent_first + i) % s->sent_cap].expect = false;
+    for (size_t i = 0; i < s->sent.count; i++) {
+        ((sent_t *)eddy__http_fifo_at(&s->sent, i))->expect = false;
     }
 }
 
@@ -466,7 +438,7 @@ static int decode_head(eddy_ctx_t *ctx, client_codec_t *s, eddy_cumulation_t *in
     if (r->status == 101) {
         s->state = ST_UPGRADED; /* HTTP ends here (RFC 9110 section 15.2.2) */
     } else if (r->status >= 200) {
-        sent_pop(s); /* a 1xx is interim: the final response is still to come */
+        eddy__http_fifo_pop(&s->sent); /* a 1xx is interim: the final response is still to come */
     }
     if (framing == EDDY__HTTP_BODY_NONE) {
         r->_msg.type = EDDY_MSG_HTTP_FULL_RESPONSE;
@@ -494,7 +466,7 @@ static int decode_status(eddy_ctx_t *ctx, client_codec_t *s, eddy_cumulation_t *
         s->head.scan = 0;
         return eddy_cumulation_skip(in, skip);
     }
-    if (s->sent_count == 0) {
+    if (s->sent.count == 0) {
         return fail(s, in, EDDY_EDECODE); /* a response to nothing */
     }
     size_t line1 = 0;
@@ -555,7 +527,7 @@ static int client_decode_last(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in
             s->state = ST_HEAD;
         }
     }
-    if (err == 0 && (s->sent_count > 0 || eddy_cumulation_readable(in) > 0)) {
+    if (err == 0 && (s->sent.count > 0 || eddy_cumulation_readable(in) > 0)) {
         err = EDDY_EOF;
     }
     s->state = ST_BAD;
@@ -574,7 +546,7 @@ static void client_destroy(void *self)
     client_codec_t *s = self;
     drop_held(s, EDDY_ECLOSED);
     free(s->held);
-    free(s->sent);
+    eddy__http_fifo_destroy(&s->sent);
 }
 
 static const eddy_decoder_ops_t client_decoder = {
@@ -607,6 +579,7 @@ eddy_handler_t eddy_http_client_codec(const eddy_http_client_codec_options_t *o)
         }
         eddy__http_limits_init(&s->lim, o->max_initial_line, o->max_header_size,
                                o->max_header_count, o->max_chunk_size);
+        s->sent.size = sizeof(sent_t);
     }
     return eddy_handler(NULL, &client_codec_handler, dec, eddy_free_state);
 }

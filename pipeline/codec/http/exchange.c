@@ -29,10 +29,9 @@ typedef struct exchange_s {
     uint64_t timer; /* the response timeout of the oldest request, or 0 */
     int error;      /* the first error the connection met (negative), or 0 */
     bool upgraded;  /* a 101 was answered: what follows is not HTTP */
-    /* The promises of the requests written, oldest first: a ring of cap, count from first.
-     * NULL for a request written without eddy_http_send() (its response passes on). */
-    eddy_promise_t **wait;
-    size_t cap, first, count;
+    /* The promises of the requests written, oldest first: NULL for a request written without
+     * eddy_http_send() (its response passes on). */
+    eddy__http_fifo_t wait;
 } exchange_t;
 
 /* ---------------------------------------------------------------------------------------
@@ -70,29 +69,13 @@ static void on_written(eddy_future_t *f, void *arg)
 
 static int wait_push(exchange_t *s, eddy_promise_t *p)
 {
-    if (s->count == s->cap) {
-        size_t cap = s->cap != 0 ? s->cap * 2 : 8;
-        eddy_promise_t **v = malloc(cap * sizeof(*v));
-        if (v == NULL) {
-            return EDDY_ENOMEM;
-        }
-        for (size_t i = 0; i < s->count; i++) {
-            v[i] = s->wait[(s->first + i) % s->cap];
-        }
-        free(s->wait);
-        s->wait = v;
-        s->cap = cap;
-        s->first = 0;
-    }
-    s->wait[(s->first + s->count++) % s->cap] = p;
-    return 0;
+    return eddy__http_fifo_push(&s->wait, &p);
 }
 
 static eddy_promise_t *wait_pop(exchange_t *s)
 {
-    eddy_promise_t *p = s->wait[s->first];
-    s->first = (s->first + 1) % s->cap;
-    s->count--;
+    eddy_promise_t *p = *(eddy_promise_t **)eddy__http_fifo_at(&s->wait, 0);
+    eddy__http_fifo_pop(&s->wait);
     return p;
 }
 
@@ -100,7 +83,7 @@ static eddy_promise_t *wait_pop(exchange_t *s)
 static bool fail_all(exchange_t *s, int err)
 {
     bool any = false;
-    while (s->count > 0) {
+    while (s->wait.count > 0) {
         eddy_promise_t *p = wait_pop(s);
         if (p != NULL) {
             eddy_promise_fail(p, err);
@@ -143,7 +126,7 @@ static void restart_timer(eddy_ctx_t *ctx, exchange_t *s)
         eddy_ctx_cancel(ctx, s->timer);
         s->timer = 0;
     }
-    if (s->timeout_ms > 0 && s->count > 0) {
+    if (s->timeout_ms > 0 && s->wait.count > 0) {
         s->timer = eddy_ctx_schedule(ctx, s->timeout_ms, timed_out, s);
     }
 }
@@ -163,7 +146,7 @@ static void exchange_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
             eddy__promise_done(p, err);
             return;
         }
-        if (s->count == 1) {
+        if (s->wait.count == 1) {
             restart_timer(ctx, s);
         }
         eddy_ctx_write(ctx, msg, p);
@@ -194,7 +177,7 @@ static void exchange_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
         eddy_future_release(f);
         return;
     }
-    if (s->count == 1) {
+    if (s->wait.count == 1) {
         restart_timer(ctx, s);
     }
     if (eddy_future_add_listener(f, on_settled, eddy_channel_retain(ch)) != 0) {
@@ -212,7 +195,7 @@ static void exchange_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
     exchange_t *s = eddy_ctx_state(ctx);
     eddy_http_client_response_t *r =
         msg->type == EDDY_MSG_HTTP_FULL_RESPONSE ? eddy_http_client_response_of(msg) : NULL;
-    if (r == NULL || s->upgraded || s->count == 0) {
+    if (r == NULL || s->upgraded || s->wait.count == 0) {
         eddy_ctx_fire_channel_read(ctx, msg);
         return;
     }
@@ -252,8 +235,7 @@ static void exchange_removed(eddy_ctx_t *ctx)
 {
     exchange_t *s = eddy_ctx_state(ctx);
     fail_all(s, s->error != 0 ? s->error : EDDY_ECLOSED);
-    free(s->wait);
-    s->wait = NULL;
+    eddy__http_fifo_destroy(&s->wait);
 }
 
 static const eddy_handler_ops_t exchange_handler = {
@@ -270,6 +252,7 @@ eddy_handler_t eddy_http_exchange(int64_t response_timeout_ms)
     exchange_t *s = calloc(1, sizeof(*s));
     if (s != NULL) {
         s->timeout_ms = response_timeout_ms;
+        s->wait.size = sizeof(eddy_promise_t *);
     }
     return eddy_handler(NULL, &exchange_handler, s, eddy_free_state);
 }

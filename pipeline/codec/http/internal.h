@@ -149,6 +149,24 @@ int eddy__http_body_finish(eddy__http_body_t *b, const eddy__http_limits_t *l,
  * The client (client_message.c, client_codec.c, client_aggregator.c, exchange.c)
  */
 
+/* A FIFO of entries of one size in a ring that doubles when full: the requests a client has
+ * written and not seen answered (the codec's methods, the exchange's promises). Zeroed, it
+ * is empty; eddy__http_fifo_destroy() frees its memory. */
+typedef struct eddy__http_fifo_s {
+    uint8_t *v;
+    size_t size; /* of an entry */
+    size_t cap, first, count;
+} eddy__http_fifo_t;
+
+/* Append the entry at e (size bytes, copied): 0 or EDDY_ENOMEM. */
+int eddy__http_fifo_push(eddy__http_fifo_t *f, const void *e);
+/* The i-th entry from the oldest (i < count). */
+void *eddy__http_fifo_at(const eddy__http_fifo_t *f, size_t i);
+/* Drop the oldest entry (count > 0), or the newest. */
+void eddy__http_fifo_pop(eddy__http_fifo_t *f);
+void eddy__http_fifo_pop_newest(eddy__http_fifo_t *f);
+void eddy__http_fifo_destroy(eddy__http_fifo_t *f);
+
 /* A response (type EDDY_MSG_HTTP_RESPONSE_HEAD, count 1) with room for count headers, none
  * used: version 11, no body, content_length -1. NULL when out of memory. */
 eddy_http_client_response_t *eddy__http_client_response_alloc(size_t count);
