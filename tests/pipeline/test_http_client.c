@@ -386,6 +386,12 @@ static const stream_t streams[] = {
      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
      "304:1:|100:1:|102:1:|200:1:ok|", false},
     {"C", "HTTP/1.1 200 Connection established\r\n\r\n", "200:1:|", false},
+    {"C", "HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 2\r\n\r\nno", "407:1:no|",
+     false},
+    {"G",
+     "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n"
+     "1\r\nx\r\n0\r\n\r\n",
+     "200:0:x|", false},
     {"G", "HTTP/1.0 200 OK\r\n\r\nuntil the close", "200:0:until the close|", true},
     {"G", "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nhi", "200:1:hi|",
      false},
@@ -904,7 +910,8 @@ static void test_exchange_completes_pipelined_sends_in_order(void **state)
     (void)state;
     int64_t live = eddy_buf_live_count();
     eddy_channel_t *ch = exchanging(0);
-    eddy_future_t *f[3] = {send_get(ch, "GET", "/1"), send_get(ch, "HEAD", "/2"), send_get(ch, "GET", "/3")};
+    eddy_future_t *f[3] = {send_get(ch, "GET", "/1"), send_get(ch, "HEAD", "/2"),
+                           send_get(ch, "GET", "/3")};
     expect_outbound(ch, "GET /1 HTTP/1.1\r\n\r\nHEAD /2 HTTP/1.1\r\n\r\nGET /3 HTTP/1.1\r\n\r\n");
     /* A request written by hand takes its place in the order; its response passes on. */
     write_request(ch, "GET");
