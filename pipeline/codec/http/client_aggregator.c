@@ -78,6 +78,11 @@ static void response_aggregator_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
         s->resp = r;
     } else if (msg->type == EDDY_MSG_HTTP_CONTENT) {
         on_content(ctx, s, eddy_http_content_of(msg));
+    } else if (msg->type == EDDY_MSG_HTTP_FULL_RESPONSE &&
+               eddy_http_client_response_of(msg)->body != NULL &&
+               eddy_buf_readable(eddy_http_client_response_of(msg)->body) > s->max) {
+        eddy_msg_release(msg); /* whole from the codec already, and still too long */
+        fail(ctx, s, EDDY_ETOOLONGFRAME);
     } else {
         eddy_ctx_fire_channel_read(ctx, msg);
     }

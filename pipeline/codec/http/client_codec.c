@@ -150,8 +150,9 @@ static int write_request(eddy_ctx_t *ctx, client_codec_t *s, eddy_http_client_re
     s->dropping = false;
     if (expect) {
         s->holding = true;
-        s->held_body = r->chunked ? NULL : r->body;
-        r->body = NULL;
+        /* A reference of its own: the request stays as it was, to be sent again (a retry,
+         * or one request written many times). */
+        s->held_body = r->chunked || r->body == NULL ? NULL : eddy_buf_retain(r->body);
         eddy_ctx_write(ctx, eddy_buf_msg(head), p);
         return 0;
     }
@@ -440,7 +441,16 @@ static int decode_head(eddy_ctx_t *ctx, client_codec_t *s, eddy_cumulation_t *in
     } else if (r->status >= 200) {
         eddy__http_fifo_pop(&s->sent); /* a 1xx is interim: the final response is still to come */
     }
-    if (framing == EDDY__HTTP_BODY_NONE) {
+    if (framing == EDDY__HTTP_BODY_LENGTH && (uint64_t)r->content_length <= s->lim.max_chunk &&
+        eddy_cumulation_readable(in) >= (size_t)r->content_length) {
+        /* The whole body is here and fits one piece: one full response, as a response without
+         * a body comes (the aggregator has nothing to join). */
+        if ((r->body = eddy_cumulation_read_buf(in, (size_t)r->content_length)) == NULL) {
+            eddy_msg_release(&r->_msg);
+            return EDDY_ENOMEM;
+        }
+        r->_msg.type = EDDY_MSG_HTTP_FULL_RESPONSE;
+    } else if (framing == EDDY__HTTP_BODY_NONE) {
         r->_msg.type = EDDY_MSG_HTTP_FULL_RESPONSE;
     } else {
         s->state = ST_BODY;

@@ -140,9 +140,10 @@ size_t eddy__http_header_lines(const uint8_t *p, size_t n, size_t line1, const u
 /* RFC 9110 tchar: what tokens (methods, header names) are made of. */
 static bool is_tchar(uint8_t c)
 {
-    uint8_t l = c | 0x20;
-    return (l >= 'a' && l <= 'z') || (c >= '0' && c <= '9') ||
-           (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+    /* A bitmap of ALPHA, DIGIT and !#$%&'*+-.^_`|~ (codes below 128): a header line's name is
+     * checked a byte at a time, so this is on every response's and request's path. */
+    static const uint64_t tchars[2] = {0x03ff6cfa00000000u, 0x57ffffffc7fffffeu};
+    return c < 128 && (tchars[c >> 6] >> (c & 63) & 1) != 0;
 }
 
 bool eddy__http_is_token(const void *s, size_t n)
@@ -251,23 +252,73 @@ static void te_token(eddy_http_str_t t, void *arg)
     h->te_other |= !chunked;
 }
 
+/* The first byte from p on that may not be in a field value: a control byte but HT (CR and
+ * LF among them) or DEL; end when none. Eight bytes at a time while they are all plain (the
+ * values are most of a head's bytes): a byte below 0x20 or equal to 0x7f sets its top bit in
+ * ((x - 0x20..) & ~x) or in the zero test of x ^ 0x7f..; a lone HT makes the slow path look. */
+static const uint8_t *skip_field_bytes(const uint8_t *p, const uint8_t *end)
+{
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    while (end - p >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        uint64_t del = x ^ (0x7f * ones);
+        if ((((x - 0x20 * ones) & ~x) | ((del - ones) & ~del)) & highs) {
+            break;
+        }
+        p += 8;
+    }
+    while (p < end && ((*p >= 0x20 && *p != 0x7f) || *p == '\t')) {
+        p++;
+    }
+    return p;
+}
+
+/* One header line at p, in one pass: a token, ':', blanks, the value (no control byte but
+ * HT), blanks, then CRLF or LF. The byte after the line, or NULL when it is malformed: no
+ * name, a blank before the colon or a line starting with one (obs-fold, RFC 9112 section
+ * 5.2), a bare CR. The head's blank line ends every line, so the LF is there to find. */
+static const uint8_t *header_line(const uint8_t *p, const uint8_t *end, eddy_http_str_t *name,
+                                  eddy_http_str_t *value)
+{
+    const uint8_t *q = p;
+    while (q < end && is_tchar(*q)) {
+        q++;
+    }
+    if (q == p || q == end || *q != ':') {
+        return NULL;
+    }
+    *name = (eddy_http_str_t){(const char *)p, (size_t)(q - p)};
+    q++;
+    while (q < end && (*q == ' ' || *q == '\t')) {
+        q++;
+    }
+    const uint8_t *v = q;
+    q = skip_field_bytes(q, end);
+    if (q < end && *q != '\r' && *q != '\n') {
+        return NULL; /* a control byte */
+    }
+    const uint8_t *v_end = q;
+    while (v_end > v && (v_end[-1] == ' ' || v_end[-1] == '\t')) {
+        v_end--;
+    }
+    if (q < end && *q == '\r') {
+        q++;
+    }
+    if (q == end || *q != '\n') {
+        return NULL;
+    }
+    *value = (eddy_http_str_t){(const char *)v, (size_t)(v_end - v)};
+    return q + 1;
+}
+
 int eddy__http_parse_headers(const uint8_t *p, const uint8_t *end, eddy_http_header_t *headers,
                              size_t *count, eddy__http_head_info_t *h)
 {
     while (p < end) {
-        const uint8_t *lf = memchr(p, '\n', (size_t)(end - p));
-        ssize_t len = eddy__http_line_length(p, lf);
-        if (len <= 0 || p[0] == ' ' || p[0] == '\t') {
-            return EDDY_EDECODE; /* a bare CR, or obs-fold (RFC 9112 section 5.2) */
-        }
-        const uint8_t *colon = memchr(p, ':', (size_t)len);
-        if (colon == NULL || !eddy__http_is_token(p, (size_t)(colon - p))) {
-            return EDDY_EDECODE; /* no name, or blanks before the colon (RFC 9112 5.1) */
-        }
-        eddy_http_str_t name = {(const char *)p, (size_t)(colon - p)};
-        eddy_http_str_t value = eddy__http_trim(
-            (eddy_http_str_t){(const char *)colon + 1, (size_t)(p + len - (colon + 1))});
-        if (!eddy__http_value_ok((const uint8_t *)value.p, value.len)) {
+        eddy_http_str_t name, value;
+        const uint8_t *next = header_line(p, end, &name, &value);
+        if (next == NULL) {
             return EDDY_EDECODE;
         }
         eddy_http_header_t *hd = &headers[(*count)++];
@@ -310,7 +361,7 @@ int eddy__http_parse_headers(const uint8_t *p, const uint8_t *end, eddy_http_hea
         default:
             break;
         }
-        p = lf + 1;
+        p = next;
     }
     return 0;
 }
