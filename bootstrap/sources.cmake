@@ -1,6 +1,6 @@
 # The bootstraps (Netty's Bootstrap and ServerBootstrap) and the client channel pool.
 list(APPEND EDDY_SOURCES bootstrap/bootstrap.c bootstrap/server_bootstrap.c
-    bootstrap/channel_pool.c bootstrap/channel_pool_map.c)
+    bootstrap/channel_pool.c bootstrap/channel_pool_map.c bootstrap/http_client.c)
 # The resolver's front, and its backend (CMake's EDDY_RESOLVER: docs/resolver.md).
 list(APPEND EDDY_SOURCES bootstrap/resolver.c)
 if(EDDY_HAVE_CARES)

@@ -13,7 +13,9 @@
  *   inbound   EDDY_MSG_HTTP_RESPONSE_HEAD, an eddy_http_client_response_t whose body follows
  *             as EDDY_MSG_HTTP_CONTENT messages, the last one with last set; or
  *             EDDY_MSG_HTTP_FULL_RESPONSE, a response with its whole body (a response without
- *             a body always comes this way; the aggregator makes every response one).
+ *             a body always comes this way, and so does one whose Content-Length body, at
+ *             most max_chunk_size bytes, came in the same read as its head; the aggregator
+ *             makes every response one).
  *
  * The codec remembers the method of each request it wrote, so it knows which responses have
  * no body (to HEAD; 1xx, 204, 304; a 2xx to CONNECT) and matches pipelined responses to their
@@ -170,6 +172,28 @@ EDDY_EXTERN eddy_future_t *eddy_http_send(eddy_channel_t *ch, eddy_http_client_r
 /** The response a future of eddy_http_send() or eddy_http_client_*() completed with, else
  * NULL. Borrows: valid while f is held. */
 EDDY_EXTERN eddy_http_client_response_t *eddy_future_http_response(const eddy_future_t *f);
+
+/* ---------------------------------------------------------------------------------------
+ * URLs
+ */
+
+/* The parts of an http, https, ws or wss URL, as a client needs them. */
+typedef struct eddy_url_s {
+    bool tls;             /* https or wss */
+    char host[256];       /* the host, NUL-terminated, without the brackets of an IPv6 one */
+    uint16_t port;        /* as given, else the scheme's (80, 443) */
+    char authority[300];  /* for Host: the host (in brackets for IPv6), ":port" unless the
+                             scheme's own, NUL-terminated */
+    eddy_http_str_t path; /* the path and query as given, the fragment left out (points into
+                             the URL parsed); empty when there is none: send "/" then */
+} eddy_url_t;
+
+/**
+ * Parse url ("http://host[:port][/path][?query][#fragment]"; https, ws and wss alike; host a
+ * name, an IPv4 address or an IPv6 one in brackets) into u. No user info ("user@host"). 0, or
+ * EDDY_EINVAL (another scheme, an empty or too long host, a bad port). Any thread.
+ */
+EDDY_EXTERN int eddy_url_parse(const char *url, eddy_url_t *u);
 
 /* ---------------------------------------------------------------------------------------
  * eddy_http_client_t: URLs over a keyed pool

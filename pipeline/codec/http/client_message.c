@@ -25,17 +25,41 @@ static void request_free(eddy_msg_t *msg)
     free(r);
 }
 
+/* Whether target may go on a request line: not empty, nothing that ends or breaks it. */
+static bool target_ok(const char *target, size_t tlen)
+{
+    if (tlen == 0) {
+        return false;
+    }
+    for (size_t i = 0; i < tlen; i++) {
+        if ((uint8_t)target[i] <= 0x20 || target[i] == 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A head buffer holding the request line as HTTP/1.1 (the encoder writes the version digit
+ * as r->version says), with room for extra bytes of headers. NULL without memory. */
+static eddy_buf_t *request_line(const char *method, size_t mlen, const char *target, size_t tlen,
+                                size_t extra)
+{
+    eddy_buf_t *b = eddy_buf_new(mlen + tlen + 12 + extra);
+    if (b != NULL) {
+        eddy_buf_write_bytes(b, method, mlen);
+        eddy_buf_write_bytes(b, " ", 1);
+        eddy_buf_write_bytes(b, target, tlen);
+        eddy_buf_write_bytes(b, " HTTP/1.1\r\n", 11);
+    }
+    return b;
+}
+
 eddy_http_client_request_t *eddy_http_client_request_new(const char *method, const char *target)
 {
     size_t mlen = method != NULL ? strlen(method) : 0;
     size_t tlen = target != NULL ? strlen(target) : 0;
-    if (!eddy__http_is_token(method, mlen) || tlen == 0) {
+    if (!eddy__http_is_token(method, mlen) || !target_ok(target, tlen)) {
         return NULL;
-    }
-    for (size_t i = 0; i < tlen; i++) {
-        if ((uint8_t)target[i] <= 0x20 || target[i] == 0x7f) {
-            return NULL; /* what would end or break the request line */
-        }
     }
     eddy_http_client_request_t *r = calloc(1, sizeof(*r));
     if (r == NULL) {
@@ -45,17 +69,57 @@ eddy_http_client_request_t *eddy_http_client_request_new(const char *method, con
     r->method = eddy__http_method_of(method, mlen);
     r->version = 11;
     r->keep_alive = true;
-    /* The request line as HTTP/1.1: the encoder writes the version digit as r->version says. */
-    r->_head = eddy_buf_new(mlen + tlen + 12 + 128);
-    if (r->_head == NULL) {
+    if ((r->_head = request_line(method, mlen, target, tlen, 128)) == NULL) {
         free(r);
         return NULL;
     }
-    eddy_buf_write_bytes(r->_head, method, mlen);
-    eddy_buf_write_bytes(r->_head, " ", 1);
-    eddy_buf_write_bytes(r->_head, target, tlen);
-    eddy_buf_write_bytes(r->_head, " HTTP/1.1\r\n", 11);
     return r;
+}
+
+/* Whether the header lines in [p, p + n) ("Name: value\r\n"...) hold one called name. */
+static bool has_header(const char *p, size_t n, const char *name)
+{
+    size_t len = strlen(name);
+    while (n > 0) {
+        const char *eol = memchr(p, '\n', n);
+        size_t line = eol != NULL ? (size_t)(eol - p) + 1 : n;
+        if (line > len && p[len] == ':' && eddy_http_str_eq_nocase((eddy_http_str_t){p, len}, name)) {
+            return true;
+        }
+        p += line;
+        n -= line;
+    }
+    return false;
+}
+
+int eddy__http_client_request_route(eddy_http_client_request_t *r, const char *target,
+                                    const char *authority)
+{
+    size_t tlen = strlen(target), alen = strlen(authority);
+    if (!target_ok(target, tlen)) {
+        return EDDY_EINVAL;
+    }
+    const char *old = (const char *)eddy_buf_read_ptr(r->_head);
+    size_t n = eddy_buf_readable(r->_head);
+    const char *sp = memchr(old, ' ', n);
+    const char *eol = memchr(old, '\n', n);
+    assert(sp != NULL && eol != NULL && sp < eol); /* request_line() wrote it */
+    const char *headers = eol + 1;
+    size_t hn = n - (size_t)(headers - old);
+    bool host = !has_header(headers, hn, "host");
+    eddy_buf_t *b = request_line(old, (size_t)(sp - old), target, tlen, hn + (host ? alen + 8 : 0));
+    if (b == NULL) {
+        return EDDY_ENOMEM;
+    }
+    if (host) {
+        eddy_buf_write_bytes(b, "Host: ", 6);
+        eddy_buf_write_bytes(b, authority, alen);
+        eddy_buf_write_bytes(b, "\r\n", 2);
+    }
+    eddy_buf_write_bytes(b, headers, hn);
+    eddy_buf_release(r->_head);
+    r->_head = b;
+    return 0;
 }
 
 int eddy_http_client_request_add_header(eddy_http_client_request_t *r, const char *name,

@@ -179,5 +179,10 @@ size_t eddy__http_client_request_head_size(const eddy_http_client_request_t *r);
 /* Append r's request line, headers, framing lines and blank line to out (no body): 0 or
  * EDDY_ENOMEM, EDDY_ECAPACITY. */
 int eddy__http_client_request_encode_head(const eddy_http_client_request_t *r, eddy_buf_t *out);
+/* Point r at its server: target replaces its request target, and a Host header of authority
+ * goes first unless r has one. 0, EDDY_EINVAL (a target as eddy_http_client_request_new()
+ * refuses it), EDDY_ENOMEM (r unchanged). (eddy_http_client_t, bootstrap/http_client.c) */
+int eddy__http_client_request_route(eddy_http_client_request_t *r, const char *target,
+                                    const char *authority);
 
 #endif /* EDDY_PIPELINE_CODEC_HTTP_INTERNAL_H */
