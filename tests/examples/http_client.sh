@@ -70,8 +70,10 @@ ok() { # run, and every fetch must have succeeded
     ((rc == 0)) || fail "exit status $rc from: $client $*"$'\n'"$(cat "$tmp/err")"
 }
 curl() { command curl --silent --max-time 10 "$@"; }
-# Headers as compared: CR dropped, Date dropped (it moves with the clock), names lowercased.
-normal() { tr -d '\r' <"$1" | grep -iv '^date:' | sed -E 's/^([A-Za-z0-9-]+):/\L\1:/'; }
+# Headers as compared: CR dropped, Date dropped (it moves with the clock), names lowercased,
+# and the hostile server's trailer left out: curl -i prints trailers after the body, eddy's
+# codec reads and drops them (docs/http.md).
+normal() { tr -d '\r' <"$1" | grep -iv '^date:\|^x-trailer:' | sed -E 's/^([A-Za-z0-9-]+):/\L\1:/'; }
 # "what" CLIENT_ARGS -- CURL_ARGS: the client's output must be curl's.
 same() {
     local what=$1
@@ -258,7 +260,7 @@ hostile_fails chunked_flood 'frame longer than the decoder allows'
 hostile long
 run "http://127.0.0.1:$hport/" "http://127.0.0.1:$hport/"
 grep -q smuggled "$tmp/out" && fail "long body: the excess was taken for an answer: $(cat "$tmp/out")"
-[[ $(head -c 6 "$tmp/out") == "hello"$'\n' ]] || fail "long body: $(cat "$tmp/out")"
+[[ $(head -n 1 "$tmp/out") == hello ]] || fail "long body: $(cat "$tmp/out")"
 if ((rc == 1)); then
     grep -q "^eddy-http-client: http://127.0.0.1:$hport/: " "$tmp/err" ||
         fail "long body: status 1 without an error line: $(cat "$tmp/err")"
