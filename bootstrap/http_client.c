@@ -390,6 +390,20 @@ static void caller_done(eddy_future_t *f, void *arg)
     call_put(call);
 }
 
+/* A hold on a call found in the client's list, unless its last reference is gone already:
+ * then it is on its way out (waiting for the lock to leave the list) and must not be held. */
+static bool call_hold_if_live(call_t *call)
+{
+    uint32_t n = atomic_load_explicit(&call->refs, memory_order_relaxed);
+    while (n != 0) {
+        if (atomic_compare_exchange_weak_explicit(&call->refs, &n, n + 1, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Fail a call from outside its way (the client's close), dropping a hold on it. */
 static void call_abort(call_t *call, int err)
 {
@@ -528,15 +542,18 @@ eddy_future_t *eddy_http_client_close(eddy_http_client_t *c)
         while (call != NULL && call->aborted) {
             call = call->next;
         }
+        bool held = false;
         if (call != NULL) {
             call->aborted = true;
-            atomic_fetch_add_explicit(&call->refs, 1, memory_order_relaxed);
+            held = call_hold_if_live(call);
         }
         pthread_mutex_unlock(&c->lock);
         if (call == NULL) {
             break;
         }
-        call_abort(call, EDDY_ECLOSED);
+        if (held) {
+            call_abort(call, EDDY_ECLOSED);
+        }
     }
     eddy_future_t *f = eddy_channel_pool_map_close(c->pools);
     if (f == NULL || eddy_future_add_listener(f, pools_closed, c) != 0) {
