@@ -54,6 +54,8 @@ struct eddy_http_client_s {
     call_t *calls;       /* the calls not ended yet, to fail at close */
     bool closing;        /* eddy_http_client_close() was called */
     bool pools_closed;   /* and the pools' close completed */
+    unsigned starting;   /* acquires being started: close waits for them (started, below) */
+    pthread_cond_t started;
     eddy_promise_t *closed; /* close's future: completed once the client is freed */
 };
 
@@ -229,6 +231,7 @@ static void client_free(eddy_http_client_t *c)
         route_free(r);
         r = next;
     }
+    pthread_cond_destroy(&c->started);
     pthread_mutex_destroy(&c->lock);
     eddy_tls_context_release(c->tls);
     free(c);
@@ -273,6 +276,11 @@ eddy_http_client_t *eddy_http_client_new(eddy_loop_group_t *g, const eddy_http_c
     }
     c->o.tls = NULL;
     if (pthread_mutex_init(&c->lock, NULL) != 0) {
+        free(c);
+        return NULL;
+    }
+    if (pthread_cond_init(&c->started, NULL) != 0) {
+        pthread_mutex_destroy(&c->lock);
         free(c);
         return NULL;
     }
@@ -440,6 +448,34 @@ static void give_back(call_t *call)
 
 static void call_acquire(call_t *call);
 
+/* The end of starting an acquire (a send's first, or a retry): the client's close may go on. */
+static void started(eddy_http_client_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    if (--c->starting == 0 && c->closing) {
+        pthread_cond_broadcast(&c->started);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* A second try, unless the client is closing (its pools may be gone then). */
+static bool call_retry(call_t *call)
+{
+    eddy_http_client_t *c = call->client;
+    pthread_mutex_lock(&c->lock);
+    bool closing = c->closing;
+    if (!closing) {
+        c->starting++;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (closing) {
+        return false;
+    }
+    call_acquire(call);
+    started(c);
+    return true;
+}
+
 static void on_response(eddy_future_t *sent, void *arg)
 {
     call_t *call = arg;
@@ -461,8 +497,10 @@ static void on_response(eddy_future_t *sent, void *arg)
         call_done(call);
     } else if (!cancelled && !call->retried && connection_lost(err) &&
                idempotent(call->req->method)) {
-        call->retried = true;
-        call_acquire(call);
+        call->retried = true; /* before the second try: its answer may come on another thread */
+        if (!call_retry(call)) {
+            call_fail(call, err);
+        }
     } else {
         call_fail(call, err);
     }
@@ -533,6 +571,11 @@ eddy_future_t *eddy_http_client_close(eddy_http_client_t *c)
     assert(!c->closing);
     c->closing = true;
     c->closed = p; /* NULL without memory: the client is freed all the same */
+    /* An acquire being started holds its pool: the pools close once none is (no new one
+     * starts now), so none reaches a pool after its close. */
+    while (c->starting > 0) {
+        pthread_cond_wait(&c->started, &c->lock);
+    }
     pthread_mutex_unlock(&c->lock);
     /* Calls end with EDDY_ECLOSED; a call's end removes it from the list, so take the first
      * until none is left (a call taken is held while it is failed). */
@@ -629,6 +672,7 @@ eddy_future_t *eddy_http_client_send(eddy_http_client_t *c, const char *url,
             c->calls->prev = call;
         }
         c->calls = call;
+        c->starting++;
     }
     pthread_mutex_unlock(&c->lock);
     if (closing) {
@@ -643,6 +687,7 @@ eddy_future_t *eddy_http_client_send(eddy_http_client_t *c, const char *url,
         call_put(call); /* no cancel listener: cancelling the future then only fails it */
     }
     call_acquire(call);
+    started(c);
     return result;
 }
 
