@@ -124,6 +124,10 @@ struct eddy_loop_s {
     eddy_sequencer_t *sequencer;
     const eddy__poller_ops_t *poller;
     void *poller_data;
+    /* eddy_loop_in_event_loop() and the task's lag stamp read these from every producer: on
+     * the loop's busy line below, each turn's writes made every producer miss there. */
+    bool manual; /* driven by hand on the caller's thread (eddy__loop_new_manual) */
+    _Atomic int64_t clock_offset_ns; /* added to the monotonic clock; a manual loop's time */
 
     alignas(128) eddy_barrier_t *barrier;
     eddy_wait_strategy_t *ws;
@@ -139,8 +143,6 @@ struct eddy_loop_s {
 
     eddy__timer_heap_t timers;
     int64_t now_ns; /* read once per turn, and after long work */
-    _Atomic int64_t clock_offset_ns; /* added to the monotonic clock; a manual loop's time */
-    bool manual; /* driven by hand on the caller's thread (eddy__loop_new_manual) */
     /* The owner's reference plus one per object that keeps a pointer to the loop past its
      * free (channels): the memory goes with the last (eddy__loop_release). */
     _Atomic unsigned users;
