@@ -171,72 +171,15 @@ static int init_conn(eddy_channel_t *ch, void *arg)
                                   eddy_handler("ws-client", &client_ops, ia->client, NULL));
 }
 
-/* The parts of a ws:// or wss:// URL. */
-typedef struct url_s {
-    bool tls;
-    char host[256]; /* without brackets */
-    unsigned long port;
-    char authority[300]; /* the Host header: host, with :port unless the default */
-    const char *path;    /* from the first '/' on (the query too); "/" when none */
-} url_t;
-
-static bool parse_url(const char *s, url_t *u)
+/* A ws:// or wss:// URL (eddy_url_parse), without a fragment, so that its path runs to the
+ * end of the string: the handshake sends it as it is ("/" when there is none). */
+static bool parse_url(const char *s, eddy_url_t *u, const char **path)
 {
-    if (strncmp(s, "ws://", 5) == 0) {
-        u->tls = false;
-        s += 5;
-    } else if (strncmp(s, "wss://", 6) == 0) {
-        u->tls = true;
-        s += 6;
-    } else {
+    if ((strncmp(s, "ws://", 5) != 0 && strncmp(s, "wss://", 6) != 0) ||
+        strchr(s, '#') != NULL || eddy_url_parse(s, u) != 0) {
         return false;
     }
-    size_t alen = strcspn(s, "/?#");
-    const char *rest = s + alen;
-    if (*rest == '#' || alen == 0 || alen >= sizeof(u->authority)) {
-        return false;
-    }
-    u->path = *rest == '/' ? rest : "/";
-    if (*rest == '?') {
-        return false; /* a query needs a path before it here */
-    }
-    const char *hp = s, *colon;
-    size_t hlen;
-    if (*s == '[') { /* an IPv6 literal */
-        const char *close = memchr(s, ']', alen);
-        if (close == NULL) {
-            return false;
-        }
-        hp = s + 1;
-        hlen = (size_t)(close - hp);
-        colon = close + 1 < s + alen && close[1] == ':' ? close + 1 : NULL;
-        if (colon == NULL && close + 1 != s + alen) {
-            return false;
-        }
-    } else {
-        colon = memchr(s, ':', alen);
-        hlen = colon != NULL ? (size_t)(colon - s) : alen;
-    }
-    if (hlen == 0 || hlen >= sizeof(u->host)) {
-        return false;
-    }
-    memcpy(u->host, hp, hlen);
-    u->host[hlen] = '\0';
-    u->port = u->tls ? 443 : 80;
-    if (colon != NULL) {
-        char port[8];
-        size_t plen = (size_t)(s + alen - colon - 1);
-        if (plen == 0 || plen >= sizeof(port)) {
-            return false;
-        }
-        memcpy(port, colon + 1, plen);
-        port[plen] = '\0';
-        if (!example_parse_uint(port, 65535, &u->port) || u->port == 0) {
-            return false;
-        }
-    }
-    memcpy(u->authority, s, alen);
-    u->authority[alen] = '\0';
+    *path = u->path.len > 0 ? u->path.p : "/";
     return true;
 }
 
@@ -348,8 +291,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    url_t url;
-    if (url_text == NULL || !parse_url(url_text, &url)) {
+    eddy_url_t url;
+    const char *path = "/";
+    if (url_text == NULL || !parse_url(url_text, &url, &path)) {
         if (url_text != NULL) {
             fprintf(stderr, "eddy-ws-client: not a ws:// or wss:// URL: %s\n", url_text);
         }
@@ -370,7 +314,7 @@ int main(int argc, char **argv)
     }
     init_arg_t ia = {
         .client = &c,
-        .ws = {.host = url.authority, .uri = url.path, .deflate = deflate},
+        .ws = {.host = url.authority, .uri = path, .deflate = deflate},
     };
     if (url.tls && (ia.tls = tls_context(tls_ca, insecure)) == NULL) {
         return 1;
@@ -390,9 +334,9 @@ int main(int argc, char **argv)
 
     int rc = 1;
     eddy_channel_t *ch = NULL;
-    eddy_future_t *f = eddy_bootstrap_connect(b, url.host, (uint16_t)url.port);
+    eddy_future_t *f = eddy_bootstrap_connect(b, url.host, url.port);
     if (f == NULL || eddy_future_await(f, 30000) != 0 || eddy_future_error(f) != 0) {
-        fprintf(stderr, "eddy-ws-client: cannot connect to %s:%lu: %s\n", url.host, url.port,
+        fprintf(stderr, "eddy-ws-client: cannot connect to %s:%u: %s\n", url.host, url.port,
                 f != NULL ? eddy_strerror(eddy_future_error(f)) : "out of memory");
     } else {
         ch = eddy_channel_retain(eddy_future_channel(f));
