@@ -179,6 +179,9 @@ static bool parse_url(const char *s, eddy_url_t *u, const char **path)
         strchr(s, '#') != NULL || eddy_url_parse(s, u) != 0) {
         return false;
     }
+    if (u->path.len > 0 && u->path.p[0] != '/') {
+        return false; /* "ws://host?query": a query needs a path before it here */
+    }
     *path = u->path.len > 0 ? u->path.p : "/";
     return true;
 }
