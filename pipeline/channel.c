@@ -399,7 +399,12 @@ void eddy__channel_share_config(eddy_channel_t *ch, eddy__options_t *o,
 
 eddy_channel_t *eddy__channel_new(eddy_loop_t *loop, const eddy__channel_ops_t *ops, int fd)
 {
-    eddy_channel_t *ch = calloc(1, sizeof(*ch));
+    /* A kind with a state of its own is allocated up to the end of that state: the watcher
+     * it takes the place of is not needed (internal.h). */
+    assert(ops->state_size <= sizeof(eddy_io_t));
+    size_t size = ops->state_size > 0 ? offsetof(eddy_channel_t, transport_state) + ops->state_size
+                                      : sizeof(eddy_channel_t);
+    eddy_channel_t *ch = calloc(1, size);
     if (ch == NULL) {
         return NULL;
     }
@@ -408,7 +413,10 @@ eddy_channel_t *eddy__channel_new(eddy_loop_t *loop, const eddy__channel_ops_t *
     atomic_init(&ch->refs, 1); /* the loop's (open channel's) reference */
     ch->id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
     ch->ops = ops;
-    eddy_io_init(&ch->io, loop, fd, NULL, ch); /* socket kinds give it a callback later */
+    ch->loop = loop;
+    if (ops->state_size == 0) {
+        eddy_io_init(&ch->io, loop, fd, NULL, ch); /* socket kinds give it a callback later */
+    }
     eddy__loop_retain(loop); /* the loop's memory stays while the channel can reach it */
     ch->fd = fd;
     ch->opt = default_options.value;

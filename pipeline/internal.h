@@ -11,6 +11,7 @@
 #include "buffer/log_internal.h"
 #include "reactor/loop_internal.h"
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/uio.h>
@@ -119,6 +120,10 @@ typedef struct eddy__channel_ops_s {
     /* Whether msg may be queued for the socket: 0, or the error its write fails with. NULL:
      * bytes only (buffers and composites; else EDDY_ENOTSUP: an encoder is missing). */
     int (*accepts)(const eddy_channel_t *ch, const eddy_msg_t *msg);
+    /* Bytes of the transport's own state (at most sizeof(eddy_io_t)), which the kind's
+     * channels hold in place of the descriptor's watcher (eddy__channel_state()); 0: the kind
+     * watches its descriptor through ch->io. */
+    size_t state_size;
 } eddy__channel_ops_t;
 
 /* One queued write (outbound.c). */
@@ -257,6 +262,7 @@ struct eddy_channel_s {
     unsigned flags;
     uint64_t id;
     const eddy__channel_ops_t *ops;
+    eddy_loop_t *loop; /* eddy__loop_of() */
     int fd;
     _Atomic bool writable;
     /* The adaptive receive buffer (AdaptiveRecvByteBufAllocator): 1 + an index into
@@ -267,7 +273,6 @@ struct eddy_channel_s {
     /* REGISTERED, ACTIVE and CLOSED of `flags`, for eddy_channel_is_open() and the like on
      * any thread: stored (eddy__channel_show_state) after each change on the loop. */
     _Atomic uint8_t shown_state;
-    eddy_io_t io;          /* every kind's: its loop is the channel's, eddy__loop_of() */
     eddy__closer_t closer; /* closed with the loop's shutdown (registered socket kinds) */
     eddy_pipeline_t pipeline;
     /* IP addresses inline, 28 B each where eddy_addr_t takes 136; eddy_addr_t copies, and
@@ -285,9 +290,6 @@ struct eddy_channel_s {
     const eddy__close_hook_t *close_hook; /* NULL: none */
 
     eddy__outbound_t out;
-    /* The transport's own per-channel state (io_uring: its operations), NULL for readiness,
-     * freed by the channel ops' destroy. */
-    void *io_state;
 
     _Atomic uint64_t bytes_read, bytes_written, msgs_read, msgs_written;
 
@@ -303,13 +305,34 @@ struct eddy_channel_s {
         eddy__connecting_t *connecting;
         eddy__lingering_t *lingering;
     };
+
+    /* Last, so that a kind whose ops give a state_size is allocated only that far: the
+     * descriptor's watcher (readiness transports, datagram and embedded channels), or in its
+     * place the transport's own state (io_uring's operations, which need no watcher). */
+    union {
+        eddy_io_t io;
+        unsigned char transport_state[sizeof(eddy_io_t)];
+    };
 };
 
-/* The channel's loop, kept once, in its io: the io is initialised for every kind (embedded
- * ones never start it). */
+/* The channel's loop. */
 static inline eddy_loop_t *eddy__loop_of(const eddy_channel_t *ch)
 {
-    return ch->io._loop;
+    return ch->loop;
+}
+
+/* The transport's state of a kind that has one (eddy__channel_ops_t.state_size), zeroed at
+ * the channel's creation. */
+static inline void *eddy__channel_state(eddy_channel_t *ch)
+{
+    assert(ch->ops->state_size > 0);
+    return ch->transport_state;
+}
+
+/* The channel whose state it is. */
+static inline eddy_channel_t *eddy__channel_of_state(void *state)
+{
+    return EDDY_CONTAINER_OF((unsigned char *)state, eddy_channel_t, transport_state);
 }
 
 /* The channel a pipeline is embedded in. */

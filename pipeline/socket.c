@@ -426,6 +426,13 @@ static void finish_connect(eddy_channel_t *ch)
     connect_done(ch, eddy__io_socket_error(&ch->io));
 }
 
+void eddy__socket_connected(eddy_channel_t *ch, int err)
+{
+    if (ch->flags & EDDY__CH_CONNECTING) {
+        connect_done(ch, err);
+    }
+}
+
 static void connect_timeout(eddy_timer_t *t, void *arg)
 {
     (void)t;
@@ -479,8 +486,8 @@ void eddy__socket_connect(eddy_channel_t *ch, const eddy_addr_t *remote, const e
 }
 
 /* ---------------------------------------------------------------------------------------
- * The descriptor's watcher: a connect in progress on every transport, and all of the I/O of
- * a readiness transport
+ * The descriptor's watcher: all of the I/O of a readiness transport, a connect in progress
+ * included (io_uring's channels have no watcher: eddy__socket_connected())
  */
 
 static void on_io(eddy_io_t *io, unsigned events, void *arg)
@@ -535,7 +542,9 @@ void eddy__socket_flush_later(eddy_channel_t *ch)
 /* Register a socket channel with its loop (on the loop). */
 void eddy__socket_register_io(eddy_channel_t *ch, eddy_io_cb cb)
 {
-    eddy_io_init(&ch->io, eddy__loop_of(ch), ch->fd, cb, ch);
+    if (ch->ops->state_size == 0) {
+        eddy_io_init(&ch->io, eddy__loop_of(ch), ch->fd, cb, ch);
+    }
     ch->closer.close = close_with_loop;
     eddy__loop_closer_add(eddy__loop_of(ch), &ch->closer);
     eddy__channel_registered(ch);

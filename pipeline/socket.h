@@ -63,9 +63,14 @@ void eddy__socket_close_parts(eddy_channel_t *ch);
 /* Close a descriptor never registered (the channel ops' destroy). */
 void eddy__socket_destroy(eddy_channel_t *ch);
 /* Connect ch to remote (bound to local first, when given; the channel ops' connect). The
- * transport's update_interest watches the descriptor for writability while CONNECTING. */
+ * transport's update_interest waits for writability while CONNECTING (readiness: the
+ * watcher; io_uring: a poll, ending in eddy__socket_connected()). */
 void eddy__socket_connect(eddy_channel_t *ch, const eddy_addr_t *remote, const eddy_addr_t *local,
                           eddy_promise_t *p);
+/* A connect in progress is over, on a transport that waits for it without the channel's
+ * watcher: err 0 (connected) or the error (SO_ERROR's, negated); the promise completes and
+ * the channel becomes active, or closes. Nothing when no connect is in progress. */
+void eddy__socket_connected(eddy_channel_t *ch, int err);
 /* Watch the channel's descriptor for ev (EDDY_IO_READ | EDDY_IO_WRITE; 0: nothing); a
  * poller that refuses closes the channel with the error. */
 void eddy__socket_watch(eddy_channel_t *ch, unsigned ev);

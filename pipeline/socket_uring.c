@@ -13,11 +13,18 @@
  *   The send holds a reference to each message it reads, so a close that fails the entries
  *   cannot free memory the kernel still sends from.
  * - Accepting: one multishot accept per listener.
- * - Connecting: by readiness, on the descriptor's watcher, as on every transport.
+ * - Connecting: a poll for writability, in the receive's place (none is armed before the
+ *   channel is active).
  * - Closing: the receive and the send are cancelled and the descriptor closed at once; the
  *   kernel lets go of the socket (and the peer sees its FIN) when the cancelled operations
  *   complete. Every operation in flight holds a reference to its channel, so the channel and
  *   its buffers stay until its last completion, cancelled ones included.
+ *
+ * A channel holds only what it needs while idle, inside its own allocation, in place of the
+ * descriptor's watcher that readiness transports use (uring_ch_t, 24 B): the receive, the
+ * state bits, and the send's block while a send is in flight. The send's operation and iovec
+ * live in that block, lent by the loop; the read_complete after a batch is queued on the
+ * loop.
  */
 #include "pipeline/socket.h"
 
@@ -26,6 +33,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -36,51 +44,50 @@
 
 /* uring_ch_t.state */
 enum {
-    RECV_ARMED = 1u << 0,      /* a receive (or a listener's accept) is with the kernel */
-    RECV_CANCELLING = 1u << 1, /* and its cancel too */
-    SENDING = 1u << 2,         /* a send is with the kernel */
-    READ_BATCH = 1u << 3,      /* reads this batch: channel_read_complete is due */
+    RECV_ARMED = 1u << 0,       /* a receive (or a listener's accept) is with the kernel */
+    RECV_CANCELLING = 1u << 1,  /* and its cancel too */
+    SENDING = 1u << 2,          /* a send is with the kernel */
+    READ_BATCH = 1u << 3,       /* reads this batch: channel_read_complete is due */
+    READ_DONE_QUEUED = 1u << 4, /* and on_read_done is queued on the loop */
 };
 
-/* What a send in flight reads: taken from the loop's cache when a send starts and given back
- * when the sends stop, so an idle channel holds none. */
+/* What a send in flight reads, and its operation: taken from the loop's cache when a send
+ * starts and given back when the sends stop, so an idle channel holds none. */
 typedef struct send_block_s {
+    eddy__uring_op_t op;
+    eddy_channel_t *ch;
     struct msghdr mh;
     int nheld;
     eddy_msg_t *held[MAX_IOV]; /* the messages its bytes belong to */
     struct iovec iov[MAX_IOV];
 } send_block_t;
 
+/* A channel's part, zeroed with the channel (eddy__channel_state()). */
 typedef struct uring_ch_s {
-    eddy__uring_op_t recv; /* the receive, or a listener's accept */
-    eddy__uring_op_t send;
-    eddy__uring_later_t read_done;
-    eddy_channel_t *ch;
-    unsigned state;
+    /* The receive, a listener's accept, or the poll that waits for a connect: at most one of
+     * them is with the kernel, and its callback is set as it is armed. */
+    eddy__uring_op_t recv;
     send_block_t *sb; /* while sending */
+    unsigned state;
 } uring_ch_t;
+
+static_assert(sizeof(uring_ch_t) <= sizeof(eddy_io_t), "the state takes the watcher's place");
 
 static void on_recv(eddy__uring_op_t *op, int res, unsigned flags);
 static void on_send(eddy__uring_op_t *op, int res, unsigned flags);
 static void on_accept(eddy__uring_op_t *op, int res, unsigned flags);
-static void on_read_done(eddy__uring_later_t *l);
+static void on_connect_poll(eddy__uring_op_t *op, int res, unsigned flags);
+static bool retry_later(int res);
 
-/* The channel's transport state, made at its first use; NULL without memory. */
 static uring_ch_t *uring_of(eddy_channel_t *ch)
 {
-    uring_ch_t *u = ch->io_state;
-    if (u == NULL) {
-        u = calloc(1, sizeof(*u));
-        if (u == NULL) {
-            return NULL;
-        }
-        u->recv.cb = (ch->flags & EDDY__CH_LISTENER) ? on_accept : on_recv;
-        u->send.cb = on_send;
-        u->read_done.cb = on_read_done;
-        u->ch = ch;
-        ch->io_state = u;
-    }
-    return u;
+    return eddy__channel_state(ch);
+}
+
+/* The channel of an operation of its uring_ch_t (recv). */
+static eddy_channel_t *channel_of_recv(eddy__uring_op_t *op)
+{
+    return eddy__channel_of_state(EDDY_CONTAINER_OF(op, uring_ch_t, recv));
 }
 
 /* An operation starts or ends: the channel and the loop wait for its completion. */
@@ -115,8 +122,13 @@ static bool arm(eddy_channel_t *ch, uring_ch_t *u)
         return false;
     }
     if (ch->flags & EDDY__CH_LISTENER) {
+        u->recv.cb = on_accept;
         io_uring_prep_multishot_accept(sqe, ch->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    } else if (ch->flags & EDDY__CH_CONNECTING) {
+        u->recv.cb = on_connect_poll;
+        io_uring_prep_poll_add(sqe, ch->fd, POLLOUT);
     } else {
+        u->recv.cb = on_recv;
         if (ch->opt[EDDY_AUTO_READ] && !eddy__uring_single_shot(loop)) {
             io_uring_prep_recv_multishot(sqe, ch->fd, NULL, 0, 0);
         } else {
@@ -157,13 +169,8 @@ static void update_interest(eddy_channel_t *ch)
     if (ch->flags & EDDY__CH_CLOSED) {
         return;
     }
-    int err = eddy_io_start(&ch->io, (ch->flags & EDDY__CH_CONNECTING) ? EDDY_IO_WRITE : 0);
     uring_ch_t *u = uring_of(ch);
-    if (err != 0 || u == NULL) {
-        fail(ch, err != 0 ? err : EDDY_ENOMEM);
-        return;
-    }
-    bool want = wants_input(ch);
+    bool want = (ch->flags & EDDY__CH_CONNECTING) || wants_input(ch);
     if (want && !(u->state & RECV_ARMED)) {
         if (!arm(ch, u)) {
             fail(ch, EDDY_ENOMEM);
@@ -187,6 +194,41 @@ static void begin_read(eddy_channel_t *ch)
 }
 
 /* ---------------------------------------------------------------------------------------
+ * Connecting
+ */
+
+/* The error a connect ended with (SO_ERROR, negated), or 0. */
+static int connect_error(int fd)
+{
+    int soerr = 0;
+    socklen_t len = sizeof(soerr);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) {
+        soerr = errno;
+    }
+    return -soerr;
+}
+
+static void on_connect_poll(eddy__uring_op_t *op, int res, unsigned flags)
+{
+    (void)flags;
+    eddy_channel_t *ch = eddy__channel_hold(channel_of_recv(op));
+    uring_ch_t *u = uring_of(ch);
+    u->state &= ~(RECV_ARMED | RECV_CANCELLING);
+    if (ch->flags & EDDY__CH_CLOSED) {
+        /* The connect timed out or was closed: nothing to do. */
+    } else if (res >= 0) {
+        /* Writable, or an error or hang-up: the connect is over either way. */
+        eddy__socket_connected(ch, connect_error(ch->fd));
+    } else if (retry_later(res)) {
+        update_interest(ch); /* polled again while still connecting */
+    } else {
+        eddy__socket_connected(ch, res);
+    }
+    op_end(ch);
+    eddy__channel_unhold(ch);
+}
+
+/* ---------------------------------------------------------------------------------------
  * Reading
  */
 
@@ -201,11 +243,12 @@ static void read_complete_now(eddy_channel_t *ch, uring_ch_t *u)
     }
 }
 
-static void on_read_done(eddy__uring_later_t *l)
+static void on_read_done(void *arg)
 {
-    uring_ch_t *u = EDDY_CONTAINER_OF(l, uring_ch_t, read_done);
-    eddy_channel_t *ch = eddy__channel_hold(u->ch);
+    eddy_channel_t *ch = eddy__channel_hold(arg);
     eddy_channel_release(ch); /* the reference taken when it was queued */
+    uring_ch_t *u = uring_of(ch);
+    u->state &= ~READ_DONE_QUEUED;
     read_complete_now(ch, u);
     eddy__channel_unhold(ch);
 }
@@ -221,11 +264,16 @@ static void got_bytes(eddy_channel_t *ch, uring_ch_t *u, eddy_buf_t *buf, int re
     }
     atomic_fetch_add_explicit(&ch->bytes_read, (uint64_t)res, memory_order_relaxed);
     atomic_fetch_add_explicit(&ch->msgs_read, 1, memory_order_relaxed);
+    bool complete_now = false; /* no memory to queue it for after the batch */
     if (!(u->state & READ_BATCH)) {
         u->state |= READ_BATCH;
-        if (!u->read_done.queued) {
-            eddy_channel_retain(ch);
-            eddy__uring_later(eddy__loop_of(ch), &u->read_done);
+        if (!(u->state & READ_DONE_QUEUED)) {
+            if (eddy__uring_later(eddy__loop_of(ch), on_read_done, eddy_channel_retain(ch)) == 0) {
+                u->state |= READ_DONE_QUEUED;
+            } else {
+                eddy_channel_release(ch);
+                complete_now = true;
+            }
         }
     }
     if (!ch->opt[EDDY_AUTO_READ]) {
@@ -234,6 +282,9 @@ static void got_bytes(eddy_channel_t *ch, uring_ch_t *u, eddy_buf_t *buf, int re
         ch->flags &= ~EDDY__CH_READING;
     }
     eddy_pipeline_fire_channel_read(&ch->pipeline, eddy_buf_msg(buf));
+    if (complete_now) {
+        read_complete_now(ch, u);
+    }
 }
 
 /* A buffer a completion may have carried (NULL: none), not wanted. */
@@ -257,8 +308,8 @@ static bool retry_later(int res)
 
 static void on_recv(eddy__uring_op_t *op, int res, unsigned flags)
 {
-    uring_ch_t *u = EDDY_CONTAINER_OF(op, uring_ch_t, recv);
-    eddy_channel_t *ch = eddy__channel_hold(u->ch);
+    eddy_channel_t *ch = eddy__channel_hold(channel_of_recv(op));
+    uring_ch_t *u = uring_of(ch);
     bool more = (flags & IORING_CQE_F_MORE) != 0;
     if (!more) {
         u->state &= ~(RECV_ARMED | RECV_CANCELLING);
@@ -323,10 +374,6 @@ static void uring_flush(eddy_channel_t *ch)
         return;
     }
     uring_ch_t *u = uring_of(ch);
-    if (u == NULL) {
-        fail(ch, EDDY_ENOMEM);
-        return;
-    }
     if (u->state & SENDING) {
         return; /* the send's completion goes on with what was flushed since */
     }
@@ -337,6 +384,8 @@ static void uring_flush(eddy_channel_t *ch)
                 fail(ch, EDDY_ENOMEM);
                 return;
             }
+            u->sb->op.cb = on_send;
+            u->sb->ch = ch;
             u->sb->nheld = 0;
         }
         send_block_t *sb = u->sb;
@@ -347,7 +396,7 @@ static void uring_flush(eddy_channel_t *ch)
             eddy__outbound_written(ch, 0); /* empty messages complete at once */
             continue;
         }
-        struct io_uring_sqe *sqe = eddy__uring_sqe(eddy__loop_of(ch), &u->send);
+        struct io_uring_sqe *sqe = eddy__uring_sqe(eddy__loop_of(ch), &sb->op);
         if (sqe == NULL) {
             release_held(u);
             fail(ch, EDDY_ENOMEM);
@@ -368,8 +417,8 @@ static void uring_flush(eddy_channel_t *ch)
 static void on_send(eddy__uring_op_t *op, int res, unsigned flags)
 {
     (void)flags;
-    uring_ch_t *u = EDDY_CONTAINER_OF(op, uring_ch_t, send);
-    eddy_channel_t *ch = eddy__channel_hold(u->ch);
+    eddy_channel_t *ch = eddy__channel_hold(EDDY_CONTAINER_OF(op, send_block_t, op)->ch);
+    uring_ch_t *u = uring_of(ch);
     u->state &= ~SENDING;
     release_held(u);
     if (!(ch->flags & EDDY__CH_CLOSED)) {
@@ -428,8 +477,8 @@ static void last_try(eddy_channel_t *ch, uring_ch_t *u)
     eddy__uring_submit(loop);
     int res;
     unsigned flags;
-    if (!eddy__uring_take_cqe(loop, &u->send, &res, &flags)) {
-        cancel(ch, &u->send);
+    if (!eddy__uring_take_cqe(loop, &u->sb->op, &res, &flags)) {
+        cancel(ch, &u->sb->op);
         return;
     }
     u->state &= ~SENDING;
@@ -452,12 +501,11 @@ static void last_try(eddy_channel_t *ch, uring_ch_t *u)
 static void let_go(eddy_channel_t *ch)
 {
     eddy_loop_t *loop = eddy__loop_of(ch);
-    uring_ch_t *u = ch->io_state;
-    eddy_io_stop(&ch->io);
-    if (u != NULL && (u->state & SENDING)) {
+    uring_ch_t *u = uring_of(ch);
+    if (u->state & SENDING) {
         last_try(ch, u);
     }
-    if (u != NULL && (u->state & RECV_ARMED) && !(u->state & RECV_CANCELLING)) {
+    if ((u->state & RECV_ARMED) && !(u->state & RECV_CANCELLING)) {
         cancel(ch, &u->recv);
         u->state |= RECV_CANCELLING;
     }
@@ -481,12 +529,9 @@ static void stream_do_close(eddy_channel_t *ch)
 static void stream_destroy(eddy_channel_t *ch)
 {
     eddy__socket_destroy(ch);
-    uring_ch_t *u = ch->io_state;
-    if (u != NULL) {
-        free(u->sb); /* none once the sends completed: only a channel that never ran */
-    }
-    free(ch->io_state);
-    ch->io_state = NULL;
+    uring_ch_t *u = uring_of(ch);
+    free(u->sb); /* none once the sends completed: only a channel that never ran */
+    u->sb = NULL;
 }
 
 static const eddy__channel_ops_t stream_ops = {
@@ -501,6 +546,7 @@ static const eddy__channel_ops_t stream_ops = {
     .shutdown_output = eddy__socket_shutdown_output,
     .set_socket_option = eddy__socket_option,
     .destroy = stream_destroy,
+    .state_size = sizeof(uring_ch_t),
 };
 
 /* ---------------------------------------------------------------------------------------
@@ -509,8 +555,8 @@ static const eddy__channel_ops_t stream_ops = {
 
 static void on_accept(eddy__uring_op_t *op, int res, unsigned flags)
 {
-    uring_ch_t *u = EDDY_CONTAINER_OF(op, uring_ch_t, recv);
-    eddy_channel_t *ch = eddy__channel_hold(u->ch);
+    eddy_channel_t *ch = eddy__channel_hold(channel_of_recv(op));
+    uring_ch_t *u = uring_of(ch);
     bool more = (flags & IORING_CQE_F_MORE) != 0;
     if (!more) {
         u->state &= ~(RECV_ARMED | RECV_CANCELLING);
@@ -539,13 +585,6 @@ static void listener_do_close(eddy_channel_t *ch)
     eddy__listener_close_parts(ch);
 }
 
-static void listener_destroy(eddy_channel_t *ch)
-{
-    eddy__listener_destroy(ch);
-    free(ch->io_state);
-    ch->io_state = NULL;
-}
-
 static const eddy__channel_ops_t listener_ops = {
     .kind = "listener",
     .begin_read = begin_read,
@@ -553,7 +592,8 @@ static const eddy__channel_ops_t listener_ops = {
     .flush = eddy__listener_flush,
     .do_close = listener_do_close,
     .set_socket_option = eddy__socket_option,
-    .destroy = listener_destroy,
+    .destroy = eddy__listener_destroy,
+    .state_size = sizeof(uring_ch_t),
 };
 
 const eddy__transport_t eddy__transport_uring = {

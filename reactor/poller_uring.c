@@ -78,19 +78,25 @@ typedef struct uring_state_s {
     unsigned nbufs;   /* the ring's entries: slots it may grow to */
     unsigned nfilled; /* slots in use, 0 .. nfilled-1 */
     uint32_t buf_size;
-    unsigned br_added; /* slots refilled since the tail was last published */
-    unsigned br_empty; /* slots with no buffer (the pool had none): refilled after a batch */
-    unsigned br_taken; /* buffers receives took in this batch */
-    bool br_dry;       /* a receive of this batch found the ring empty (-ENOBUFS) */
-    eddy__uring_later_t *later;
+    unsigned br_added;     /* slots refilled since the tail was last published */
+    unsigned br_empty;     /* slots with no buffer (the pool had none): refilled after a batch */
+    unsigned br_taken;     /* buffers receives took in this batch */
+    bool br_dry;           /* a receive of this batch found the ring empty (-ENOBUFS) */
+    struct later_s *later; /* eddy__uring_later()'s queue: nlater of later_cap */
+    unsigned nlater, later_cap;
     int64_t inflight;
     unsigned dispatched; /* entries of the batch being dispatched that were dispatched */
-    bool single_shot; /* receives end after one completion ($EDDY_URING_TUNE) */
+    bool single_shot;    /* receives end after one completion ($EDDY_URING_TUNE) */
     /* Scratch blocks the transport's operations in flight use (eddy__uring_block_take). */
     void *blocks;
     unsigned nblocks;
     size_t block_size;
 } uring_state_t;
+
+typedef struct later_s {
+    void (*fn)(void *arg);
+    void *arg;
+} later_t;
 
 /* Blocks kept for reuse at most: what a busy loop's sends in flight at once need, not what
  * a burst once took. */
@@ -225,15 +231,31 @@ eddy_buf_t *eddy__uring_take_buf(eddy_loop_t *loop, int res, unsigned flags)
     return buf;
 }
 
-void eddy__uring_later(eddy_loop_t *loop, eddy__uring_later_t *l)
+int eddy__uring_later(eddy_loop_t *loop, void (*fn)(void *arg), void *arg)
 {
     uring_state_t *st = loop->poller_data;
-    if (l->queued) {
-        return;
+    eddy__assert_on_loop(loop);
+    if (st->nlater == st->later_cap) {
+        unsigned cap = st->later_cap > 0 ? st->later_cap * 2 : 64;
+        later_t *l = realloc(st->later, cap * sizeof(*l));
+        if (l == NULL) {
+            return EDDY_ENOMEM;
+        }
+        st->later = l;
+        st->later_cap = cap;
     }
-    l->queued = true;
-    l->next = st->later;
-    st->later = l;
+    st->later[st->nlater++] = (later_t){fn, arg};
+    return 0;
+}
+
+/* Run what the batch queued, and what that queues. */
+static void run_later(uring_state_t *st)
+{
+    for (unsigned i = 0; i < st->nlater; i++) {
+        later_t l = st->later[i]; /* a copy: fn may queue more, which may move the array */
+        l.fn(l.arg);
+    }
+    st->nlater = 0;
 }
 
 void *eddy__uring_block_take(eddy_loop_t *loop, size_t size)
@@ -587,6 +609,7 @@ static void uring_destroy(eddy_loop_t *loop)
     io_uring_queue_exit(&st->ring);
     buffers_free(st);
     blocks_free(st);
+    free(st->later);
     if (st->wakefd >= 0) {
         close(st->wakefd);
     }
@@ -711,15 +734,8 @@ static int uring_wait(eddy_loop_t *loop, int64_t timeout_ns)
         io_uring_buf_ring_advance(st->br, (int)st->br_added);
         st->br_added = 0;
     }
-    while (st->later != NULL) {
-        eddy__uring_later_t *l = st->later;
-        st->later = NULL;
-        while (l != NULL) {
-            eddy__uring_later_t *next = l->next;
-            l->queued = false;
-            l->cb(l);
-            l = next;
-        }
+    if (st->nlater > 0) {
+        run_later(st);
     }
     return (int)n;
 }

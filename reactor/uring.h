@@ -46,14 +46,6 @@ struct eddy__uring_op_s {
     eddy__uring_cb cb;
 };
 
-/* Something to run once the current batch of completions has been dispatched (a channel's
- * read_complete after the reads of the batch). Queued at most once per batch. */
-typedef struct eddy__uring_later_s {
-    struct eddy__uring_later_s *next;
-    void (*cb)(struct eddy__uring_later_s *l);
-    bool queued;
-} eddy__uring_later_t;
-
 /* The loop runs on io_uring. */
 bool eddy__uring_is(const eddy_loop_t *loop);
 
@@ -90,8 +82,13 @@ uint16_t eddy__uring_buf_group(const eddy_loop_t *loop);
  */
 eddy_buf_t *eddy__uring_take_buf(eddy_loop_t *loop, int res, unsigned flags);
 
-/* Queue l to run after the current batch of completions (nothing if already queued). */
-void eddy__uring_later(eddy_loop_t *loop, eddy__uring_later_t *l);
+/*
+ * Call fn(arg) once the current batch of completions has been dispatched (a channel's
+ * read_complete after the reads of the batch), in the order queued; the caller queues each
+ * thing at most once per batch. The queue is the loop's, so that a channel needs no node of
+ * its own. 0, or EDDY_ENOMEM (nothing queued) without memory to grow it. The loop's thread.
+ */
+int eddy__uring_later(eddy_loop_t *loop, void (*fn)(void *arg), void *arg);
 
 /*
  * A scratch block of size bytes (one size per loop) for an operation in flight, such as a
