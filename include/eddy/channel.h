@@ -7,8 +7,9 @@
  * as a task and keeps its order. A channel is refcounted: the loop holds a reference while it
  * is open, a caller that keeps a channel across events takes its own.
  *
- * Reading: until EAGAIN or MAX_MESSAGES_PER_READ, into pooled buffers sized by the adaptive
- * receive allocator; channel_read per buffer, channel_read_complete once per batch. Writing:
+ * Reading: until EAGAIN, a short read, a full buffer of RCVBUF_ALLOC_MAX (when 64 KiB or more)
+ * or MAX_MESSAGES_PER_READ, into pooled buffers sized by the adaptive receive allocator;
+ * channel_read per buffer, channel_read_complete once per batch. Writing:
  * writes queue in the outbound buffer; a flush hands them to the loop, which writes them with
  * gathering writev and waits for writability on EAGAIN. Pending bytes count against the
  * write-buffer water marks (channel_writability_changed when crossed).

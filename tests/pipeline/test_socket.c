@@ -27,11 +27,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <linux/sockios.h> /* SIOCOUTQ */
+#endif
 
 #define DEADLINE_MS 10000
 
@@ -1283,6 +1287,86 @@ static void test_socket_auto_read_off_reads_on_request(void **state)
     server_stop(&s);
 }
 
+/* Reads per batch of the "batch" handler (the loop's thread writes them; the test reads them
+ * once the batch is over). */
+static _Atomic int batch_reads, batch_most, batches;
+
+static void batch_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    atomic_fetch_add(&batch_reads, 1);
+    echo_read(ctx, msg);
+}
+
+static void batch_read_complete(eddy_ctx_t *ctx)
+{
+    int n = atomic_exchange(&batch_reads, 0);
+    if (n > atomic_load(&batch_most)) {
+        atomic_store(&batch_most, n);
+    }
+    atomic_fetch_add(&batches, 1);
+    eddy_ctx_flush(ctx);
+}
+
+static const eddy_handler_ops_t batch_ops = {
+    .name = "batch",
+    .sharable = true,
+    .channel_read = batch_read,
+    .channel_read_complete = batch_read_complete,
+    .channel_inactive = note_inactive,
+    .exception_caught = note_exception,
+};
+
+/* A read that fills a buffer of the largest size (64 KiB) ends its batch, even with more
+ * bytes waiting: the next read would most often find EAGAIN. What is left comes with the next
+ * batch. (On io_uring a receive takes a provided buffer of 16 KiB: one per batch as well.) */
+static void test_socket_full_read_of_the_largest_buffer_ends_the_batch(void **state)
+{
+    (void)state;
+    atomic_store(&batch_reads, 0);
+    atomic_store(&batch_most, 0);
+    atomic_store(&batches, 0);
+    server_t s = {.ops = &batch_ops};
+    eddy_channel_config_init(&s.child_config);
+    eddy_channel_config_set(&s.child_config, EDDY_AUTO_READ, 0);
+    eddy_channel_config_set(&s.child_config, EDDY_RCVBUF_ALLOC_MIN, 65536);
+    eddy_channel_config_set(&s.child_config, EDDY_RCVBUF_ALLOC_INITIAL, 65536);
+    eddy_channel_config_set(&s.child_config, EDDY_RCVBUF_ALLOC_MAX, 65536);
+    server_start_local(&s);
+    int fd = client_connect(&s.addr);
+    size_t total = 65536 + 4096;
+    unsigned char *out = malloc(total), *in = malloc(total);
+    for (size_t i = 0; i < total; i++) {
+        out[i] = (unsigned char)(i * 7 + (i >> 8));
+    }
+    send_all(fd, out, total);
+    /* Every byte acknowledged: all of it waits in the server's socket. */
+#ifdef SIOCOUTQ
+    int unacked = 1;
+    WAIT_FOR(ioctl(fd, SIOCOUTQ, &unacked) == 0 && unacked == 0);
+#else
+    usleep(100000);
+#endif
+    eddy_channel_t *child = accepted_child(&s);
+    eddy_channel_read(child);
+    WAIT_FOR(atomic_load(&batches) == 1);
+    assert_int_equal(atomic_load(&batch_most), 1);
+    size_t first = atomic_load(&s.echoed);
+    assert_true(first > 0 && first < total);
+    /* The rest, batch by batch. */
+    while (atomic_load(&s.echoed) < total) {
+        int before = atomic_load(&batches);
+        eddy_channel_read(child);
+        WAIT_FOR(atomic_load(&batches) > before);
+    }
+    recv_all(fd, in, total);
+    assert_memory_equal(in, out, total);
+    assert_int_equal(atomic_load(&s.errors), 0);
+    free(out);
+    free(in);
+    close(fd);
+    server_stop(&s);
+}
+
 /* With AUTO_READ off, a handler that asks for the next read from channel_read_complete (as a
  * proxy or a flow-controlled handler does) gets it: the request made inside the batch is not
  * forgotten when the batch ends. */
@@ -1575,6 +1659,7 @@ int main(void)
         cmocka_unit_test(test_socket_loop_shutdown_closes_channels),
         cmocka_unit_test(test_socket_auto_read_off_reads_on_request),
         cmocka_unit_test(test_socket_auto_read_off_read_asked_inside_the_batch),
+        cmocka_unit_test(test_socket_full_read_of_the_largest_buffer_ends_the_batch),
         cmocka_unit_test(test_socket_close_with_unread_input_delivers_what_was_written),
         cmocka_unit_test(test_socket_shutdown_output_fails_unflushed_writes),
         cmocka_unit_test(test_socket_close_from_a_task_when_nobody_else_holds_the_channel),
