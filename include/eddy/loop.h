@@ -63,7 +63,8 @@ typedef struct eddy_loop_options_s {
     bool cpu_set;
     /* io_uring only (0: the defaults, 1024, 512 and 16384): submission queue entries (the
      * completion queue gets four times as many), and the count and size of the provided
-     * buffers receives land in. */
+     * buffers receives land in. By default the buffers are 64 KiB while receives fill
+     * theirs (a stream) and 16 KiB otherwise; a size given here is kept. */
     unsigned uring_entries;
     unsigned uring_buffers; /* a power of two, at most 32768 */
     uint32_t uring_buffer_size;

@@ -2,6 +2,7 @@
  * What only the io_uring transport (pipeline/socket_uring.c, reactor/poller_uring.c) can get
  * wrong, on loops made with small rings so its edges are reached at once: a buffer ring of two
  * buffers under a handler that keeps every buffer it reads (order kept, a dry ring survived);
+ * a stream that makes the ring's buffers grow to 64 KiB (unless their size is fixed);
  * a completion queue far smaller than the connections writing to it (overflow survived);
  * multi-megabyte writes from several threads through a small send buffer (order kept); a
  * close, a reset and a half-close with a receive and a send in flight (the peer sees its FIN,
@@ -58,6 +59,7 @@ typedef struct server_s {
     /* keep_read: the buffers kept, in arrival order, until `expect` bytes came */
     eddy_msg_t **kept;
     size_t nkept, cap_kept, kept_bytes, expect;
+    size_t largest; /* the largest buffer kept */
     /* big_reply: the reply's size */
     size_t reply_size;
     bool close_after_reply;
@@ -109,7 +111,9 @@ static void keep_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
         s->kept = realloc(s->kept, s->cap_kept * sizeof(*s->kept));
     }
     s->kept[s->nkept++] = msg;
-    s->kept_bytes += eddy_buf_readable(eddy_buf_of(msg));
+    size_t n = eddy_buf_readable(eddy_buf_of(msg));
+    s->kept_bytes += n;
+    s->largest = n > s->largest ? n : s->largest;
     if (s->kept_bytes == s->expect) {
         for (size_t i = 0; i < s->nkept; i++) {
             eddy_ctx_write(ctx, s->kept[i], NULL);
@@ -261,19 +265,18 @@ static void fill_pattern(unsigned char *p, size_t n, unsigned seed)
  * Tests
  */
 
-/* Two 64-byte buffers in the ring; the handler keeps every buffer until 256 KiB came. Each
- * completion takes a slot, and a burst larger than the ring runs it dry (ENOBUFS ends the
- * multishot receive, which is armed again): nothing may be lost or reordered. */
-static void test_uring_tiny_buffer_ring_and_a_handler_keeping_buffers(void **state)
+/* Sends bytes (a pattern of seed) to a keep handler on a loop made with opts and reads them
+ * back, checked: they come back whole and in order. Returns the largest buffer the handler was
+ * handed. */
+static size_t keep_round_trip(eddy_loop_options_t opts, size_t bytes, unsigned seed)
 {
-    (void)state;
-    server_t s = {.ops = &keep_ops, .expect = 256 * 1024};
-    if (!server_start(&s, (eddy_loop_options_t){.uring_buffers = 2, .uring_buffer_size = 64})) {
+    server_t s = {.ops = &keep_ops, .expect = bytes};
+    if (!server_start(&s, opts)) {
         skip();
     }
     int fd = client_connect(&s.addr);
     unsigned char *out = malloc(s.expect), *in = malloc(s.expect);
-    fill_pattern(out, s.expect, 7);
+    fill_pattern(out, s.expect, seed);
     send_all(fd, out, s.expect); /* the server holds everything: no reply before the end */
     recv_all(fd, in, s.expect);
     assert_memory_equal(in, out, s.expect);
@@ -283,6 +286,29 @@ static void test_uring_tiny_buffer_ring_and_a_handler_keeping_buffers(void **sta
     free(out);
     free(in);
     server_stop(&s);
+    return s.largest;
+}
+
+/* Two 64-byte buffers in the ring; the handler keeps every buffer until 256 KiB came. Each
+ * completion takes a slot, and a burst larger than the ring runs it dry (ENOBUFS ends the
+ * multishot receive, which is armed again): nothing may be lost or reordered. */
+static void test_uring_tiny_buffer_ring_and_a_handler_keeping_buffers(void **state)
+{
+    (void)state;
+    eddy_loop_options_t tiny = {.uring_buffers = 2, .uring_buffer_size = 64};
+    keep_round_trip(tiny, 256 * 1024, 7);
+}
+
+/* A stream (4 MiB) fills the 16 KiB buffers of the ring, which is then refilled with 64 KiB
+ * ones (a completion per 64 KiB, as a readiness read takes); a size the loop's options give is
+ * kept. */
+static void test_uring_buffers_grow_for_a_stream_unless_the_size_is_fixed(void **state)
+{
+    (void)state;
+    size_t largest = keep_round_trip((eddy_loop_options_t){0}, 4u << 20, 11);
+    assert_true(largest > 16384 && largest <= 65536);
+    largest = keep_round_trip((eddy_loop_options_t){.uring_buffer_size = 16384}, 4u << 20, 11);
+    assert_true(largest <= 16384);
 }
 
 typedef struct conn_s {
@@ -572,6 +598,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uring_tiny_buffer_ring_and_a_handler_keeping_buffers),
+        cmocka_unit_test(test_uring_buffers_grow_for_a_stream_unless_the_size_is_fixed),
         cmocka_unit_test(test_uring_small_completion_queue_and_many_connections),
         cmocka_unit_test(test_uring_writes_from_threads_through_a_small_send_buffer),
         cmocka_unit_test(test_uring_close_with_a_receive_and_a_send_in_flight),
