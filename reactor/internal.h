@@ -7,7 +7,6 @@
 
 #include <eddy/ring.h>
 
-#include <assert.h>
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -177,7 +176,7 @@ static inline int64_t eddy__sequencer_mp_published(const eddy_sequencer_t *s, in
         if (end > avail)
             end = avail;
         for (; seq <= end; seq++, idx++) {
-            /* Pairs with the release store of the lap in eddy__sequencer_mp_set_available(): the slot's
+            /* Pairs with the release store of the lap in mp_set_available() (ring.c): the slot's
              * contents, written before it, are visible once we see the lap. */
             if (atomic_load_explicit(&av[idx], memory_order_acquire) != lap)
                 return seq - 1;
@@ -190,28 +189,9 @@ static inline int64_t eddy__sequencer_mp_published(const eddy_sequencer_t *s, in
  * holds the lap of the last sequence published there, and laps only grow. */
 static inline bool eddy__sequencer_mp_is_published(const eddy_sequencer_t *s, int64_t seq)
 {
-    /* Pairs with the release store in eddy__sequencer_mp_set_available(). */
+    /* Pairs with the release store in mp_set_available() (ring.c). */
     return atomic_load_explicit(&s->available[seq & s->mask], memory_order_acquire) ==
            (int32_t)(seq >> s->shift);
-}
-
-/* Multi-producer: mark seq published (its slot's word holds seq's lap). */
-static inline void eddy__sequencer_mp_set_available(eddy_sequencer_t *s, int64_t seq)
-{
-    /* Pairs with the acquire loads in eddy__sequencer_mp_is_published() and
-     * eddy__sequencer_mp_published(): the slot's contents, written before this store, are
-     * visible to the consumer that sees the lap number. */
-    atomic_store_explicit(&s->available[seq & s->mask], (int32_t)(seq >> s->shift),
-                          memory_order_release);
-}
-
-/* Multi-producer publish, inline, for a sequencer whose wait strategy wakes nobody (the
- * loop's task queue, on the yielding strategy): one store where eddy_sequencer_publish()
- * costs a call and two tests. */
-static inline void eddy__sequencer_mp_publish_quiet(eddy_sequencer_t *s, int64_t seq)
-{
-    assert(s->kind == EDDY__PRODUCER_MULTI && !s->signal);
-    eddy__sequencer_mp_set_available(s, seq);
 }
 
 /* How far ahead of a claim its producer fetches slots and lap entries (see

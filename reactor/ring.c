@@ -306,6 +306,15 @@ static int64_t mp_try_next(eddy_sequencer_t *s, int64_t n)
     return next;
 }
 
+static inline void mp_set_available(eddy_sequencer_t *s, int64_t seq)
+{
+    /* Pairs with the acquire loads in eddy__sequencer_mp_is_published() and
+     * eddy__sequencer_mp_published(): the slot's contents, written before this store, are
+     * visible to the consumer that sees the lap number. */
+    atomic_store_explicit(&s->available[seq & s->mask], (int32_t)(seq >> s->shift),
+                          memory_order_release);
+}
+
 void eddy_sequencer_set_ring(eddy_sequencer_t *s, const eddy_ring_t *ring)
 {
     if (s->kind == EDDY__PRODUCER_MULTI && (ring == NULL || (int64_t)ring->_size == s->size))
@@ -336,7 +345,7 @@ void eddy_sequencer_publish(eddy_sequencer_t *s, int64_t seq)
     if (s->kind == EDDY__PRODUCER_SINGLE)
         eddy_sequence_set(&s->cursor, seq); /* pairs with the consumers' eddy_sequence_get() */
     else
-        eddy__sequencer_mp_set_available(s, seq);
+        mp_set_available(s, seq);
     /* Strategies where nobody sleeps have no signal_all: no call, not even an indirect load. */
     if (s->signal)
         s->ws->ops->signal_all(s->ws);
@@ -348,7 +357,7 @@ void eddy_sequencer_publish_range(eddy_sequencer_t *s, int64_t lo, int64_t hi)
         eddy_sequence_set(&s->cursor, hi); /* pairs with the consumers' eddy_sequence_get() */
     } else {
         for (int64_t seq = lo; seq <= hi; seq++)
-            eddy__sequencer_mp_set_available(s, seq);
+            mp_set_available(s, seq);
     }
     if (s->signal)
         s->ws->ops->signal_all(s->ws);

@@ -131,7 +131,7 @@ static int enqueue(eddy_loop_t *loop, eddy_task_cb fn, void *arg, int mode)
                 slot->fn = fn;
                 slot->arg = arg;
                 slot->stamp_ns = 0;
-                eddy__sequencer_mp_publish_quiet(loop->sequencer, seq);
+                eddy_sequencer_publish(loop->sequencer, seq);
                 loop->last_self_seq = seq;
                 return 0;
             }
@@ -161,7 +161,7 @@ static int enqueue(eddy_loop_t *loop, eddy_task_cb fn, void *arg, int mode)
     slot->fn = fn;
     slot->arg = arg;
     slot->stamp_ns = (seq & LAG_SAMPLE_MASK) == 0 ? eddy__loop_now(loop) : 0;
-    eddy__sequencer_mp_publish_quiet(loop->sequencer, seq);
+    eddy_sequencer_publish(loop->sequencer, seq);
     /*
      * Two handshakes with the loop, both Dekker-style: we wrote the cursor (the claim) and read
      * a loop word; the loop writes that word, fences, and reads the cursor. The claim (a
