@@ -46,7 +46,7 @@ const eddy__poller_ops_t *const eddy__pollers[] = {
 _Static_assert(SAME_LINE(ring, sequencer) && SAME_LINE(ring, poller) &&
                    SAME_LINE(ring, manual) && SAME_LINE(ring, clock_offset_ns),
                "the producers' read-mostly fields share one line");
-_Static_assert(!SAME_LINE(ring, barrier) && !SAME_LINE(ring, now_ns) &&
+_Static_assert(!SAME_LINE(ring, ws) && !SAME_LINE(ring, now_ns) &&
                    !SAME_LINE(ring, state) && !SAME_LINE(ring, wake_needed),
                "nothing the loop or producers write sits on the producers' read-mostly line");
 #undef SAME_LINE
@@ -308,9 +308,6 @@ static void loop_release_parts(eddy_loop_t *loop)
     if (loop->poller_data != NULL) {
         loop->poller->destroy(loop);
     }
-    if (loop->barrier != NULL) {
-        eddy_barrier_free(loop->barrier);
-    }
     if (loop->sequencer != NULL) {
         eddy_sequencer_free(loop->sequencer);
     }
@@ -363,6 +360,14 @@ static int init_poller(eddy_loop_t *loop, const eddy__poller_ops_t *const *choic
     return err;
 }
 
+/* A slot no sequence was published in yet (eddy__task_slot_t.seq). */
+static void init_task_slot(void *slot, size_t index, void *arg)
+{
+    (void)index;
+    (void)arg;
+    atomic_init(&((eddy__task_slot_t *)slot)->seq, -1);
+}
+
 eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
 {
     eddy_loop_options_t o = {0};
@@ -406,10 +411,11 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
     loop->overflow_after = EDDY_SEQUENCE_INITIAL;
     atomic_init(&loop->state, EDDY__LOOP_NEW);
     atomic_init(&loop->wake_needed, 0);
-    /* The loop never waits on its barrier (it blocks in the poller), so the ring's wait
-     * strategy only matters to producers on a full ring: yielding keeps them polite. */
+    /* The loop never waits through the ring (it blocks in the poller, and reads a task once
+     * its slot shows its sequence: taskq.c), so the wait strategy only matters to producers
+     * on a full ring: yielding keeps them polite. */
     loop->ws = eddy_wait_strategy_yielding();
-    loop->ring = eddy_ring_new(qsize, sizeof(eddy__task_slot_t), NULL, NULL);
+    loop->ring = eddy_ring_new(qsize, sizeof(eddy__task_slot_t), init_task_slot, NULL);
     loop->consumed = eddy_sequence_new(EDDY_SEQUENCE_INITIAL);
     loop->termination = eddy__future_new_unowned();
     if (loop->ws == NULL || loop->ring == NULL || loop->consumed == NULL ||
@@ -423,7 +429,6 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
     }
     if (loop->sequencer == NULL ||
         eddy_sequencer_add_gating(loop->sequencer, &loop->consumed, 1) != 0 ||
-        (loop->barrier = eddy_sequencer_new_barrier(loop->sequencer, NULL, 0)) == NULL ||
         init_poller(loop, choices, nchoices) != 0) {
         loop_release_parts(loop);
         return NULL;

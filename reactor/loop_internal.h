@@ -66,10 +66,18 @@ enum {
 
 #define EDDY__NO_LIMIT INT64_MIN
 
+/*
+ * A task slot, alone on its 64-byte line: two producers that claim neighbouring sequences
+ * write different lines, and a slot carries its own publication (seq), so that nothing else
+ * a producer writes per task is shared with another producer either (taskq.c).
+ */
 typedef struct eddy__task_slot_s {
-    eddy_task_cb fn;
+    alignas(64) eddy_task_cb fn;
     void *arg;
     int64_t stamp_ns; /* when queued, on sampled slots (lag); 0 elsewhere */
+    /* The sequence last published in this slot, stored (release) after the fields above;
+     * -1 before the first. */
+    _Atomic int64_t seq;
 } eddy__task_slot_t;
 
 typedef struct eddy__overflow_s {
@@ -129,8 +137,7 @@ struct eddy_loop_s {
     bool manual; /* driven by hand on the caller's thread (eddy__loop_new_manual) */
     _Atomic int64_t clock_offset_ns; /* added to the monotonic clock; a manual loop's time */
 
-    alignas(128) eddy_barrier_t *barrier;
-    eddy_wait_strategy_t *ws;
+    alignas(128) eddy_wait_strategy_t *ws;
     eddy_sequence_t *consumed; /* the loop's sequence: gates the producers */
     int64_t next_seq;          /* the first sequence not yet run */
     eddy__overflow_t *overflow_head, *overflow_tail;
