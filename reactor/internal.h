@@ -214,7 +214,8 @@ static inline void eddy__sequencer_mp_prefetch(const eddy_sequencer_t *s, int64_
         return;
     if (s->prefetch_ring != NULL)
         eddy__prefetch_write(eddy_ring_get(s->prefetch_ring, ahead));
-    eddy__prefetch_write(&s->available[ahead & s->mask]);
+    if (s->available != NULL)
+        eddy__prefetch_write(&s->available[ahead & s->mask]);
 }
 
 /*
@@ -270,6 +271,16 @@ static inline int64_t eddy__sequencer_highest_published(const eddy_sequencer_t *
         return avail;
     return eddy__sequencer_mp_published(s, lo, avail);
 }
+
+/*
+ * Multi-producer, for a user whose slots publish themselves (the loop's task queue, taskq.c):
+ * free the availability words, which it never writes, so that claims stop prefetching them
+ * (two producers' prefetches pulled those lines back and forth for nothing). Afterwards only
+ * the claim functions and the cursor may be used: nothing that publishes through s or reads
+ * availability (eddy_sequencer_publish, barriers, eddy_sequencer_is_available). Before any
+ * claim.
+ */
+void eddy__sequencer_drop_availability(eddy_sequencer_t *s);
 
 /* Wake every waiter of s's wait strategy (after an alert). */
 void eddy__sequencer_signal(eddy_sequencer_t *s);

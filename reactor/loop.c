@@ -426,6 +426,7 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
     loop->sequencer = eddy_sequencer_new_multi(qsize, loop->ws);
     if (loop->sequencer != NULL) {
         eddy_sequencer_set_ring(loop->sequencer, loop->ring);
+        eddy__sequencer_drop_availability(loop->sequencer); /* slots publish themselves */
     }
     if (loop->sequencer == NULL ||
         eddy_sequencer_add_gating(loop->sequencer, &loop->consumed, 1) != 0 ||

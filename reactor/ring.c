@@ -5,6 +5,7 @@
  */
 #include "reactor/internal.h"
 
+#include <assert.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,6 +314,13 @@ static inline void mp_set_available(eddy_sequencer_t *s, int64_t seq)
      * visible to the consumer that sees the lap number. */
     atomic_store_explicit(&s->available[seq & s->mask], (int32_t)(seq >> s->shift),
                           memory_order_release);
+}
+
+void eddy__sequencer_drop_availability(eddy_sequencer_t *s)
+{
+    assert(s->kind == EDDY__PRODUCER_MULTI);
+    free(s->available);
+    s->available = NULL;
 }
 
 void eddy_sequencer_set_ring(eddy_sequencer_t *s, const eddy_ring_t *ring)
