@@ -80,6 +80,30 @@ static int overflow_push(eddy_loop_t *loop, eddy_task_cb fn, void *arg)
 
 enum { MODE_WAIT, MODE_TRY, MODE_LAZY };
 
+/* Wake the loop blocked in its poller. The slow path: announce ourselves before taking the
+ * flag, so that freeing the loop (eddy_loop_free) either sees us and waits, or has cleared
+ * the flag first and we take nothing: the poller is never used after it was destroyed. */
+static __attribute__((noinline)) void wake(eddy_loop_t *loop)
+{
+    atomic_fetch_add_explicit(&loop->waking, 1, memory_order_seq_cst);
+    if (atomic_exchange_explicit(&loop->wake_needed, 0, memory_order_seq_cst)) {
+        loop->poller->wakeup(loop);
+    }
+    atomic_fetch_sub_explicit(&loop->waking, 1, memory_order_release);
+}
+
+/*
+ * A producer about to wait for room wakes the loop if it sleeps: the tasks that filled the
+ * ring may all be lazy ones (eddy_loop_lazy_execute), which never wake it, and a loop asleep
+ * with a full ring would leave every producer waiting until some I/O or timer came.
+ */
+static void wake_for_room(eddy_loop_t *loop)
+{
+    if (atomic_load_explicit(&loop->wake_needed, memory_order_seq_cst)) {
+        wake(loop);
+    }
+}
+
 /* A producer's wait for room, round spins: spin, then yield, then sleep. */
 static void backoff(unsigned spins)
 {
@@ -107,6 +131,7 @@ static __attribute__((noinline, cold)) int wait_for_room(eddy_loop_t *loop, int6
         if (limit != EDDY__NO_LIMIT && seq > limit) {
             return EDDY_ESHUTDOWN;
         }
+        wake_for_room(loop);
         backoff(spins);
     }
     return 0;
@@ -131,6 +156,7 @@ static __attribute__((noinline)) int64_t claim_near_full(eddy_loop_t *loop, int 
         if (st != EDDY__LOOP_RUNNING && st != EDDY__LOOP_NEW) {
             return EDDY_ESHUTDOWN;
         }
+        wake_for_room(loop);
         backoff(spins);
     }
 }
@@ -200,14 +226,7 @@ static int enqueue(eddy_loop_t *loop, eddy_task_cb fn, void *arg, int mode)
         return claimed_after_shutdown(loop, seq);
     }
     if (mode != MODE_LAZY && atomic_load_explicit(&loop->wake_needed, memory_order_seq_cst)) {
-        /* The slow path: announce ourselves before taking the flag, so that freeing the loop
-         * (eddy_loop_free) either sees us and waits, or has cleared the flag first and we
-         * take nothing: the poller is never used after it was destroyed. */
-        atomic_fetch_add_explicit(&loop->waking, 1, memory_order_seq_cst);
-        if (atomic_exchange_explicit(&loop->wake_needed, 0, memory_order_seq_cst)) {
-            loop->poller->wakeup(loop);
-        }
-        atomic_fetch_sub_explicit(&loop->waking, 1, memory_order_release);
+        wake(loop);
     }
     return 0;
 }

@@ -538,6 +538,24 @@ static void test_lazy_execute_waits_for_something_else_to_wake_the_loop(void **s
     assert_order_is_0_to(2);
 }
 
+/* Lazy tasks never wake the loop, but one that finds the ring full does: a ring filled with
+ * lazy tasks while the loop slept used to leave its producer waiting for ever. */
+static void test_lazy_execute_on_a_full_ring_wakes_the_loop(void **state)
+{
+    (void)state;
+    order_reset();
+    eddy_loop_options_t opts = {.task_queue_size = 8};
+    eddy_loop_t *loop = start_loop(&opts);
+    run_sync(loop, noop, NULL);
+    sleep_ms(100); /* blocked in its poller, no timer */
+    for (long i = 0; i < 50; i++) {
+        assert_int_equal(eddy_loop_lazy_execute(loop, record, (void *)i), 0);
+    }
+    assert_true(wait_for(&order_n, 42, DEADLINE_MS)); /* all but what fits in the ring */
+    finish_loop(loop); /* runs the rest */
+    assert_order_is_0_to(50);
+}
+
 static int callable_ok(void *arg, void **result)
 {
     *result = arg;
@@ -701,7 +719,9 @@ static void test_io_ratio_budget_does_not_count_time_blocked_in_the_poller(void 
     (void)state;
     memset(&bud, 0, sizeof(bud));
     bud.io_spin_ns = 100000;
-    eddy_loop_options_t opts = {.io_ratio = 50, .stall_threshold_ns = -1};
+    /* Room for every task at once: a producer that finds the ring full wakes the loop. */
+    eddy_loop_options_t opts = {.io_ratio = 50, .stall_threshold_ns = -1,
+                                .task_queue_size = 16384};
     eddy_loop_t *loop = start_loop(&opts);
     assert_int_equal(pipe(bud.fds), 0);
     eddy_io_init(&bud.io, loop, bud.fds[0], budget_io_cb, &bud);
@@ -1225,6 +1245,7 @@ int main(void)
         cmocka_unit_test(test_try_execute_returns_eagain_on_a_full_ring),
         cmocka_unit_test(test_execute_waits_on_a_full_ring_until_the_loop_drains),
         cmocka_unit_test(test_lazy_execute_waits_for_something_else_to_wake_the_loop),
+        cmocka_unit_test(test_lazy_execute_on_a_full_ring_wakes_the_loop),
         cmocka_unit_test(test_submit_completes_with_the_result_or_the_error),
         cmocka_unit_test(test_submit_after_shutdown_fails_with_eshutdown),
         cmocka_unit_test(test_io_ratio_100_runs_every_queued_task_in_one_turn),
