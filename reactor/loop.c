@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_QUEUE 16384
+#define DEFAULT_QUEUE 8192
 #define DEFAULT_IO_RATIO 50
 #define DEFAULT_STALL_NS ((int64_t)100 * 1000000)
 
