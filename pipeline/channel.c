@@ -871,4 +871,5 @@ void eddy_channel_counters(const eddy_channel_t *ch, eddy_channel_counters_t *c)
     c->msgs_read = atomic_load_explicit(&ch->msgs_read, memory_order_relaxed);
     c->msgs_written = atomic_load_explicit(&ch->msgs_written, memory_order_relaxed);
     c->pending_outbound_bytes = eddy__outbound_pending(ch);
+    c->msgs_dropped = atomic_load_explicit(&ch->pipeline.dropped, memory_order_relaxed);
 }

@@ -690,6 +690,7 @@ static const eddy__channel_ops_t datagram_ops = {
     .set_socket_option = datagram_option,
     .destroy = eddy__socket_destroy,
     .accepts = datagram_accepts,
+    .write_dropped = eddy__write_dropped, /* a datagram is whole or absent: the rest go on */
 };
 
 bool eddy_channel_is_datagram(const eddy_channel_t *ch)

@@ -73,7 +73,10 @@ struct eddy_pipeline_s {
     unsigned depth;             /* nested entries into the pipeline (the loop's thread) */
     _Atomic unsigned offloaded; /* events in flight on carriers */
     unsigned names;             /* counter for generated names */
-    uint64_t job_ids;           /* the last scoped timer id of its loop contexts */
+    /* Messages written with no promise that the channel dropped and went on (datagram
+     * channels: fault.c); in what would be padding. Read anywhere (eddy_channel_counters). */
+    _Atomic uint32_t dropped;
+    uint64_t job_ids; /* the last scoped timer id of its loop contexts */
 };
 
 static inline eddy__ctx_offload_t *eddy__ctx_offload(eddy_ctx_t *ctx)
@@ -120,6 +123,10 @@ typedef struct eddy__channel_ops_s {
     /* Whether msg may be queued for the socket: 0, or the error its write fails with. NULL:
      * bytes only (buffers and composites; else EDDY_ENOTSUP: an encoder is missing). */
     int (*accepts)(const eddy_channel_t *ch, const eddy_msg_t *msg);
+    /* A write with no promise that could not be queued: count it and go on (datagram
+     * channels: eddy__write_dropped). NULL: a byte stream, which cannot go on after a hole,
+     * so the pipeline raises the error and closes after what was queued (fault.c). */
+    void (*write_dropped)(eddy_channel_t *ch, uint32_t msg_type, int err);
     /* Bytes of the transport's own state (at most sizeof(eddy_io_t)), which the kind's
      * channels hold in place of the descriptor's watcher (eddy__channel_state()); 0: the kind
      * watches its descriptor through ch->io. */
@@ -174,6 +181,8 @@ enum {
     /* Datagram channels (datagram.c): connected to one peer; the kernel refused UDP GSO. */
     EDDY__CH_DGRAM_CONNECTED = 1u << 15,
     EDDY__CH_DGRAM_NO_GSO = 1u << 16,
+    /* An error was logged for this channel: the tail logs no second one (fault.c). */
+    EDDY__CH_ERROR_LOGGED = 1u << 17,
 };
 
 typedef struct eddy__attr_s {
@@ -422,7 +431,8 @@ size_t eddy__outbound_pending(const eddy_channel_t *ch);
  * msgs[0..max) (borrowed: valid until they complete); returns how many. */
 size_t eddy__outbound_flushed_msgs(const eddy_channel_t *ch, eddy_msg_t **msgs, size_t max);
 /* The first n flushed entries leave: written (err 0: their bytes counted as written), or
- * failed with err. Their promises complete, which may write, flush or close. */
+ * failed with err (those without a promise go to the kind's write_dropped). Their promises
+ * complete, which may write, flush or close. */
 void eddy__outbound_complete(eddy_channel_t *ch, size_t n, int err);
 /* Fail every entry with err, messages released. */
 void eddy__outbound_fail_all(eddy_channel_t *ch, int err);
@@ -474,6 +484,16 @@ static inline void eddy__channel_unhold(eddy_channel_t *ch)
     eddy__pipeline_leave(&ch->pipeline);
     eddy_channel_release(ch);
 }
+
+/* Failures nobody was told of (fault.c). */
+/* The context whose write is being carried toward the head on this thread (pipeline.c), or
+ * NULL. */
+eddy_ctx_t *eddy__pipeline_writer(void);
+/* An error reached the tail of ch's pipeline: log it, once per channel. */
+void eddy__pipeline_tail_exception(eddy_channel_t *ch, int err);
+/* A message of msg_type written with no promise could not go, and the channel goes on: count
+ * it, log the first (the channel ops' write_dropped of datagram channels). */
+void eddy__write_dropped(eddy_channel_t *ch, uint32_t msg_type, int err);
 
 /* Handler-scoped timers (scoped.c). Cancel every timer of ctx still pending: at its
  * removal, on the handler's thread, before handler_removed. */

@@ -74,10 +74,10 @@ static inline bool well_formed(const eddy__outbound_t *ob)
         assert(well_formed(&(ch)->out));                                                           \
     } while (0)
 
-static void fail_msg(eddy_msg_t *msg, eddy_promise_t *p, int err)
+/* A write the channel refuses: p fails, or with no promise the pipeline raises it. */
+static void fail_msg(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p, int err)
 {
-    eddy_msg_release(msg);
-    eddy__promise_done(p, err);
+    eddy_ctx_fail_write(&ch->pipeline.end, msg, p, err);
 }
 
 /*
@@ -164,11 +164,11 @@ void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
     ASSERT_SOUND(ch);
     eddy__outbound_t *ob = &ch->out;
     if (ch->flags & EDDY__CH_CLOSED) {
-        fail_msg(msg, p, EDDY_ECLOSED);
+        fail_msg(ch, msg, p, EDDY_ECLOSED);
         return;
     }
     if (ch->flags & (EDDY__CH_OUTPUT_SHUTDOWN | EDDY__CH_SHUTDOWN_PENDING)) {
-        fail_msg(msg, p, EDDY_EPIPE);
+        fail_msg(ch, msg, p, EDDY_EPIPE);
         return;
     }
     int refused = ch->ops->accepts != NULL ? ch->ops->accepts(ch, msg)
@@ -176,17 +176,17 @@ void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
                       ? EDDY_ENOTSUP /* only bytes reach the socket: an encoder is missing */
                       : 0;
     if (refused != 0) {
-        fail_msg(msg, p, refused);
+        fail_msg(ch, msg, p, refused);
         return;
     }
     size_t bytes = eddy__msg_bytes(msg);
     if (over_cap(ch, bytes)) {
-        fail_msg(msg, p, EDDY_ENOBUFS);
+        fail_msg(ch, msg, p, EDDY_ENOBUFS);
         return;
     }
     eddy__entry_t *e = eddy__recycle_get(EDDY__RECYCLE_ENTRY, sizeof(*e));
     if (e == NULL) {
-        fail_msg(msg, p, EDDY_ENOMEM);
+        fail_msg(ch, msg, p, EDDY_ENOMEM);
         return;
     }
     e->next = NULL;
@@ -307,6 +307,8 @@ void eddy__outbound_complete(eddy_channel_t *ch, size_t n, int err)
         if (err == 0) {
             atomic_fetch_add_explicit(&ch->bytes_written, e->bytes - e->done,
                                       memory_order_relaxed);
+        } else if (e->p == NULL && ch->ops->write_dropped != NULL) {
+            ch->ops->write_dropped(ch, e->msg->type, err); /* nobody to tell: counted */
         }
         complete_entry(ch, e, err, NULL);
     }

@@ -146,9 +146,7 @@ static void tail_exception(eddy_ctx_t *ctx, int err)
         ch->embedded->last_error = err;
         return;
     }
-    eddy__log(EDDY_LOG_WARN,
-              "channel %llu: an error reached the end of the pipeline unhandled: %s (%s)",
-              (unsigned long long)ch->id, eddy_strerror(err), eddy_err_name(err));
+    eddy__pipeline_tail_exception(ch, err); /* fault.c: logged once per channel */
 }
 
 /* The end of the line for events nobody consumed: nothing to do. */
@@ -1116,6 +1114,26 @@ static eddy_ctx_t *prev_with(eddy_ctx_t *from, unsigned bit)
 static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_promise_t *pr,
                      const eddy_addr_t *a, const eddy_addr_t *b);
 
+/* The context whose write is being carried toward the head on this thread, for naming the
+ * handler that wrote when the write fails with nobody to tell (fault.c). */
+static __attribute__((tls_model("initial-exec"))) _Thread_local eddy_ctx_t *writing;
+
+eddy_ctx_t *eddy__pipeline_writer(void)
+{
+    return writing;
+}
+
+/* ctx's write of msg, written by `from`: kept in `writing` meanwhile (nested writes, an
+ * encoder's, keep their own and give it back). */
+static inline void call_write(eddy_ctx_t *ctx, eddy_ctx_t *from, eddy_msg_t *msg,
+                              eddy_promise_t *pr)
+{
+    eddy_ctx_t *was = writing;
+    writing = from;
+    ctx->ops->write(ctx, msg, pr);
+    writing = was;
+}
+
 /* A flush from `from`, then a close walking the handlers with the channel marked graceful,
  * so that the head closes after the flush (a handler that delays the close, as TLS does for
  * its close_notify, reads the mark and keeps it for later). */
@@ -1158,13 +1176,13 @@ static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_pr
         o->read(ctx);
         break;
     case OUT_WRITE:
-        o->write(ctx, msg, pr);
+        call_write(ctx, from, msg, pr);
         break;
     case OUT_FLUSH:
         o->flush(ctx);
         break;
     case OUT_WRITE_FLUSH:
-        o->write(ctx, msg, pr);
+        call_write(ctx, from, msg, pr);
         /* The flush starts again from the caller's context: a handler between may have
          * queued the message rather than passed it on. */
         out_from(from, OUT_FLUSH, NULL, NULL, NULL, NULL);
@@ -1212,6 +1230,11 @@ static void out(eddy_ctx_t *ctx, out_kind_t kind, eddy_msg_t *msg, eddy_promise_
     if (h == NULL) {
         if (msg != NULL) {
             eddy_msg_release(msg);
+        }
+        if (pr == NULL && kind != OUT_READ && kind != OUT_FLUSH) {
+            /* Nobody to tell, and no memory to carry the failure to the loop either. */
+            eddy__log(EDDY_LOG_ERROR, "channel %llu: out of memory carrying an operation from "
+                      "another thread to its loop; dropped", (unsigned long long)ch->id);
         }
         eddy__promise_done(pr, EDDY_ENOMEM);
         return;

@@ -3,6 +3,7 @@ list(APPEND EDDY_SOURCES
     pipeline/channel_group.c
     pipeline/datagram.c
     pipeline/embedded.c
+    pipeline/fault.c
     pipeline/handlers.c
     pipeline/outbound.c
     pipeline/pipeline.c

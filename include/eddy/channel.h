@@ -79,9 +79,13 @@ typedef enum {
     EDDY_RCVBUF_ALLOC_INITIAL,  /* first size (2048) */
     EDDY_RCVBUF_ALLOC_MAX,      /* largest (65536); MIN == MAX: a fixed size */
     EDDY_PAUSE_READ_WHEN_UNWRITABLE, /* 0/1 (default 0): stop reading while unwritable,
-                                        resume when drained below the low water mark */
+                                        resume when drained below the low water mark; the
+                                        decoders (codec.h) pass no message on meanwhile, so
+                                        replies queue up to the high mark plus one */
     EDDY_MAX_PENDING_OUTBOUND,  /* bytes; 0 = no cap (default). Beyond it writes fail with
-                                   EDDY_ENOBUFS instead of queueing */
+                                   EDDY_ENOBUFS instead of queueing; one with no promise
+                                   closes a stream after what was queued (pipeline.h). With
+                                   the pause, set it above the high mark by a reply */
     EDDY_LINGER_MS,             /* a close after flush (eddy_channel_close_after_flush) reads
                                    and drops the peer's input for up to this long after our
                                    FIN, until the peer closes (nginx's lingering close);
@@ -230,6 +234,9 @@ EDDY_EXTERN void *eddy_channel_attr(const eddy_channel_t *ch, const void *key);
 typedef struct eddy_channel_counters_s {
     uint64_t bytes_read, bytes_written, msgs_read, msgs_written;
     uint64_t pending_outbound_bytes;
+    /* Messages written with no promise that could not go and that the channel dropped while
+     * it went on: datagram channels only (a byte stream closes instead: pipeline.h). */
+    uint64_t msgs_dropped;
 } eddy_channel_counters_t;
 
 /** Counters, readable from any thread (a snapshot). */

@@ -275,6 +275,16 @@ EDDY_EXTERN void eddy_ctx_fire_exception(eddy_ctx_t *ctx, int err);
 /*
  * Outbound, from this handler toward the head. p may be NULL; it completes (0 or an error)
  * when the operation did. A failure is reported through p only, never as a return.
+ *
+ * A write with p NULL is fire-and-forget, never fail-silently (Netty's void promise): when
+ * it cannot be queued (EDDY_ENOBUFS past EDDY_MAX_PENDING_OUTBOUND, EDDY_ENOTSUP for a
+ * message no encoder turned into bytes, EDDY_ENOMEM, an encoder's own error), a byte stream
+ * closes after what was queued before it, since it cannot go on after a hole (later writes
+ * fail with EDDY_EPIPE), and the error travels from the head as exception_caught; the tail
+ * logs it once, naming the channel, the handler that wrote and the message type. A datagram
+ * channel drops the packet instead, counts it (eddy_channel_counters' msgs_dropped), logs
+ * the first, and goes on. Writes refused because the channel or its output had closed
+ * (EDDY_ECLOSED, EDDY_EPIPE) raise nothing: no byte follows them.
  */
 EDDY_EXTERN void eddy_ctx_bind(eddy_ctx_t *ctx, const eddy_addr_t *local, eddy_promise_t *p);
 EDDY_EXTERN void eddy_ctx_connect(eddy_ctx_t *ctx, const eddy_addr_t *remote,
@@ -291,6 +301,15 @@ EDDY_EXTERN void eddy_ctx_read(eddy_ctx_t *ctx);
 EDDY_EXTERN void eddy_ctx_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p);
 EDDY_EXTERN void eddy_ctx_flush(eddy_ctx_t *ctx);
 EDDY_EXTERN void eddy_ctx_write_and_flush(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p);
+/**
+ * For a handler's write op that cannot pass a write on (an encoder that cannot encode msg, a
+ * limit of its own): release msg (NULL: already released; give it when you can, its type
+ * names it in the log) and fail p with err (negative), or, p NULL, do what the head does with
+ * such a write (above): a byte stream raises err and closes after what was queued before it;
+ * a datagram channel counts the drop. Use it rather than failing p yourself: with p NULL, a
+ * write that ends unreported in a handler leaves a hole in the stream. The channel's loop.
+ */
+EDDY_EXTERN void eddy_ctx_fail_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p, int err);
 
 #ifdef __cplusplus
 }

@@ -28,8 +28,7 @@ void eddy_encoder_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
 {
     eddy_encoder_t *e = eddy_ctx_state(ctx);
     if (e == NULL) {
-        eddy_msg_release(msg);
-        eddy__promise_done(p, EDDY_EINVAL);
+        eddy_ctx_fail_write(ctx, msg, p, EDDY_EINVAL);
         return;
     }
     if (!accepts(e, msg)) {
@@ -43,14 +42,14 @@ void eddy_encoder_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
     }
     eddy_buf_t *out = eddy_buf_alloc(eddy_ctx_alloc(ctx), size, EDDY_BUF_DEFAULT_MAX_CAPACITY);
     int err = out != NULL ? e->ops->encode(ctx, e->self, msg, out) : EDDY_ENOMEM;
-    eddy_msg_release(msg);
     if (err < 0) {
         if (out != NULL) {
             eddy_buf_release(out);
         }
-        eddy__promise_done(p, err);
+        eddy_ctx_fail_write(ctx, msg, p, err); /* with no promise: raised, the stream closes */
         return;
     }
+    eddy_msg_release(msg);
     /* Even an empty buffer goes on, so that p completes in order with the other writes. */
     eddy_ctx_write(ctx, eddy_buf_msg(out), p);
 }

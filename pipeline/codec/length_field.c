@@ -252,8 +252,7 @@ static void prepender_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
         err = head == NULL ? EDDY_ENOMEM : 0;
     }
     if (err != 0) {
-        eddy_msg_release(msg);
-        eddy__promise_done(p, err);
+        eddy_ctx_fail_write(ctx, msg, p, err);
         return;
     }
     put_length(pp, head, value);
@@ -275,8 +274,7 @@ static void prepender_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
     eddy_composite_t *c = eddy_composite_new(parts + 1);
     if (c == NULL) {
         eddy_buf_release(head);
-        eddy_msg_release(msg);
-        eddy__promise_done(p, EDDY_ENOMEM);
+        eddy_ctx_fail_write(ctx, msg, p, EDDY_ENOMEM);
         return;
     }
     err = eddy_composite_add(c, head); /* takes head over, also on failure */
@@ -287,7 +285,7 @@ static void prepender_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
     }
     if (err != 0) {
         eddy_composite_release(c);
-        eddy__promise_done(p, err);
+        eddy_ctx_fail_write(ctx, NULL, p, err); /* msg went with the composite */
         return;
     }
     eddy_ctx_write(ctx, eddy_composite_msg(c), p);

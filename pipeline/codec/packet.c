@@ -77,8 +77,7 @@ void eddy_packet_codec_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p
 {
     eddy_packet_codec_t *c = eddy_ctx_state(ctx);
     if (c == NULL) {
-        eddy_msg_release(msg);
-        eddy__promise_done(p, EDDY_EINVAL);
+        eddy_ctx_fail_write(ctx, msg, p, EDDY_EINVAL);
         return;
     }
     if (!accepts(c, msg)) {
@@ -87,13 +86,13 @@ void eddy_packet_codec_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p
     }
     eddy_datagram_t *out = NULL;
     int err = c->ops->encode(ctx, c->self, msg, &out);
-    eddy_msg_release(msg);
     if (err < 0 || out == NULL) {
         if (out != NULL) {
             eddy_datagram_release(out);
         }
-        eddy__promise_done(p, err < 0 ? err : EDDY_EINVAL);
+        eddy_ctx_fail_write(ctx, msg, p, err < 0 ? err : EDDY_EINVAL); /* a packet drops */
         return;
     }
+    eddy_msg_release(msg);
     eddy_ctx_write(ctx, eddy_datagram_msg(out), p);
 }

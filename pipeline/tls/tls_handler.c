@@ -997,8 +997,7 @@ static void tls_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
     }
     if (err != 0) {
         free(e);
-        eddy_msg_release(msg);
-        eddy__promise_done(p, err);
+        eddy_ctx_fail_write(ctx, msg, p, err); /* with no promise: raised, closed after */
         return;
     }
     e->next = NULL;

@@ -190,9 +190,10 @@ static void write_now(eddy_ctx_t *ctx, client_codec_t *s, eddy_msg_t *msg, eddy_
     eddy_http_client_request_t *r = eddy_http_client_request_of(msg);
     if (r != NULL) {
         int err = write_request(ctx, s, r, p);
-        eddy_msg_release(msg);
         if (err != 0) {
-            eddy__promise_done(p, err);
+            eddy_ctx_fail_write(ctx, msg, p, err);
+        } else {
+            eddy_msg_release(msg);
         }
         return;
     }
@@ -221,11 +222,11 @@ static void write_now(eddy_ctx_t *ctx, client_codec_t *s, eddy_msg_t *msg, eddy_
         eddy__promise_done(p, 0);
         return;
     }
-    eddy_msg_release(msg);
     if (out == NULL) {
-        eddy__promise_done(p, EDDY_ENOMEM);
+        eddy_ctx_fail_write(ctx, msg, p, EDDY_ENOMEM);
         return;
     }
+    eddy_msg_release(msg);
     eddy_ctx_write(ctx, out, p);
 }
 
@@ -248,15 +249,13 @@ static void codec_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
 {
     client_codec_t *s = codec_of(ctx);
     if (s == NULL) {
-        eddy_msg_release(msg);
-        eddy__promise_done(p, EDDY_EINVAL);
+        eddy_ctx_fail_write(ctx, msg, p, EDDY_EINVAL);
         return;
     }
     if (s->holding) {
         int err = held_push(s, msg, p);
         if (err != 0) {
-            eddy_msg_release(msg);
-            eddy__promise_done(p, err);
+            eddy_ctx_fail_write(ctx, msg, p, err);
         }
         return;
     }

@@ -142,8 +142,7 @@ static void exchange_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
         /* Written by hand: its response is not ours, but it takes its place in the order. */
         int err = wait_push(s, NULL);
         if (err != 0) {
-            eddy_msg_release(msg);
-            eddy__promise_done(p, err);
+            eddy_ctx_fail_write(ctx, msg, p, err);
             return;
         }
         if (s->wait.count == 1) {

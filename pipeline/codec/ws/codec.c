@@ -249,10 +249,7 @@ static void ws_encoder_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p
         if (e->close_sent) {
             /* After our close frame no frame may go (a broadcast that reached a member after
              * its close began: serverfuzz ws_chat on io_uring): its write fails. */
-            eddy_msg_release(msg);
-            if (p != NULL) {
-                eddy_promise_fail(p, EDDY_ECLOSED);
-            }
+            eddy_ctx_fail_write(ctx, msg, p, EDDY_ECLOSED);
             return;
         }
         e->close_sent = f->opcode == EDDY_WS_CLOSE;
@@ -273,10 +270,7 @@ static void ws_encoder_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p
         if (head != NULL) {
             eddy_buf_release(head);
         }
-        eddy_msg_release(msg);
-        if (p != NULL) {
-            eddy_promise_fail(p, EDDY_ENOMEM);
-        }
+        eddy_ctx_fail_write(ctx, msg, p, EDDY_ENOMEM);
         return;
     }
     put_header(head, f, n, 0);

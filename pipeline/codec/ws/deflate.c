@@ -411,13 +411,11 @@ static void deflate_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
         s->out_open = !f->fin;
         z->rsv = first ? EDDY_WS_RSV1 : 0; /* section 6.1: on the first frame only */
     }
-    eddy_msg_release(msg);
     if (err != 0) {
-        if (p != NULL) {
-            eddy_promise_fail(p, err);
-        }
+        eddy_ctx_fail_write(ctx, msg, p, err);
         return;
     }
+    eddy_msg_release(msg);
     eddy_ctx_write(ctx, &z->_msg, p);
 }
 

@@ -212,10 +212,7 @@ static void protocol_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
     eddy_ws_frame_t *f = eddy_ws_frame_of(msg);
     if (f != NULL && s->close_sent) {
         /* Section 5.5.1: nothing follows a close frame. */
-        eddy_msg_release(msg);
-        if (p != NULL) {
-            eddy_promise_fail(p, EDDY_ECLOSED);
-        }
+        eddy_ctx_fail_write(ctx, msg, p, EDDY_ECLOSED);
         return;
     }
     if (f != NULL && f->opcode == EDDY_WS_CLOSE) {
