@@ -131,12 +131,21 @@ EDDY_EXTERN void eddy_decoder_handler_removed(eddy_ctx_t *ctx);
 /** Cumulate msg (taken over; messages that are not buffers or composites are passed on
  * untouched) and decode. Out of memory: the cumulation is discarded, EDDY_ENOMEM fired. */
 EDDY_EXTERN void eddy_decoder_channel_read(eddy_ctx_t *ctx, eddy_msg_t *msg);
-/** Ask for another read when auto-read is off and bytes came in but no message came out. */
+/** Ask for another read when auto-read is off and bytes came in but no message came out;
+ * then a decode error of this read batch (exception_caught, and a close after flush). */
 EDDY_EXTERN void eddy_decoder_channel_read_complete(eddy_ctx_t *ctx);
 /** Decode what is left, then decode_last, release the rest and pass the event on. */
 EDDY_EXTERN void eddy_decoder_channel_inactive(eddy_ctx_t *ctx);
-/** On EDDY_EVENT_INPUT_SHUTDOWN, as channel_inactive; every event is passed on. */
+/** On EDDY_EVENT_INPUT_SHUTDOWN, as channel_inactive; every event is passed on (the input's
+ * end behind the messages backpressure still holds, once they went on). */
 EDDY_EXTERN void eddy_decoder_user_event_triggered(eddy_ctx_t *ctx, int event, void *data);
+/**
+ * Backpressure per message: with EDDY_PAUSE_READ_WHEN_UNWRITABLE on, the decoder passes no
+ * message on while the channel is unwritable (the bytes wait in its cumulation; the channel
+ * stops reading after the read batch); once it is writable again, decoding goes on from a
+ * task, as a batch of its own ending in channel_read_complete. Passes the event on.
+ */
+EDDY_EXTERN void eddy_decoder_channel_writability_changed(eddy_ctx_t *ctx);
 
 /* A handler table for a decoder kind, named for logs: one static const table per kind, shared
  * by every decoder of the kind (not sharable: each decoder state sits in one pipeline). */
@@ -147,6 +156,7 @@ EDDY_EXTERN void eddy_decoder_user_event_triggered(eddy_ctx_t *ctx, int event, v
         .channel_read = eddy_decoder_channel_read,                                                 \
         .channel_read_complete = eddy_decoder_channel_read_complete,                               \
         .user_event_triggered = eddy_decoder_user_event_triggered,                                 \
+        .channel_writability_changed = eddy_decoder_channel_writability_changed,                   \
     }
 
 /* ---------------------------------------------------------------------------------------

@@ -7,6 +7,12 @@
  * a frame to it, or decode removes its own handler). So after every call that can reach other
  * handlers (decode, a fire) we ask eddy_ctx_is_removed() before touching the state again; the
  * context itself stays valid until the outermost event leaves the pipeline.
+ *
+ * Backpressure is per message: with EDDY_PAUSE_READ_WHEN_UNWRITABLE on, no message goes on
+ * while the channel is unwritable. What the decoder holds then waits in the cumulation (the
+ * channel stops reading after this read batch), and decoding resumes from a task once the
+ * channel drained, so a client pipelining requests with large replies costs the high water
+ * mark plus one reply, not one reply per request of a read.
  */
 #include <eddy/channel.h>
 #include <eddy/codec.h>
@@ -57,6 +63,9 @@ struct eddy_decoder_s {
     bool got_bytes;             /* bytes came in since the last read_complete */
     bool fired;                 /* a message went on since the last read_complete */
     bool closing;               /* inside input_closed(): nested closes do nothing more */
+    bool held;                  /* decoding stopped for backpressure with bytes left */
+    bool resume_queued;         /* resume() will run */
+    bool input_ended;           /* the input ended while held: handled behind the bytes */
     size_t emitted;             /* messages fired, ever: read_complete after a close */
     int64_t since;              /* the message under way began then (loop clock); 0: none */
     int failed;                 /* a decode error waiting for read_complete (negative), or
@@ -573,10 +582,26 @@ static bool decode_once(eddy_ctx_t *ctx, eddy_decoder_t *d, eddy_decode_cb fn, p
     return !removed && !eddy_ctx_is_removed(ctx);
 }
 
-/* Decode until a call makes no progress. false: the handler is gone. */
+/* Backpressure per message: the channel pauses reading while unwritable, and its decoder
+ * passes no message on meanwhile. Not once it closed (the end of input decodes the rest). */
+static bool held_back(eddy_ctx_t *ctx)
+{
+    eddy_channel_t *ch = eddy_ctx_channel(ctx);
+    return !eddy_channel_is_writable(ch) &&
+           eddy_channel_option(ch, EDDY_PAUSE_READ_WHEN_UNWRITABLE) != 0 &&
+           eddy_channel_is_open(ch);
+}
+
+/* Decode until a call makes no progress, or backpressure holds the rest. false: the handler
+ * is gone. */
 static bool call_decode(eddy_ctx_t *ctx, eddy_decoder_t *d)
 {
+    d->held = false;
     while (eddy_cumulation_readable(&d->cum) > 0) {
+        if (held_back(ctx)) {
+            d->held = true; /* resumed by eddy_decoder_channel_writability_changed() */
+            break;
+        }
         pass_t r;
         if (!decode_once(ctx, d, d->ops->decode, &r)) {
             return false;
@@ -613,6 +638,17 @@ static bool input_closed(eddy_ctx_t *ctx, eddy_decoder_t *d)
     size_t emitted = d->emitted;
     if (!call_decode(ctx, d)) {
         return false;
+    }
+    if (d->held) {
+        /* Backpressure holds messages still: the end of input waits behind them (resume()),
+         * and what went on meanwhile is flushed. */
+        d->closing = false;
+        d->input_ended = true;
+        if (d->emitted != emitted) {
+            eddy_ctx_fire_channel_read_complete(ctx);
+            return !eddy_ctx_is_removed(ctx);
+        }
+        return true;
     }
     pass_t r;
     if (d->ops->decode_last != NULL) {
@@ -691,31 +727,90 @@ void eddy_decoder_channel_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
     }
 }
 
+/* The end of a batch of messages: read_complete on, then a decode error of the batch. */
+static void finish_batch(eddy_ctx_t *ctx, eddy_decoder_t *d)
+{
+    int failed = d != NULL && d->failed < 0 ? d->failed : 0;
+    if (failed != 0) {
+        d->failed = 1;
+    }
+    eddy_ctx_fire_channel_read_complete(ctx);
+    if (failed != 0 && !eddy_ctx_is_removed(ctx) && eddy_channel_is_open(eddy_ctx_channel(ctx))) {
+        /* The stream is broken: the error, then the channel closes once what was written is
+         * out (DESIGN.md: bad input closes after what was queued is flushed). A handler that
+         * closes in exception_caught closes at once, after read_complete's flush. Once the
+         * channel closed (a reset came in the same batch, and a handler acted on it) the
+         * error has nobody left to tell: it would only reach the tail. */
+        eddy_ctx_fire_exception(ctx, failed);
+        eddy_ctx_close_after_flush(ctx, NULL);
+    }
+}
+
 void eddy_decoder_channel_read_complete(eddy_ctx_t *ctx)
 {
     eddy_decoder_t *d = eddy_ctx_state(ctx);
     if (d != NULL) {
         /* Bytes came but no message went on: without auto-read nobody else asks for more,
-         * and the channel would stall (Netty's channelReadComplete). */
-        if (d->got_bytes && !d->fired &&
+         * and the channel would stall (Netty's channelReadComplete). Not while backpressure
+         * holds messages: their resumption reads on. */
+        if (d->got_bytes && !d->fired && !d->held &&
             eddy_channel_option(eddy_ctx_channel(ctx), EDDY_AUTO_READ) == 0) {
             eddy_ctx_read(ctx);
         }
         d->got_bytes = false;
         d->fired = false;
     }
-    int failed = d != NULL && d->failed < 0 ? d->failed : 0;
-    if (failed != 0) {
-        d->failed = 1;
+    finish_batch(ctx, d);
+}
+
+/* The channel drained after backpressure held messages back: decode on, as a batch of its
+ * own (read_complete after, so the handlers flush), then the end of input if it came. A task,
+ * not a call from inside the writability event: that fires from within a flush, maybe the
+ * application's own read_complete, which must not see channel_read inside it. */
+static void resume(eddy_ctx_t *ctx, void *arg)
+{
+    (void)arg;
+    eddy_decoder_t *d = eddy_ctx_state(ctx);
+    d->resume_queued = false;
+    if (!d->held || held_back(ctx)) {
+        return; /* decoded meanwhile, or unwritable again: the next drain resumes */
     }
-    eddy_ctx_fire_channel_read_complete(ctx);
-    if (failed != 0 && !eddy_ctx_is_removed(ctx)) {
-        /* The stream is broken: the error, then the channel closes once what was written is
-         * out (DESIGN.md: bad input closes after what was queued is flushed). A handler that
-         * closes in exception_caught closes at once, after read_complete's flush. */
-        eddy_ctx_fire_exception(ctx, failed);
-        eddy_ctx_close_after_flush(ctx, NULL);
+    size_t emitted = d->emitted;
+    if (!call_decode(ctx, d)) {
+        return;
     }
+    if (eddy_cumulation_readable(&d->cum) == 0) {
+        cum_clear(&d->cum);
+    }
+    if (d->emitted != emitted || d->failed < 0) {
+        finish_batch(ctx, d);
+        if (eddy_ctx_is_removed(ctx)) {
+            return;
+        }
+    } else if (!d->held && !d->input_ended &&
+               eddy_channel_option(eddy_ctx_channel(ctx), EDDY_AUTO_READ) == 0) {
+        eddy_ctx_read(ctx); /* a message's first part only: without auto-read, ask for more */
+    }
+    if (d->held || !d->input_ended) {
+        return;
+    }
+    d->input_ended = false;
+    if (!eddy_channel_is_open(eddy_ctx_channel(ctx))) {
+        return; /* closed meanwhile: channel_inactive decoded the rest */
+    }
+    if (input_closed(ctx, d) && !eddy_ctx_is_removed(ctx) && !d->input_ended) {
+        eddy_ctx_fire_user_event(ctx, EDDY_EVENT_INPUT_SHUTDOWN, NULL); /* held back till now */
+    }
+}
+
+void eddy_decoder_channel_writability_changed(eddy_ctx_t *ctx)
+{
+    eddy_decoder_t *d = eddy_ctx_state(ctx);
+    if (d != NULL && d->held && !d->resume_queued &&
+        eddy_channel_is_writable(eddy_ctx_channel(ctx))) {
+        d->resume_queued = eddy_ctx_execute(ctx, resume, NULL) == 0;
+    }
+    eddy_ctx_fire_channel_writability_changed(ctx);
 }
 
 void eddy_decoder_channel_inactive(eddy_ctx_t *ctx)
@@ -730,8 +825,9 @@ void eddy_decoder_channel_inactive(eddy_ctx_t *ctx)
 void eddy_decoder_user_event_triggered(eddy_ctx_t *ctx, int event, void *data)
 {
     eddy_decoder_t *d = eddy_ctx_state(ctx);
-    if (d != NULL && event == EDDY_EVENT_INPUT_SHUTDOWN) {
-        input_closed(ctx, d);
+    if (d != NULL && event == EDDY_EVENT_INPUT_SHUTDOWN && input_closed(ctx, d) &&
+        d->input_ended) {
+        return; /* behind the messages backpressure holds: resume() passes it on */
     }
     eddy_ctx_fire_user_event(ctx, event, data);
 }

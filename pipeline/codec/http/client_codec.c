@@ -573,6 +573,7 @@ static const eddy_handler_ops_t client_codec_handler = {
     .channel_read = eddy_decoder_channel_read,
     .channel_read_complete = eddy_decoder_channel_read_complete,
     .user_event_triggered = eddy_decoder_user_event_triggered,
+    .channel_writability_changed = eddy_decoder_channel_writability_changed,
     .close = codec_close,
     .write = codec_write,
 };
