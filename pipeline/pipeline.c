@@ -921,6 +921,20 @@ static const unsigned kind_bit[] = {
 };
 
 
+/* The loop's watchdog names the handler it finds running (reactor/watchdog.c): set around
+ * every handler's call, the end's (the channel's own work) as none. */
+static inline eddy__running_t handler_enter(const eddy_ctx_t *ctx)
+{
+    eddy_channel_t *ch = eddy__pipeline_channel(ctx->pipeline);
+    return eddy__loop_handler_enter(eddy__loop_of(ch),
+                                    ctx == &ctx->pipeline->end ? NULL : ctx->ops->name, ch->id);
+}
+
+static inline void handler_leave(const eddy_ctx_t *ctx, eddy__running_t was)
+{
+    eddy__loop_handler_leave(eddy__loop_of(eddy__pipeline_channel(ctx->pipeline)), was);
+}
+
 /* Hand an inbound event to the first context after `from` that implements it (the loop's
  * thread). */
 static void fire_from(eddy_ctx_t *from, off_kind_t kind, eddy_msg_t *msg, int event, void *data,
@@ -938,7 +952,9 @@ static void fire_from(eddy_ctx_t *from, off_kind_t kind, eddy_msg_t *msg, int ev
         return;
     }
     unsigned depth = ++p->depth;
+    eddy__running_t was = handler_enter(ctx);
     call_inbound(ctx, kind, msg, event, data, err);
+    handler_leave(ctx, was);
     assert(p->depth == depth); /* balanced: every entry inside the handler has left */
     (void)depth;               /* read by the assert only */
     if (--p->depth == 0 && p->end.grave_next != NULL) {
@@ -1156,6 +1172,7 @@ static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_pr
     eddy_ctx_t *ctx = prev_with(from, out_bit[kind]);
     const eddy_handler_ops_t *o = ctx->ops;
     unsigned depth = ++p->depth;
+    eddy__running_t was = handler_enter(ctx);
     switch (kind) {
     case OUT_BIND:
         o->bind(ctx, a, pr);
@@ -1192,6 +1209,7 @@ static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_pr
         close_after_flush_from(from, pr);
         break;
     }
+    handler_leave(ctx, was);
     assert(p->depth == depth); /* balanced: every entry inside the handler has left */
     (void)depth;               /* read by the assert only */
     if (--p->depth == 0 && p->end.grave_next != NULL) {

@@ -125,6 +125,11 @@ struct eddy_loop_s {
     alignas(128) _Atomic uint64_t activity;
     _Atomic(eddy__fnptr_t) running_fn;
     _Atomic bool in_callback;
+    /* Inside the callback, the pipeline handler running (pipeline.c, around every handler
+     * call): its ops' name (static, as ops tables are) and its channel's id; NULL and 0
+     * outside any handler. The watchdog names it rather than the transport's callback. */
+    _Atomic(const char *) running_handler;
+    _Atomic uint64_t running_channel;
 
     /* Read by producers on every task, written only at creation: a line of their own, so
      * the loop's per-task writes below do not pull it away from them. */
@@ -240,6 +245,30 @@ static inline void eddy__callback_begin(eddy_loop_t *loop, eddy__fnptr_t fn)
 static inline void eddy__callback_end(eddy_loop_t *loop)
 {
     atomic_store_explicit(&loop->in_callback, false, memory_order_relaxed);
+}
+
+/* The handler a callback is in, for the watchdog: set around a handler's call, the one it
+ * interrupts given back after (eddy__loop_handler_leave). The loop's thread. */
+typedef struct eddy__running_s {
+    const char *handler;
+    uint64_t channel;
+} eddy__running_t;
+
+static inline eddy__running_t eddy__loop_handler_enter(eddy_loop_t *loop, const char *handler,
+                                                       uint64_t channel)
+{
+    eddy__running_t was = {
+        atomic_load_explicit(&loop->running_handler, memory_order_relaxed),
+        atomic_load_explicit(&loop->running_channel, memory_order_relaxed)};
+    atomic_store_explicit(&loop->running_handler, handler, memory_order_relaxed);
+    atomic_store_explicit(&loop->running_channel, channel, memory_order_relaxed);
+    return was;
+}
+
+static inline void eddy__loop_handler_leave(eddy_loop_t *loop, eddy__running_t was)
+{
+    atomic_store_explicit(&loop->running_handler, was.handler, memory_order_relaxed);
+    atomic_store_explicit(&loop->running_channel, was.channel, memory_order_relaxed);
 }
 
 /* Register c to be closed when the loop starts shutting down, or take it off (closed

@@ -261,12 +261,14 @@ int eddy__uring_later(eddy_loop_t *loop, void (*fn)(void *arg), void *arg)
     return 0;
 }
 
-/* Run what the batch queued, and what that queues. */
-static void run_later(uring_state_t *st)
+/* Run what the batch queued, and what that queues; each a callback the watchdog sees. */
+static void run_later(eddy_loop_t *loop, uring_state_t *st)
 {
     for (unsigned i = 0; i < st->nlater; i++) {
         later_t l = st->later[i]; /* a copy: fn may queue more, which may move the array */
+        eddy__callback_begin(loop, (eddy__fnptr_t)l.fn);
         l.fn(l.arg);
+        eddy__callback_end(loop);
     }
     st->nlater = 0;
 }
@@ -744,7 +746,9 @@ static int uring_wait(eddy_loop_t *loop, int64_t timeout_ns)
             watch_done(loop, ud, cqe->res);
         } else if (ud != 0) {
             eddy__uring_op_t *op = (eddy__uring_op_t *)(uintptr_t)ud;
+            eddy__callback_begin(loop, (eddy__fnptr_t)op->cb); /* the watchdog looks */
             op->cb(op, cqe->res, cqe->flags);
+            eddy__callback_end(loop);
         }
     }
     io_uring_cq_advance(&st->ring, n);
@@ -760,7 +764,7 @@ static int uring_wait(eddy_loop_t *loop, int64_t timeout_ns)
         st->br_added = 0;
     }
     if (st->nlater > 0) {
-        run_later(st);
+        run_later(loop, st);
     }
     return (int)n;
 }

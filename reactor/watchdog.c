@@ -2,7 +2,8 @@
  * The stall watchdog: one thread for the process, started with the first loop that wants
  * it. Every half threshold it looks at each loop: a loop still inside the same callback
  * (its activity count unchanged) for longer than the threshold has stalled, and is reported
- * once with the callback's address. It also catches a callback that never returns, which a
+ * once: with the pipeline handler running in it and its channel's id, when a channel's event
+ * stalled (the pipeline says which, loop->running_handler), else with the callback's address. It also catches a callback that never returns, which a
  * check inside the loop could not. The loop pays only a few plain stores per callback.
  *
  * While no loop needs it, it sleeps without a timeout (no wake-ups) until one does. It ends
@@ -32,6 +33,8 @@ static bool wd_stop;    /* eddy__watchdog_shutdown() asks it to end */
 typedef struct wd_report_s {
     char name[sizeof(((eddy_loop_t *)0)->name)];
     eddy__fnptr_t fn;
+    const char *handler; /* static: an ops table's name; NULL when no handler was running */
+    uint64_t channel;
     int64_t held;
 } wd_report_t;
 
@@ -65,8 +68,24 @@ static bool wd_check(eddy_loop_t *loop, int64_t now, wd_report_t *r)
     atomic_store_explicit(&loop->m.last_stall_fn, fn, memory_order_relaxed);
     memcpy(r->name, loop->name, sizeof(r->name));
     r->fn = fn;
+    r->handler = atomic_load_explicit(&loop->running_handler, memory_order_relaxed);
+    r->channel = atomic_load_explicit(&loop->running_channel, memory_order_relaxed);
     r->held = held;
     return true;
+}
+
+static void wd_log(const wd_report_t *r)
+{
+    if (r->handler != NULL) {
+        eddy__log(EDDY_LOG_WARN,
+                  "loop %s stalled: handler '%s' of channel %llu has held it for %lld ms",
+                  r->name, r->handler, (unsigned long long)r->channel,
+                  (long long)(r->held / 1000000));
+        return;
+    }
+    /* The address as an integer: %p wants an object pointer. */
+    eddy__log(EDDY_LOG_WARN, "loop %s stalled: callback 0x%" PRIxPTR " has held it for %lld ms",
+              r->name, (uintptr_t)r->fn, (long long)(r->held / 1000000));
 }
 
 static void *wd_main(void *arg)
@@ -99,11 +118,7 @@ static void *wd_main(void *arg)
         if (n > 0) {
             pthread_mutex_unlock(&wd_lock);
             for (size_t i = 0; i < n; i++) {
-                /* The address as an integer: %p wants an object pointer. */
-                eddy__log(EDDY_LOG_WARN,
-                          "loop %s stalled: callback 0x%" PRIxPTR " has held it for %lld ms",
-                          reports[i].name, (uintptr_t)reports[i].fn,
-                          (long long)(reports[i].held / 1000000));
+                wd_log(&reports[i]);
             }
             pthread_mutex_lock(&wd_lock);
         }
