@@ -22,3 +22,8 @@ eddy_add_poller_runs(pipeline.datagram COMMAND pipeline_test_datagram TIMEOUT 12
 eddy_add_test(pipeline multicast LABELS concurrency)
 # Channel groups: broadcast without copies, members that do not keep up.
 eddy_add_test(pipeline channel_group LABELS concurrency)
+# No silent loss (#28): the hard cap without holes, backpressure per message, errors raised
+# and logged once, on real loopback sockets, on every poller.
+eddy_add_test(pipeline no_loss TIMEOUT 120 LABELS concurrency)
+eddy_add_poller_runs(pipeline.no_loss COMMAND pipeline_test_no_loss TIMEOUT 120
+    URING_LABELS concurrency)
