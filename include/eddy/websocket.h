@@ -2,15 +2,18 @@
  * eddy WebSocket (RFC 6455, with permessage-deflate of RFC 7692): the frame codec, the
  * protocol handler and the opening handshake of both sides (Netty's websocketx).
  *
- * A server adds the handshaker after its HTTP request decoder (and aggregator):
+ * A server adds the handshaker after its HTTP request decoder, response encoder (for the
+ * pages it serves besides the socket) and aggregator:
  *
  *     eddy_ws_config_t ws = {.path = "/ws", .subprotocols = "chat", .deflate = true};
  *     EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch), eddy_http_request_decoder(NULL),
- *                            eddy_http_aggregator(0), eddy_ws_server_handshaker(&ws),
+ *                            eddy_http_response_encoder(), eddy_http_aggregator(0),
+ *                            eddy_ws_server_handshaker(&ws),
  *                            eddy_handler("app", &app_ops, app_new(), app_free));
  *
  * Requests for other paths pass on to the handlers after it, so one server serves pages and
- * sockets. A valid upgrade request on the path is answered with 101; then the HTTP handlers
+ * sockets; the responses to them need the encoder (without it their writes fail with
+ * EDDY_ENOTSUP, which with no promise is raised, logged and closes the connection). A valid upgrade request on the path is answered with 101; then the HTTP handlers
  * (request decoder, aggregator, response encoder) and the handshaker leave the pipeline and
  * the WebSocket handlers take their place, named "ws_encoder", "ws_decoder", "ws_deflate"
  * (when permessage-deflate was agreed) and "ws_protocol", and the handlers after them get the
