@@ -173,7 +173,9 @@ EDDY_EXTERN int eddy_http_response_encode(const eddy_http_response_t *r, eddy_bu
 /** Whether the connection stays open after r as it is encoded: keep_alive, unless r is a
  * chunked 1.0 response with a body, which only the close can end. Borrows r. */
 EDDY_EXTERN bool eddy_http_response_keeps_alive(const eddy_http_response_t *r);
-/** The standard reason phrase of status ("Not Found"), or "Unknown". */
+/** The reason phrase of status, for every code in the IANA HTTP Status Code Registry under
+ * RFC 9110's names ("Not Found", "Content Too Large", "Upgrade Required"; 418 is "I'm a
+ * teapot"), or "Unknown" for a code it does not list. A static string; any thread. */
 EDDY_EXTERN const char *eddy_http_reason(int status);
 
 /* The length of eddy_http_date()'s text: "Sun, 06 Nov 1994 08:49:37 GMT". */

@@ -18,6 +18,7 @@
 
 #include "pipeline/codec/http/internal.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -870,14 +871,58 @@ static void test_encoder_ends_a_1_0_body_of_unknown_length_by_closing(void **sta
     assert_int_equal(eddy_buf_live_count(), live);
 }
 
+/* The codes of the IANA HTTP Status Code Registry, as ranges. */
+static const struct {
+    int lo, hi;
+} registered[] = {{100, 103}, {200, 208}, {226, 226}, {300, 308}, {400, 418}, {421, 426},
+                  {428, 429}, {431, 431}, {451, 451}, {500, 508}, {510, 511}};
+
+static bool is_registered(int status)
+{
+    for (size_t i = 0; i < sizeof(registered) / sizeof(registered[0]); i++) {
+        if (status >= registered[i].lo && status <= registered[i].hi) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void test_every_registered_status_has_its_reason(void **state)
+{
+    (void)state;
+    /* A registered code has a phrase of its own that a status line may carry (RFC 9112
+     * section 4: HTAB, SP, visible characters); every other code keeps the fallback. */
+    for (int status = 0; status < 1000; status++) {
+        const char *reason = eddy_http_reason(status);
+        if (!is_registered(status)) {
+            assert_string_equal(reason, "Unknown");
+            continue;
+        }
+        if (strcmp(reason, "Unknown") == 0 || reason[0] == '\0') {
+            fail_msg("%d has no reason phrase", status);
+        }
+        for (const char *c = reason; *c != '\0'; c++) {
+            assert_true(*c == '\t' || (*c >= ' ' && *c <= '~'));
+        }
+    }
+    assert_string_equal(eddy_http_reason(-1), "Unknown");
+    assert_string_equal(eddy_http_reason(INT_MIN), "Unknown");
+    assert_string_equal(eddy_http_reason(INT_MAX), "Unknown");
+    /* The WebSocket handshake's refusal of a version, and the codes whose names RFC 9110
+     * changed or that only the registry reserves. */
+    assert_string_equal(eddy_http_reason(426), "Upgrade Required");
+    assert_string_equal(eddy_http_reason(418), "I'm a teapot");
+    assert_string_equal(eddy_http_reason(413), "Content Too Large");
+    assert_string_equal(eddy_http_reason(422), "Unprocessable Content");
+    assert_string_equal(eddy_http_reason(431), "Request Header Fields Too Large");
+    assert_string_equal(eddy_http_reason(511), "Network Authentication Required");
+}
+
 static void test_encoder_output_decodes_as_it_was(void **state)
 {
     (void)state;
-    /* The reason phrases the server uses, and the round trip of a chunked body through a
-     * request decoder (responses and requests share the chunked framing). */
-    assert_string_equal(eddy_http_reason(431), "Request Header Fields Too Large");
-    assert_string_equal(eddy_http_reason(413), "Content Too Large");
-    assert_string_equal(eddy_http_reason(799), "Unknown");
+    /* The round trip of a chunked body through a request decoder (responses and requests
+     * share the chunked framing). */
     int64_t live = eddy_buf_live_count();
     eddy_channel_t *enc = encoder_channel();
     eddy_http_response_t *r = eddy_http_response_new(200);
@@ -991,6 +1036,7 @@ int main(void)
         cmocka_unit_test(test_encoder_writes_no_chunks_for_a_response_without_a_body),
         cmocka_unit_test(test_encoder_closes_after_a_response_that_does_not_keep_alive),
         cmocka_unit_test(test_encoder_ends_a_1_0_body_of_unknown_length_by_closing),
+        cmocka_unit_test(test_every_registered_status_has_its_reason),
         cmocka_unit_test(test_encoder_output_decodes_as_it_was),
         cmocka_unit_test(test_date_is_an_imf_fixdate),
         cmocka_unit_test(test_date_is_cached_per_loop_until_its_clock_reaches_the_next_second),

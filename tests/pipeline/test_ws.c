@@ -1446,17 +1446,19 @@ static void test_server_handshake_upgrades_with_the_rfc_key(void **state)
     assert_int_equal(eddy_buf_live_count(), live);
 }
 
-static void expect_refused(const char *request, int status, const char *in_body,
+/* The request is answered with status ("426 Upgrade Required": the code and its reason
+ * phrase, as on the wire) and in_body in the answer, then closed. */
+static void expect_refused(const char *request, const char *status, const char *in_body,
                            const eddy_ws_config_t *c)
 {
     app_t app = {0};
     eddy_channel_t *ch = http_ws_channel(c, &app);
     feed(ch, request, strlen(request), 0);
     char *s = out_str(ch);
-    char line[32];
-    snprintf(line, sizeof(line), "HTTP/1.1 %d ", status);
+    char line[64];
+    snprintf(line, sizeof(line), "HTTP/1.1 %s\r\n", status);
     if (strncmp(s, line, strlen(line)) != 0 || strstr(s, in_body) == NULL) {
-        fail_msg("expected %d with \"%s\", got:\n%s", status, in_body, s);
+        fail_msg("expected %s with \"%s\", got:\n%s", status, in_body, s);
     }
     free(s);
     assert_int_equal(app.handshakes, 0);
@@ -1473,42 +1475,42 @@ static void test_server_handshake_refuses_bad_requests(void **state)
     expect_refused(
         "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n"
         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-        400, "Upgrade: websocket", &c);
+        "400 Bad Request", "Upgrade: websocket", &c);
     expect_refused(
         "GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n"
         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-        400, "Upgrade: websocket", &c);
+        "400 Bad Request", "Upgrade: websocket", &c);
     expect_refused(
         "GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: keep-alive\r\n"
         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-        400, "Connection: Upgrade", &c);
+        "400 Bad Request", "Connection: Upgrade", &c);
     expect_refused(
         "GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n\r\n",
-        426, "\r\nSec-WebSocket-Version: 13\r\n", &c);
+        "426 Upgrade Required", "\r\nSec-WebSocket-Version: 13\r\n", &c);
     expect_refused("GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
-                   426, "Sec-WebSocket-Version: 13", &c);
+                   "426 Upgrade Required", "Sec-WebSocket-Version: 13", &c);
     expect_refused("GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                    "Sec-WebSocket-Version: 13\r\n\r\n",
-                   400, "Sec-WebSocket-Key must be 16 bytes", &c);
+                   "400 Bad Request", "Sec-WebSocket-Key must be 16 bytes", &c);
     expect_refused("GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ\r\nSec-WebSocket-Version: 13\r\n\r\n",
-                   400, "Sec-WebSocket-Key must be 16 bytes", &c);
+                   "400 Bad Request", "Sec-WebSocket-Key must be 16 bytes", &c);
     expect_refused("GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25j\r\nSec-WebSocket-Version: 13\r\n\r\n",
-                   400, "Sec-WebSocket-Key must be 16 bytes", &c);
+                   "400 Bad Request", "Sec-WebSocket-Key must be 16 bytes", &c);
     expect_refused("POST /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
                    "Content-Length: 0\r\n\r\n",
-                   405, "GET", &c);
+                   "405 Method Not Allowed", "GET", &c);
     expect_refused(
         "GET /ws HTTP/1.0\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-        400, "HTTP/1.1", &c);
+        "400 Bad Request", "HTTP/1.1", &c);
     eddy_ws_config_t oc = {.path = "/ws", .origin_cb = origin_ok};
-    expect_refused(RFC_REQUEST("Origin: https://evil.example\r\n"), 403, "origin", &oc);
-    expect_refused(RFC_REQUEST(""), 403, "origin", &oc);
+    expect_refused(RFC_REQUEST("Origin: https://evil.example\r\n"), "403 Forbidden", "origin", &oc);
+    expect_refused(RFC_REQUEST(""), "403 Forbidden", "origin", &oc);
     app_t app = {0};
     eddy_channel_t *ch = http_ws_channel(&oc, &app);
     feed(ch, RFC_REQUEST("Origin: https://example.com\r\n"),

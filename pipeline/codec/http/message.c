@@ -223,53 +223,87 @@ void eddy_http_response_set_body(eddy_http_response_t *r, eddy_buf_t *b)
     r->body = b;
 }
 
-/* The reason phrases of RFC 9110 section 15 that servers send. */
-static const struct {
-    int status;
-    const char *reason;
-} reasons[] = {
-    {100, "Continue"},
-    {101, "Switching Protocols"},
-    {200, "OK"},
-    {201, "Created"},
-    {202, "Accepted"},
-    {204, "No Content"},
-    {206, "Partial Content"},
-    {301, "Moved Permanently"},
-    {302, "Found"},
-    {303, "See Other"},
-    {304, "Not Modified"},
-    {307, "Temporary Redirect"},
-    {308, "Permanent Redirect"},
-    {400, "Bad Request"},
-    {401, "Unauthorized"},
-    {403, "Forbidden"},
-    {404, "Not Found"},
-    {405, "Method Not Allowed"},
-    {408, "Request Timeout"},
-    {411, "Length Required"},
-    {413, "Content Too Large"},
-    {414, "URI Too Long"},
-    {415, "Unsupported Media Type"},
-    {417, "Expectation Failed"},
-    {429, "Too Many Requests"},
-    {431, "Request Header Fields Too Large"},
-    {500, "Internal Server Error"},
-    {501, "Not Implemented"},
-    {502, "Bad Gateway"},
-    {503, "Service Unavailable"},
-    {504, "Gateway Timeout"},
-    {505, "HTTP Version Not Supported"},
+/*
+ * The reason phrase of every code in the IANA HTTP Status Code Registry, under the names
+ * RFC 9110 gives them (413 Content Too Large, 422 Unprocessable Content), indexed by the code
+ * itself: one bounds check and one load. Two registered codes have no name of their own:
+ * 306, which the registry lists as "(Unused)", goes by that, and 418, reserved there as
+ * unusable since RFC 2324's joke made it common, goes by the joke's "I'm a teapot", as the
+ * servers that send it say. 510 is obsolete (RFC 2774 is historic) and still registered.
+ */
+static const char *const reasons[512] = {
+    [100] = "Continue",
+    [101] = "Switching Protocols",
+    [102] = "Processing",
+    [103] = "Early Hints",
+    [200] = "OK",
+    [201] = "Created",
+    [202] = "Accepted",
+    [203] = "Non-Authoritative Information",
+    [204] = "No Content",
+    [205] = "Reset Content",
+    [206] = "Partial Content",
+    [207] = "Multi-Status",
+    [208] = "Already Reported",
+    [226] = "IM Used",
+    [300] = "Multiple Choices",
+    [301] = "Moved Permanently",
+    [302] = "Found",
+    [303] = "See Other",
+    [304] = "Not Modified",
+    [305] = "Use Proxy",
+    [306] = "(Unused)",
+    [307] = "Temporary Redirect",
+    [308] = "Permanent Redirect",
+    [400] = "Bad Request",
+    [401] = "Unauthorized",
+    [402] = "Payment Required",
+    [403] = "Forbidden",
+    [404] = "Not Found",
+    [405] = "Method Not Allowed",
+    [406] = "Not Acceptable",
+    [407] = "Proxy Authentication Required",
+    [408] = "Request Timeout",
+    [409] = "Conflict",
+    [410] = "Gone",
+    [411] = "Length Required",
+    [412] = "Precondition Failed",
+    [413] = "Content Too Large",
+    [414] = "URI Too Long",
+    [415] = "Unsupported Media Type",
+    [416] = "Range Not Satisfiable",
+    [417] = "Expectation Failed",
+    [418] = "I'm a teapot",
+    [421] = "Misdirected Request",
+    [422] = "Unprocessable Content",
+    [423] = "Locked",
+    [424] = "Failed Dependency",
+    [425] = "Too Early",
+    [426] = "Upgrade Required",
+    [428] = "Precondition Required",
+    [429] = "Too Many Requests",
+    [431] = "Request Header Fields Too Large",
+    [451] = "Unavailable For Legal Reasons",
+    [500] = "Internal Server Error",
+    [501] = "Not Implemented",
+    [502] = "Bad Gateway",
+    [503] = "Service Unavailable",
+    [504] = "Gateway Timeout",
+    [505] = "HTTP Version Not Supported",
+    [506] = "Variant Also Negotiates",
+    [507] = "Insufficient Storage",
+    [508] = "Loop Detected",
+    [510] = "Not Extended",
+    [511] = "Network Authentication Required",
 };
 
 const char *eddy_http_reason(int status)
 {
-    for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
-        if (reasons[i].status == status) {
-            return reasons[i].reason;
-        }
+    if (status < 0 || (size_t)status >= sizeof(reasons) / sizeof(reasons[0]) ||
+        reasons[status] == NULL) {
+        return "Unknown";
     }
-    return "Unknown";
+    return reasons[status];
 }
 
 /* Decimal digits of v into end's left; returns where they start. */
