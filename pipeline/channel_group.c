@@ -220,6 +220,7 @@ typedef struct snapshot_s {
     eddy_group_policy_t policy;
 } snapshot_t;
 
+/* 0, or EDDY_ENOMEM with no members (no memory for the list). */
 static int snapshot_take(eddy_channel_group_t *g, snapshot_t *s)
 {
     pthread_mutex_lock(&g->lock);
@@ -230,7 +231,11 @@ static int snapshot_take(eddy_channel_group_t *g, snapshot_t *s)
         s->ch[i] = eddy_channel_retain(g->members[i]->ch);
     }
     pthread_mutex_unlock(&g->lock);
-    return s->ch != NULL ? 0 : EDDY_ENOMEM;
+    if (s->ch == NULL) {
+        s->n = 0;
+        return EDDY_ENOMEM;
+    }
+    return 0;
 }
 
 static void snapshot_drop(snapshot_t *s)
@@ -341,24 +346,44 @@ static bool held_back(eddy_channel_group_t *g, eddy_group_policy_t policy, eddy_
 
 typedef enum { OP_WRITE, OP_FLUSH, OP_CLOSE } op_t;
 
-static eddy_future_t *for_members(eddy_channel_group_t *g, op_t op, eddy_msg_t *msg, bool flush,
-                                  eddy_channel_matcher_cb matcher, void *arg)
+static const char *const op_names[] = {"write", "flush", "close"};
+
+/* A member's share of a fire-and-forget write could not be made (no memory): its pipeline
+ * raises the error, as for any write with no promise that fails, and a byte stream closes
+ * after what was queued before it, since it cannot go on after the hole. On ch's loop. */
+static void write_lost(eddy_channel_t *ch, void *arg)
 {
-    gather_t *a = gather_new();
-    snapshot_t s;
-    if (a == NULL || snapshot_take(g, &s) != 0) {
-        if (msg != NULL) {
-            eddy_msg_release(msg);
-        }
-        if (a != NULL) {
-            eddy_promise_fail(a->p, EDDY_ENOMEM);
-            eddy_future_t *f = a->p;
-            free(a);
-            return f;
-        }
-        return NULL;
+    (void)arg;
+    eddy__channel_hold(ch);
+    eddy_ctx_fail_write(&ch->pipeline.end, NULL, NULL, EDDY_ENOMEM);
+    eddy__channel_unhold(ch);
+}
+
+/* Write ch its share of msg (borrowed), completing p (NULL: nobody waits). */
+static void write_member(eddy_channel_group_t *g, eddy_channel_t *ch, eddy_msg_t *msg, bool flush,
+                         eddy_promise_t *p)
+{
+    eddy_msg_t *m = share(msg);
+    if (m == NULL && p != NULL) {
+        eddy_promise_fail(p, EDDY_ENOMEM);
+    } else if (m == NULL) {
+        eddy__channel_on_loop(ch, write_lost, NULL);
+    } else if (flush) {
+        eddy_channel_write_and_flush(ch, m, p);
+    } else {
+        eddy_channel_write(ch, m, p);
     }
-    eddy_future_t *f = eddy_future_retain(a->p);
+    atomic_fetch_add_explicit(&g->written, 1, memory_order_relaxed);
+}
+
+/* Do op on every member matcher accepts, each member's outcome counted in a, or, a NULL,
+ * with no promise at all (fire-and-forget). Takes msg. 0, or EDDY_ENOMEM when the members
+ * could not be listed: then nothing was done. */
+static int for_members(eddy_channel_group_t *g, op_t op, eddy_msg_t *msg, bool flush,
+                       eddy_channel_matcher_cb matcher, void *arg, gather_t *a)
+{
+    snapshot_t s;
+    int err = snapshot_take(g, &s);
     for (size_t i = 0; i < s.n; i++) {
         eddy_channel_t *ch = s.ch[i];
         if (matcher != NULL && !matcher(ch, arg)) {
@@ -371,48 +396,86 @@ static eddy_future_t *for_members(eddy_channel_group_t *g, op_t op, eddy_msg_t *
         if (op == OP_WRITE && held_back(g, s.policy, ch)) {
             continue;
         }
-        eddy_promise_t *p = gather_promise(a, ch);
-        if (p == NULL) {
+        eddy_promise_t *p = NULL;
+        if (a != NULL && (p = gather_promise(a, ch)) == NULL) {
             gather_error(a, EDDY_ENOMEM); /* this member is left out */
             continue;
         }
         if (op == OP_CLOSE) {
             eddy_channel_close(ch, p);
         } else {
-            eddy_msg_t *m = share(msg);
-            if (m == NULL) {
-                eddy_promise_fail(p, EDDY_ENOMEM);
-            } else if (flush) {
-                eddy_channel_write_and_flush(ch, m, p);
-            } else {
-                eddy_channel_write(ch, m, p);
-            }
-            atomic_fetch_add_explicit(&g->written, 1, memory_order_relaxed);
+            write_member(g, ch, msg, flush, p);
         }
-        eddy_future_release(p);
+        if (p != NULL) {
+            eddy_future_release(p);
+        }
     }
     snapshot_drop(&s);
     if (msg != NULL) {
         eddy_msg_release(msg);
     }
-    gather_done(a, 0); /* the issuing thread's count */
+    return err;
+}
+
+/* op on the members, with one future for all of them. */
+static eddy_future_t *gathered(eddy_channel_group_t *g, op_t op, eddy_msg_t *msg, bool flush,
+                               eddy_channel_matcher_cb matcher, void *arg)
+{
+    gather_t *a = gather_new();
+    if (a == NULL) {
+        if (msg != NULL) {
+            eddy_msg_release(msg);
+        }
+        return NULL;
+    }
+    eddy_future_t *f = eddy_future_retain(a->p);
+    gather_done(a, for_members(g, op, msg, flush, matcher, arg, a)); /* the issuer's count */
     return f;
+}
+
+/* op on the members, with no future: each member's outcome is its own pipeline's. */
+static void unwatched(eddy_channel_group_t *g, op_t op, eddy_msg_t *msg, bool flush,
+                      eddy_channel_matcher_cb matcher, void *arg)
+{
+    if (for_members(g, op, msg, flush, matcher, arg, NULL) != 0) {
+        /* Nobody to tell but the log, as for a task that cannot be queued (channel.c). */
+        eddy__log(EDDY_LOG_ERROR, "%s: out of memory listing the members; the %s reached none",
+                  g->name, op_names[op]);
+    }
 }
 
 eddy_future_t *eddy_channel_group_write(eddy_channel_group_t *g, eddy_msg_t *msg,
                                         eddy_channel_matcher_cb matcher, void *arg, bool flush)
 {
-    return for_members(g, OP_WRITE, msg, flush, matcher, arg);
+    return gathered(g, OP_WRITE, msg, flush, matcher, arg);
 }
 
 eddy_future_t *eddy_channel_group_flush(eddy_channel_group_t *g, eddy_channel_matcher_cb matcher,
                                         void *arg)
 {
-    return for_members(g, OP_FLUSH, NULL, false, matcher, arg);
+    return gathered(g, OP_FLUSH, NULL, false, matcher, arg);
 }
 
 eddy_future_t *eddy_channel_group_close(eddy_channel_group_t *g, eddy_channel_matcher_cb matcher,
                                         void *arg)
 {
-    return for_members(g, OP_CLOSE, NULL, false, matcher, arg);
+    return gathered(g, OP_CLOSE, NULL, false, matcher, arg);
+}
+
+void eddy_channel_group_write_void(eddy_channel_group_t *g, eddy_msg_t *msg,
+                                   eddy_channel_matcher_cb matcher, void *arg, bool flush)
+{
+    unwatched(g, OP_WRITE, msg, flush, matcher, arg);
+}
+
+void eddy_channel_group_flush_void(eddy_channel_group_t *g, eddy_channel_matcher_cb matcher,
+                                   void *arg)
+{
+    unwatched(g, OP_FLUSH, NULL, false, matcher, arg);
+}
+
+void eddy_channel_group_close_void(eddy_channel_group_t *g, eddy_channel_matcher_cb matcher,
+                                   void *arg)
+{
+    unwatched(g, OP_CLOSE, NULL, false, matcher, arg);
 }

@@ -1,7 +1,7 @@
 /*
  * eddy channel groups (Netty's ChannelGroup): a set of open channels, on any loops, that
  * forgets each channel as it closes; write, flush and close reach every member and return one
- * future for all of them.
+ * future for all of them, or, in their _void forms, none (Netty's void promise).
  *
  * What a group write sends is shared, not copied: each member gets a retained duplicate of a
  * buffer (its own reader index over the same memory) and a reference to any other message
@@ -89,6 +89,28 @@ EDDY_EXTERN eddy_future_t *eddy_channel_group_flush(eddy_channel_group_t *g,
 /** Close every member matcher accepts (NULL: all); the future completes once all closed. */
 EDDY_EXTERN eddy_future_t *eddy_channel_group_close(eddy_channel_group_t *g,
                                                     eddy_channel_matcher_cb matcher, void *arg);
+
+/*
+ * Fire-and-forget: as eddy_channel_group_write(), _flush() and _close(), with no future to
+ * release. Each member is written (or closed) with a NULL promise, as eddy_channel_write(ch,
+ * msg, NULL) does, and nothing is allocated for the group's outcome: a broadcast whose
+ * outcome nobody reads costs neither a future for the group nor a promise per member.
+ *
+ * A member's failure is its own pipeline's, as for any write with no promise (pipeline.h):
+ * a write it cannot queue (EDDY_ENOBUFS past EDDY_MAX_PENDING_OUTBOUND, EDDY_ENOMEM, an
+ * encoder's error) raises exception_caught on that channel, and a byte stream closes after
+ * what was queued before it; one that fails because the member closed meanwhile raises
+ * nothing. The other members go on. The policy (eddy_channel_group_set_policy) applies as to
+ * eddy_channel_group_write(). Takes ownership of msg. Any thread. When the group cannot list
+ * its members (no memory), nothing is written, msg is released and the log says so.
+ */
+EDDY_EXTERN void eddy_channel_group_write_void(eddy_channel_group_t *g, eddy_msg_t *msg,
+                                               eddy_channel_matcher_cb matcher, void *arg,
+                                               bool flush);
+EDDY_EXTERN void eddy_channel_group_flush_void(eddy_channel_group_t *g,
+                                               eddy_channel_matcher_cb matcher, void *arg);
+EDDY_EXTERN void eddy_channel_group_close_void(eddy_channel_group_t *g,
+                                               eddy_channel_matcher_cb matcher, void *arg);
 
 #ifdef __cplusplus
 }

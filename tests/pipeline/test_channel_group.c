@@ -3,7 +3,9 @@
  * shares one buffer's bytes among every member (no copy) with one future for all; the
  * policies for members that do not keep up (skip, close) on real sockets against a client
  * that stops reading; matchers; flush and close of all; a group freed while its members live
- * on. Bounded in time; closes what it opened.
+ * on; the fire-and-forget forms, which write each member with no promise, leave a member's
+ * failure to its own pipeline and work from any thread. Bounded in time; closes what it
+ * opened.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 #include <eddy/channel_group.h>
 #include <eddy/pipeline.h>
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +144,121 @@ static void matcher_and_close_all(void **state)
     eddy_embedded_finish(b);
 }
 
+/* What an outbound handler saw of the writes through it. */
+typedef struct seen_s {
+    int writes;
+    int with_promise;
+} seen_t;
+
+static void record_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    seen_t *seen = eddy_ctx_state(ctx);
+    seen->writes++;
+    seen->with_promise += p != NULL;
+    eddy_ctx_write(ctx, msg, p);
+}
+
+static const eddy_handler_ops_t record_ops = {.name = "record", .write = record_write};
+
+/* A handler that cannot pass a write on, as an encoder given what it does not know. */
+static void refuse_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    eddy_ctx_fail_write(ctx, msg, p, EDDY_ENOTSUP);
+}
+
+static const eddy_handler_ops_t refuse_ops = {.name = "refuse", .write = refuse_write};
+
+/* The fire-and-forget forms: every member gets the bytes, written with no promise; a write
+ * left unflushed goes out with the group's flush; close of all closes them. Nothing to
+ * release, and nothing left behind. */
+static void void_broadcast_writes_each_member_with_no_promise(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    eddy_channel_group_t *g = eddy_channel_group_new("void");
+    eddy_channel_t *ch[3];
+    seen_t seen[3] = {{0}};
+    for (int i = 0; i < 3; i++) {
+        ch[i] = eddy_embedded_channel_new();
+        assert_int_equal(eddy_pipeline_add_last(eddy_channel_pipeline(ch[i]), "record", &record_ops,
+                                                &seen[i], NULL),
+                         0);
+        assert_int_equal(eddy_channel_group_add(g, ch[i]), 0);
+    }
+    eddy_buf_t *b = text_buf("hello, all");
+    const uint8_t *bytes = eddy_buf_read_ptr(b);
+    eddy_channel_group_write_void(g, eddy_buf_msg(b), NULL, NULL, true);
+    for (int i = 0; i < 3; i++) {
+        eddy_embedded_run_pending(ch[i]);
+        eddy_msg_t *m = eddy_embedded_read_outbound(ch[i]);
+        assert_non_null(m);
+        assert_int_equal(eddy_buf_readable(eddy_buf_of(m)), 10);
+        assert_ptr_equal(eddy_buf_read_ptr(eddy_buf_of(m)), bytes); /* shared, as ever */
+        eddy_msg_release(m);
+        assert_int_equal(seen[i].writes, 1);
+        assert_int_equal(seen[i].with_promise, 0);
+    }
+
+    eddy_channel_group_write_void(g, eddy_buf_msg(text_buf("later")), only_first, ch[0], false);
+    eddy_embedded_run_pending(ch[0]);
+    assert_null(eddy_embedded_read_outbound(ch[0])); /* not flushed yet */
+    eddy_channel_group_flush_void(g, NULL, NULL);
+    for (int i = 0; i < 3; i++) {
+        eddy_embedded_run_pending(ch[i]);
+        eddy_msg_t *m = eddy_embedded_read_outbound(ch[i]);
+        assert_true(i == 0 ? m != NULL : m == NULL);
+        if (m != NULL) {
+            eddy_msg_release(m);
+        }
+    }
+    assert_int_equal(seen[0].with_promise, 0);
+    eddy_group_counters_t c;
+    eddy_channel_group_counters(g, &c);
+    assert_int_equal(c.written, 4);
+
+    eddy_channel_group_close_void(g, NULL, NULL);
+    for (int i = 0; i < 3; i++) {
+        eddy_embedded_run_pending(ch[i]);
+        assert_false(eddy_channel_is_open(ch[i]));
+    }
+    WAIT_FOR(eddy_channel_group_size(g) == 0);
+    eddy_channel_group_free(g);
+    for (int i = 0; i < 3; i++) {
+        assert_true(eddy_embedded_finish(ch[i]));
+    }
+    assert_int_equal(eddy_buf_live_count(), live);
+}
+
+/* A member that cannot take a fire-and-forget write: its own pipeline raises the error and
+ * its stream closes; the other member gets the message and goes on. */
+static void void_write_failure_stays_with_its_member(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    eddy_channel_group_t *g = eddy_channel_group_new("void");
+    eddy_channel_t *ok = eddy_embedded_channel_new(), *bad = eddy_embedded_channel_new();
+    assert_int_equal(
+        eddy_pipeline_add_last(eddy_channel_pipeline(bad), "refuse", &refuse_ops, NULL, NULL), 0);
+    assert_int_equal(eddy_channel_group_add(g, ok), 0);
+    assert_int_equal(eddy_channel_group_add(g, bad), 0);
+    eddy_channel_group_write_void(g, eddy_buf_msg(text_buf("hello")), NULL, NULL, true);
+    eddy_embedded_run_pending(ok);
+    eddy_embedded_run_pending(bad);
+    eddy_msg_t *m = eddy_embedded_read_outbound(ok);
+    assert_non_null(m);
+    eddy_msg_release(m);
+    assert_int_equal(eddy_embedded_error(ok), 0);
+    assert_true(eddy_channel_is_open(ok));
+    assert_null(eddy_embedded_read_outbound(bad));
+    assert_int_equal(eddy_embedded_error(bad), EDDY_ENOTSUP);
+    assert_false(eddy_channel_is_open(bad));
+    WAIT_FOR(eddy_channel_group_size(g) == 1);
+    eddy_channel_group_free(g);
+    assert_true(eddy_embedded_finish(ok));
+    assert_true(eddy_embedded_finish(bad));
+    assert_int_equal(eddy_buf_live_count(), live);
+}
+
 /* ---------------------------------------------------------------------------------------
  * On real sockets: members that do not keep up
  */
@@ -255,13 +373,85 @@ static void slow_member_closed(void **state)
     server_stop(&s);
 }
 
+/* Fire-and-forget broadcasts from threads that are no loop's: SENDERS threads, each writing
+ * VOID_SENDS messages of VOID_MSG bytes of its own letter. */
+#define SENDERS 3
+#define VOID_SENDS 200
+#define VOID_MSG 32
+
+typedef struct sender_s {
+    eddy_channel_group_t *g;
+    char letter;
+} sender_t;
+
+static void *send_void(void *arg)
+{
+    sender_t *s = arg;
+    char text[VOID_MSG];
+    memset(text, s->letter, sizeof(text));
+    for (int i = 0; i < VOID_SENDS; i++) {
+        eddy_buf_t *b = eddy_buf_from(text, sizeof(text));
+        if (b != NULL) { /* else the readers come up short: the test fails there */
+            eddy_channel_group_write_void(s->g, eddy_buf_msg(b), NULL, NULL, true);
+        }
+    }
+    return NULL;
+}
+
+/* Every member reads each sender's messages, every one whole. */
+static void void_broadcasts_from_other_threads_reach_every_member(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    server_start(&s, EDDY_GROUP_WRITE_ANYWAY);
+    int fd[2];
+    for (int i = 0; i < 2; i++) {
+        fd[i] = client_connect(&s.addr);
+    }
+    WAIT_FOR(eddy_channel_group_size(s.g) == 2);
+    pthread_t t[SENDERS];
+    sender_t snd[SENDERS];
+    for (int i = 0; i < SENDERS; i++) {
+        snd[i] = (sender_t){s.g, (char)('a' + i)};
+        assert_int_equal(pthread_create(&t[i], NULL, send_void, &snd[i]), 0);
+    }
+    for (int i = 0; i < SENDERS; i++) {
+        pthread_join(t[i], NULL);
+    }
+    static char got[SENDERS * VOID_SENDS * VOID_MSG];
+    for (int i = 0; i < 2; i++) {
+        recv_all(fd[i], got, sizeof(got));
+        int count[SENDERS] = {0};
+        for (size_t at = 0; at < sizeof(got); at += VOID_MSG) {
+            int who = got[at] - 'a';
+            assert_true(who >= 0 && who < SENDERS);
+            for (size_t k = 1; k < VOID_MSG; k++) {
+                assert_int_equal(got[at + k], got[at]); /* whole, not interleaved */
+            }
+            count[who]++;
+        }
+        for (int k = 0; k < SENDERS; k++) {
+            assert_int_equal(count[k], VOID_SENDS);
+        }
+    }
+    eddy_group_counters_t c;
+    eddy_channel_group_counters(s.g, &c);
+    assert_int_equal(c.written, 2 * SENDERS * VOID_SENDS);
+    close(fd[0]);
+    close(fd[1]);
+    server_stop(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(broadcast_shares_the_bytes),
         cmocka_unit_test(matcher_and_close_all),
+        cmocka_unit_test(void_broadcast_writes_each_member_with_no_promise),
+        cmocka_unit_test(void_write_failure_stays_with_its_member),
         cmocka_unit_test(slow_member_skipped),
         cmocka_unit_test(slow_member_closed),
+        cmocka_unit_test(void_broadcasts_from_other_threads_reach_every_member),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
