@@ -16,8 +16,8 @@
  * and aggregator, the WebSocket server handshaker (which swaps the HTTP handlers for the
  * WebSocket ones on an upgrade of /ws, permessage-deflate accepted), then the handler below,
  * which answers the page and, after the upgrade, passes messages on. The broadcast is one
- * eddy_channel_group_write() of the frame received: every member gets a reference to the same
- * frame, which each member's handlers only read. What goes out is each member's own: its
+ * eddy_channel_group_write_void() of the frame received: every member gets a reference to the
+ * same frame, which each member's handlers only read. What goes out is each member's own: its
  * encoder writes the frame header and copies the payload into its outbound bytes, and with
  * permessage-deflate its deflater compresses the payload (each connection has its own
  * compression context). docs/websocket.md says what that costs.
@@ -186,9 +186,10 @@ static void chat_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
         c->wrote = true;
         return;
     }
-    /* Every member gets a reference to this frame, flushed; the future says when all have
-     * written it, which a chat does not wait for. */
-    eddy_future_release(eddy_channel_group_write(chat, msg, NULL, NULL, true));
+    /* Every member gets a reference to this frame, flushed. A chat does not wait for all to
+     * have written it, so no future: a member that cannot take it is its own pipeline's
+     * business (its stream closes), as for any write with no promise. */
+    eddy_channel_group_write_void(chat, msg, NULL, NULL, true);
 }
 
 /* One flush per read batch: the answers to pipelined requests, or echoes, go out together. */
