@@ -11,21 +11,21 @@ PACKAGES=(
     bind9-dnsutils      # dig: the DNS server's tests ask it
     chromium            # examples.ws_browser: eddy-ws-server's chat page in a real browser
     clang               # buildtypes.gcc_clang builds every build type with clang too
-    cmake
+    cmake               # 3.20 or later
     curl                # the HTTP server's tests drive it with curl
     gcc                 # with its ASan, UBSan and TSan runtimes (libgcc-12-dev)
     knot-dnsutils       # kdig: the DNS server's tests ask it too, in JSON
     libc-ares-dev       # name resolution on the loop (bootstrap/resolver.c)
     libck-dev           # bench/ring's ck_ring baseline (the benchmarks build in make test)
-    libcmocka-dev
+    libcmocka-dev       # the tests
     libjemalloc-dev     # bench/buffer's jemalloc baseline
-    libssl-dev
+    libssl-dev          # OpenSSL 3: TLS, and SHA-1 for the WebSocket handshake
     liburing-dev        # the io_uring poller (built when found)
-    libuv1-dev          # bench/reactor's libuv baselines
-    make
+    libuv1-dev          # the libuv baselines of bench/reactor and bench/echo (built in make test)
+    make                # CMake's generator, and the Makefile's targets
     nodejs              # tests/examples/ws.sh: node's ws package is the WebSocket peer
     openssl             # the TLS tests make their certificates with the openssl tool
-    pkg-config
+    pkg-config          # how CMake finds liburing, c-ares and libuv
     python3             # tests/examples/hostile.py, the hostile clients
     redis-tools         # redis-cli and redis-benchmark: the RESP server's tests and benchmark
     valgrind            # examples.echo_valgrind runs eddy-echo-server under memcheck
