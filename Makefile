@@ -5,6 +5,8 @@
 #   make soak   fuzz the example servers whole (SECONDS=300,
 #               SERVERS=echo,tls,rpc,http,resp,dns,ws,ws_chat, SANITIZER=address or thread)
 #   make soak-client   fuzz eddy-http-client whole (SECONDS=300, SANITIZER=address or thread)
+# Every target builds, and runs ctest, with JOBS parallel jobs: the processors nproc counts by
+# default (2 without nproc); `make test JOBS=2` bounds it on a small or shared machine.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 # Our own builds treat warnings as errors; a user's plain cmake build does not (EDDY_WERROR).
