@@ -1,14 +1,21 @@
 /*
  * eddy-echo-server: Netty's EchoServer in C. Every byte a client sends comes back.
  *
- *   eddy-echo-server [--host ADDR] [--port N] [--threads N] [--tls CERT KEY [--tls-ca FILE]]
+ *   eddy-echo-server [--host ADDR] [--port N] [--threads N] [--max-pending BYTES]
+ *                    [--tls CERT KEY [--tls-ca FILE]]
  *
  * With --tls it speaks TLS (OpenSSL, include/eddy/tls.h) with the PEM certificate chain and
  * key given; --tls-ca also requires clients to present a certificate issued by those CAs.
  *
  * A client that never reads cannot make it grow: reading from a connection pauses while its
- * replies are not drained (EDDY_PAUSE_READ_WHEN_UNWRITABLE). SIGINT or SIGTERM stop it
- * gracefully: the listener closes, connections get what was flushed and close, exit 0.
+ * replies are not drained (EDDY_PAUSE_READ_WHEN_UNWRITABLE). --max-pending also sets a hard cap
+ * on each connection's queued replies (EDDY_MAX_PENDING_OUTBOUND; 0, the default, is none).
+ * Reading pauses once the replies pass the high water mark (64 KiB), so a cap below the mark
+ * plus one read (up to 64 KiB) can be passed. The echo writes with no promise: a write past
+ * the cap closes the connection after the replies already queued, and the client gets a
+ * prefix of its bytes, then the close, never a gap (tests/examples/serverfuzz.py's echo_cap
+ * and tls_cap check it). SIGINT or SIGTERM stop it gracefully: the listener closes,
+ * connections get what was flushed and close, exit 0.
  */
 #include <eddy/eddy.h>
 
@@ -17,6 +24,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,20 +114,23 @@ static eddy_tls_context_t *tls_context(const char *cert, const char *key, const 
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: eddy-echo-server [--host ADDR] [--port N] [--threads N] "
-               "[--tls CERT KEY [--tls-ca FILE]]\n"
-               "  --host ADDR     address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
-               "  --port N        port (default 8007; 0 picks one)\n"
-               "  --threads N     worker loops (default: one per CPU)\n"
-               "  --tls CERT KEY  speak TLS with this certificate chain and key (PEM files)\n"
-               "  --tls-ca FILE   with --tls: require client certificates issued by these CAs\n"
-               "Echoes every byte back. SIGINT or SIGTERM stop it gracefully.\n");
+    fprintf(f,
+            "usage: eddy-echo-server [--host ADDR] [--port N] [--threads N] "
+            "[--max-pending BYTES] [--tls CERT KEY [--tls-ca FILE]]\n"
+            "  --host ADDR          address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
+            "  --port N             port (default 8007; 0 picks one)\n"
+            "  --threads N          worker loops (default: one per CPU)\n"
+            "  --max-pending BYTES  close a connection whose queued replies would pass BYTES\n"
+            "                       (EDDY_MAX_PENDING_OUTBOUND; default 0: no cap)\n"
+            "  --tls CERT KEY       speak TLS with this certificate chain and key (PEM files)\n"
+            "  --tls-ca FILE        with --tls: require client certificates issued by these CAs\n"
+            "Echoes every byte back. SIGINT or SIGTERM stop it gracefully.\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
-    unsigned long port = 8007, threads = 0;
+    unsigned long port = 8007, threads = 0, max_pending = 0;
     const char *tls_cert = NULL, *tls_key = NULL, *tls_ca = NULL;
     for (int i = 1; i < argc; i += 2) { /* each option and its value */
         const char *a = argv[i];
@@ -131,6 +142,8 @@ int main(int argc, char **argv)
             host = v;
         } else if (strcmp(a, "--port") == 0 && v != NULL && example_parse_uint(v, 65535, &port)) {
         } else if (strcmp(a, "--threads") == 0 && v != NULL && example_parse_uint(v, 1024, &threads)) {
+        } else if (strcmp(a, "--max-pending") == 0 && v != NULL &&
+                   example_parse_uint(v, UINT32_MAX, &max_pending)) {
         } else if (strcmp(a, "--tls") == 0 && v != NULL && i + 2 < argc) {
             tls_cert = v;
             tls_key = argv[i + 2];
@@ -162,6 +175,7 @@ int main(int argc, char **argv)
         return 1;
     }
     example_configure(b, boss, workers, init_child, tls);
+    eddy_server_bootstrap_child_option(b, EDDY_MAX_PENDING_OUTBOUND, (int64_t)max_pending);
 
     eddy_channel_t *server = example_bind(b, host, port, "eddy-echo-server");
     if (server == NULL) {
