@@ -183,6 +183,10 @@ enum {
     EDDY__CH_DGRAM_NO_GSO = 1u << 16,
     /* An error was logged for this channel: the tail logs no second one (fault.c). */
     EDDY__CH_ERROR_LOGGED = 1u << 17,
+    /* The write on its way to the head is TLS records (tls_handler.c), of plaintext the hard
+     * cap admitted already, or TLS's own: the cap does not refuse it. Set by the TLS handler
+     * around its write; the head's add consumes it. */
+    EDDY__CH_SEALED = 1u << 18,
 };
 
 typedef struct eddy__attr_s {

@@ -180,7 +180,9 @@ void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
         return;
     }
     size_t bytes = eddy__msg_bytes(msg);
-    if (over_cap(ch, bytes)) {
+    bool sealed = (ch->flags & EDDY__CH_SEALED) != 0; /* records of admitted plaintext */
+    ch->flags &= ~EDDY__CH_SEALED;
+    if (!sealed && over_cap(ch, bytes)) {
         fail_msg(ch, msg, p, EDDY_ENOBUFS);
         return;
     }

@@ -305,7 +305,13 @@ static int emit(eddy_tls_handler_t *s, eddy_promise_t *p)
     s->big_bios |= n > BIO_KEEP;
     int r = BIO_read(s->wbio, eddy_buf_write_ptr(b), (int)n);
     eddy_buf_produce(b, r > 0 ? (size_t)r : 0);
+    /* The hard cap admitted the plaintext (tls_write's reserve); its records are larger by
+     * their headers and tags, and the alerts and close_notify are ours: the cap must not
+     * refuse them, or accepted data would be lost (serverfuzz tls_cap). */
+    eddy_channel_t *ch = eddy_ctx_channel(s->ctx);
+    ch->flags |= EDDY__CH_SEALED;
     eddy_ctx_write(s->ctx, eddy_buf_msg(b), p);
+    ch->flags &= ~EDDY__CH_SEALED;
     return 0;
 }
 

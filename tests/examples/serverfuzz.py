@@ -1315,9 +1315,21 @@ WS_MAX = 1 << 20  # EDDY_WS_MAX_FRAME_SIZE and _MESSAGE_SIZE: eddy-ws-server's l
 WS_DEFLATE_FRAME_MAX = WS_MAX + (WS_MAX >> 8) + 64  # a compressed data frame's (codec.c)
 WS_HIGH_WATER = 4 << 20  # eddy-ws-server's HIGH_WATER_MARK
 # A reader that never reads, in a group that broadcasts more than this to it, must have been
-# closed by the group's policy: past the high water mark, plus a message in flight, the
-# kernel's buffers (a small SO_RCVBUF: the window stays shut) and slack.
-WS_SLOW_READER_LIMIT = WS_HIGH_WATER + 4 * WS_MAX
+# closed by the group's policy: past the high water mark, plus the message that crossed it and
+# one in flight, what the server's socket send buffer may hold (it grows up to tcp_wmem's
+# maximum, 4 MiB on Debian: a member that got 8.39 MB against a limit of 8 MiB failed CI once
+# under TSan) and the client's small receive buffer, with slack.
+
+
+def tcp_wmem_max():
+    try:
+        with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+            return int(f.read().split()[2])
+    except (OSError, ValueError, IndexError):
+        return 4 << 20
+
+
+WS_SLOW_READER_LIMIT = WS_HIGH_WATER + 3 * WS_MAX + tcp_wmem_max()
 WS_TAIL = b"\x00\x00\xff\xff"  # what permessage-deflate strips from each message
 OP_CONT, OP_TEXT, OP_BIN, OP_CLOSE, OP_PING, OP_PONG = 0, 1, 2, 8, 9, 10
 WS_CODES = [1000, 1001, 1003, 1007, 1008, 1010, 1011, 1012, 1013, 1014, 3000, 3999, 4000, 4999]
