@@ -12,7 +12,7 @@
 #include <eddy/datagram.h>
 
 #include "bootstrap/internal.h"
-#include "pipeline/internal.h"
+#include "pipeline/layer.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -50,7 +50,7 @@ static void release_later(eddy_channel_t *ch)
  * For an init callback that turns ch down: returns err (non-zero) for the callback to return,
  * and the channel layer closes ch without making it active. That close drops the last
  * reference and frees ch before child_start and connect_on_loop leave its pipeline (a use
- * after free in pipeline/socket.c); until that is fixed, this holds a reference of its own,
+ * after free in pipeline/transport/socket.c); until that is fixed, this holds a reference of its own,
  * dropped by a task that runs after them. The channel's loop. (A connect try holds one for
  * the same reason: connect_timeout and a connect refused at once free the channel before
  * leaving its pipeline too.)

@@ -17,7 +17,7 @@
  */
 #include <eddy/channel_pool.h>
 
-#include "pipeline/internal.h"
+#include "pipeline/layer.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

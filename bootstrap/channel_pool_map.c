@@ -13,7 +13,7 @@
  */
 #include <eddy/channel_pool.h>
 
-#include "pipeline/internal.h"
+#include "pipeline/layer.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
 
 #include <eddy/resolver.h>
 
-#include "reactor/loop_internal.h"
+#include "reactor/layer.h"
 
 /* The settings a resolver runs with: a copy of the process-wide configuration. */
 typedef struct eddy__resolver_settings_s {

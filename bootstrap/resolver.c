@@ -8,8 +8,8 @@
  */
 #include "bootstrap/internal.h"
 
-#include "buffer/log_internal.h"
-#include "reactor/loop_local.h"
+#include "buffer/layer.h"
+#include "reactor/layer.h"
 
 #include <assert.h>
 #include <ctype.h>

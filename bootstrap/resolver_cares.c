@@ -13,7 +13,7 @@
  */
 #include "bootstrap/internal.h"
 
-#include "buffer/log_internal.h"
+#include "buffer/layer.h"
 
 #include <ares.h>
 

@@ -12,7 +12,7 @@
 #include <eddy/bootstrap.h>
 
 #include "bootstrap/internal.h" /* eddy__bootstrap_resolve */
-#include "pipeline/internal.h"  /* the close hook */
+#include "pipeline/layer.h"  /* the close hook */
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -8,7 +8,7 @@
  * that owner, which keeps it on its _views list.
  */
 #include "buffer/internal.h"
-#include "buffer/refcnt_inl.h"
+#include "buffer/layer.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,8 +5,7 @@
 #include <eddy/common.h>
 #include <eddy/buffer.h>
 
-#include "buffer/log_internal.h"
-#include "buffer/refcnt_inl.h"
+#include "buffer/layer.h"
 
 #include <stdatomic.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
 
 #include <eddy/buffer.h>
 
-#include "buffer/shutdown_internal.h"
+#include "buffer/layer.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

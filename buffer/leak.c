@@ -6,7 +6,7 @@
  * hook (common.h), one message a buffer, unless eddy_leak_report() is given a file.
  */
 #include "buffer/internal.h"
-#include "buffer/log_internal.h"
+#include "buffer/layer.h"
 #include "eddy_config.h"
 
 #include <stdlib.h>

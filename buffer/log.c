@@ -5,7 +5,7 @@
  * reaches one hook's function with another's argument. Setting is rare (start-up) and reading
  * takes no lock: a reader retries only while a setter is writing.
  */
-#include "buffer/log_internal.h"
+#include "buffer/layer.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>

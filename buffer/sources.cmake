@@ -1,4 +1,4 @@
-list(APPEND EDDY_SOURCES
+list(APPEND EDDY_LAYER_SOURCES
     buffer/buf.c
     buffer/composite.c
     buffer/leak.c

@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the DNS answerer (pipeline/codec/dns/) on tests/pipeline/dns_test.zone,
+ * Fuzz target: the DNS answerer (codec/dns/) on tests/codec/dns_test.zone,
  * compiled in. The input is a query, answered at the UDP limit (512) and the TCP one
  * (65535); each answer must parse with the module's own parser and keep the invariants a
  * client relies on: the ID, opcode and RD echoed, QR set and RA clear, the question copied

@@ -1,6 +1,7 @@
 /*
- * pipeline/internal.h: channels, pipelines and contexts inside, shared by channel.c,
- * pipeline.c, socket.c, embedded.c and the codecs and handlers. Not installed.
+ * pipeline/internal.h: channels, pipelines and contexts inside, the pipeline layer's own
+ * (channel.c, pipeline.c, outbound.c, transport/, handler/, tls/). The layers above see
+ * pipeline/layer.h only. Not installed.
  */
 #ifndef EDDY_PIPELINE_INTERNAL_H
 #define EDDY_PIPELINE_INTERNAL_H
@@ -8,8 +9,7 @@
 #include <eddy/channel.h>
 #include <eddy/pipeline.h>
 
-#include "buffer/log_internal.h"
-#include "reactor/loop_internal.h"
+#include "pipeline/layer.h"
 
 #include <assert.h>
 #include <stdatomic.h>
@@ -231,14 +231,6 @@ typedef struct eddy__addrs_s {
     eddy_addr_t local, remote;
 } eddy__addrs_t;
 
-/* Called once at close on the loop, after the handlers are removed and before the close
- * future completes. One hook serves many channels (the server bootstrap's count of live
- * children): a close-future listener would cost every connection a future. Its owner keeps
- * it alive until those channels closed. */
-typedef struct eddy__close_hook_s {
-    void (*closed)(eddy_channel_t *ch, void *arg);
-    void *arg;
-} eddy__close_hook_t;
 
 /* A block of option values (channel.c). A shared block (the static defaults, a listener's
  * child options) is immutable and refcounted; a channel's own copy, made at its first write,
@@ -365,9 +357,6 @@ static inline void eddy__channel_show_state(eddy_channel_t *ch)
 }
 
 /* Channels (channel.c). */
-/* Complete a listen or connect future with ch: the future holds a reference to ch until it is
- * freed, so eddy_future_channel() is safe while the caller holds the future. */
-int eddy__promise_succeed_channel(eddy_promise_t *p, eddy_channel_t *ch);
 eddy_channel_t *eddy__channel_new(eddy_loop_t *loop, const eddy__channel_ops_t *ops, int fd);
 void eddy__channel_apply_config(eddy_channel_t *ch, const eddy_channel_config_t *cfg);
 /* Set one option's value (no socket call, no side effect): 0 or EDDY_ENOMEM (the copy). */
@@ -386,8 +375,6 @@ void eddy__channel_use_datagram_defaults(eddy_channel_t *ch);
 /* Set ch's local or remote address (the loop, before the channel is handed to another
  * thread). A Unix socket's address that finds no memory is left unknown. */
 void eddy__channel_set_addr(eddy_channel_t *ch, bool remote, const eddy_addr_t *a);
-/* Set ch's close hook (the loop, before it closes; one per channel). */
-void eddy__channel_set_close_hook(eddy_channel_t *ch, const eddy__close_hook_t *hook);
 /* Registered and (for connected kinds) active: fire the events in Netty's order. */
 void eddy__channel_registered(eddy_channel_t *ch);
 void eddy__channel_activate(eddy_channel_t *ch);
@@ -449,8 +436,6 @@ void eddy__outbound_closing(eddy_channel_t *ch);
 void eddy__outbound_destroy(eddy_channel_t *ch);
 /* Re-evaluate writability after pending changed; fires the event when it flips. */
 void eddy__outbound_update_writability(eddy_channel_t *ch);
-/* The readable bytes of a message the outbound buffer can write (buf, composite), else 0. */
-size_t eddy__msg_bytes(eddy_msg_t *msg);
 
 /* Pipelines (pipeline.c). */
 void eddy__pipeline_init(eddy_pipeline_t *p);
@@ -515,20 +500,5 @@ enum { EDDY__RECYCLE_ENTRY, EDDY__RECYCLE_PACKET, EDDY__RECYCLE_KINDS };
 void *eddy__recycle_get(unsigned kind, size_t size);
 void eddy__recycle_put(unsigned kind, void *p);
 
-/* Complete p (NULL is fine) with 0 or err. */
-static inline void eddy__promise_done(eddy_promise_t *p, int err)
-{
-    if (p == NULL) {
-        return;
-    }
-    if (err < 0) {
-        eddy_promise_fail(p, err);
-    } else {
-        eddy_promise_succeed(p, NULL);
-    }
-}
-
-/* A future listener that completes the promise arg (a reference, released) as f completed. */
-void eddy__promise_done_listener(eddy_future_t *f, void *arg);
 
 #endif /* EDDY_PIPELINE_INTERNAL_H */

@@ -1380,6 +1380,17 @@ eddy_loop_t *eddy_ctx_loop(const eddy_ctx_t *ctx)
     return eddy__loop_of(eddy__pipeline_channel(ctx->pipeline));
 }
 
+void eddy__pipeline_each_state(eddy_pipeline_t *p, void (*read)(eddy_ctx_t *, eddy_msg_t *),
+                               void (*fn)(void *state, void *arg), void *arg)
+{
+    eddy__assert_on_loop(eddy__loop_of(eddy__pipeline_channel(p)));
+    for (eddy_ctx_t *c = p->end.next; c != &p->end; c = c->next) {
+        if (c->ops->channel_read == read) {
+            fn(c->state, arg);
+        }
+    }
+}
+
 eddy_allocator_t *eddy_ctx_alloc(const eddy_ctx_t *ctx)
 {
     return eddy_allocator_default();

@@ -1,18 +1,18 @@
-list(APPEND EDDY_SOURCES
+# The pipeline layer: channels, pipelines, the outbound buffer, the embedded channel, channel
+# groups; transport/ (stream sockets on readiness and io_uring, datagram sockets), handler/
+# (timeouts, logging, flush consolidation), tls/.
+list(APPEND EDDY_LAYER_SOURCES
     pipeline/channel.c
     pipeline/channel_group.c
-    pipeline/datagram.c
     pipeline/embedded.c
     pipeline/fault.c
-    pipeline/handlers.c
     pipeline/outbound.c
     pipeline/pipeline.c
     pipeline/recycle.c
     pipeline/scoped.c
-    pipeline/socket.c
-    pipeline/socket_readiness.c
-    pipeline/socket_uring.c)
-# Codecs and handlers keep their own lists.
-include(${CMAKE_CURRENT_LIST_DIR}/codec/sources.cmake OPTIONAL)
-include(${CMAKE_CURRENT_LIST_DIR}/handler/sources.cmake OPTIONAL)
-include(${CMAKE_CURRENT_LIST_DIR}/tls/sources.cmake OPTIONAL)
+    pipeline/transport/datagram.c
+    pipeline/transport/socket.c
+    pipeline/transport/socket_readiness.c
+    pipeline/transport/socket_uring.c)
+include(${CMAKE_CURRENT_LIST_DIR}/handler/sources.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/tls/sources.cmake)

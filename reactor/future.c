@@ -8,8 +8,8 @@
  * guards listeners and waiters instead. Futures sharing a stripe share its condition
  * variable: completion broadcasts and every waiter re-checks its own future's `done`.
  */
-#include "buffer/refcnt_inl.h"
-#include "reactor/loop_internal.h"
+#include "buffer/layer.h"
+#include "reactor/layer.h"
 
 #include <stdalign.h>
 #include <stdlib.h>

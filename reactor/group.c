@@ -2,7 +2,7 @@
  * Loop groups (Netty's MultithreadEventLoopGroup): N loops on N threads, a chooser, and one
  * termination future for all of them.
  */
-#include "reactor/loop_internal.h"
+#include "reactor/layer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

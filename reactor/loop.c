@@ -3,10 +3,9 @@
  * registration, shutdown and metrics. Its task queue is taskq.c, its stall watchdog
  * watchdog.c.
  */
-#include "reactor/loop_internal.h"
+#include "reactor/layer.h"
 #include "reactor/internal.h"
-#include "buffer/log_internal.h"
-#include "reactor/loop_local.h"
+#include "buffer/layer.h"
 #include "eddy_config.h"
 
 #include <errno.h>
@@ -39,7 +38,7 @@ const eddy__poller_ops_t *const eddy__pollers[] = {
 };
 
 /* What every producer reads per task shares one line that the loop writes only at creation
- * (loop_internal.h): a field there that moved to a line the loop writes each turn made every
+ * (reactor/layer.h): a field there that moved to a line the loop writes each turn made every
  * producer miss once per turn (tasks_1p fell from 42 to 16-28 M tasks/s on one VM). */
 #define SAME_LINE(a, b) \
     (offsetof(struct eddy_loop_s, a) / 128 == offsetof(struct eddy_loop_s, b) / 128)
@@ -85,7 +84,7 @@ const char *eddy_loop_poller(const eddy_loop_t *loop)
     return loop->poller->name;
 }
 
-/* A block of loop_local.h: few per loop (one per module that wants one), found by a walk. */
+/* A block of eddy__loop_local(): few per loop (one per module that wants one), found by a walk. */
 struct eddy__local_s {
     eddy__local_t *next;
     const void *key;

@@ -10,7 +10,7 @@
 #include "eddy_config.h"
 
 #ifdef EDDY_HAVE_EPOLL
-#include "reactor/loop_internal.h"
+#include "reactor/layer.h"
 
 #include <errno.h>
 #include <stdlib.h>

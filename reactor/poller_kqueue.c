@@ -6,7 +6,7 @@
 #include "eddy_config.h"
 
 #ifdef EDDY_HAVE_KQUEUE
-#include "reactor/loop_internal.h"
+#include "reactor/layer.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * user's descriptors): a one-shot poll per watcher, armed again after each event while the
  * watcher still wants it, which gives the level-triggered behaviour of the epoll backend
  * (a one-shot poll looks at the descriptor as it is armed). And operations of the completion
- * transport (pipeline/socket_uring.c), which call back with their result (reactor/uring.h).
+ * transport (pipeline/transport/socket_uring.c), which call back with their result (reactor/uring.h).
  *
  * The ring is made disabled and enabled by the loop's own thread at its first wait, so that
  * thread is the ring's single issuer, and task work runs only when it enters the kernel to
@@ -20,8 +20,8 @@
 #include "eddy_config.h"
 
 #ifdef EDDY_HAVE_IO_URING
-#include "reactor/uring.h"
-#include "buffer/log_internal.h"
+#include "reactor/layer.h"
+#include "buffer/layer.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -5,8 +5,8 @@
  */
 #include <eddy/common.h>
 
-#include "buffer/shutdown_internal.h"
-#include "reactor/loop_internal.h"
+#include "buffer/layer.h"
+#include "reactor/layer.h"
 
 int eddy_library_shutdown(void)
 {

@@ -1,10 +1,10 @@
-list(APPEND EDDY_SOURCES
+list(APPEND EDDY_LAYER_SOURCES
     reactor/sequence.c
     reactor/ring.c
     reactor/wait.c
     reactor/processor.c
     reactor/ring_builder.c)
-list(APPEND EDDY_SOURCES
+list(APPEND EDDY_LAYER_SOURCES
     reactor/eventfd.c
     reactor/future.c
     reactor/group.c
@@ -18,4 +18,4 @@ list(APPEND EDDY_SOURCES
     reactor/taskq.c
     reactor/timer.c
     reactor/watchdog.c)
-list(APPEND EDDY_SOURCES reactor/carrier.c)
+list(APPEND EDDY_LAYER_SOURCES reactor/carrier.c)

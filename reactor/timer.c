@@ -6,8 +6,8 @@
  * is binary and pointer-linked; Netty's is a binary array). Ties break by a start counter,
  * so timers with one deadline fire in the order they were scheduled.
  */
-#include "buffer/refcnt_inl.h"
-#include "reactor/loop_internal.h"
+#include "buffer/layer.h"
+#include "reactor/layer.h"
 
 #include <assert.h>
 

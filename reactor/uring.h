@@ -1,6 +1,6 @@
 /*
  * reactor/uring.h: what the io_uring poller (poller_uring.c) offers the completion transport
- * of the layers above (pipeline/socket_uring.c). Private; built only with liburing
+ * of the layers above (pipeline/transport/socket_uring.c). Private; built only with liburing
  * (EDDY_HAVE_IO_URING).
  *
  * A loop on io_uring still watches eddy_io_t descriptors by readiness (poll operations on
@@ -15,7 +15,7 @@
 #include "eddy_config.h"
 
 #ifdef EDDY_HAVE_IO_URING
-#include "reactor/loop_internal.h"
+#include "reactor/layer.h"
 
 #include <eddy/buffer.h>
 

@@ -10,8 +10,8 @@
  * only in eddy__watchdog_shutdown(), which joins it: a thread still alive at exit is memory
  * that valgrind reports as lost, and one that ended unjoined is a leak to TSan.
  */
-#include "reactor/loop_internal.h"
-#include "buffer/log_internal.h"
+#include "reactor/layer.h"
+#include "buffer/layer.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -115,7 +115,7 @@ EDDY_EXTERN int eddy_decoder_set_single_decode(eddy_decoder_t *d, bool single);
 
 /** Since when (eddy_loop_now_ns) the message d is decoding has been under way: its first
  * bytes came in then, or the message before it ended then with these bytes behind it; 0 when
- * no message is under way. What the message deadline handler (handler.h) reads. The loop's
+ * no message is under way. What the message deadline handler (below) reads. The loop's
  * thread. */
 EDDY_EXTERN int64_t eddy_decoder_message_since(const eddy_decoder_t *d);
 
@@ -158,6 +158,31 @@ EDDY_EXTERN void eddy_decoder_channel_writability_changed(eddy_ctx_t *ctx);
         .user_event_triggered = eddy_decoder_user_event_triggered,                                 \
         .channel_writability_changed = eddy_decoder_channel_writability_changed,                   \
     }
+
+/* ---------------------------------------------------------------------------------------
+ * Message deadline (codec/deadline.c; in handler.h before #29): a whole message must arrive
+ * within a time of its first byte, however the bytes trickle in (slowloris protection for any
+ * protocol: an HTTP request, an RPC frame, a RESP command). The read timeout restarts at
+ * every read, so a client sending a byte a second keeps it at bay for ever; this one does
+ * not. It asks the decoders of the pipeline (those on the decoder base:
+ * eddy_decoder_message_since) whether a message is under way and since when, at each
+ * read_complete and when its timer fires; put it anywhere before the protocol's handler
+ * (first is usual). Past the time: exception_caught with EDDY_ETIMEDOUT
+ * passed on from the handler, then the channel closed; once. A connection between messages
+ * is not timed (the idle and read timeouts are for that).
+ */
+
+/** The message deadline handler's ops table (static). Any thread. */
+EDDY_EXTERN const eddy_handler_ops_t *eddy_message_deadline_handler_ops(void);
+
+/**
+ * State for eddy_message_deadline_handler_ops(): each message must be decoded within
+ * timeout_ms (at least 1 ms; 0 or negative: never) of the moment it began. NULL without
+ * memory. Any thread.
+ */
+EDDY_EXTERN void *eddy_message_deadline_handler_new(int64_t timeout_ms);
+/** The message deadline handler as one value (eddy_handler_t). */
+EDDY_EXTERN eddy_handler_t eddy_message_deadline_handler(int64_t timeout_ms);
 
 /* ---------------------------------------------------------------------------------------
  * What decode emits

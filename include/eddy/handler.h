@@ -118,30 +118,6 @@ EDDY_EXTERN void *eddy_write_timeout_handler_new(int64_t timeout_ms);
 EDDY_EXTERN eddy_handler_t eddy_write_timeout_handler(int64_t timeout_ms);
 
 /* ---------------------------------------------------------------------------------------
- * Message deadline: a whole message must arrive within a time of its first byte, however the
- * bytes trickle in (slowloris protection for any protocol: an HTTP request, an RPC frame, a
- * RESP command). The read timeout restarts at every read, so a client sending a byte a second
- * keeps it at bay for ever; this one does not. It asks the decoders of the pipeline (those on
- * the decoder base, codec.h: eddy_decoder_message_since) whether a message is under way and
- * since when, at each read_complete and when its timer fires; put it anywhere before the
- * protocol's handler (first is usual). Past the time: exception_caught with EDDY_ETIMEDOUT
- * passed on from the handler, then the channel closed; once. A connection between messages
- * is not timed (the idle and read timeouts are for that).
- */
-
-/** The message deadline handler's ops table (static). Any thread. */
-EDDY_EXTERN const eddy_handler_ops_t *eddy_message_deadline_handler_ops(void);
-
-/**
- * State for eddy_message_deadline_handler_ops(): each message must be decoded within
- * timeout_ms (at least 1 ms; 0 or negative: never) of the moment it began. NULL without
- * memory. Any thread.
- */
-EDDY_EXTERN void *eddy_message_deadline_handler_new(int64_t timeout_ms);
-/** The message deadline handler as one value (eddy_handler_t). */
-EDDY_EXTERN eddy_handler_t eddy_message_deadline_handler(int64_t timeout_ms);
-
-/* ---------------------------------------------------------------------------------------
  * Logging (Netty's LoggingHandler): one entry per event, inbound and outbound, each event
  * then passed on unchanged. An entry is "[id: 0x0000002a, L:127.0.0.1:80 - R:...] EVENT",
  * then ": detail" for events that have one; a buffer or composite message is its size

@@ -179,3 +179,12 @@ const eddy_handler_ops_t *eddy_flush_consolidation_handler_ops(void)
 {
     return &flush_consolidation_ops;
 }
+
+eddy_handler_t eddy_flush_consolidation_handler(unsigned explicit_flush_after_flushes,
+                                                bool consolidate_when_no_read_in_progress)
+{
+    return eddy_handler(NULL, eddy_flush_consolidation_handler_ops(),
+                        eddy_flush_consolidation_handler_new(explicit_flush_after_flushes,
+                                                             consolidate_when_no_read_in_progress),
+                        eddy_free_state);
+}

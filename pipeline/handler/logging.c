@@ -461,3 +461,9 @@ const eddy_handler_ops_t *eddy_logging_handler_ops(void)
 {
     return &logging_ops;
 }
+
+eddy_handler_t eddy_logging_handler(const eddy_logging_options_t *opts)
+{
+    return eddy_handler(NULL, eddy_logging_handler_ops(), eddy_logging_handler_new(opts),
+                        eddy_free_state);
+}

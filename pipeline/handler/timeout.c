@@ -1,6 +1,7 @@
 /*
  * Timeouts (Netty's io.netty.handler.timeout): the idle state handler, the read and write
- * timeout handlers, and the message deadline handler.
+ * timeout handlers. The message deadline handler, which asks the decoders, is the codec
+ * layer's (codec/deadline.c).
  *
  * Idle timers are not periodic ticks: each fires at the last activity plus its timeout, and
  * when there was activity meanwhile it is scheduled again for what is left (Netty's
@@ -17,12 +18,11 @@
  */
 #include "pipeline/internal.h"
 
-#include <eddy/codec.h>
 #include <eddy/handler.h>
 
 #include <stdlib.h>
 
-static int64_t timeout_ns(int64_t ms)
+int64_t eddy__timeout_ns(int64_t ms)
 {
     if (ms <= 0) {
         return 0;
@@ -32,9 +32,7 @@ static int64_t timeout_ns(int64_t ms)
     return (ms < max_ms ? ms : max_ms) * 1000000;
 }
 
-/* Netty's readTimedOut / writeTimedOut: the error, then close; once. The handler's state may
- * be freed when this returns (the close removes the handler). */
-static void timed_out(eddy_ctx_t *ctx, bool *closed)
+void eddy__ctx_timed_out(eddy_ctx_t *ctx, bool *closed)
 {
     if (*closed) {
         return;
@@ -108,7 +106,7 @@ static idle_t *idle_new(int64_t reader_ms, int64_t writer_ms, int64_t all_ms)
     int64_t ms[IDLE_KINDS] = {reader_ms, writer_ms, all_ms};
     for (int i = 0; i < IDLE_KINDS; i++) {
         s->kind[i].owner = s;
-        s->kind[i].timeout_ns = timeout_ns(ms[i]);
+        s->kind[i].timeout_ns = eddy__timeout_ns(ms[i]);
         s->kind[i].first = true;
     }
     return s;
@@ -183,7 +181,7 @@ static void idle_fired(eddy_ctx_t *ctx, void *arg)
     bool first = it->first;
     it->first = false;
     if (s->read_timeout) {
-        timed_out(ctx, &s->closed);
+        eddy__ctx_timed_out(ctx, &s->closed);
         return;
     }
     eddy_ctx_fire_user_event(ctx, idle_events[which][0].state, &idle_events[which][first]);
@@ -350,7 +348,7 @@ void *eddy_write_timeout_handler_new(int64_t timeout_ms)
 {
     write_timeout_t *s = calloc(1, sizeof(*s));
     if (s != NULL) {
-        s->timeout_ns = timeout_ns(timeout_ms);
+        s->timeout_ns = eddy__timeout_ns(timeout_ms);
     }
     return s;
 }
@@ -387,7 +385,7 @@ static void write_timer_fired(eddy_ctx_t *ctx, void *arg)
     bool late = !eddy_future_is_done(task->p);
     write_task_detach(task);
     if (late) {
-        timed_out(s->ctx, &s->closed);
+        eddy__ctx_timed_out(s->ctx, &s->closed);
     }
 }
 
@@ -466,91 +464,22 @@ const eddy_handler_ops_t *eddy_write_timeout_handler_ops(void)
     return &write_timeout_ops;
 }
 
-/* ---------------------------------------------------------------------------------------
- * The message deadline handler: the decoders say since when a message is under way; one
- * timer, armed when one is and not already armed, re-checks when it fires (the message may
- * have ended, and another begun, meanwhile), so a message costs a look, not a timer.
- */
-
-typedef struct deadline_s {
-    eddy_ctx_t *ctx;
-    int64_t timeout_ns;
-    uint64_t timer; /* the pending scoped timer's id, or 0 */
-    bool closed;    /* timed out */
-} deadline_t;
-
-void *eddy_message_deadline_handler_new(int64_t timeout_ms)
+eddy_handler_t eddy_idle_state_handler(int64_t reader_idle_ms, int64_t writer_idle_ms,
+                                       int64_t all_idle_ms)
 {
-    deadline_t *s = calloc(1, sizeof(*s));
-    if (s != NULL) {
-        s->timeout_ns = timeout_ns(timeout_ms);
-    }
-    return s;
+    return eddy_handler(NULL, eddy_idle_state_handler_ops(),
+                        eddy_idle_state_handler_new(reader_idle_ms, writer_idle_ms, all_idle_ms),
+                        eddy_free_state);
 }
 
-/* The oldest message under way in any decoder of the pipeline, or 0. */
-static int64_t message_since(eddy_pipeline_t *p)
+eddy_handler_t eddy_read_timeout_handler(int64_t timeout_ms)
 {
-    int64_t oldest = 0;
-    for (eddy_ctx_t *c = p->end.next; c != &p->end; c = c->next) {
-        if (c->ops->channel_read == eddy_decoder_channel_read) {
-            int64_t since = eddy_decoder_message_since(c->state);
-            if (since != 0 && (oldest == 0 || since < oldest)) {
-                oldest = since;
-            }
-        }
-    }
-    return oldest;
+    return eddy_handler(NULL, eddy_read_timeout_handler_ops(),
+                        eddy_read_timeout_handler_new(timeout_ms), eddy_free_state);
 }
 
-static void deadline_fired(eddy_ctx_t *ctx, void *arg);
-
-static void deadline_check(deadline_t *s)
+eddy_handler_t eddy_write_timeout_handler(int64_t timeout_ms)
 {
-    if (s->timer != 0 || s->closed || s->timeout_ns <= 0) {
-        return;
-    }
-    int64_t since = message_since(eddy_ctx_pipeline(s->ctx));
-    if (since == 0) {
-        return;
-    }
-    int64_t left = since + s->timeout_ns - eddy_loop_now_ns(eddy_ctx_loop(s->ctx));
-    if (left <= 0) {
-        timed_out(s->ctx, &s->closed); /* s may be freed when this returns */
-        return;
-    }
-    s->timer = eddy_ctx_schedule_ns(s->ctx, left, deadline_fired, s);
-}
-
-static void deadline_fired(eddy_ctx_t *ctx, void *arg)
-{
-    (void)ctx;
-    deadline_t *s = arg;
-    s->timer = 0;
-    deadline_check(s);
-}
-
-static void deadline_added(eddy_ctx_t *ctx)
-{
-    deadline_t *s = eddy_ctx_state(ctx);
-    s->ctx = ctx;
-}
-
-static void deadline_read_complete(eddy_ctx_t *ctx)
-{
-    deadline_check(eddy_ctx_state(ctx));
-    if (!eddy_ctx_is_removed(ctx)) {
-        eddy_ctx_fire_channel_read_complete(ctx);
-    }
-}
-
-static const eddy_handler_ops_t deadline_ops = {
-    .name = "message_deadline",
-    .handler_added = deadline_added,
-    .channel_read_complete = deadline_read_complete,
-};
-
-const eddy_handler_ops_t *eddy_message_deadline_handler_ops(void)
-{
-    return &deadline_ops;
+    return eddy_handler(NULL, eddy_write_timeout_handler_ops(),
+                        eddy_write_timeout_handler_new(timeout_ms), eddy_free_state);
 }

@@ -18,7 +18,7 @@
 
 #include <eddy/buffer.h>
 
-#include "buffer/refcnt_inl.h"
+#include "buffer/layer.h"
 #include "support/abort_util.h"
 
 #define KIB ((size_t)1024)

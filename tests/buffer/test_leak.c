@@ -16,7 +16,7 @@
 
 #include <eddy/buffer.h>
 
-#include "buffer/refcnt_inl.h"
+#include "buffer/layer.h"
 #include "support/abort_util.h"
 
 /*

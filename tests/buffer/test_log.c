@@ -18,7 +18,7 @@
 
 #include <eddy/buffer.h>
 
-#include "buffer/log_internal.h"
+#include "buffer/layer.h"
 
 /* What a recording hook saw: the last message, and how many. */
 typedef struct record_s {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # eddy-echo-server under valgrind's memcheck: echo traffic from eddy-echo-client, then a
 # connection the server closes with input it has not read (the close discards that input
-# first, pipeline/socket.c's stream_discard_input), then SIGTERM. The server must exit 0 with
+# first, pipeline/transport/socket.c's stream_discard_input), then SIGTERM. The server must exit 0 with
 # no memory error, no definite leak, and no block at all left at exit that eddy's library code
 # allocated: the server ends with eddy_library_shutdown(). glibc's and OpenSSL's own memory
 # is theirs and not looked at. Exit 77 (skipped) without valgrind.

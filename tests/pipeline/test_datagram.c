@@ -1,5 +1,5 @@
 /*
- * Datagram channels on real sockets (pipeline/datagram.c): UDP on 127.0.0.1 and ::1 and Unix
+ * Datagram channels on real sockets (pipeline/transport/datagram.c): UDP on 127.0.0.1 and ::1 and Unix
  * datagram sockets, driven by plain sockets so the peer can do what no eddy peer would. Echo
  * of packets that know their peer; a connected channel writing plain buffers and hearing of
  * the peer's closed port (ECONNREFUSED) without closing; truncated datagrams reported, never

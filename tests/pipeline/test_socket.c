@@ -1,5 +1,5 @@
 /*
- * Stream channels on real sockets (pipeline/socket.c), on 127.0.0.1, ::1 and a Unix socket,
+ * Stream channels on real sockets (pipeline/transport/socket.c), on 127.0.0.1, ::1 and a Unix socket,
  * driven by plain blocking client sockets so the peer can misbehave: echo through a
  * pipeline, half-closure, a reset, a slow reader driving writability false and back with
  * bounded memory, close with queued writes failing their promises, writes from other

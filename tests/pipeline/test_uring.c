@@ -1,5 +1,5 @@
 /*
- * What only the io_uring transport (pipeline/socket_uring.c, reactor/poller_uring.c) can get
+ * What only the io_uring transport (pipeline/transport/socket_uring.c, reactor/poller_uring.c) can get
  * wrong, on loops made with small rings so its edges are reached at once: a buffer ring of two
  * buffers under a handler that keeps every buffer it reads (order kept, a dry ring survived);
  * a stream that makes the ring's buffers grow to 64 KiB (unless their size is fixed);

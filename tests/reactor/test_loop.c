@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include <eddy/loop.h>
-#include "reactor/loop_local.h"
+#include "reactor/layer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -185,7 +185,7 @@ static void test_loop_outside_a_group_is_index_0_and_keeps_its_data(void **state
     finish_loop(loop);
 }
 
-/* reactor/loop_local.h, on the loop's thread: one block per key and loop, zeroed, kept. */
+/* eddy__loop_local() (reactor/layer.h), on the loop's thread: one block per key and loop, zeroed, kept. */
 typedef struct locals_s {
     eddy_loop_t *other;
     void *a, *a_again, *b, *a_elsewhere;

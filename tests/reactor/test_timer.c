@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include <eddy/loop.h>
-#include "reactor/loop_internal.h"
+#include "reactor/layer.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "buffer/refcnt_inl.h"
+#include "buffer/layer.h"
 #include "support/abort_util.h"
 #include "support/loop_util.h"
 

@@ -1,0 +1,90 @@
+/*
+ * buffer/layer.h: what the buffer layer offers the layers above it (docs/architecture.md),
+ * and nothing else: the library's log (log.c; the API is in common.h), references that are
+ * refused rather than wrapped (common.c), and the buffer layer's part of
+ * eddy_library_shutdown(). The layer's own internals are in buffer/internal.h. Not installed.
+ */
+#ifndef EDDY_BUFFER_LAYER_H
+#define EDDY_BUFFER_LAYER_H
+
+#include <eddy/common.h>
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------------------
+ * The log, for every layer.
+ */
+/* The longest message eddy__log() formats, its NUL included; longer ones are cut to end in
+ * "...". The library's one-line messages stay well below. */
+#define EDDY__LOG_MAX 1024
+
+/* Whether a message at level passes the threshold: test before costly formatting. */
+bool eddy__log_enabled(eddy_log_level_t level);
+
+/* Log one message at level: formatted (no "eddy: " prefix, no final newline) into a bounded
+ * buffer on the stack and handed to the hook once, when the level passes the threshold. No
+ * allocation. Any thread. */
+void eddy__log(eddy_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Log text, already formatted, of any length and possibly several lines, as one message. */
+void eddy__log_text(eddy_log_level_t level, const char *text);
+
+/* ---------------------------------------------------------------------------------------
+ * Reference counts: taking a reference that is refused rather than wrapped, for every
+ * refcounted type (messages and buffers here, timers and futures in reactor/).
+ *
+ * A retain on a count of 0 comes after the last release (the object is freed, or being freed
+ * on another thread), one on UINT32_MAX would wrap the count to 0 and let the next release
+ * free an object still in use. Netty's retain() throws IllegalReferenceCountException; here
+ * the count is left as it is, the refusal reported through the log hook (common.h), and debug
+ * builds abort there, where the bug is, rather than at a use after free later on.
+ */
+/*
+ * Add one to *cnt unless it is 0 or UINT32_MAX. false: refused, *cnt unchanged, *found the
+ * count met. Relaxed, as the fetch-add it replaces: a new reference orders nothing, the final
+ * release's acquire does. A compare-and-swap rather than a fetch-add, so that a refused
+ * retain never makes a freed object look alive, even for a moment.
+ */
+static inline bool eddy__refcnt_inc(_Atomic uint32_t *cnt, uint32_t *found)
+{
+    uint32_t c = atomic_load_explicit(cnt, memory_order_relaxed);
+    do {
+        if (c == 0 || c == UINT32_MAX) {
+            *found = c;
+            return false;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(cnt, &c, c + 1, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    return true;
+}
+
+/*
+ * Report a refused retain of obj, a kind ("buffer", "message", "timer", "future") whose count
+ * was count, through the log hook (EDDY_LOG_ERROR); then abort when refusals are fatal
+ * (buffer/common.c). Release builds report the first refusal only.
+ */
+void eddy__refcnt_refused(const char *kind, const void *obj, uint32_t count);
+
+/*
+ * Whether a refused retain aborts the process: by default yes in debug builds (NDEBUG not
+ * defined), no in release builds. For tests of the release behaviour; returns the setting
+ * before. Any thread.
+ */
+bool eddy__refcnt_set_fatal(bool on);
+
+/* ---------------------------------------------------------------------------------------
+ * Shutdown (reactor/shutdown.c runs every layer's part of eddy_library_shutdown()).
+ */
+/*
+ * Free what the buffer module keeps for the process: the default pooled allocator (chunks,
+ * arenas, stashes; threads' caches of it become orphans that their threads free), the
+ * calling thread's state (caches, recycled headers), the depot of recycled headers and the
+ * leak quarantine. After it the default allocator is the unpooled one. 0, or EDDY_EBUSY,
+ * and nothing freed, while a buffer is alive or a block of the default pool is out. One
+ * thread, with no other using buffers.
+ */
+int eddy__buffer_shutdown(void);
+
+#endif /* EDDY_BUFFER_LAYER_H */

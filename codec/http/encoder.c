@@ -1,0 +1,135 @@
+/*
+ * The HTTP/1.1 response encoder (Netty's HttpResponseEncoder), on the message-to-byte encoder
+ * base: a response becomes its head and body; content after a chunked response becomes
+ * chunks (for a 1.0 client, the bytes as they are), after any other response raw bytes. A
+ * response that does not keep the connection alive closes it once its last byte is written.
+ */
+#include "codec/http/internal.h"
+
+typedef struct http_encoder_s {
+    bool streaming; /* the response being written is followed by its content messages */
+    bool chunked;   /* ... written as chunks; else as they are, the close ending them */
+    bool empty;     /* ... but it has no body (HEAD, 1xx, 204, 304): its content is dropped */
+    bool closes;    /* ... and it ends the connection */
+    bool close_now; /* a response that ends the connection was just encoded, whole */
+} http_encoder_t;
+
+static bool http_accept(void *self, const eddy_msg_t *msg)
+{
+    (void)self;
+    return msg->type == EDDY_MSG_HTTP_RESPONSE || msg->type == EDDY_MSG_HTTP_CONTENT;
+}
+
+static size_t http_size_hint(void *self, const eddy_msg_t *msg)
+{
+    (void)self;
+    eddy_msg_t *m = (eddy_msg_t *)(uintptr_t)msg; /* the _of accessors only look */
+    eddy_http_response_t *r = eddy_http_response_of(m);
+    if (r != NULL) {
+        return 128 + (r->_headers != NULL ? eddy_buf_readable(r->_headers) : 0) +
+               (r->body != NULL ? eddy_buf_readable(r->body) : 0);
+    }
+    eddy_http_content_t *c = eddy_http_content_of(m);
+    return 32 + (c->data != NULL ? eddy_buf_readable(c->data) : 0);
+}
+
+static int encode_chunk(eddy_http_content_t *c, eddy_buf_t *out)
+{
+    size_t n = c->data != NULL ? eddy_buf_readable(c->data) : 0;
+    int err = eddy_buf_ensure_writable(out, n + 32);
+    if (err != 0) {
+        return err;
+    }
+    if (n > 0) {
+        static const char hex[] = "0123456789abcdef";
+        char num[20];
+        size_t i = sizeof(num);
+        for (size_t v = n; v != 0; v >>= 4) {
+            num[--i] = hex[v & 15];
+        }
+        eddy_buf_write_bytes(out, num + i, sizeof(num) - i);
+        eddy_buf_write_bytes(out, "\r\n", 2);
+        eddy_buf_write_bytes(out, eddy_buf_read_ptr(c->data), n);
+        eddy_buf_write_bytes(out, "\r\n", 2);
+    }
+    if (c->last) {
+        eddy_buf_write_bytes(out, "0\r\n\r\n", 5);
+    }
+    return 0;
+}
+
+static int http_encode(eddy_ctx_t *ctx, void *self, eddy_msg_t *msg, eddy_buf_t *out)
+{
+    (void)ctx;
+    http_encoder_t *e = self;
+    eddy_http_response_t *r = eddy_http_response_of(msg);
+    if (r != NULL) {
+        e->streaming = r->chunked;
+        e->chunked = r->chunked && r->version != 10;
+        e->empty =
+            r->chunked && (r->head_only || r->status < 200 || r->status == 204 || r->status == 304);
+        e->closes = !eddy_http_response_keeps_alive(r);
+        e->close_now = e->closes && !r->chunked;
+        return eddy_http_response_encode(r, out);
+    }
+    eddy_http_content_t *c = eddy_http_content_of(msg);
+    bool empty = e->streaming && e->empty;
+    bool chunked = e->streaming && e->chunked;
+    if (e->streaming && c->last) {
+        e->streaming = false;
+        e->close_now = e->closes;
+    }
+    if (empty) {
+        return 0;
+    }
+    if (chunked) {
+        return encode_chunk(c, out);
+    }
+    if (c->data != NULL) {
+        return eddy_buf_write_bytes(out, eddy_buf_read_ptr(c->data), eddy_buf_readable(c->data));
+    }
+    return 0;
+}
+
+/* The base's write, then the close a response promised with "Connection: close" (RFC 9112
+ * section 9.6): the channel's close after flush, which sends what was written, then FIN, and
+ * drops what the client still sends for a while (a lingering close). */
+static void http_encoder_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    eddy_encoder_t *enc = eddy_ctx_state(ctx);
+    eddy_encoder_write(ctx, msg, p);
+    http_encoder_t *e = enc != NULL ? eddy_encoder_self(enc) : NULL;
+    if (e != NULL && e->close_now) {
+        e->close_now = false;
+        eddy_ctx_close_after_flush(ctx, NULL);
+    }
+}
+
+static const eddy_encoder_ops_t http_response_encoder = {
+    .name = "http_response_encoder",
+    .accept = http_accept,
+    .encode = http_encode,
+    .size_hint = http_size_hint,
+};
+
+static const eddy_handler_ops_t http_response_encoder_handler = {
+    .name = "http_response_encoder",
+    .handler_removed = eddy_encoder_handler_removed,
+    .write = http_encoder_write,
+};
+
+eddy_encoder_t *eddy_http_response_encoder_new(void)
+{
+    return eddy_encoder_new(&http_response_encoder, sizeof(http_encoder_t));
+}
+
+const eddy_handler_ops_t *eddy_http_response_encoder_ops(void)
+{
+    return &http_response_encoder_handler;
+}
+
+eddy_handler_t eddy_http_response_encoder(void)
+{
+    return eddy_handler(NULL, eddy_http_response_encoder_ops(), eddy_http_response_encoder_new(),
+                        eddy_free_state);
+}

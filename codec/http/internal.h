@@ -1,0 +1,188 @@
+/*
+ * What the HTTP codec's files share (not API).
+ */
+#ifndef EDDY_PIPELINE_CODEC_HTTP_INTERNAL_H
+#define EDDY_PIPELINE_CODEC_HTTP_INTERNAL_H
+
+#include <eddy/http.h>
+#include <eddy/http_client.h>
+
+#include <sys/types.h>
+
+/* A request (type EDDY_MSG_HTTP_REQUEST, count 1) with room for count headers, none used:
+ * no error, version 11, no body, content_length -1. NULL when out of memory. */
+eddy_http_request_t *eddy__http_request_alloc(size_t count);
+
+/* The first of the n headers at h called name (any case), or NULL. */
+const eddy_http_header_t *eddy__http_header_find(const eddy_http_header_t *h, size_t n,
+                                                 const char *name);
+
+/* Append the bytes of c (borrowed; a last piece that is the whole body is taken from it
+ * uncopied) to *body, a body of at most max bytes; the first piece allocates it from a,
+ * sized for announced bytes when that is known (> 0): what both aggregators do. 0,
+ * EDDY_ETOOLONGFRAME (nothing appended), EDDY_ENOMEM. */
+int eddy__http_body_append(eddy_allocator_t *a, eddy_buf_t **body, eddy_http_content_t *c,
+                           int64_t announced, size_t max);
+
+/* s without leading and trailing spaces and tabs. */
+eddy_http_str_t eddy__http_trim(eddy_http_str_t s);
+
+/* t (seconds since the epoch) as an IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT", into out
+ * (EDDY_HTTP_DATE_LEN bytes and a NUL). */
+void eddy__http_date_format(int64_t t, char *out);
+
+/* ---------------------------------------------------------------------------------------
+ * Parsing, for the request decoder and the client's response decoder (parse.c). Errors are
+ * EDDY_EDECODE (malformed) and EDDY_ETOOLONGFRAME (past a limit); each decoder reports them
+ * its own way.
+ */
+
+/* The limits a decoder applies, 0 replaced by the defaults. */
+typedef struct eddy__http_limits_s {
+    size_t max_line;         /* the first line, and a chunk-size line */
+    size_t max_header_size;  /* a header or trailer section */
+    size_t max_header_count; /* header lines */
+    size_t max_chunk;        /* the largest content piece emitted */
+} eddy__http_limits_t;
+
+/* l from options (0: the default). */
+void eddy__http_limits_init(eddy__http_limits_t *l, size_t max_line, size_t max_header_size,
+                            size_t max_header_count, size_t max_chunk);
+
+/* The method named by the n bytes at s (EDDY_HTTP_OTHER when not listed). */
+eddy_http_method_t eddy__http_method_of(const void *s, size_t n);
+
+/* What the header lines of a head say about framing and the connection. */
+typedef struct eddy__http_head_info_s {
+    int hosts;              /* Host header lines */
+    bool has_length;        /* Content-Length came (all its values equal) */
+    int64_t content_length; /* ... and said this */
+    bool has_te;            /* Transfer-Encoding came */
+    int te_chunked;         /* how many of its codings were chunked */
+    bool te_chunked_last;   /* chunked was the final coding */
+    bool te_other;          /* a coding other than chunked was listed */
+    bool conn_close;        /* Connection: close */
+    bool conn_keep_alive;   /* Connection: keep-alive */
+    bool expect_continue;   /* Expect: 100-continue */
+} eddy__http_head_info_t;
+
+/*
+ * The length of a section ending with a blank line ("\n\n" or "\n\r\n") in the n bytes at p,
+ * given that an LF sits at index from (or, from == SIZE_MAX, just before p: an empty section
+ * is possible). Resumes at *scan; returns 0 when the blank line has not arrived yet, *scan
+ * saved.
+ */
+size_t eddy__http_find_blank_line(const uint8_t *p, size_t n, size_t from, size_t *scan);
+/* Where the search for a head's end is, between reads. */
+typedef struct eddy__http_head_scan_s {
+    size_t scan;  /* bytes searched already: for the first line's LF, then for the blank line */
+    size_t line1; /* the first line's length with its LF, once known */
+} eddy__http_head_scan_t;
+
+enum {
+    EDDY__HTTP_LINE_TOO_LONG = -1, /* the first line passed max_line */
+    EDDY__HTTP_HEAD_TOO_LONG = -2  /* the header section passed max_header_size */
+};
+
+/* The length of the head at p (avail bytes from its first line on: empty lines skipped
+ * already) once its blank line is there, *line1 then its first line's length with its LF and
+ * hs reset for the next head; 0 while it is not (hs keeps where the search stopped, so a head
+ * trickling in costs O(n)); or EDDY__HTTP_LINE_TOO_LONG, EDDY__HTTP_HEAD_TOO_LONG as soon as
+ * more bytes than the limits allow are waiting. */
+ssize_t eddy__http_head_find(eddy__http_head_scan_t *hs, const eddy__http_limits_t *l,
+                             const uint8_t *p, size_t avail, size_t *line1);
+/* How many of the n bytes at p are CR and LF: the empty lines before a message, which are
+ * skipped (RFC 9112 section 2.2). */
+size_t eddy__http_empty_lines(const uint8_t *p, size_t n);
+/* The header lines of the head of n bytes at p whose first line takes line1 bytes with its
+ * LF: [*begin, *end), each ending in an LF, the blank line left out. Returns their count. */
+size_t eddy__http_header_lines(const uint8_t *p, size_t n, size_t line1, const uint8_t **begin,
+                               const uint8_t **end);
+/* Whether the n bytes at p are an RFC 9110 token (methods, header names); false when empty. */
+bool eddy__http_is_token(const void *p, size_t n);
+/* The line [p, lf) without its line ending: LF or CRLF; any other CR is an error (-1). */
+ssize_t eddy__http_line_length(const uint8_t *p, const uint8_t *lf);
+/* Whether every byte of a header value is allowed: no controls but HTAB (RFC 9110 5.5). */
+bool eddy__http_value_ok(const uint8_t *p, size_t n);
+/* The LFs in [p, end). */
+size_t eddy__http_count_lines(const uint8_t *p, const uint8_t *end);
+/* Content-Length: digits, or a list of the same digits ("42, 42" is allowed by RFC 9110
+ * section 8.6). 0 and *out, or EDDY_EDECODE. */
+int eddy__http_parse_length(eddy_http_str_t v, int64_t *out);
+/* Parse the header lines [p, end) (each ending in LF, the blank line excluded) into
+ * headers[*count...] (room for each line), counting them in *count, and what they say into
+ * h (zeroed by the caller): 0 or EDDY_EDECODE (a malformed line, conflicting lengths). */
+int eddy__http_parse_headers(const uint8_t *p, const uint8_t *end, eddy_http_header_t *headers,
+                             size_t *count, eddy__http_head_info_t *h);
+
+/* How a body is framed, and where its decoding is. */
+enum {
+    EDDY__HTTP_BODY_NONE = 0,   /* no body under way */
+    EDDY__HTTP_BODY_LENGTH,     /* Content-Length bytes to pass on */
+    EDDY__HTTP_BODY_CHUNK_SIZE, /* a chunk-size line */
+    EDDY__HTTP_BODY_CHUNK_DATA, /* chunk bytes to pass on */
+    EDDY__HTTP_BODY_CHUNK_END,  /* the CRLF after a chunk's data */
+    EDDY__HTTP_BODY_TRAILERS,   /* the trailer section after the last chunk */
+    EDDY__HTTP_BODY_UNTIL_CLOSE /* every byte until the connection closes (responses) */
+};
+
+typedef struct eddy__http_body_s {
+    int state;          /* EDDY__HTTP_BODY_* */
+    uint64_t remaining; /* LENGTH, CHUNK_DATA: bytes still to come */
+    size_t scan;        /* TRAILERS: bytes already searched for the blank line */
+} eddy__http_body_t;
+
+/* Begin a body in state (LENGTH with length bytes > 0, CHUNK_SIZE, UNTIL_CLOSE). */
+void eddy__http_body_start(eddy__http_body_t *b, int state, uint64_t length);
+/* Decode the readable body bytes of in into content messages, the last one with last set
+ * (then b->state is NONE; the bytes after it are left). 0 (also when it needs more bytes),
+ * EDDY_EDECODE (bad chunk framing, or a chunk-size line past max_line), EDDY_ETOOLONGFRAME
+ * (trailers past max_header_size), EDDY_ENOMEM. */
+int eddy__http_body_decode(eddy__http_body_t *b, const eddy__http_limits_t *l,
+                           eddy_cumulation_t *in, eddy_decoder_out_t *out);
+/* The input ended: a body until the close is complete (the rest of in and its last content
+ * emitted), one of another kind was cut short (EDDY_EOF); 0 when none was under way. */
+int eddy__http_body_finish(eddy__http_body_t *b, const eddy__http_limits_t *l,
+                           eddy_cumulation_t *in, eddy_decoder_out_t *out);
+
+/* ---------------------------------------------------------------------------------------
+ * The client (client_message.c, client_codec.c, client_aggregator.c, exchange.c)
+ */
+
+/* A FIFO of entries of one size in a ring that doubles when full: the requests a client has
+ * written and not seen answered (the codec's methods, the exchange's promises). Zeroed, it
+ * is empty; eddy__http_fifo_destroy() frees its memory. */
+typedef struct eddy__http_fifo_s {
+    uint8_t *v;
+    size_t size; /* of an entry */
+    size_t cap, first, count;
+} eddy__http_fifo_t;
+
+/* Append the entry at e (size bytes, copied): 0 or EDDY_ENOMEM. */
+int eddy__http_fifo_push(eddy__http_fifo_t *f, const void *e);
+/* The i-th entry from the oldest (i < count). */
+void *eddy__http_fifo_at(const eddy__http_fifo_t *f, size_t i);
+/* Drop the oldest entry (count > 0), or the newest. */
+void eddy__http_fifo_pop(eddy__http_fifo_t *f);
+void eddy__http_fifo_pop_newest(eddy__http_fifo_t *f);
+void eddy__http_fifo_destroy(eddy__http_fifo_t *f);
+
+/* A response (type EDDY_MSG_HTTP_RESPONSE_HEAD, count 1) with room for count headers, none
+ * used: version 11, no body, content_length -1. NULL when out of memory. */
+eddy_http_client_response_t *eddy__http_client_response_alloc(size_t count);
+/* The body bytes r's encoding carries: 0 for a chunked request (its content follows). */
+size_t eddy__http_client_request_body_len(const eddy_http_client_request_t *r);
+/* Whether r goes with "Expect: 100-continue": asked for, and with content to hold back. */
+bool eddy__http_client_request_expects(const eddy_http_client_request_t *r);
+/* Room enough for r's head as eddy__http_client_request_encode_head() writes it. */
+size_t eddy__http_client_request_head_size(const eddy_http_client_request_t *r);
+/* Append r's request line, headers, framing lines and blank line to out (no body): 0 or
+ * EDDY_ENOMEM, EDDY_ECAPACITY. */
+int eddy__http_client_request_encode_head(const eddy_http_client_request_t *r, eddy_buf_t *out);
+/* Point r at its server: target replaces its request target, and a Host header of authority
+ * goes first unless r has one. 0, EDDY_EINVAL (a target as eddy_http_client_request_new()
+ * refuses it), EDDY_ENOMEM (r unchanged). (eddy_http_client_t, codec/http/client.c) */
+int eddy__http_client_request_route(eddy_http_client_request_t *r, const char *target,
+                                    const char *authority);
+
+#endif /* EDDY_PIPELINE_CODEC_HTTP_INTERNAL_H */

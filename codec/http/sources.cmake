@@ -1,0 +1,15 @@
+# The HTTP/1.1 codec (include/eddy/http.h): request decoder, aggregator, response encoder,
+# the cached Date; and the client side (include/eddy/http_client.h): the client codec, the
+# response aggregator, the exchange.
+list(APPEND EDDY_LAYER_SOURCES
+    codec/http/aggregator.c
+    codec/http/client_aggregator.c
+    codec/http/client.c
+    codec/http/client_codec.c
+    codec/http/client_message.c
+    codec/http/date.c
+    codec/http/decoder.c
+    codec/http/encoder.c
+    codec/http/exchange.c
+    codec/http/message.c
+    codec/http/parse.c)

@@ -1,0 +1,760 @@
+/*
+ * The opening handshake (RFC 6455 section 4): the server's handshaker after the HTTP request
+ * decoder, the client's on a connected channel, and the swap to the WebSocket handlers.
+ *
+ * The server answers a valid upgrade request on its path with 101 and swaps its pipeline in
+ * the middle of the HTTP decoder's delivery: the WebSocket handlers are added after the
+ * handshaker, the event fired, and the HTTP handlers removed, the request decoder last, so
+ * the bytes it still holds (frames the client sent right behind its request) go to the frame
+ * decoder, behind the event. The client reads the answer itself (a response head, never a
+ * body) and hands what follows it on to the frame decoder the same way.
+ */
+#include "codec/ws/internal.h"
+
+#include <eddy/channel.h>
+#include <eddy/http.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/rand.h>
+
+/* The longest answer head the client reads, and the longest subprotocol name kept. */
+#define MAX_RESPONSE_HEAD 8192
+#define MAX_TOKEN 128
+#define MAX_EXTENSIONS 256
+
+int eddy__ws_install(eddy_pipeline_t *p, const char *base, bool client, const eddy_ws_config_t *c,
+                     const eddy__ws_deflate_params_t *d)
+{
+    eddy_handler_t hs[4];
+    size_t n = 0;
+    hs[n++] = eddy_ws_frame_encoder(client);
+    hs[n++] = eddy__ws_frame_decoder(client, c->max_frame_size, d != NULL);
+    if (d != NULL) {
+        hs[n++] = eddy__ws_deflate_handler(d, c);
+    }
+    hs[n++] = eddy_ws_protocol_handler(client, c);
+    const char *after = base;
+    int err = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (err == 0) {
+            err = hs[i].ops == NULL ? hs[i].error
+                                    : eddy_pipeline_add_after(p, after, hs[i].name, hs[i].ops,
+                                                              hs[i].state, hs[i].free_state);
+            after = hs[i].name;
+        } else if (hs[i].ops != NULL && hs[i].free_state != NULL) {
+            hs[i].free_state(hs[i].state); /* never added */
+        }
+    }
+    return err;
+}
+
+/* Whether some header called name holds token in its comma-separated list. */
+static bool header_has(const eddy_http_request_t *req, const char *name, const char *token)
+{
+    for (size_t i = 0; i < req->header_count; i++) {
+        const eddy_http_header_t *h = &req->headers[i];
+        if (eddy_http_str_eq_nocase(h->name, name) &&
+            eddy__ws_list_has(h->value.p, h->value.len, token)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Call fn for each comma-separated item of every header called name, until it returns
+ * true. */
+typedef bool (*item_fn)(const char *p, size_t n, void *arg);
+
+static void header_items(const eddy_http_str_t *names, const eddy_http_str_t *values, size_t count,
+                         const char *name, item_fn fn, void *arg)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (!eddy_http_str_eq_nocase(names[i], name)) {
+            continue;
+        }
+        const char *s = values[i].p;
+        size_t n = values[i].len, k = 0;
+        while (k < n) {
+            while (k < n && (s[k] == ' ' || s[k] == '\t' || s[k] == ',')) {
+                k++;
+            }
+            size_t start = k;
+            while (k < n && s[k] != ',') {
+                k++;
+            }
+            size_t end = k;
+            while (end > start && (s[end - 1] == ' ' || s[end - 1] == '\t')) {
+                end--;
+            }
+            if (end > start && fn(s + start, end - start, arg)) {
+                return;
+            }
+        }
+    }
+}
+
+/* Find protocol (n bytes) in the configured list: true and a NUL-terminated copy in out. */
+static bool pick_protocol(const char *list, const char *p, size_t n, char out[MAX_TOKEN])
+{
+    if (list == NULL || n >= MAX_TOKEN) {
+        return false;
+    }
+    for (const char *s = list; *s != '\0';) {
+        while (*s == ' ' || *s == ',') {
+            s++;
+        }
+        size_t len = strcspn(s, ", ");
+        if (len == n && memcmp(s, p, n) == 0) {
+            memcpy(out, p, n);
+            out[n] = '\0';
+            return true;
+        }
+        s += len;
+    }
+    return false;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Server
+ */
+
+typedef struct ws_server_s {
+    eddy__ws_conf_t conf;
+    uint64_t timer; /* the handshake deadline, until the first request */
+} ws_server_t;
+
+typedef struct proto_pick_s {
+    const char *list;
+    char chosen[MAX_TOKEN];
+    bool found;
+} proto_pick_t;
+
+static bool on_offered_protocol(const char *p, size_t n, void *arg)
+{
+    proto_pick_t *pp = arg;
+    pp->found = pick_protocol(pp->list, p, n, pp->chosen);
+    return pp->found;
+}
+
+typedef struct ext_pick_s {
+    const eddy_ws_config_t *c;
+    eddy__ws_deflate_params_t d;
+    char answer[MAX_EXTENSIONS];
+    bool found;
+} ext_pick_t;
+
+static bool on_offered_extension(const char *p, size_t n, void *arg)
+{
+    ext_pick_t *e = arg;
+    const char *semi = memchr(p, ';', n); /* p is a header's bytes, not a C string */
+    size_t name = semi != NULL ? (size_t)(semi - p) : n;
+    size_t k = name;
+    while (k > 0 && (p[k - 1] == ' ' || p[k - 1] == '\t')) {
+        k--;
+    }
+    if (k != 18 || strncasecmp(p, "permessage-deflate", 18) != 0) {
+        return false;
+    }
+    e->found = eddy__ws_deflate_negotiate_server(p + name, n - name, e->c, &e->d, e->answer,
+                                                 sizeof(e->answer)) == 0;
+    return e->found; /* a declined offer: the next one may do (section 5 of RFC 7692) */
+}
+
+/* Refuse the request with status, why in the body, and close once that is out. */
+static void refuse(eddy_ctx_t *ctx, int status, const char *why)
+{
+    eddy_http_response_t *r = eddy_http_response_new(status);
+    eddy_buf_t *b = eddy_buf_new(256);
+    if (r != NULL && b != NULL) {
+        r->keep_alive = false;
+        eddy_http_response_add_header(r, "Content-Type", "text/plain; charset=utf-8");
+        if (status == 426) {
+            eddy_http_response_add_header(r, "Sec-WebSocket-Version", "13");
+        }
+        if (status == 405) {
+            eddy_http_response_add_header(r, "Allow", "GET");
+        }
+        eddy_http_response_set_body(r, eddy_buf_from_str(why));
+        if (eddy_http_response_encode(r, b) == 0) {
+            eddy_ctx_write_and_flush(ctx, eddy_buf_msg(b), NULL);
+            b = NULL;
+        }
+    }
+    if (b != NULL) {
+        eddy_buf_release(b);
+    }
+    if (r != NULL) {
+        eddy_msg_release(eddy_http_response_msg(r));
+    }
+    eddy_ctx_close_after_flush(ctx, NULL);
+}
+
+static bool target_is(const eddy_http_request_t *req, const char *path)
+{
+    size_t n = req->target.len;
+    for (size_t i = 0; i < req->target.len; i++) {
+        if (req->target.p[i] == '?') {
+            n = i;
+            break;
+        }
+    }
+    return strlen(path) == n && memcmp(req->target.p, path, n) == 0;
+}
+
+/* Check req; answer and refuse it (false), or fill the 101's parts. */
+static bool check_request(eddy_ctx_t *ctx, ws_server_t *s, eddy_http_request_t *req,
+                          char accept[29], proto_pick_t *proto, ext_pick_t *ext)
+{
+    const eddy_ws_config_t *c = &s->conf.c;
+    if (req->method != EDDY_HTTP_GET) {
+        refuse(ctx, 405, "a WebSocket handshake is a GET request\n");
+        return false;
+    }
+    if (req->version < 11) {
+        refuse(ctx, 400, "a WebSocket handshake needs HTTP/1.1\n");
+        return false;
+    }
+    if (!header_has(req, "Upgrade", "websocket")) {
+        refuse(ctx, 400, "missing \"Upgrade: websocket\"\n");
+        return false;
+    }
+    if (!header_has(req, "Connection", "upgrade")) {
+        refuse(ctx, 400, "missing \"Connection: Upgrade\"\n");
+        return false;
+    }
+    const eddy_http_header_t *v = eddy_http_request_header(req, "Sec-WebSocket-Version");
+    if (v == NULL || !eddy_http_str_eq(v->value, "13")) {
+        refuse(ctx, 426, "unsupported Sec-WebSocket-Version: 13 is spoken here\n");
+        return false;
+    }
+    const eddy_http_header_t *k = eddy_http_request_header(req, "Sec-WebSocket-Key");
+    uint8_t raw[18];
+    if (k == NULL || eddy__ws_unbase64(k->value.p, k->value.len, raw, sizeof(raw)) != 16) {
+        refuse(ctx, 400, "Sec-WebSocket-Key must be 16 bytes in base64\n");
+        return false;
+    }
+    if (c->origin_cb != NULL) {
+        const eddy_http_header_t *o = eddy_http_request_header(req, "Origin");
+        if (!c->origin_cb(o != NULL ? o->value.p : NULL, o != NULL ? o->value.len : 0,
+                          c->origin_arg)) {
+            refuse(ctx, 403, "origin not allowed\n");
+            return false;
+        }
+    }
+    eddy_ws_accept_key(k->value.p, k->value.len, accept);
+    /* The header strings, as two arrays for header_items. */
+    eddy_http_str_t names[EDDY_HTTP_MAX_HEADER_COUNT], values[EDDY_HTTP_MAX_HEADER_COUNT];
+    size_t count = req->header_count < EDDY_HTTP_MAX_HEADER_COUNT ? req->header_count
+                                                                  : EDDY_HTTP_MAX_HEADER_COUNT;
+    for (size_t i = 0; i < count; i++) {
+        names[i] = req->headers[i].name;
+        values[i] = req->headers[i].value;
+    }
+    proto->list = c->subprotocols;
+    header_items(names, values, count, "Sec-WebSocket-Protocol", on_offered_protocol, proto);
+    ext->c = c;
+    if (c->deflate) {
+        header_items(names, values, count, "Sec-WebSocket-Extensions", on_offered_extension, ext);
+    }
+    return true;
+}
+
+static void server_due(eddy_ctx_t *ctx, void *arg)
+{
+    (void)arg;
+    /* No request in time: a connection holding a slot and sending nothing. */
+    eddy_ctx_fire_exception(ctx, EDDY_ETIMEDOUT);
+    if (!eddy_ctx_is_removed(ctx)) {
+        eddy_ctx_close(ctx, NULL);
+    }
+}
+
+static void server_start_timer(eddy_ctx_t *ctx)
+{
+    ws_server_t *s = eddy_ctx_state(ctx);
+    if (s->timer == 0 && s->conf.c.handshake_timeout_ms > 0) {
+        s->timer = eddy_ctx_schedule(ctx, s->conf.c.handshake_timeout_ms, server_due, NULL);
+    }
+}
+
+static void server_added(eddy_ctx_t *ctx)
+{
+    if (eddy_channel_is_active(eddy_ctx_channel(ctx))) {
+        server_start_timer(ctx);
+    }
+}
+
+static void server_active(eddy_ctx_t *ctx)
+{
+    server_start_timer(ctx);
+    eddy_ctx_fire_channel_active(ctx);
+}
+
+static void upgrade(eddy_ctx_t *ctx, ws_server_t *s, eddy_http_request_t *req)
+{
+    char accept[29];
+    proto_pick_t proto = {0};
+    ext_pick_t ext = {0};
+    if (!check_request(ctx, s, req, accept, &proto, &ext)) {
+        eddy_msg_release(&req->_msg);
+        return;
+    }
+    char path[256];
+    size_t plen = req->target.len < sizeof(path) - 1 ? req->target.len : sizeof(path) - 1;
+    memcpy(path, req->target.p, plen);
+    path[plen] = '\0';
+    eddy_msg_release(&req->_msg);
+
+    char head[512 + MAX_TOKEN + MAX_EXTENSIONS];
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                     "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s%s%s%s%s%s\r\n",
+                     accept, proto.found ? "Sec-WebSocket-Protocol: " : "",
+                     proto.found ? proto.chosen : "", proto.found ? "\r\n" : "",
+                     ext.found ? "Sec-WebSocket-Extensions: " : "", ext.found ? ext.answer : "",
+                     ext.found ? "\r\n" : "");
+    eddy_buf_t *b = n > 0 && (size_t)n < sizeof(head) ? eddy_buf_from(head, (size_t)n) : NULL;
+    eddy_pipeline_t *p = eddy_ctx_pipeline(ctx);
+    int err = b != NULL ? 0 : EDDY_ENOMEM;
+    if (err == 0) {
+        eddy_ctx_write_and_flush(ctx, eddy_buf_msg(b), NULL);
+        err = eddy__ws_install(p, eddy_ctx_name(ctx), false, &s->conf.c, ext.found ? &ext.d : NULL);
+    }
+    if (err != 0) {
+        eddy_ctx_fire_exception(ctx, err);
+        eddy_ctx_close(ctx, NULL);
+        return;
+    }
+    eddy_pipeline_remove_ops(p, eddy_http_aggregator_ops());
+    eddy_pipeline_remove_ops(p, eddy_http_response_encoder_ops());
+    eddy_ctx_t *proto_ctx = eddy_pipeline_context(p, "ws_protocol");
+    if (proto_ctx != NULL) {
+        eddy_ws_handshake_event_t ev = {
+            .path = path,
+            .subprotocol = proto.found ? proto.chosen : NULL,
+            .extensions = ext.found ? ext.answer : NULL,
+        };
+        eddy_ctx_fire_user_event(proto_ctx, EDDY_EVENT_WS_HANDSHAKE, &ev);
+    }
+    /* Ourselves, then the decoder: its leftover bytes go to the frame decoder. */
+    eddy_pipeline_remove(p, eddy_ctx_name(ctx));
+    eddy_pipeline_remove_ops(p, eddy_http_request_decoder_ops());
+}
+
+static void server_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    ws_server_t *s = eddy_ctx_state(ctx);
+    eddy_http_request_t *req = eddy_http_request_of(msg);
+    if (req == NULL) {
+        eddy_ctx_fire_channel_read(ctx, msg);
+        return;
+    }
+    if (s->timer != 0) {
+        eddy_ctx_cancel(ctx, s->timer); /* a request came: HTTP's own timeouts take over */
+        s->timer = 0;
+    }
+    if (msg->type != EDDY_MSG_HTTP_FULL_REQUEST || req->error != 0 ||
+        !target_is(req, s->conf.c.path)) {
+        eddy_ctx_fire_channel_read(ctx, msg); /* another page of the same server */
+        return;
+    }
+    upgrade(ctx, s, req);
+}
+
+static const eddy_handler_ops_t ws_server_handler = {
+    .name = "ws_server_handshaker",
+    .handler_added = server_added,
+    .channel_active = server_active,
+    .channel_read = server_read,
+};
+
+static void server_free(void *state)
+{
+    ws_server_t *s = state;
+    eddy__ws_conf_free(&s->conf);
+    free(s);
+}
+
+eddy_handler_t eddy_ws_server_handshaker(const eddy_ws_config_t *config)
+{
+    ws_server_t *s = calloc(1, sizeof(*s));
+    if (s != NULL && eddy__ws_conf_copy(&s->conf, config) != 0) {
+        free(s);
+        s = NULL;
+    }
+    return eddy_handler("ws_server_handshaker", &ws_server_handler, s, server_free);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Client
+ */
+
+typedef struct ws_client_s {
+    eddy__ws_conf_t conf;
+    char key[25];     /* what we sent as Sec-WebSocket-Key */
+    bool sent;        /* the request went out */
+    bool done;        /* the handshake ended, either way */
+    eddy_buf_t *head; /* the answer so far */
+    uint64_t timer;
+} ws_client_t;
+
+static void client_fail(eddy_ctx_t *ctx, int err, const char *why)
+{
+    ws_client_t *s = eddy_ctx_state(ctx);
+    s->done = true;
+    eddy_ws_handshake_event_t ev = {.path = s->conf.c.uri, .error = err, .reason = why};
+    eddy_ctx_fire_user_event(ctx, EDDY_EVENT_WS_HANDSHAKE_FAILED, &ev);
+    if (!eddy_ctx_is_removed(ctx)) {
+        eddy_ctx_close(ctx, NULL);
+    }
+}
+
+static void client_due(eddy_ctx_t *ctx, void *arg)
+{
+    (void)arg;
+    client_fail(ctx, EDDY_ETIMEDOUT, "no answer to the handshake in time");
+}
+
+static void client_send(eddy_ctx_t *ctx)
+{
+    ws_client_t *s = eddy_ctx_state(ctx);
+    if (s->sent) {
+        return;
+    }
+    s->sent = true;
+    const eddy_ws_config_t *c = &s->conf.c;
+    uint8_t raw[16];
+    if (RAND_bytes(raw, sizeof(raw)) != 1) {
+        client_fail(ctx, EDDY_EIO, "no random bytes for the key");
+        return;
+    }
+    eddy__ws_base64(raw, sizeof(raw), s->key);
+    s->key[24] = '\0';
+    char ext[MAX_EXTENSIONS] = "";
+    if (c->deflate) {
+        eddy__ws_deflate_offer(c, ext, sizeof(ext));
+    }
+    eddy_buf_t *b = eddy_buf_new(512);
+    char line[1024];
+    int n = snprintf(line, sizeof(line),
+                     "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                     "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n",
+                     c->uri, c->host, s->key);
+    bool ok = b != NULL && n > 0 && (size_t)n < sizeof(line) &&
+              eddy_buf_write_bytes(b, line, (size_t)n) == 0;
+    const char *names[3] = {"Origin", "Sec-WebSocket-Protocol", "Sec-WebSocket-Extensions"};
+    const char *values[3] = {c->origin, c->subprotocols, c->deflate ? ext : NULL};
+    for (int i = 0; i < 3 && ok; i++) {
+        if (values[i] != NULL) {
+            n = snprintf(line, sizeof(line), "%s: %s\r\n", names[i], values[i]);
+            ok = n > 0 && (size_t)n < sizeof(line) && eddy_buf_write_bytes(b, line, (size_t)n) == 0;
+        }
+    }
+    ok = ok && eddy_buf_write_bytes(b, "\r\n", 2) == 0;
+    if (!ok) {
+        if (b != NULL) {
+            eddy_buf_release(b);
+        }
+        client_fail(ctx, EDDY_ENOMEM, "the request did not fit");
+        return;
+    }
+    eddy_ctx_write_and_flush(ctx, eddy_buf_msg(b), NULL);
+    if (c->handshake_timeout_ms > 0 && !eddy_ctx_is_removed(ctx)) {
+        s->timer = eddy_ctx_schedule(ctx, c->handshake_timeout_ms, client_due, NULL);
+    }
+}
+
+static void client_added(eddy_ctx_t *ctx)
+{
+    if (eddy_channel_is_active(eddy_ctx_channel(ctx))) {
+        client_send(ctx);
+    }
+}
+
+static void client_active(eddy_ctx_t *ctx)
+{
+    client_send(ctx);
+    if (!eddy_ctx_is_removed(ctx)) {
+        eddy_ctx_fire_channel_active(ctx);
+    }
+}
+
+typedef struct answer_s {
+    int status;
+    size_t count;
+    eddy_http_str_t names[64], values[64];
+} answer_t;
+
+/* Split a response head (n bytes, the blank line included) into its status and headers:
+ * false when malformed. */
+static bool parse_answer(const char *p, size_t n, answer_t *a)
+{
+    a->count = 0;
+    size_t i = 0;
+    bool first = true;
+    while (i < n) {
+        const char *lf = memchr(p + i, '\n', n - i);
+        if (lf == NULL) {
+            return false;
+        }
+        size_t end = (size_t)(lf - p);
+        size_t len = end - i;
+        if (len > 0 && p[end - 1] == '\r') {
+            len--;
+        }
+        const char *line = p + i;
+        i = end + 1;
+        if (len == 0) {
+            return !first;
+        }
+        if (first) {
+            first = false;
+            if (len < 12 || memcmp(line, "HTTP/1.", 7) != 0 || line[8] != ' ') {
+                return false;
+            }
+            a->status = 0;
+            for (int k = 9; k < 12; k++) {
+                if (line[k] < '0' || line[k] > '9') {
+                    return false;
+                }
+                a->status = a->status * 10 + line[k] - '0';
+            }
+            continue;
+        }
+        const char *colon = memchr(line, ':', len);
+        if (colon == NULL || colon == line || a->count == 64) {
+            return false;
+        }
+        eddy_http_str_t name = {line, (size_t)(colon - line)};
+        eddy_http_str_t value = {colon + 1, len - name.len - 1};
+        while (value.len > 0 && (value.p[0] == ' ' || value.p[0] == '\t')) {
+            value.p++;
+            value.len--;
+        }
+        while (value.len > 0 && (value.p[value.len - 1] == ' ' || value.p[value.len - 1] == '\t')) {
+            value.len--;
+        }
+        a->names[a->count] = name;
+        a->values[a->count++] = value;
+    }
+    return false;
+}
+
+static const eddy_http_str_t *answer_header(const answer_t *a, const char *name, size_t *count)
+{
+    const eddy_http_str_t *v = NULL;
+    *count = 0;
+    for (size_t i = 0; i < a->count; i++) {
+        if (eddy_http_str_eq_nocase(a->names[i], name)) {
+            v = v != NULL ? v : &a->values[i];
+            ++*count;
+        }
+    }
+    return v;
+}
+
+typedef struct ext_check_s {
+    const eddy_ws_config_t *c;
+    eddy__ws_deflate_params_t d;
+    int seen;
+    bool bad;
+} ext_check_t;
+
+static bool on_answered_extension(const char *p, size_t n, void *arg)
+{
+    ext_check_t *e = arg;
+    const char *semi = memchr(p, ';', n); /* p is a header's bytes, not a C string */
+    size_t name = semi != NULL ? (size_t)(semi - p) : n;
+    size_t k = name;
+    while (k > 0 && (p[k - 1] == ' ' || p[k - 1] == '\t')) {
+        k--;
+    }
+    e->seen++;
+    if (!e->c->deflate || e->seen > 1 || k != 18 || strncasecmp(p, "permessage-deflate", 18) != 0 ||
+        eddy__ws_deflate_accept_client(p + name, n - name, e->c, &e->d) != 0) {
+        e->bad = true; /* an extension we did not offer, or parameters we cannot honour */
+        return true;
+    }
+    return false;
+}
+
+/* Check the answer: NULL, or why it fails. */
+static const char *check_answer(ws_client_t *s, const answer_t *a, char proto[MAX_TOKEN],
+                                ext_check_t *ext)
+{
+    const eddy_ws_config_t *c = &s->conf.c;
+    if (a->status != 101) {
+        return "the server did not switch protocols";
+    }
+    bool upgrade = false, connection = false;
+    for (size_t i = 0; i < a->count; i++) {
+        upgrade |= eddy_http_str_eq_nocase(a->names[i], "Upgrade") &&
+                   eddy__ws_list_has(a->values[i].p, a->values[i].len, "websocket");
+        connection |= eddy_http_str_eq_nocase(a->names[i], "Connection") &&
+                      eddy__ws_list_has(a->values[i].p, a->values[i].len, "upgrade");
+    }
+    if (!upgrade || !connection) {
+        return "the answer lacks Upgrade: websocket or Connection: Upgrade";
+    }
+    size_t count;
+    const eddy_http_str_t *acc = answer_header(a, "Sec-WebSocket-Accept", &count);
+    char want[29];
+    eddy_ws_accept_key(s->key, 24, want);
+    if (acc == NULL || count != 1 || !eddy_http_str_eq(*acc, want)) {
+        return "Sec-WebSocket-Accept does not match the key";
+    }
+    proto[0] = '\0';
+    const eddy_http_str_t *pr = answer_header(a, "Sec-WebSocket-Protocol", &count);
+    if (pr != NULL && (count != 1 || !pick_protocol(c->subprotocols, pr->p, pr->len, proto))) {
+        return "the server chose a subprotocol we did not offer";
+    }
+    ext->c = c;
+    header_items(a->names, a->values, a->count, "Sec-WebSocket-Extensions", on_answered_extension,
+                 ext);
+    if (ext->bad) {
+        return "the server chose an extension we did not offer";
+    }
+    return NULL;
+}
+
+static void client_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    ws_client_t *s = eddy_ctx_state(ctx);
+    eddy_buf_t *in = eddy_buf_of(msg);
+    if (s->done || in == NULL) {
+        if (s->done) {
+            eddy_msg_release(msg);
+        } else {
+            eddy_ctx_fire_channel_read(ctx, msg);
+        }
+        return;
+    }
+    if (s->head == NULL) {
+        s->head = eddy_buf_alloc(eddy_ctx_alloc(ctx), 512, MAX_RESPONSE_HEAD + 4096);
+    }
+    size_t before = s->head != NULL ? eddy_buf_readable(s->head) : 0;
+    int err =
+        s->head != NULL ? eddy_buf_write_buf(s->head, in, eddy_buf_readable(in)) : EDDY_ENOMEM;
+    eddy_msg_release(msg);
+    if (err != 0) {
+        client_fail(ctx, err == EDDY_ECAPACITY ? EDDY_EDECODE : err, "the answer is too long");
+        return;
+    }
+    const char *p = (const char *)eddy_buf_read_ptr(s->head);
+    size_t n = eddy_buf_readable(s->head);
+    size_t from = before > 3 ? before - 3 : 0;
+    const char *end = NULL;
+    for (size_t i = from; i + 1 < n && end == NULL; i++) {
+        if (p[i] == '\n' &&
+            (p[i + 1] == '\n' || (p[i + 1] == '\r' && i + 2 < n && p[i + 2] == '\n'))) {
+            end = p + i + (p[i + 1] == '\n' ? 2 : 3);
+        }
+    }
+    if (end == NULL) {
+        if (n > MAX_RESPONSE_HEAD) {
+            client_fail(ctx, EDDY_EDECODE, "the answer is too long");
+        }
+        return;
+    }
+    size_t hlen = (size_t)(end - p);
+    answer_t a;
+    char proto[MAX_TOKEN];
+    ext_check_t ext = {0};
+    const char *why =
+        parse_answer(p, hlen, &a) ? check_answer(s, &a, proto, &ext) : "a malformed answer";
+    if (why != NULL) {
+        client_fail(ctx, EDDY_EDECODE, why);
+        return;
+    }
+    s->done = true;
+    if (s->timer != 0) {
+        eddy_ctx_cancel(ctx, s->timer);
+    }
+    char extensions[MAX_EXTENSIONS] = "";
+    size_t count;
+    const eddy_http_str_t *ev_ext = answer_header(&a, "Sec-WebSocket-Extensions", &count);
+    if (ev_ext != NULL) {
+        snprintf(extensions, sizeof(extensions), "%.*s", (int)ev_ext->len, ev_ext->p);
+    }
+    eddy_buf_skip(s->head, hlen);
+    eddy_buf_t *rest = s->head;
+    s->head = NULL;
+    eddy_pipeline_t *pl = eddy_ctx_pipeline(ctx);
+    err = eddy__ws_install(pl, eddy_ctx_name(ctx), true, &s->conf.c, ext.seen > 0 ? &ext.d : NULL);
+    if (err != 0) {
+        eddy_buf_release(rest);
+        client_fail(ctx, err, "out of memory");
+        return;
+    }
+    eddy_ctx_t *proto_ctx = eddy_pipeline_context(pl, "ws_protocol");
+    eddy_ws_handshake_event_t ev = {
+        .path = s->conf.c.uri,
+        .subprotocol = proto[0] != '\0' ? proto : NULL,
+        .extensions = ev_ext != NULL ? extensions : NULL,
+    };
+    eddy_ctx_fire_user_event(proto_ctx, EDDY_EVENT_WS_HANDSHAKE, &ev);
+    if (eddy_ctx_is_removed(ctx)) {
+        eddy_buf_release(rest);
+        return;
+    }
+    /* Frames the server sent right behind its answer. */
+    if (eddy_buf_readable(rest) > 0) {
+        eddy_ctx_fire_channel_read(ctx, eddy_buf_msg(rest));
+    } else {
+        eddy_buf_release(rest);
+    }
+    if (!eddy_ctx_is_removed(ctx)) {
+        eddy_pipeline_remove(pl, eddy_ctx_name(ctx));
+    }
+}
+
+static void client_inactive(eddy_ctx_t *ctx)
+{
+    ws_client_t *s = eddy_ctx_state(ctx);
+    if (!s->done) {
+        s->done = true;
+        eddy_ws_handshake_event_t ev = {
+            .path = s->conf.c.uri, .error = EDDY_ECLOSED, .reason = "closed during the handshake"};
+        eddy_ctx_fire_user_event(ctx, EDDY_EVENT_WS_HANDSHAKE_FAILED, &ev);
+    }
+    eddy_ctx_fire_channel_inactive(ctx);
+}
+
+static void client_removed(eddy_ctx_t *ctx)
+{
+    ws_client_t *s = eddy_ctx_state(ctx);
+    if (s->head != NULL) {
+        eddy_buf_release(s->head);
+        s->head = NULL;
+    }
+}
+
+static const eddy_handler_ops_t ws_client_handler = {
+    .name = "ws_client_handshaker",
+    .handler_added = client_added,
+    .handler_removed = client_removed,
+    .channel_active = client_active,
+    .channel_inactive = client_inactive,
+    .channel_read = client_read,
+};
+
+static void client_free(void *state)
+{
+    ws_client_t *s = state;
+    eddy__ws_conf_free(&s->conf);
+    free(s);
+}
+
+eddy_handler_t eddy_ws_client_handshaker(const eddy_ws_config_t *config)
+{
+    ws_client_t *s = config != NULL && config->host != NULL ? calloc(1, sizeof(*s)) : NULL;
+    if (s != NULL && eddy__ws_conf_copy(&s->conf, config) != 0) {
+        free(s);
+        s = NULL;
+    }
+    return eddy_handler("ws_client_handshaker", &ws_client_handler, s, client_free);
+}

@@ -1,0 +1,69 @@
+/*
+ * pipeline/layer.h: what the pipeline layer offers the layers above it, bootstrap/ and codec/
+ * (docs/architecture.md), and nothing else: their handlers work through the public pipeline
+ * and channel API (include/eddy/pipeline.h, channel.h), and need besides only promises done
+ * or failed, the bytes of a message, a close hook, the decoders of a pipeline, and timeouts.
+ * The channel's and the pipeline's insides are pipeline/internal.h's, this layer's own. Not
+ * installed.
+ */
+#ifndef EDDY_PIPELINE_LAYER_H
+#define EDDY_PIPELINE_LAYER_H
+
+#include <eddy/channel.h>
+#include <eddy/pipeline.h>
+
+#include "buffer/layer.h"
+#include "reactor/layer.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Complete p (NULL is fine) with 0 or err. */
+static inline void eddy__promise_done(eddy_promise_t *p, int err)
+{
+    if (p == NULL) {
+        return;
+    }
+    if (err < 0) {
+        eddy_promise_fail(p, err);
+    } else {
+        eddy_promise_succeed(p, NULL);
+    }
+}
+
+/* A future listener that completes the promise arg (a reference, released) as f completed. */
+void eddy__promise_done_listener(eddy_future_t *f, void *arg);
+
+/* Complete a listen or connect future with ch: the future holds a reference to ch until it is
+ * freed, so eddy_future_channel() is safe while the caller holds the future. */
+int eddy__promise_succeed_channel(eddy_promise_t *p, eddy_channel_t *ch);
+
+/* The readable bytes of a message the outbound buffer can write (buf, composite), else 0. */
+size_t eddy__msg_bytes(eddy_msg_t *msg);
+
+/* Called once at close on the loop, after the handlers are removed and before the close
+ * future completes. One hook serves many channels (the server bootstrap's count of live
+ * children): a close-future listener would cost every connection a future. Its owner keeps
+ * it alive until those channels closed. */
+typedef struct eddy__close_hook_s {
+    void (*closed)(eddy_channel_t *ch, void *arg);
+    void *arg;
+} eddy__close_hook_t;
+/* Set ch's close hook (the loop, before it closes; one per channel). */
+void eddy__channel_set_close_hook(eddy_channel_t *ch, const eddy__close_hook_t *hook);
+
+/* Call fn(state, arg) with the state of every handler of p whose channel_read is read (the
+ * decoders on the decoder base: eddy_decoder_channel_read), head to tail. The loop's thread. */
+void eddy__pipeline_each_state(eddy_pipeline_t *p, void (*read)(eddy_ctx_t *, eddy_msg_t *),
+                               void (*fn)(void *state, void *arg), void *arg);
+
+/* A timeout in milliseconds as loop-clock nanoseconds: 0 (none) for ms <= 0, capped far from
+ * overflowing the loop's clock arithmetic (handler/timeout.c). */
+int64_t eddy__timeout_ns(int64_t ms);
+
+/* Netty's readTimedOut / writeTimedOut: exception_caught(EDDY_ETIMEDOUT), then close; once,
+ * *closed remembering it. The handler's state may be freed when this returns (the close
+ * removes the handler). The loop's thread (handler/timeout.c). */
+void eddy__ctx_timed_out(eddy_ctx_t *ctx, bool *closed);
+
+#endif /* EDDY_PIPELINE_LAYER_H */

@@ -1,0 +1,2 @@
+# The codecs (codec/) through the embedded channel.
+eddy_add_test(codec codec)

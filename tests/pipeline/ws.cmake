@@ -1,3 +1,0 @@
-# The WebSocket codec (pipeline/codec/ws/) through embedded channels: frames, the protocol
-# handler, UTF-8, close codes, permessage-deflate, both handshakes, and a seeded mutation run.
-eddy_add_test(pipeline ws TIMEOUT 120)
