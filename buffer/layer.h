@@ -32,6 +32,13 @@ void eddy__log(eddy_log_level_t level, const char *fmt, ...) __attribute__((form
 void eddy__log_text(eddy_log_level_t level, const char *text);
 
 /* ---------------------------------------------------------------------------------------
+ * Randomness, for every layer (WebSocket masking and handshake keys, jitter): n bytes from
+ * the kernel's CSPRNG (getrandom(2), or /dev/urandom where it is missing) into buf. 0, or a
+ * negative errno. Any thread. Not OpenSSL's: eddy builds without it (EDDY_WITH_TLS=OFF).
+ */
+int eddy__random_bytes(void *buf, size_t n);
+
+/* ---------------------------------------------------------------------------------------
  * Reference counts: taking a reference that is refused rather than wrapped, for every
  * refcounted type (messages and buffers here, timers and futures in reactor/).
  *

@@ -5,4 +5,5 @@ list(APPEND EDDY_LAYER_SOURCES
     buffer/pool.c
     buffer/alloc.c
     buffer/common.c
-    buffer/log.c)
+    buffer/log.c
+    buffer/random.c)

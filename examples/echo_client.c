@@ -175,9 +175,8 @@ static int cmp_i64(const void *a, const void *b)
 /* The client's TLS context: verification on unless insecure, against ca or the system's. */
 static eddy_tls_context_t *tls_context(const char *ca, bool insecure)
 {
-    eddy_tls_context_t *c = eddy_tls_context_new(EDDY_TLS_CLIENT);
+    eddy_tls_context_t *c = example_tls_context(EDDY_TLS_CLIENT, "eddy-echo-client");
     if (c == NULL) {
-        fprintf(stderr, "eddy-echo-client: out of memory\n");
         return NULL;
     }
     int rc = insecure ? eddy_tls_context_verify(c, EDDY_TLS_VERIFY_NONE) : 0;

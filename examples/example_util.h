@@ -14,6 +14,21 @@
 #include <stdlib.h>
 
 /* A whole decimal number in [0, max] from a command-line argument: true and *out, or false. */
+/* A new TLS context for mode, or NULL after saying why on stderr as program: eddy built
+ * without TLS (EDDY_WITH_TLS=OFF), or out of memory. */
+static inline eddy_tls_context_t *example_tls_context(eddy_tls_mode_t mode, const char *program)
+{
+    if (!eddy_tls_available()) {
+        fprintf(stderr, "%s: this eddy was built without TLS (EDDY_WITH_TLS=OFF)\n", program);
+        return NULL;
+    }
+    eddy_tls_context_t *c = eddy_tls_context_new(mode);
+    if (c == NULL) {
+        fprintf(stderr, "%s: out of memory\n", program);
+    }
+    return c;
+}
+
 static inline bool example_parse_uint(const char *s, unsigned long max, unsigned long *out)
 {
     char *end;

@@ -88,9 +88,8 @@ static void print_response(const eddy_http_client_response_t *r, bool include)
 
 static eddy_tls_context_t *tls_context(const args_t *a)
 {
-    eddy_tls_context_t *c = eddy_tls_context_new(EDDY_TLS_CLIENT);
+    eddy_tls_context_t *c = example_tls_context(EDDY_TLS_CLIENT, NAME);
     if (c == NULL) {
-        fprintf(stderr, NAME ": out of memory\n");
         return NULL;
     }
     int rc = a->insecure ? eddy_tls_context_verify(c, EDDY_TLS_VERIFY_NONE) : 0;

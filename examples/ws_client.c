@@ -189,9 +189,8 @@ static bool parse_url(const char *s, eddy_url_t *u, const char **path)
 /* The client's TLS context: verification on unless insecure, against ca or the system's. */
 static eddy_tls_context_t *tls_context(const char *ca, bool insecure)
 {
-    eddy_tls_context_t *c = eddy_tls_context_new(EDDY_TLS_CLIENT);
+    eddy_tls_context_t *c = example_tls_context(EDDY_TLS_CLIENT, "eddy-ws-client");
     if (c == NULL) {
-        fprintf(stderr, "eddy-ws-client: out of memory\n");
         return NULL;
     }
     int rc = insecure ? eddy_tls_context_verify(c, EDDY_TLS_VERIFY_NONE) : 0;

@@ -258,9 +258,8 @@ static int init_child(eddy_channel_t *ch, void *arg)
 /* The server's TLS context from PEM files, or NULL (said on stderr). */
 static eddy_tls_context_t *tls_context(const char *cert, const char *key)
 {
-    eddy_tls_context_t *c = eddy_tls_context_new(EDDY_TLS_SERVER);
+    eddy_tls_context_t *c = example_tls_context(EDDY_TLS_SERVER, "eddy-ws-server");
     if (c == NULL) {
-        fprintf(stderr, "eddy-ws-server: out of memory\n");
         return NULL;
     }
     int rc = eddy_tls_context_use_certificate_file(c, cert, key);

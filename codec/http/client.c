@@ -168,7 +168,7 @@ static int route_init(eddy_channel_t *ch, void *arg)
     eddy_http_client_t *c = r->client;
     if (r->tls) {
         eddy_tls_handler_options_t to = {.server_name = r->host};
-        int rc = eddy_tls_add(ch, c->tls, &to, NULL);
+        int rc = c->tls != NULL ? eddy_tls_add(ch, c->tls, &to, NULL) : EDDY_ENOTSUP;
         if (rc != 0) {
             return rc;
         }
@@ -286,12 +286,15 @@ eddy_http_client_t *eddy_http_client_new(eddy_loop_group_t *g, const eddy_http_c
     }
     if (o != NULL && o->tls != NULL) {
         c->tls = eddy_tls_context_retain(o->tls);
+    } else if (!eddy_tls_available()) {
+        c->tls = NULL; /* a build without TLS: https URLs fail with EDDY_ENOTSUP */
     } else if ((c->tls = eddy_tls_context_new(EDDY_TLS_CLIENT)) == NULL) {
         eddy__log(EDDY_LOG_ERROR, "http client: no default TLS context");
         client_free(c);
         return NULL;
     }
-    if (c->o.insecure && eddy_tls_context_verify(c->tls, EDDY_TLS_VERIFY_NONE) != 0) {
+    if (c->tls != NULL && c->o.insecure &&
+        eddy_tls_context_verify(c->tls, EDDY_TLS_VERIFY_NONE) != 0) {
         /* A caller's context already in use cannot change: say so rather than verify
          * against the caller's wish or silently not. */
         eddy__log(EDDY_LOG_ERROR, "http client: insecure asked of a TLS context in use");

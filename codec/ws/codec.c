@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/rand.h>
 
 /* ---------------------------------------------------------------------------------------
  * Decoder
@@ -151,7 +150,7 @@ eddy_handler_t eddy_ws_frame_decoder_ext(bool client, const eddy_ws_config_t *co
  */
 
 /* Masking keys drawn at once from the CSPRNG (section 10.3 wants them unpredictable): one
- * RAND_bytes call per 64 frames. */
+ * eddy__random_bytes call per 64 frames. */
 #define KEY_POOL 256
 
 typedef struct ws_encoder_s {
@@ -216,7 +215,7 @@ static int ws_encode(eddy_ctx_t *ctx, void *self, eddy_msg_t *msg, eddy_buf_t *o
         return 0;
     }
     if (e->used == 0 || e->used + 4 > KEY_POOL) {
-        if (RAND_bytes(e->pool, KEY_POOL) != 1) {
+        if (eddy__random_bytes(e->pool, KEY_POOL) != 0) {
             return EDDY_EIO;
         }
         e->used = 0;

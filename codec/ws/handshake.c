@@ -19,7 +19,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include <openssl/rand.h>
 
 /* The longest answer head the client reads, and the longest subprotocol name kept. */
 #define MAX_RESPONSE_HEAD 8192
@@ -428,7 +427,7 @@ static void client_send(eddy_ctx_t *ctx)
     s->sent = true;
     const eddy_ws_config_t *c = &s->conf.c;
     uint8_t raw[16];
-    if (RAND_bytes(raw, sizeof(raw)) != 1) {
+    if (eddy__random_bytes(raw, sizeof(raw)) != 0) {
         client_fail(ctx, EDDY_EIO, "no random bytes for the key");
         return;
     }

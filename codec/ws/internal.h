@@ -6,6 +6,8 @@
 
 #include <eddy/websocket.h>
 
+#include "buffer/layer.h" /* eddy__random_bytes */
+
 /* The incremental UTF-8 check (Bjoern Hoehrmann's DFA): state 0 accepts, 12 rejects; any
  * other state is inside a sequence. */
 enum { EDDY__UTF8_ACCEPT = 0, EDDY__UTF8_REJECT = 12 };

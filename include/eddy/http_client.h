@@ -210,7 +210,8 @@ typedef struct eddy_http_client_options_s {
     int64_t idle_timeout_ms;         /* pooled idle connections close after (0: 60 s; < 0 never) */
     size_t max_content_length;       /* per response body (0: EDDY_HTTP_MAX_CONTENT_LENGTH) */
     eddy_tls_context_t *tls;         /* https: a client context (retained); NULL: a default
-                                        one that verifies against the system's CAs */
+                                        one that verifies against the system's CAs (a build
+                                        without TLS: https fails with EDDY_ENOTSUP) */
     bool insecure;                   /* https without verifying the server (tests only) */
 } eddy_http_client_options_t;
 

@@ -74,9 +74,16 @@ typedef enum {
 enum { EDDY_TLS_1_2 = 0x0303, EDDY_TLS_1_3 = 0x0304 };
 
 /**
+ * Whether this build has TLS: eddy built with EDDY_WITH_TLS=OFF has no OpenSSL, and then
+ * every constructor here returns NULL (or EDDY_ENOTSUP, eddy_tls_add and the setters), so a
+ * program written for both builds links and says "no TLS here" at run time. Any thread.
+ */
+EDDY_EXTERN bool eddy_tls_available(void);
+
+/**
  * A new context for mode: TLS 1.2 at least, session resumption on, verification REQUIRE
  * for clients (against the system's CAs unless trust is given) and NONE for servers. The
- * caller owns the one reference. NULL without memory.
+ * caller owns the one reference. NULL without memory, or without TLS (eddy_tls_available).
  */
 EDDY_EXTERN eddy_tls_context_t *eddy_tls_context_new(eddy_tls_mode_t mode);
 /** Take one more reference; returns c. Any thread. */

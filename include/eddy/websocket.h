@@ -126,7 +126,8 @@ typedef struct eddy_ws_config_s {
     int64_t handshake_timeout_ms; /* the server's request, or the client's answer, must come
                                      within this (0: EDDY_WS_HANDSHAKE_TIMEOUT_MS; <0: never) */
     const char *subprotocols;     /* comma-separated, in preference order (NULL: none) */
-    /* permessage-deflate (RFC 7692): offered (client) or accepted (server) when deflate. */
+    /* permessage-deflate (RFC 7692): offered (client) or accepted (server) when deflate; in a
+     * build without zlib (EDDY_WITH_ZLIB=OFF) never (the connection goes uncompressed). */
     bool deflate;
     bool server_no_context_takeover; /* the server compresses each message afresh */
     bool client_no_context_takeover; /* the client does */
@@ -215,7 +216,8 @@ EDDY_EXTERN eddy_handler_t eddy_ws_protocol_handler(bool client, const eddy_ws_c
  * The permessage-deflate handler, between the decoder and the protocol handler, with the
  * parameters agreed as they are in a Sec-WebSocket-Extensions response value (params:
  * "permessage-deflate; server_no_context_takeover; ..."). The decoder must then allow RSV1:
- * eddy_ws_frame_decoder_ext().
+ * eddy_ws_frame_decoder_ext(). A handler whose add fails with EDDY_ENOTSUP in a build without
+ * zlib (EDDY_WITH_ZLIB=OFF).
  */
 EDDY_EXTERN eddy_handler_t eddy_ws_deflate_handler(bool client, const char *params,
                                                    const eddy_ws_config_t *config);

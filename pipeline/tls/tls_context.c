@@ -183,6 +183,11 @@ SSL_SESSION *eddy__tls_session_get(eddy_tls_context_t *c, const char *key)
     return found;
 }
 
+bool eddy_tls_available(void)
+{
+    return true;
+}
+
 eddy_tls_context_t *eddy_tls_context_new(eddy_tls_mode_t mode)
 {
     if (mode != EDDY_TLS_CLIENT && mode != EDDY_TLS_SERVER) {
