@@ -3,16 +3,17 @@
  * and has no promise to report to, and an error that reaches the end of the pipeline.
  *
  * A byte stream cannot go on after a hole: the bytes after it would be read as if they
- * followed what came before. So a write that fails with nobody to tell raises its error from
- * the head, where every handler may see it, and the stream closes after what was queued
- * before it (a close after flush from the tail, so TLS still says close_notify); what is
- * written after fails with EDDY_EPIPE. A datagram channel drops the packet and goes on: a
+ * followed what came before. So a write that fails with nobody to tell closes the stream after
+ * what was queued before it (a close after flush from the tail, so TLS still says
+ * close_notify; what is written after fails with EDDY_EPIPE), then raises its error from the
+ * head, where every handler may see it. A datagram channel drops the packet and goes on: a
  * datagram is whole or absent. Failures because the channel or its output had closed
  * (EDDY_ECLOSED, EDDY_EPIPE) end nothing more: no byte can follow them.
  *
- * The tail logs an error once per channel, and only while the channel is open: once a
- * handler closed it (it saw an error and acted), or the transport did, what still arrives is
- * logged at debug. One hostile connection, at most one line.
+ * The tail logs an error once per channel, and while the channel is open: once a handler
+ * closed it (it saw an error and acted), or the transport did, what still arrives is logged
+ * at debug, but for the write failure that closed it. One hostile connection, at most one
+ * line.
  */
 #include "pipeline/internal.h"
 
