@@ -22,11 +22,12 @@ done
 log=$(mktemp)
 pid=
 idle_pid=
+norm_pid=
 cleanup() {
-    for p in $pid $idle_pid; do
+    for p in $pid $idle_pid $norm_pid; do
         kill -9 "$p" 2>/dev/null || true
     done
-    rm -f "$log" "$log.idle" "$log.out"
+    rm -f "$log" "$log.idle" "$log.out" "$log.req" "$log.reply"
 }
 trap cleanup EXIT
 source "$(dirname "$0")/lib.sh"
@@ -47,64 +48,20 @@ fail() {
     exit 1
 }
 
-# Both clients' answers in one form, a line each: "OPCODE STATUS [flags] QD AN NS AR", the
-# OPT record as "edns VERSION [flags] UDPSIZE", "question NAME CLASS TYPE", then the records
-# as "SECTION NAME TTL CLASS TYPE DATA" (an, ns, ar), whitespace squeezed. dig's text:
-norm_dig() {
-    python3 -c '
-import re, sys
-sec = None
-for line in sys.stdin:
-    line = line.rstrip("\n")
-    m = re.search(r"->>HEADER<<- opcode: (\w+), status: (\w+),", line)
-    if m:
-        head = m.group(1) + " " + m.group(2)
-        continue
-    m = re.match(r";; flags:([^;]*); QUERY: (\d+), ANSWER: (\d+), AUTHORITY: (\d+), "
-                 r"ADDITIONAL: (\d+)", line)
-    if m:
-        print(f"{head} [{m.group(1).strip()}] " + " ".join(m.groups()[1:]))
-        continue
-    m = re.match(r"; EDNS: version: (\d+), flags:([^;]*); udp: (\d+)", line)
-    if m:
-        print(f"edns {m.group(1)} [{m.group(2).strip()}] {m.group(3)}")
-        continue
-    m = re.match(r";; (QUESTION|ANSWER|AUTHORITY|ADDITIONAL) SECTION:", line)
-    if m:
-        sec = {"QUESTION": "question", "ANSWER": "an", "AUTHORITY": "ns",
-               "ADDITIONAL": "ar"}[m.group(1)]
-        continue
-    if sec == "question" and re.match(r";[^; ]", line):
-        print("question " + " ".join(line[1:].split()))
-    elif line and not line.startswith(";"):
-        print(sec + " " + " ".join(line.split()))
-'
+# Both clients' answers in one form, a line each (tests/examples/dns_norm.py says which),
+# by one Python process for the whole test: a request FIFO in, a reply FIFO out.
+mkfifo "$log.req" "$log.reply"
+python3 "$(dirname "$0")/dns_norm.py" "$log.req" "$log.reply" &
+norm_pid=$!
+norm() {
+    { echo "$1"; cat; } >"$log.req"
+    local out
+    out=$(cat "$log.reply")
+    [[ $out != error:* ]] || { echo "$out"; return 1; }
+    [[ -z $out ]] || echo "$out"
 }
-# kdig's JSON (one document per answer, several with +keepopen):
-norm_kdig() {
-    python3 -c '
-import json, sys
-text, pos, dec = sys.stdin.read(), 0, json.JSONDecoder()
-ops = {0: "QUERY", 1: "IQUERY", 2: "STATUS", 4: "NOTIFY", 5: "UPDATE"}
-rcodes = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED"}
-while text[pos:].strip():
-    d, pos = dec.raw_decode(text, len(text) - len(text[pos:].lstrip()))
-    flags = " ".join(f for f in ("qr", "aa", "tc", "rd", "ra", "ad", "cd") if d[f.upper()])
-    print("%s %s [%s] %d %d %d %d" % (ops[d["Opcode"]], rcodes.get(d["RCODE"], d["RCODE"]),
-          flags, d["QDCOUNT"], d["ANCOUNT"], d["NSCOUNT"], d["ARCOUNT"]))
-    for rr in d.get("additionalRRs", []):
-        if rr["TYPE"] == 41:
-            print("edns %d [%s] %d" % ((rr["TTL"] >> 16) & 255,
-                                       "do" if rr["TTL"] & 0x8000 else "", rr["CLASS"]))
-    if "QNAME" in d:
-        print("question %s %s %s" % (d["QNAME"], d["QCLASSname"], d["QTYPEname"]))
-    for key, sec in (("answerRRs", "an"), ("authorityRRs", "ns"), ("additionalRRs", "ar")):
-        for rr in d.get(key, []):
-            if rr["TYPE"] != 41:
-                print(" ".join([sec, rr["NAME"], str(rr["TTL"]), rr["CLASSname"],
-                                rr["TYPEname"]] + rr["rdata" + rr["TYPEname"]].split()))
-'
-}
+norm_dig() { norm dig; }
+norm_kdig() { norm kdig; }
 dig_q() {
     timeout 10 dig @127.0.0.1 -p "$port" +time=3 +tries=1 +noall +comments +question +answer \
         +authority +additional "$@" 2>&1
