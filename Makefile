@@ -1,5 +1,6 @@
 # The front door. CMake is the build; these targets install what is missing, then build and run.
 #   make run    the demo          make test   every test: normal, ASan+UBSan, TSan builds
+#   make check  the inner loop: the normal build's tests but the build matrix and install check
 #   make bench  the benchmarks    make fuzz   fuzz the decoders    make clean  remove build/
 #   make install [PREFIX=/usr/local] [DESTDIR=]   the library, its headers and package files
 #   make soak   fuzz the example servers whole (SECONDS=300,
@@ -12,7 +13,7 @@ CMAKE_FLAGS ?=
 # Our own builds treat warnings as errors; a user's plain cmake build does not (EDDY_WERROR).
 DEV_FLAGS := -DEDDY_WERROR=ON
 
-.PHONY: all deps build run test test-normal test-asan test-tsan bench fuzz install soak clean
+.PHONY: all deps build run test check test-normal test-asan test-tsan bench fuzz install soak clean
 .PHONY: soak-tree soak-client
 
 all: build
@@ -38,23 +39,36 @@ TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
 # The normal build runs every test; the ASan+UBSan build every test but the install check;
 # the TSan build the tests labelled concurrency, and the server fuzzer's (serverfuzz).
+# scripts/test.sh runs a tree's tests while the next one builds, SLOTS tests at a time
+# (default 3 per job: most tests wait more than they compute); test-normal, test-asan and
+# test-tsan run one tree alone. `make check` is the inner loop: the normal tree without the
+# build-type matrix and the install check.
+NORMAL_FLAGS := -DCMAKE_BUILD_TYPE=Debug
+SLOTS ?= $(shell echo $$(( $(JOBS) * 3 )))
+TEST_ENV = JOBS=$(JOBS) SLOTS=$(SLOTS) NORMAL_FLAGS="$(NORMAL_FLAGS) $(DEV_FLAGS) $(CMAKE_FLAGS)" \
+	ASAN_TREE=$(ASAN_TREE) ASAN_FLAGS="$(ASAN_FLAGS) $(DEV_FLAGS) $(CMAKE_FLAGS)" \
+	ASAN_ENV="$(ASAN_ENV)" TSAN_TREE=$(TSAN_TREE) \
+	TSAN_FLAGS="$(TSAN_FLAGS) $(DEV_FLAGS) $(CMAKE_FLAGS)" TSAN_ENV="$(TSAN_ENV)"
 test: deps
-	@$(MAKE) --no-print-directory test-normal test-asan test-tsan
+	@$(TEST_ENV) bash scripts/test.sh all
+
+check: deps
+	@$(TEST_ENV) bash scripts/test.sh check
 
 test-normal:
-	@cmake -S . -B build/debug -DCMAKE_BUILD_TYPE=Debug $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B build/debug $(NORMAL_FLAGS) $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build/debug -j $(JOBS)
-	cd build/debug && ctest --output-on-failure -j $(JOBS)
+	cd build/debug && ctest --output-on-failure -j $(SLOTS)
 
 test-asan:
 	@cmake -S . -B $(ASAN_TREE) $(ASAN_FLAGS) $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(ASAN_TREE) -j $(JOBS)
-	cd $(ASAN_TREE) && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) -LE install
+	cd $(ASAN_TREE) && $(ASAN_ENV) ctest --output-on-failure -j $(SLOTS) -LE install
 
 test-tsan:
 	@cmake -S . -B $(TSAN_TREE) $(TSAN_FLAGS) $(DEV_FLAGS) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(TSAN_TREE) -j $(JOBS)
-	cd $(TSAN_TREE) && $(TSAN_ENV) ctest --output-on-failure -j $(JOBS) -L 'concurrency|serverfuzz'
+	cd $(TSAN_TREE) && $(TSAN_ENV) ctest --output-on-failure -j $(SLOTS) -L 'concurrency|serverfuzz'
 
 # Benchmarks print a table and JSON lines ({"bench":...}); the JSON goes to bench/results.json.
 # The baselines' packages go in before the build is configured, so it finds them (libevent).

@@ -1,53 +1,62 @@
 #!/usr/bin/env bash
-# tests/buildtypes/run.sh SOURCE_DIR: configure and build eddy with gcc and with clang in each
-# common build type (Debug, Release, RelWithDebInfo, MinSizeRel), with -DEDDY_WERROR=ON, each
-# in a temporary directory. Every build must succeed without one warning, from the compiler
-# or from CMake. Built: what a user's plain build compiles but the tests (the library, the
-# header checks, the examples, the benchmarks); the tests are built by the test trees. A
-# compiler that is not installed is skipped (exit 77 when neither is). JOBS sets the build's
-# parallelism (default 2).
+# tests/buildtypes/run.sh SOURCE_DIR CC TYPE SCOPE DIR: one cell of the build-type matrix
+# (tests/buildtypes/tests.cmake): configure eddy with compiler CC in build type TYPE, with
+# -DEDDY_WERROR=ON, in DIR, and build it. It must build without one warning, from the
+# compiler or from CMake. SCOPE says what is built:
+#   library   the library (shared and static) and the public headers' self-containment check
+#   all       that, the examples and the benchmarks: what a user's plain build compiles but
+#             the tests, which the test trees build
+#   debian    as all, configured as Debian packages the library (prefix /usr, libdir
+#             lib/<triplet>); the tree is kept for the install test (tests/install/run.sh)
+# DIR is removed first, and afterwards unless SCOPE is debian. A compiler that is not installed
+# is skipped (exit 77). JOBS sets the build's parallelism (default 1: ctest runs the cells
+# beside each other and beside the other tests).
 set -euo pipefail
 src=$1
-jobs=${JOBS:-2}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+cc=$2
+type=$3
+scope=$4
+dir=$5
+jobs=${JOBS:-1}
 
-failed=()
-built=0
-for cc in gcc clang; do
-    if ! command -v "$cc" >/dev/null 2>&1; then
-        echo "buildtypes: $cc is not installed: skipped (scripts/deps.sh installs it)"
-        continue
-    fi
-    for type in Debug Release RelWithDebInfo MinSizeRel; do
-        dir=$work/$cc-$type
-        log=$dir.log
-        start=$(date +%s)
-        rc=0
-        {
-            cmake -S "$src" -B "$dir" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE="$type" \
-                -DEDDY_WERROR=ON -DEDDY_BUILD_TESTS=OFF -DEDDY_BUILD_EXAMPLES=ON \
-                -DEDDY_BUILD_BENCH=ON &&
-                cmake --build "$dir" -j "$jobs"
-        } >"$log" 2>&1 || rc=$?
-        secs=$(($(date +%s) - start))
-        if [[ $rc -ne 0 ]] || grep -qiE 'warning[: ]' "$log"; then
-            echo "buildtypes: $cc $type: FAILED (${secs} s); its warnings and errors:"
-            grep -iE -A3 'warning|error' "$log" | head -60
-            failed+=("$cc $type")
-        else
-            echo "buildtypes: $cc $type: ok (${secs} s)"
-        fi
-        built=$((built + 1))
-        rm -rf "$dir" "$log"
-    done
-done
-if [[ ${#failed[@]} -gt 0 ]]; then
-    echo "buildtypes: failed: ${failed[*]}"
-    exit 1
-fi
-if [[ $built -eq 0 ]]; then
-    echo "buildtypes: no compiler to build with: skipped"
+if ! command -v "$cc" >/dev/null 2>&1; then
+    echo "buildtypes: $cc is not installed: skipped (scripts/deps.sh installs it)"
     exit 77
 fi
-echo "buildtypes: $built builds, no warnings"
+args=(-DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE="$type" -DEDDY_WERROR=ON
+    -DEDDY_BUILD_TESTS=OFF)
+targets=()
+case $scope in
+    library)
+        args+=(-DEDDY_BUILD_EXAMPLES=OFF -DEDDY_BUILD_BENCH=OFF)
+        targets=(--target eddy eddy_static eddy_header_check)
+        ;;
+    all) args+=(-DEDDY_BUILD_EXAMPLES=ON -DEDDY_BUILD_BENCH=ON) ;;
+    debian)
+        multiarch=$(cc -print-multiarch 2>/dev/null || true)
+        args+=(-DEDDY_BUILD_EXAMPLES=ON -DEDDY_BUILD_BENCH=ON -DCMAKE_INSTALL_PREFIX=/usr
+            -DCMAKE_INSTALL_LIBDIR="lib/${multiarch:-x86_64-linux-gnu}")
+        ;;
+    *)
+        echo "buildtypes: SCOPE is library, all or debian, not '$scope'"
+        exit 2
+        ;;
+esac
+
+rm -rf "$dir"
+mkdir -p "$dir"
+log=$dir.log
+start=$(date +%s)
+rc=0
+{
+    cmake -S "$src" -B "$dir" "${args[@]}" && cmake --build "$dir" -j "$jobs" "${targets[@]}"
+} >"$log" 2>&1 || rc=$?
+secs=$(($(date +%s) - start))
+if [[ $rc -ne 0 ]] || grep -qiE 'warning[: ]' "$log"; then
+    echo "buildtypes: $cc $type ($scope): FAILED (${secs} s); its warnings and errors:"
+    grep -iE -A3 'warning|error' "$log" | head -60
+    exit 1
+fi
+echo "buildtypes: $cc $type ($scope): ok, no warnings (${secs} s)"
+rm -f "$log"
+[[ $scope == debian ]] || rm -rf "$dir"

@@ -1,9 +1,31 @@
-# Every common build type with gcc and with clang, warnings as errors (tests/buildtypes/run.sh).
-# In the normal tree only, and alone (RUN_SERIAL): it runs eight builds with two jobs each,
-# about 2 minutes on two cores, and would slow the timed tests beside it.
+# The build-type matrix: every common build type with gcc and with clang, warnings as errors
+# (tests/buildtypes/run.sh), a test per cell, in the normal tree only. What a test tree
+# already builds is not built again: gcc Debug is the normal tree itself (it builds the
+# library, examples and benchmarks with -DEDDY_WERROR=ON) and gcc RelWithDebInfo the TSan
+# tree's type (the library and examples, -DEDDY_WERROR=ON), so they have no cell. Every other
+# cell builds the library and the header check; the Release cells also the examples and the
+# benchmarks (the optimiser's warnings in them; the front end's are gcc's in the normal tree
+# and clang's in its Release cell). The gcc Release cell is laid out as Debian packages the
+# library and kept for the install test (buildtypes_debian fixture).
+# A cell is one compiler at one job, a whole core (PROCESSORS, tests/CMakeLists.txt).
 if(NOT EDDY_SANITIZE)
-    add_test(NAME buildtypes.gcc_clang
-        COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/buildtypes/run.sh ${PROJECT_SOURCE_DIR})
-    set_tests_properties(buildtypes.gcc_clang PROPERTIES LABELS buildtypes RUN_SERIAL TRUE
-        TIMEOUT 900 SKIP_RETURN_CODE 77)
+    set(matrix
+        "gcc Release debian" "gcc MinSizeRel library"
+        "clang Debug library" "clang Release all" "clang RelWithDebInfo library"
+        "clang MinSizeRel library")
+    foreach(cell ${matrix})
+        string(REPLACE " " ";" cell "${cell}")
+        list(GET cell 0 cc)
+        list(GET cell 1 type)
+        list(GET cell 2 scope)
+        set(name buildtypes.${cc}_${type})
+        add_test(NAME ${name} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/buildtypes/run.sh
+            ${PROJECT_SOURCE_DIR} ${cc} ${type} ${scope}
+            ${CMAKE_CURRENT_BINARY_DIR}/buildtypes/${cc}-${type})
+        set_tests_properties(${name} PROPERTIES LABELS buildtypes TIMEOUT 900
+            SKIP_RETURN_CODE 77)
+        if(scope STREQUAL "debian")
+            set_tests_properties(${name} PROPERTIES FIXTURES_SETUP buildtypes_debian)
+        endif()
+    endforeach()
 endif()

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# tests/install/run.sh BUILD_DIR SOURCE_DIR: install eddy two ways and build the consumer
-# (tests/install/consumer) against each, shared and static, with find_package(eddy)
+# tests/install/run.sh BUILD_DIR SOURCE_DIR [DEBIAN_DIR]: install eddy two ways and build the
+# consumer (tests/install/consumer) against each, shared and static, with find_package(eddy)
 # (eddy::eddy, eddy::eddy_static) and with pkg-config (eddy, eddy-static):
 #   1. BUILD_DIR into a custom prefix (cmake --install --prefix);
-#   2. a separate build of the library configured as Debian packages it (/usr, with the
-#      multiarch libdir lib/<triplet>), installed with DESTDIR into a staging directory, which
-#      pkg-config and CMake must find where it is (the files are relocatable).
+#   2. a build configured as Debian packages the library (/usr, with the multiarch libdir
+#      lib/<triplet>), installed with DESTDIR into a staging directory, which pkg-config and
+#      CMake must find where it is (the files are relocatable). DEBIAN_DIR is that build when
+#      the build-type matrix made it (its gcc Release cell); without it, one is made here.
 # Every consumer must run, and the static ones must not need libeddy.so; a wrong prefix in
 # eddy.pc or eddyConfig.cmake fails to compile.
 # shellcheck disable=SC2046 # pkg-config's output is meant to be split into words
 set -euo pipefail
 build=$1
 src=$2
+debian=${3:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -81,11 +83,16 @@ check custom "$prefix" "$(dirname "$(dirname "$pc")")"
 
 # 2. /usr with a multiarch libdir, staged with DESTDIR: only the library is built.
 usrlib=lib/${multiarch:-x86_64-linux-gnu}
-cmake -S "$src" -B "$work/usr-build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
-    -DCMAKE_INSTALL_LIBDIR="$usrlib" -DEDDY_BUILD_TESTS=OFF -DEDDY_BUILD_EXAMPLES=OFF \
-    -DEDDY_BUILD_BENCH=OFF >/dev/null
-cmake --build "$work/usr-build" -j 2 --target eddy eddy_static >/dev/null
-DESTDIR=$work/stage cmake --install "$work/usr-build" >/dev/null
+if [[ -z "$debian" || ! -f "$debian/CMakeCache.txt" ]]; then
+    debian=$work/usr-build
+    cmake -S "$src" -B "$debian" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+        -DCMAKE_INSTALL_LIBDIR="$usrlib" -DEDDY_BUILD_TESTS=OFF -DEDDY_BUILD_EXAMPLES=OFF \
+        -DEDDY_BUILD_BENCH=OFF >/dev/null
+    cmake --build "$debian" -j 2 --target eddy eddy_static >/dev/null
+fi
+grep -q "^CMAKE_INSTALL_PREFIX:PATH=/usr$" "$debian/CMakeCache.txt" ||
+    fail "$debian is not configured with the prefix /usr"
+DESTDIR=$work/stage cmake --install "$debian" >/dev/null
 test -f "$work/stage/usr/$usrlib/libeddy.so" || fail "no libeddy.so in /usr/$usrlib"
 check usr "$work/stage/usr" "$work/stage/usr/$usrlib"
 
