@@ -4,6 +4,8 @@
 # -DEDDY_WERROR=ON, in DIR, and build it. It must build without one warning, from the
 # compiler or from CMake. SCOPE says what is built:
 #   library   the library (shared and static) and the public headers' self-containment check
+#   minimal   the library without its optional components (-DEDDY_WITH_TLS=OFF,
+#             -DEDDY_WITH_ZLIB=OFF): libeddy.so must then need neither OpenSSL nor zlib
 #   all       that, the examples and the benchmarks: what a user's plain build compiles but
 #             the tests, which the test trees build
 #   debian    as all, configured as Debian packages the library (prefix /usr, libdir
@@ -31,6 +33,11 @@ case $scope in
         args+=(-DEDDY_BUILD_EXAMPLES=OFF -DEDDY_BUILD_BENCH=OFF)
         targets=(--target eddy eddy_static eddy_header_check)
         ;;
+    minimal)
+        args+=(-DEDDY_BUILD_EXAMPLES=OFF -DEDDY_BUILD_BENCH=OFF -DEDDY_WITH_TLS=OFF
+            -DEDDY_WITH_ZLIB=OFF)
+        targets=(--target eddy eddy_static eddy_header_check)
+        ;;
     all) args+=(-DEDDY_BUILD_EXAMPLES=ON -DEDDY_BUILD_BENCH=ON) ;;
     debian)
         multiarch=$(cc -print-multiarch 2>/dev/null || true)
@@ -38,7 +45,7 @@ case $scope in
             -DCMAKE_INSTALL_LIBDIR="lib/${multiarch:-x86_64-linux-gnu}")
         ;;
     *)
-        echo "buildtypes: SCOPE is library, all or debian, not '$scope'"
+        echo "buildtypes: SCOPE is library, minimal, all or debian, not '$scope'"
         exit 2
         ;;
 esac
@@ -55,6 +62,11 @@ secs=$(($(date +%s) - start))
 if [[ $rc -ne 0 ]] || grep -qiE 'warning[: ]' "$log"; then
     echo "buildtypes: $cc $type ($scope): FAILED (${secs} s); its warnings and errors:"
     grep -iE -A3 'warning|error' "$log" | head -60
+    exit 1
+fi
+if [[ $scope == minimal ]] && readelf -d "$dir/libeddy.so" | grep NEEDED | grep -qE 'libssl|libcrypto|libz\.'; then
+    echo "buildtypes: $cc $type ($scope): libeddy.so needs an optional component:"
+    readelf -d "$dir/libeddy.so" | grep NEEDED
     exit 1
 fi
 echo "buildtypes: $cc $type ($scope): ok, no warnings (${secs} s)"
