@@ -32,6 +32,7 @@
  */
 #include "support/bench_util.h"
 #include "support/hist.h"
+#include "support/loadgen.h"
 #include "support/proc_util.h"
 
 #include <arpa/inet.h>
@@ -39,7 +40,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -61,84 +61,50 @@
 enum { CONN_IDLE, CONN_CONNECTING, CONN_OPEN };
 
 typedef struct conn_s {
-    int fd;
+    bench_stream_t io; /* first: the stream's source finds its connection */
     int state;
     uint64_t base;     /* offset of this stream in the pattern */
-    uint64_t sent;     /* bytes sent */
     uint64_t received; /* bytes received */
-    uint64_t owed;     /* bytes queued, not yet sent */
     uint64_t t_start;  /* churn: when connect() was called */
     uint64_t *stamps;  /* ring of queue times of the messages in flight (depth entries) */
     uint32_t head, count;
-    bool want_out;
 } conn_t;
 
-static const char *host = "127.0.0.1";
-static int port = 8007;
+static bench_lg_opts_t opts = {
+    .host = "127.0.0.1", .port = 8007, .seconds = 2, .warmup = 0.5, .cpu = -1, .pid = -1};
 static int nconns = 64;
 static int depth = 16;
 static int size = 64;
-static double seconds = 2;
-static double warmup = 0.5;
 static bool churn;
 static bool rst;
-static int cpu = -1;
-static long server_pid = -1;
 static int idle_conns; /* --idle N: idle mode */
 
 static uint8_t *pattern; /* PAT_PERIOD + CHUNK bytes: any offset below the period has CHUNK */
 static bench_hist_t hist;
 static uint64_t msgs_done, bytes_done, conns_done;
-static bool measuring;
+static bench_window_t win;
 static int ep;
 static struct sockaddr_in addr;
 static uint64_t next_base;
-
-static void die(const char *what)
-{
-    fprintf(stderr, "bench_echo_loadgen: %s: %s\n", what, strerror(errno));
-    exit(1);
-}
-
-static void fail(const char *what)
-{
-    fprintf(stderr, "bench_echo_loadgen: %s\n", what);
-    exit(1);
-}
+static uint8_t *in;
 
 static void record(uint64_t latency_ns)
 {
-    if (measuring)
+    if (win.measuring)
         bench_hist_add(&hist, latency_ns);
 }
 
-static void set_events(conn_t *c, int idx, unsigned events, int op)
+/* The owed bytes of a connection's stream: its pattern from where it has got to. */
+static const uint8_t *owed_bytes(bench_stream_t *s, size_t *len)
 {
-    struct epoll_event ev = {.events = events, .data.u32 = (uint32_t)idx};
-    if (epoll_ctl(ep, op, c->fd, &ev) != 0)
-        die("epoll_ctl");
+    const conn_t *c = (const conn_t *)s;
+    *len = s->owed < CHUNK ? (size_t)s->owed : CHUNK;
+    return pattern + (s->sent + c->base) % PAT_PERIOD;
 }
 
-/* Send what is owed until done or the socket is full; EPOLLOUT only while something is left. */
 static void flush_conn(conn_t *c, int idx)
 {
-    while (c->owed > 0) {
-        size_t len = c->owed < CHUNK ? (size_t)c->owed : CHUNK;
-        ssize_t w = send(c->fd, pattern + (c->sent + c->base) % PAT_PERIOD, len,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                break;
-            die("send");
-        }
-        c->sent += (uint64_t)w;
-        c->owed -= (uint64_t)w;
-    }
-    bool want = c->owed > 0;
-    if (want != c->want_out) {
-        c->want_out = want;
-        set_events(c, idx, EPOLLIN | (want ? EPOLLOUT : 0u), EPOLL_CTL_MOD);
-    }
+    bench_stream_flush(ep, &c->io, (uint32_t)idx, owed_bytes);
 }
 
 /* Queue n more messages, stamped now. */
@@ -148,7 +114,7 @@ static void queue_msgs(conn_t *c, uint64_t n, uint64_t now)
         c->stamps[(c->head + c->count) % (uint32_t)depth] = now;
         c->count++;
     }
-    c->owed += n * (uint64_t)size;
+    c->io.owed += n * (uint64_t)size;
 }
 
 static void set_nodelay(int fd)
@@ -160,15 +126,15 @@ static void set_nodelay(int fd)
 /* Churn: start a connection in slot idx. */
 static void churn_start(conn_t *c, int idx)
 {
-    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (c->fd < 0)
-        die("socket");
+    c->io.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->io.fd < 0)
+        bench_die("socket");
     if (rst) {
         /* close() sends a reset and leaves no TIME_WAIT behind. */
         struct linger lg = {.l_onoff = 1, .l_linger = 0};
-        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        setsockopt(c->io.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     }
-    set_nodelay(c->fd);
+    set_nodelay(c->io.fd);
     if ((ntohl(addr.sin_addr.s_addr) >> 24) == 127) {
         /* Clients close first and keep TIME_WAIT for a minute: from one source address the
          * 28k ephemeral ports run out within seconds and connect() then spends its time
@@ -176,66 +142,61 @@ static void churn_start(conn_t *c, int idx)
          * loopback, spread the sources over 127.0.1.1-250; the port is picked at connect(). */
         static uint32_t next_src;
         int one = 1;
-        setsockopt(c->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+        setsockopt(c->io.fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
         struct sockaddr_in src = {.sin_family = AF_INET};
         src.sin_addr.s_addr = htonl(0x7f000101u + next_src);
         next_src = (next_src + 1) % 250;
-        if (bind(c->fd, (const struct sockaddr *)&src, sizeof(src)) != 0)
-            die("bind");
+        if (bind(c->io.fd, (const struct sockaddr *)&src, sizeof(src)) != 0)
+            bench_die("bind");
     }
     c->base = next_base;
     next_base = (next_base + 1009) % PAT_PERIOD;
-    c->sent = c->received = c->owed = 0;
+    c->io.sent = c->received = c->io.owed = 0;
     c->head = c->count = 0;
     c->t_start = bench_now_ns();
-    c->want_out = true;
-    int r = connect(c->fd, (const struct sockaddr *)&addr, sizeof(addr));
+    c->io.want_out = true;
+    int r = connect(c->io.fd, (const struct sockaddr *)&addr, sizeof(addr));
     if (r != 0 && errno != EINPROGRESS)
-        die("connect");
+        bench_die("connect");
     c->state = CONN_CONNECTING;
-    set_events(c, idx, EPOLLOUT, EPOLL_CTL_ADD);
+    bench_epoll_set(ep, EPOLL_CTL_ADD, c->io.fd, (uint32_t)idx, EPOLLOUT);
 }
 
 static void churn_connected(conn_t *c, int idx)
 {
     int err = 0;
     socklen_t len = sizeof(err);
-    getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    getsockopt(c->io.fd, SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) {
         errno = err;
-        die("connect");
+        bench_die("connect");
     }
     c->state = CONN_OPEN;
-    c->want_out = true;
-    set_events(c, idx, EPOLLIN | EPOLLOUT, EPOLL_CTL_MOD);
+    c->io.want_out = true;
+    bench_epoll_set(ep, EPOLL_CTL_MOD, c->io.fd, (uint32_t)idx, EPOLLIN | EPOLLOUT);
     queue_msgs(c, (uint64_t)depth, c->t_start);
     flush_conn(c, idx);
 }
 
 /* Reads once (the sockets are level-triggered), checks the bytes, completes messages. */
-static void read_conn(conn_t *c, int idx, uint8_t *in)
+static void read_conn(conn_t *c, int idx)
 {
-    ssize_t r = recv(c->fd, in, CHUNK, MSG_DONTWAIT);
-    if (r <= 0) {
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
-        if (r == 0)
-            fail("the server closed a connection");
-        die("recv");
-    }
-    if (c->received + (uint64_t)r > c->sent)
-        fail("more bytes came back than were sent");
-    if (memcmp(in, pattern + (c->received + c->base) % PAT_PERIOD, (size_t)r) != 0)
-        fail("a wrong byte was echoed");
+    size_t r = bench_stream_recv(c->io.fd, in, CHUNK);
+    if (r == 0)
+        return;
+    if (c->received + (uint64_t)r > c->io.sent)
+        bench_fail("more bytes came back than were sent");
+    if (memcmp(in, pattern + (c->received + c->base) % PAT_PERIOD, r) != 0)
+        bench_fail("a wrong byte was echoed");
     uint64_t before = c->received / (uint64_t)size;
     c->received += (uint64_t)r;
     uint64_t done = c->received / (uint64_t)size - before;
-    if (measuring)
+    if (win.measuring)
         bytes_done += (uint64_t)r;
     if (done == 0)
         return;
     uint64_t now = bench_now_ns();
-    if (measuring)
+    if (win.measuring)
         msgs_done += done;
     if (churn) {
         c->head = (c->head + (uint32_t)done) % (uint32_t)depth;
@@ -243,9 +204,9 @@ static void read_conn(conn_t *c, int idx, uint8_t *in)
         if (c->count > 0)
             return;
         record(now - c->t_start);
-        if (measuring)
+        if (win.measuring)
             conns_done++;
-        close(c->fd); /* also leaves the epoll set */
+        close(c->io.fd); /* also leaves the epoll set */
         churn_start(c, idx);
         return;
     }
@@ -258,6 +219,19 @@ static void read_conn(conn_t *c, int idx, uint8_t *in)
     flush_conn(c, idx);
 }
 
+static void on_event(void *arg, uint32_t idx, uint32_t events)
+{
+    conn_t *c = (conn_t *)arg + idx;
+    if (c->state == CONN_CONNECTING) {
+        churn_connected(c, (int)idx);
+        return;
+    }
+    if (events & EPOLLOUT)
+        flush_conn(c, (int)idx);
+    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+        read_conn(c, (int)idx);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: bench_echo_loadgen [--host A] [--port N] [--conns C] [--depth D] "
@@ -268,97 +242,67 @@ static void usage(FILE *f)
                "[--cpu N]\n");
 }
 
-static void parse_args(int argc, char **argv)
+/* The options of this load generator (bench_lg_parse takes the common ones). */
+static int option(const char *a, const char *v)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--churn") == 0) {
-            churn = true;
-            continue;
-        }
-        if (strcmp(a, "--rst") == 0) {
-            rst = true;
-            continue;
-        }
-        if (strcmp(a, "--help") == 0) {
-            usage(stdout);
-            exit(0);
-        }
-        if (v == NULL) {
-            usage(stderr);
-            exit(2);
-        }
-        i++;
-        if (strcmp(a, "--host") == 0) {
-            host = v;
-        } else if (strcmp(a, "--port") == 0 && atoi(v) > 0 && atoi(v) < 65536) {
-            port = atoi(v);
-        } else if (strcmp(a, "--conns") == 0 && atoi(v) >= 1 && atoi(v) <= MAX_CONNS) {
-            nconns = atoi(v);
-        } else if (strcmp(a, "--depth") == 0 && atoi(v) >= 1 && atoi(v) <= MAX_DEPTH) {
-            depth = atoi(v);
-        } else if (strcmp(a, "--size") == 0 && atoi(v) >= 1 && atoi(v) <= MAX_SIZE) {
-            size = atoi(v);
-        } else if (strcmp(a, "--seconds") == 0 && atof(v) > 0) {
-            seconds = atof(v);
-        } else if (strcmp(a, "--warmup") == 0 && atof(v) >= 0) {
-            warmup = atof(v);
-        } else if (strcmp(a, "--cpu") == 0 && atoi(v) >= 0) {
-            cpu = atoi(v);
-        } else if (strcmp(a, "--pid") == 0 && atol(v) > 0) {
-            server_pid = atol(v);
-        } else if (strcmp(a, "--idle") == 0 && atoi(v) >= 1 && atoi(v) <= MAX_IDLE) {
-            idle_conns = atoi(v);
-        } else {
-            usage(stderr);
-            exit(2);
-        }
+    if (strcmp(a, "--churn") == 0) {
+        churn = true;
+        return BENCH_OPT_FLAG;
     }
+    if (strcmp(a, "--rst") == 0) {
+        rst = true;
+        return BENCH_OPT_FLAG;
+    }
+    static const bench_int_opt_t ints[] = {{"--conns", 1, MAX_CONNS, &nconns},
+                                           {"--depth", 1, MAX_DEPTH, &depth},
+                                           {"--size", 1, MAX_SIZE, &size},
+                                           {"--idle", 1, MAX_IDLE, &idle_conns}};
+    return bench_opt_int(ints, 4, a, v);
 }
 
 /* Sends all of buf on blocking socket fd and reads it back, checking it. */
-static void echo_once(int fd, const uint8_t *buf, uint8_t *in, size_t len)
+static void echo_once(int fd, const uint8_t *buf, size_t len)
 {
     for (size_t off = 0; off < len;) {
         ssize_t w = send(fd, buf + off, len - off, MSG_NOSIGNAL);
         if (w <= 0)
-            die("send");
+            bench_die("send");
         off += (size_t)w;
     }
     for (size_t off = 0; off < len;) {
         ssize_t r = recv(fd, in + off, len - off, 0);
         if (r == 0)
-            fail("the server closed an idle connection");
+            bench_fail("the server closed an idle connection");
         if (r < 0)
-            die("recv");
+            bench_die("recv");
         off += (size_t)r;
     }
     if (memcmp(buf, in, len) != 0)
-        fail("a wrong byte was echoed");
+        bench_fail("a wrong byte was echoed");
 }
 
 /* Idle mode: the server's resident bytes per open, quiet connection. */
-static int run_idle(uint8_t *in)
+static int run_idle(void)
 {
+    long server_pid = opts.pid;
     if (server_pid < 0)
-        fail("--idle needs --pid");
+        bench_fail("--idle needs --pid");
     int *fds = malloc((size_t)idle_conns * sizeof(*fds));
     if (fds == NULL)
-        fail("out of memory");
+        bench_fail("out of memory");
     size_t len = (size_t)size < CHUNK ? (size_t)size : CHUNK;
     long before = bench_proc_status_kb(server_pid, "VmRSS");
     uint64_t t0 = bench_now_ns();
     for (int i = 0; i < idle_conns; i++) {
         fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fds[i] < 0)
-            die("socket (raise ulimit -n)");
+            bench_die("socket (raise ulimit -n)");
         struct linger lg = {.l_onoff = 1, .l_linger = 0};
         setsockopt(fds[i], SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
         if (connect(fds[i], (const struct sockaddr *)&addr, sizeof(addr)) != 0)
-            die("connect");
+            bench_die("connect");
         set_nodelay(fds[i]);
-        echo_once(fds[i], pattern + (size_t)i % PAT_PERIOD, in, len);
+        echo_once(fds[i], pattern + (size_t)i % PAT_PERIOD, len);
     }
     double open_s = (double)(bench_now_ns() - t0) * 1e-9;
     /* Let the server finish whatever it defers (buffer caches, trimming) before reading. */
@@ -367,13 +311,13 @@ static int run_idle(uint8_t *in)
     long after = bench_proc_status_kb(server_pid, "VmRSS");
     /* Every connection still works: one more echo on a few of them. */
     for (int i = 0; i < idle_conns; i += idle_conns / 8 + 1)
-        echo_once(fds[i], pattern, in, len);
+        echo_once(fds[i], pattern, len);
     long hwm = bench_proc_status_kb(server_pid, "VmHWM");
     for (int i = 0; i < idle_conns; i++)
         close(fds[i]);
     free(fds);
     if (before < 0 || after < 0)
-        fail("cannot read the server's /proc/PID/status");
+        bench_fail("cannot read the server's /proc/PID/status");
     printf("{\"loadgen\":\"echo\",\"mode\":\"idle\",\"conns\":%d,\"size\":%d,"
            "\"open_s\":%.3f,\"rss_before_kb\":%ld,\"rss_after_kb\":%ld,"
            "\"bytes_per_conn\":%.1f,\"server_hwm_kb\":%ld}\n",
@@ -384,32 +328,21 @@ static int run_idle(uint8_t *in)
 
 int main(int argc, char **argv)
 {
-    parse_args(argc, argv);
+    bench_lg_name = "bench_echo_loadgen";
+    bench_lg_parse(argc, argv, &opts, option, usage);
     signal(SIGPIPE, SIG_IGN);
-    if (cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        if (sched_setaffinity(0, sizeof(set), &set) != 0)
-            die("sched_setaffinity");
-    }
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
-        fail("--host must be a numeric IPv4 address");
+    bench_lg_pin(opts.cpu);
+    addr = bench_lg_addr(&opts);
 
-    pattern = malloc(PAT_PERIOD + CHUNK);
-    uint8_t *in = malloc(CHUNK);
+    pattern = bench_pattern_new(PAT_PERIOD, CHUNK);
+    in = malloc(CHUNK);
     conn_t *conns = calloc((size_t)nconns, sizeof(*conns));
     uint64_t *stamps = calloc((size_t)nconns * (size_t)depth, sizeof(*stamps));
-    if (pattern == NULL || in == NULL || conns == NULL || stamps == NULL)
-        fail("out of memory");
-    uint64_t seed = 0x9e3779b97f4a7c15ull;
-    for (size_t i = 0; i < PAT_PERIOD + CHUNK; i++)
-        pattern[i] = i < PAT_PERIOD ? (uint8_t)bench_xorshift64s(&seed) : pattern[i - PAT_PERIOD];
+    if (in == NULL || conns == NULL || stamps == NULL)
+        bench_fail("out of memory");
 
     if (idle_conns > 0) {
-        int rc = run_idle(in);
+        int rc = run_idle();
         free(stamps);
         free(conns);
         free(in);
@@ -418,7 +351,7 @@ int main(int argc, char **argv)
     }
     ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
-        die("epoll_create1");
+        bench_die("epoll_create1");
     uint64_t t0 = bench_now_ns();
     for (int i = 0; i < nconns; i++) {
         conn_t *c = &conns[i];
@@ -427,64 +360,29 @@ int main(int argc, char **argv)
             churn_start(c, i);
             continue;
         }
-        c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (c->fd < 0 || connect(c->fd, (const struct sockaddr *)&addr, sizeof(addr)) != 0)
-            die("connect");
-        set_nodelay(c->fd);
-        if (fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK) != 0)
-            die("fcntl");
+        c->io.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (c->io.fd < 0 || connect(c->io.fd, (const struct sockaddr *)&addr, sizeof(addr)) != 0)
+            bench_die("connect");
+        set_nodelay(c->io.fd);
+        if (fcntl(c->io.fd, F_SETFL, fcntl(c->io.fd, F_GETFL) | O_NONBLOCK) != 0)
+            bench_die("fcntl");
         c->state = CONN_OPEN;
         c->base = next_base;
         next_base = (next_base + 1009) % PAT_PERIOD;
-        set_events(c, i, EPOLLIN, EPOLL_CTL_ADD);
+        bench_epoll_set(ep, EPOLL_CTL_ADD, c->io.fd, (uint32_t)i, EPOLLIN);
         queue_msgs(c, (uint64_t)depth, bench_now_ns());
         flush_conn(c, i);
     }
 
-    uint64_t t_measure = t0 + (uint64_t)(warmup * 1e9);
-    uint64_t t_end = 0, t_begin = 0;
-    double cpu_srv0 = -1, cpu_cli0 = 0;
-    struct epoll_event evs[256];
-    for (;;) {
-        uint64_t now = bench_now_ns();
-        if (!measuring && now >= t_measure) {
-            measuring = true;
-            t_begin = now;
-            t_end = now + (uint64_t)(seconds * 1e9);
-            cpu_srv0 = bench_proc_cpu_s(server_pid);
-            cpu_cli0 = bench_process_cpu_s();
-        } else if (measuring && now >= t_end) {
-            break;
-        }
-        int n = epoll_wait(ep, evs, 256, 100);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            die("epoll_wait");
-        }
-        for (int k = 0; k < n; k++) {
-            int idx = (int)evs[k].data.u32;
-            conn_t *c = &conns[idx];
-            if (c->state == CONN_CONNECTING) {
-                churn_connected(c, idx);
-                continue;
-            }
-            if (evs[k].events & EPOLLOUT)
-                flush_conn(c, idx);
-            if (evs[k].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
-                read_conn(c, idx, in);
-        }
-    }
-    uint64_t t_stop = bench_now_ns();
-    double cpu_srv1 = bench_proc_cpu_s(server_pid);
-    double cpu_cli1 = bench_process_cpu_s();
-    long hwm = bench_proc_status_kb(server_pid, "VmHWM");
+    bench_window_init(&win, &opts, t0, bench_proc_cpu_s);
+    bench_lg_run(&win, ep, 100, on_event, NULL, conns);
+    long hwm = bench_proc_status_kb(opts.pid, "VmHWM");
     for (int i = 0; i < nconns; i++)
-        close(conns[i].fd);
+        close(conns[i].io.fd);
     close(ep);
 
-    double secs = (double)(t_stop - t_begin) * 1e-9;
-    double srv = cpu_srv0 >= 0 && cpu_srv1 >= 0 ? cpu_srv1 - cpu_srv0 : -1;
+    double secs = bench_window_seconds(&win);
+    double srv = bench_window_server_cpu_s(&win);
     double msgs = (double)msgs_done;
     printf("{\"loadgen\":\"echo\",\"mode\":\"%s\",\"conns\":%d,\"depth\":%d,\"size\":%d,"
            "\"seconds\":%.3f,\"msgs\":%llu,\"msgs_per_s\":%.0f,\"mb_per_s\":%.2f,"
@@ -495,7 +393,7 @@ int main(int argc, char **argv)
            msgs / secs, (double)bytes_done / secs / 1e6, (double)conns_done / secs,
            bench_hist_quantile(&hist, 0.50) / 1e3, bench_hist_quantile(&hist, 0.99) / 1e3,
            bench_hist_quantile(&hist, 0.999) / 1e3, srv,
-           srv >= 0 && msgs > 0 ? srv * 1e9 / msgs : -1, (cpu_cli1 - cpu_cli0) / secs, hwm);
+           srv >= 0 && msgs > 0 ? srv * 1e9 / msgs : -1, bench_window_client_util(&win), hwm);
     free(stamps);
     free(conns);
     free(in);

@@ -18,58 +18,22 @@
  *
  *   echo_report FILE [--seconds S] [--chart-data FILE]
  */
-#include "support/bench_util.h"
+#include "support/report.h"
 
-#define MAX_CASES 16
-#define MAX_SERVERS 8
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 enum { F_OPS, F_MB, F_P50, F_P99, F_CPU, F_LOAD, F_P999, F_HWM, F_SYS, N_FIELDS };
 
-typedef struct series_s {
-    char name[32];
-    int n;
-    double v[N_FIELDS][BENCH_MAX_ROUNDS];
-} series_t;
+typedef bench_series_t series_t;
+typedef bench_case_t case_t;
 
-typedef struct case_s {
-    char name[32];
-    int conns, depth, size;
-    int nservers;
-    series_t servers[MAX_SERVERS];
-} case_t;
-
-static case_t cases[MAX_CASES];
-static int ncases;
 static double seconds;
-
-static case_t *case_get(const char *name)
-{
-    for (int i = 0; i < ncases; i++) {
-        if (strcmp(cases[i].name, name) == 0)
-            return &cases[i];
-    }
-    if (ncases == MAX_CASES)
-        return NULL;
-    snprintf(cases[ncases].name, sizeof(cases[ncases].name), "%s", name);
-    return &cases[ncases++];
-}
-
-static series_t *series_get(case_t *c, const char *name)
-{
-    for (int i = 0; i < c->nservers; i++) {
-        if (strcmp(c->servers[i].name, name) == 0)
-            return &c->servers[i];
-    }
-    if (c->nservers == MAX_SERVERS)
-        return NULL;
-    series_t *s = &c->servers[c->nservers++];
-    snprintf(s->name, sizeof(s->name), "%s", name);
-    return s;
-}
 
 static bench_stats_t stat_of(const series_t *s, int f)
 {
-    return bench_stats(s->v[f], s->n);
+    return bench_stat(s, f);
 }
 
 /* What the issues ask of an eddy server against one baseline in one case (#7 of eddy on
@@ -132,41 +96,10 @@ static verdict_t judge(const case_t *c, const series_t *eddy, const series_t *b)
     return v;
 }
 
-static const series_t *find_series(const case_t *c, const char *name)
-{
-    for (int i = 0; i < c->nservers; i++) {
-        if (strcmp(c->servers[i].name, name) == 0)
-            return &c->servers[i];
-    }
-    return NULL;
-}
-
-/* A verdict at the end of a table line, then the line's end. */
-static void print_target(const verdict_t *v)
-{
-    if (v->text[0] != '\0')
-        printf("   target %s: %s", v->text, v->met ? "met" : "NOT met");
-    printf("\n");
-}
-
-/* A verdict at the end of a JSON line, then the line's end. */
-static void json_target(const verdict_t *v)
-{
-    if (v->text[0] != '\0')
-        printf(",\"target\":\"%s\",\"target_met\":%s", v->text, v->met ? "true" : "false");
-    printf("}\n");
-}
-
-/* An eddy server, compared with the others: eddy (epoll), eddy_uring (io_uring). */
-static bool is_eddy(const series_t *s)
-{
-    return strncmp(s->name, "eddy", 4) == 0;
-}
-
 static void report_idle(const case_t *c)
 {
-    printf("\ncase idle_rss: %d connections, each echoed one %d B message, then quiet\n",
-           c->conns, c->size);
+    printf("\ncase idle_rss: %d connections, each echoed one %d B message, then quiet\n", c->conns,
+           c->size);
     printf("  %-10s %-30s %s\n", "server", "bytes per connection (min-max)", "RSS after");
     for (int i = 0; i < c->nservers; i++) {
         const series_t *s = &c->servers[i];
@@ -177,7 +110,7 @@ static void report_idle(const case_t *c)
     }
     for (int k = 0; k < c->nservers; k++) {
         const series_t *eddy = &c->servers[k];
-        if (!is_eddy(eddy))
+        if (!bench_is_eddy(eddy))
             continue;
         double e = stat_of(eddy, F_OPS).median;
         for (int i = 0; i < c->nservers; i++) {
@@ -187,7 +120,7 @@ static void report_idle(const case_t *c)
             verdict_t v = judge(c, eddy, b);
             double base = stat_of(b, F_OPS).median;
             printf("  %s / %-10s bytes per connection %.3fx", eddy->name, b->name, e / base);
-            print_target(&v);
+            bench_print_target(v.text, v.met);
         }
         for (int i = 0; i < c->nservers; i++) {
             const series_t *b = &c->servers[i];
@@ -202,10 +135,9 @@ static void report_idle(const case_t *c)
                    "\"ratio\":%.4f,\"rss_kb\":%.0f,\"baseline_rss_kb\":%.0f,\"rounds\":%d,"
                    "\"conns\":%d,\"size\":%d",
                    eddy->name, b->name, es.median, es.min, es.max, bs.median, bs.min, bs.max,
-                   es.median / bs.median, stat_of(eddy, F_HWM).median,
-                   stat_of(b, F_HWM).median, eddy->n < b->n ? eddy->n : b->n, c->conns,
-                   c->size);
-            json_target(&v);
+                   es.median / bs.median, stat_of(eddy, F_HWM).median, stat_of(b, F_HWM).median,
+                   bench_rounds(eddy, b), c->conns, c->size);
+            bench_json_target(v.text, v.met);
         }
     }
 }
@@ -219,12 +151,12 @@ static void report_eddy(const case_t *c, const series_t *eddy)
         if (b == eddy)
             continue;
         verdict_t v = judge(c, eddy, b);
-        printf("  %s / %-10s ops/s %.3fx, CPU per op %.3fx, p99 %.2fx, peak RSS %.3fx",
-               eddy->name, b->name, e_ops.median / stat_of(b, F_OPS).median,
+        printf("  %s / %-10s ops/s %.3fx, CPU per op %.3fx, p99 %.2fx, peak RSS %.3fx", eddy->name,
+               b->name, e_ops.median / stat_of(b, F_OPS).median,
                e_cpu.median / stat_of(b, F_CPU).median,
                stat_of(eddy, F_P99).median / stat_of(b, F_P99).median,
                stat_of(eddy, F_HWM).median / stat_of(b, F_HWM).median);
-        print_target(&v);
+        bench_print_target(v.text, v.met);
     }
     for (int i = 0; i < c->nservers; i++) {
         const series_t *b = &c->servers[i];
@@ -248,13 +180,12 @@ static void report_eddy(const case_t *c, const series_t *eddy)
                c->name, eddy->name, b->name, e_ops.median, e_ops.min, e_ops.max, b_ops.median,
                b_ops.min, b_ops.max, ratio, e_cpu.median, b_cpu.median, cpu_ratio,
                stat_of(eddy, F_MB).median, stat_of(b, F_MB).median, stat_of(eddy, F_P50).median,
-               stat_of(eddy, F_P99).median, stat_of(eddy, F_P999).median,
-               stat_of(b, F_P50).median, stat_of(b, F_P99).median, stat_of(b, F_P999).median,
-               stat_of(eddy, F_HWM).median, stat_of(b, F_HWM).median,
-               stat_of(eddy, F_SYS).median, stat_of(b, F_SYS).median,
-               stat_of(eddy, F_LOAD).median, stat_of(b, F_LOAD).median,
-               eddy->n < b->n ? eddy->n : b->n, seconds, c->conns, c->depth, c->size);
-        json_target(&v);
+               stat_of(eddy, F_P99).median, stat_of(eddy, F_P999).median, stat_of(b, F_P50).median,
+               stat_of(b, F_P99).median, stat_of(b, F_P999).median, stat_of(eddy, F_HWM).median,
+               stat_of(b, F_HWM).median, stat_of(eddy, F_SYS).median, stat_of(b, F_SYS).median,
+               stat_of(eddy, F_LOAD).median, stat_of(b, F_LOAD).median, bench_rounds(eddy, b),
+               seconds, c->conns, c->depth, c->size);
+        bench_json_target(v.text, v.met);
     }
 }
 
@@ -267,9 +198,9 @@ static void report_case(const case_t *c)
     bool churn = strcmp(c->name, "churn") == 0;
     printf("\ncase %s: %d connections x depth %d x %d B%s\n", c->name, c->conns, c->depth, c->size,
            churn ? ", each connection: connect, send, receive, close (ops = connections)" : "");
-    printf("  %-10s %-28s %9s %8s %8s %9s %-24s %8s %9s %s\n", "server",
-           "ops/s median (min - max)", "MB/s", "p50 us", "p99 us", "p99.9 us",
-           "server CPU ns/op (min-max)", "peak RSS", "syscalls", "loadgen CPU");
+    printf("  %-10s %-28s %9s %8s %8s %9s %-24s %8s %9s %s\n", "server", "ops/s median (min - max)",
+           "MB/s", "p50 us", "p99 us", "p99.9 us", "server CPU ns/op (min-max)", "peak RSS",
+           "syscalls", "loadgen CPU");
     for (int i = 0; i < c->nservers; i++) {
         const series_t *s = &c->servers[i];
         bench_stats_t ops = stat_of(s, F_OPS), cpu = stat_of(s, F_CPU);
@@ -284,7 +215,7 @@ static void report_case(const case_t *c)
                stat_of(s, F_LOAD).median);
     }
     for (int i = 0; i < c->nservers; i++) {
-        if (is_eddy(&c->servers[i]))
+        if (bench_is_eddy(&c->servers[i]))
             report_eddy(c, &c->servers[i]);
     }
 }
@@ -297,15 +228,15 @@ static void write_chart_data(const char *path)
         perror(path);
         return;
     }
-    const char *names[MAX_SERVERS];
+    const char *names[BENCH_REPORT_SERVERS];
     int nnames = 0;
-    for (int i = 0; i < ncases; i++) {
-        for (int k = 0; k < cases[i].nservers; k++) {
+    for (int i = 0; i < bench_ncases; i++) {
+        for (int k = 0; k < bench_cases[i].nservers; k++) {
             bool seen = false;
             for (int j = 0; j < nnames; j++)
-                seen = seen || strcmp(names[j], cases[i].servers[k].name) == 0;
-            if (!seen && nnames < MAX_SERVERS)
-                names[nnames++] = cases[i].servers[k].name;
+                seen = seen || strcmp(names[j], bench_cases[i].servers[k].name) == 0;
+            if (!seen && nnames < BENCH_REPORT_SERVERS)
+                names[nnames++] = bench_cases[i].servers[k].name;
         }
     }
     const int fields[2] = {F_OPS, F_CPU};
@@ -314,22 +245,22 @@ static void write_chart_data(const char *path)
         for (int j = 0; j < nnames; j++)
             fprintf(f, " %s", names[j]);
         fprintf(f, "\n");
-        for (int i = 0; i < ncases; i++) {
-            const case_t *c = &cases[i];
+        for (int i = 0; i < bench_ncases; i++) {
+            const case_t *c = &bench_cases[i];
             bool idle = strcmp(c->name, "idle_rss") == 0;
-            const series_t *base = find_series(c, "epoll_raw");
+            const series_t *base = bench_case_find(c, "epoll_raw");
             if (idle != (panel == 2) || (!idle && base == NULL))
                 continue;
             fprintf(f, "%s", c->name);
             for (int j = 0; j < nnames; j++) {
-                const series_t *s = find_series(c, names[j]);
+                const series_t *s = bench_case_find(c, names[j]);
                 if (s == NULL) {
                     fprintf(f, " -");
                 } else if (idle) {
                     fprintf(f, " %.1f", stat_of(s, F_OPS).median);
                 } else {
-                    fprintf(f, " %.4f", stat_of(s, fields[panel]).median /
-                                            stat_of(base, fields[panel]).median);
+                    fprintf(f, " %.4f",
+                            stat_of(s, fields[panel]).median / stat_of(base, fields[panel]).median);
                 }
             }
             fprintf(f, "\n");
@@ -337,6 +268,19 @@ static void write_chart_data(const char *path)
         fprintf(f, "\n\n");
     }
     fclose(f);
+}
+
+/* One round: CASE SERVER ROUND MSGS_PER_S ... (the top of this file). */
+static void read_line(const char *line)
+{
+    char cname[32], sname[32];
+    int round, conns, depth, size;
+    double v[N_FIELDS] = {0};
+    if (sscanf(line, "%31s %31s %d %lf %lf %lf %lf %lf %lf %d %d %d %lf %lf %lf", cname, sname,
+               &round, &v[F_OPS], &v[F_MB], &v[F_P50], &v[F_P99], &v[F_CPU], &v[F_LOAD], &conns,
+               &depth, &size, &v[F_P999], &v[F_HWM], &v[F_SYS]) < 12)
+        return;
+    bench_report_add(cname, sname, v, N_FIELDS, conns, depth, size);
 }
 
 int main(int argc, char **argv)
@@ -356,34 +300,10 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    FILE *f = fopen(argv[1], "r");
-    if (f == NULL) {
-        perror(argv[1]);
+    if (bench_report_read(argv[1], read_line) != 0)
         return 1;
-    }
-    char line[512];
-    while (fgets(line, sizeof(line), f) != NULL) {
-        char cname[32], sname[32];
-        int round, conns, depth, size;
-        double v[N_FIELDS] = {0};
-        if (sscanf(line, "%31s %31s %d %lf %lf %lf %lf %lf %lf %d %d %d %lf %lf %lf", cname,
-                   sname, &round, &v[F_OPS], &v[F_MB], &v[F_P50], &v[F_P99], &v[F_CPU],
-                   &v[F_LOAD], &conns, &depth, &size, &v[F_P999], &v[F_HWM], &v[F_SYS]) < 12)
-            continue;
-        case_t *c = case_get(cname);
-        series_t *s = c != NULL ? series_get(c, sname) : NULL;
-        if (s == NULL || s->n == BENCH_MAX_ROUNDS)
-            continue;
-        c->conns = conns;
-        c->depth = depth;
-        c->size = size;
-        for (int k = 0; k < N_FIELDS; k++)
-            s->v[k][s->n] = v[k];
-        s->n++;
-    }
-    fclose(f);
-    for (int i = 0; i < ncases; i++)
-        report_case(&cases[i]);
+    for (int i = 0; i < bench_ncases; i++)
+        report_case(&bench_cases[i]);
     if (chart != NULL)
         write_chart_data(chart);
     return 0;

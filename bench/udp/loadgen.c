@@ -26,10 +26,12 @@
  */
 #include "support/bench_util.h"
 #include "support/hist.h"
+#include "support/loadgen.h"
 #include "support/proc_util.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <signal.h>
@@ -62,23 +64,20 @@ typedef struct sock_s {
     uint64_t *sent_ns; /* per slot: when it went */
 } sock_t;
 
-static const char *host = "127.0.0.1";
-static int port = 8008;
+static bench_lg_opts_t opts = {
+    .host = "127.0.0.1", .port = 8008, .seconds = 2, .warmup = 0.5, .cpu = -1, .pid = -1};
 static int nsocks = 8;
 static int window = 32;
 static int size = 64;
-static double seconds = 2;
-static double warmup = 0.5;
 static int timeout_ms = 100;
 static bool gso = true;
-static int cpu = -1;
-static long server_pid = -1;
 
 static uint8_t *pattern; /* PAT_PERIOD + MAX_SIZE bytes */
 static bench_hist_t hist;
 static uint64_t done, lost, late, send_fails;
-static bool measuring;
+static bench_window_t win;
 static uint64_t next_seq = 1;
+static uint64_t t_scan; /* when to look for lost datagrams next */
 
 /* Send and receive buffers, shared by the sockets: one socket's batch at a time. */
 static uint8_t txbuf[BATCH * MAX_SIZE];
@@ -87,18 +86,6 @@ static struct iovec txiovs[BATCH];
 static uint8_t rxbuf[BATCH][MAX_SIZE];
 static struct mmsghdr rxmsgs[BATCH];
 static struct iovec rxiovs[BATCH];
-
-static void die(const char *what)
-{
-    fprintf(stderr, "bench_udp_loadgen: %s: %s\n", what, strerror(errno));
-    exit(1);
-}
-
-static void fail(const char *what)
-{
-    fprintf(stderr, "bench_udp_loadgen: %s\n", what);
-    exit(1);
-}
 
 /* The pattern bytes of datagram number seq. */
 static const uint8_t *payload_of(uint64_t seq)
@@ -166,7 +153,7 @@ static void send_queued(sock_t *s, unsigned n)
         } else if (errno == ECONNREFUSED) {
             continue; /* an ICMP error for an earlier datagram (the server gone?): go on */
         } else if (errno != EINTR) {
-            die("sendmmsg");
+            bench_die("sendmmsg");
         }
     }
 }
@@ -191,7 +178,7 @@ static void on_readable(sock_t *socks, uint32_t id)
         if (n <= 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNREFUSED)
                 return;
-            die("recvmmsg");
+            bench_die("recvmmsg");
         }
         uint64_t now = bench_now_ns();
         unsigned q = 0;
@@ -200,19 +187,19 @@ static void on_readable(sock_t *socks, uint32_t id)
             uint32_t sock, slot;
             uint64_t seq;
             if (rxmsgs[i].msg_len != (unsigned)size)
-                fail("an echo of the wrong length came back");
+                bench_fail("an echo of the wrong length came back");
             memcpy(&sock, p, 4);
             memcpy(&slot, p + 4, 4);
             memcpy(&seq, p + 8, 8);
             if (sock != id || slot >= (uint32_t)window)
-                fail("an echo came back on the wrong socket or names no slot");
+                bench_fail("an echo came back on the wrong socket or names no slot");
             if (memcmp(p + HDR_SIZE, payload_of(seq), (size_t)size - HDR_SIZE) != 0)
-                fail("a wrong byte was echoed");
+                bench_fail("a wrong byte was echoed");
             if (seq != s->seq[slot]) {
-                late += measuring; /* counted lost already, its slot reused */
+                late += win.measuring; /* counted lost already, its slot reused */
                 continue;
             }
-            if (measuring) {
+            if (win.measuring) {
                 done++;
                 bench_hist_add(&hist, now - s->sent_ns[slot]);
             }
@@ -235,7 +222,7 @@ static void scan_lost(sock_t *socks, uint64_t now)
         for (int slot = 0; slot < window; slot++) {
             if (now - s->sent_ns[slot] <= limit)
                 continue;
-            lost += measuring;
+            lost += win.measuring;
             renew(s, (uint32_t)id, (uint32_t)slot, q++, now);
             if (q == BATCH) {
                 send_queued(s, q);
@@ -255,68 +242,47 @@ static void usage(FILE *f)
                "[--no-gso] [--cpu N] [--pid P]\n");
 }
 
-static void parse_args(int argc, char **argv)
+/* The options of this load generator (bench_lg_parse takes the common ones). */
+static int option(const char *a, const char *v)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--no-gso") == 0) {
-            gso = false;
-            continue;
-        }
-        if (strcmp(a, "--help") == 0) {
-            usage(stdout);
-            exit(0);
-        }
-        if (v == NULL) {
-            usage(stderr);
-            exit(2);
-        }
-        i++;
-        if (strcmp(a, "--host") == 0) {
-            host = v;
-        } else if (strcmp(a, "--port") == 0 && atoi(v) > 0 && atoi(v) < 65536) {
-            port = atoi(v);
-        } else if (strcmp(a, "--sockets") == 0 && atoi(v) >= 1 && atoi(v) <= MAX_SOCKS) {
-            nsocks = atoi(v);
-        } else if (strcmp(a, "--window") == 0 && atoi(v) >= 1 && atoi(v) <= MAX_WINDOW) {
-            window = atoi(v);
-        } else if (strcmp(a, "--size") == 0 && atoi(v) >= HDR_SIZE && atoi(v) <= MAX_SIZE) {
-            size = atoi(v);
-        } else if (strcmp(a, "--seconds") == 0 && atof(v) > 0) {
-            seconds = atof(v);
-        } else if (strcmp(a, "--warmup") == 0 && atof(v) >= 0) {
-            warmup = atof(v);
-        } else if (strcmp(a, "--timeout-ms") == 0 && atoi(v) >= 1) {
-            timeout_ms = atoi(v);
-        } else if (strcmp(a, "--cpu") == 0 && atoi(v) >= 0) {
-            cpu = atoi(v);
-        } else if (strcmp(a, "--pid") == 0 && atol(v) > 0) {
-            server_pid = atol(v);
-        } else {
-            usage(stderr);
-            exit(2);
-        }
+    if (strcmp(a, "--no-gso") == 0) {
+        gso = false;
+        return BENCH_OPT_FLAG;
+    }
+    static const bench_int_opt_t ints[] = {{"--sockets", 1, MAX_SOCKS, &nsocks},
+                                           {"--window", 1, MAX_WINDOW, &window},
+                                           {"--size", HDR_SIZE, MAX_SIZE, &size},
+                                           {"--timeout-ms", 1, INT_MAX, &timeout_ms}};
+    return bench_opt_int(ints, 4, a, v);
+}
+
+static void on_event(void *arg, uint32_t idx, uint32_t events)
+{
+    on_readable(arg, idx);
+}
+
+/* Looks for lost datagrams every SCAN_NS. */
+static void on_tick(void *arg, uint64_t now)
+{
+    if (now >= t_scan) {
+        scan_lost(arg, now);
+        t_scan = now + SCAN_NS;
     }
 }
 
 int main(int argc, char **argv)
 {
-    parse_args(argc, argv);
+    bench_lg_name = "bench_udp_loadgen";
+    bench_lg_parse(argc, argv, &opts, option, usage);
     signal(SIGPIPE, SIG_IGN);
-    bench_thread_pin(cpu);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
-        fail("--host must be a numeric IPv4 address");
+    bench_lg_pin(opts.cpu);
+    struct sockaddr_in addr = bench_lg_addr(&opts);
 
-    pattern = malloc(PAT_PERIOD + MAX_SIZE);
+    pattern = bench_pattern_new(PAT_PERIOD, MAX_SIZE);
     sock_t *socks = calloc((size_t)nsocks, sizeof(*socks));
     uint64_t *slots = calloc((size_t)nsocks * (size_t)window * 2, sizeof(*slots));
-    if (pattern == NULL || socks == NULL || slots == NULL)
-        fail("out of memory");
-    uint64_t seed = 0x9e3779b97f4a7c15ull;
-    for (size_t i = 0; i < PAT_PERIOD + MAX_SIZE; i++)
-        pattern[i] = i < PAT_PERIOD ? (uint8_t)bench_xorshift64s(&seed) : pattern[i - PAT_PERIOD];
+    if (socks == NULL || slots == NULL)
+        bench_fail("out of memory");
     for (int i = 0; i < BATCH; i++) {
         rxiovs[i] = (struct iovec){.iov_base = rxbuf[i], .iov_len = MAX_SIZE};
         rxmsgs[i].msg_hdr = (struct msghdr){.msg_iov = &rxiovs[i], .msg_iovlen = 1};
@@ -324,7 +290,7 @@ int main(int argc, char **argv)
 
     int ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
-        die("epoll_create1");
+        bench_die("epoll_create1");
     uint64_t t0 = bench_now_ns();
     for (int id = 0; id < nsocks; id++) {
         sock_t *s = &socks[id];
@@ -332,10 +298,8 @@ int main(int argc, char **argv)
         s->sent_ns = s->seq + window;
         s->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (s->fd < 0 || connect(s->fd, (const struct sockaddr *)&addr, sizeof(addr)) != 0)
-            die("socket");
-        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)id};
-        if (epoll_ctl(ep, EPOLL_CTL_ADD, s->fd, &ev) != 0)
-            die("epoll_ctl");
+            bench_die("socket");
+        bench_epoll_set(ep, EPOLL_CTL_ADD, s->fd, (uint32_t)id, EPOLLIN);
         unsigned q = 0;
         for (int slot = 0; slot < window; slot++) {
             renew(s, (uint32_t)id, (uint32_t)slot, q++, t0);
@@ -348,44 +312,16 @@ int main(int argc, char **argv)
             send_queued(s, q);
     }
 
-    uint64_t t_measure = t0 + (uint64_t)(warmup * 1e9);
-    uint64_t t_end = 0, t_begin = 0, t_scan = t0 + SCAN_NS;
-    double cpu_srv0 = -1, cpu_cli0 = 0;
-    struct epoll_event evs[256];
-    for (;;) {
-        uint64_t now = bench_now_ns();
-        if (!measuring && now >= t_measure) {
-            measuring = true;
-            t_begin = now;
-            t_end = now + (uint64_t)(seconds * 1e9);
-            cpu_srv0 = bench_proc_cpu_s(server_pid);
-            cpu_cli0 = bench_process_cpu_s();
-        } else if (measuring && now >= t_end) {
-            break;
-        }
-        if (now >= t_scan) {
-            scan_lost(socks, now);
-            t_scan = now + SCAN_NS;
-        }
-        int n = epoll_wait(ep, evs, 256, 10);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            die("epoll_wait");
-        }
-        for (int k = 0; k < n; k++)
-            on_readable(socks, evs[k].data.u32);
-    }
-    uint64_t t_stop = bench_now_ns();
-    double cpu_srv1 = bench_proc_cpu_s(server_pid);
-    double cpu_cli1 = bench_process_cpu_s();
-    long hwm = bench_proc_status_kb(server_pid, "VmHWM");
+    t_scan = t0 + SCAN_NS;
+    bench_window_init(&win, &opts, t0, bench_proc_cpu_s);
+    bench_lg_run(&win, ep, 10, on_event, on_tick, socks);
+    long hwm = bench_proc_status_kb(opts.pid, "VmHWM");
     for (int id = 0; id < nsocks; id++)
         close(socks[id].fd);
     close(ep);
 
-    double secs = (double)(t_stop - t_begin) * 1e-9;
-    double srv = cpu_srv0 >= 0 && cpu_srv1 >= 0 ? cpu_srv1 - cpu_srv0 : -1;
+    double secs = bench_window_seconds(&win);
+    double srv = bench_window_server_cpu_s(&win);
     printf("{\"loadgen\":\"udp\",\"sockets\":%d,\"window\":%d,\"size\":%d,\"gso\":%s,"
            "\"seconds\":%.3f,\"pkts\":%llu,\"pkts_per_s\":%.0f,\"mb_per_s\":%.2f,\"lost\":%llu,"
            "\"late\":%llu,\"send_fails\":%llu,\"p50_us\":%.2f,\"p99_us\":%.2f,"
@@ -396,7 +332,8 @@ int main(int argc, char **argv)
            (unsigned long long)late, (unsigned long long)send_fails,
            bench_hist_quantile(&hist, 0.50) / 1e3, bench_hist_quantile(&hist, 0.99) / 1e3,
            bench_hist_quantile(&hist, 0.999) / 1e3, srv,
-           srv >= 0 && done > 0 ? srv * 1e9 / (double)done : -1, (cpu_cli1 - cpu_cli0) / secs, hwm);
+           srv >= 0 && done > 0 ? srv * 1e9 / (double)done : -1, bench_window_client_util(&win),
+           hwm);
     free(slots);
     free(socks);
     free(pattern);

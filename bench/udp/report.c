@@ -17,69 +17,25 @@
  *   udp_report FILE [--seconds S]
  *   udp_report --costs NAME CPU_A CPU_B     the machine's costs (bench/support/machine_costs.h)
  */
-#include "support/bench_util.h"
-#include "support/machine_costs.h"
+#include "support/report.h"
 
-#define MAX_CASES 8
-#define MAX_SERVERS 4
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #define TARGET_PKTS_PER_CPU 0.9 /* eddy / raw packets per server CPU-second */
 
 enum { F_OPS, F_CPU, F_P50, F_P99, F_LOST, F_LATE, F_LOAD, F_HWM, F_SYS, N_FIELDS };
 
-typedef struct series_s {
-    char name[32];
-    int n;
-    double v[N_FIELDS][BENCH_MAX_ROUNDS];
-} series_t;
+/* A case's load: sockets in conns (idle: channels), window in depth. */
+typedef bench_series_t series_t;
+typedef bench_case_t case_t;
 
-typedef struct case_s {
-    char name[32];
-    int sockets, window, size; /* idle: channels in sockets */
-    int nservers;
-    series_t servers[MAX_SERVERS];
-} case_t;
-
-static case_t cases[MAX_CASES];
-static int ncases;
 static double seconds;
-
-static case_t *case_get(const char *name)
-{
-    for (int i = 0; i < ncases; i++) {
-        if (strcmp(cases[i].name, name) == 0)
-            return &cases[i];
-    }
-    if (ncases == MAX_CASES)
-        return NULL;
-    snprintf(cases[ncases].name, sizeof(cases[ncases].name), "%s", name);
-    return &cases[ncases++];
-}
-
-static series_t *series_get(case_t *c, const char *name)
-{
-    for (int i = 0; i < c->nservers; i++) {
-        if (strcmp(c->servers[i].name, name) == 0)
-            return &c->servers[i];
-    }
-    if (c->nservers == MAX_SERVERS)
-        return NULL;
-    series_t *s = &c->servers[c->nservers++];
-    snprintf(s->name, sizeof(s->name), "%s", name);
-    return s;
-}
-
-static const series_t *find_series(const case_t *c, const char *name)
-{
-    for (int i = 0; i < c->nservers; i++) {
-        if (strcmp(c->servers[i].name, name) == 0)
-            return &c->servers[i];
-    }
-    return NULL;
-}
 
 static bench_stats_t stat_of(const series_t *s, int f)
 {
-    return bench_stats(s->v[f], s->n);
+    return bench_stat(s, f);
 }
 
 static void report_idle(const case_t *c)
@@ -87,7 +43,7 @@ static void report_idle(const case_t *c)
     printf("\ncase idle: %d more UDP sockets bound to 127.0.0.1 port 0 beside the echo socket "
            "(raw: a socket in epoll with its state; eddy: a datagram channel with the echo "
            "handler), resident memory after 1 s\n",
-           c->sockets);
+           c->conns);
     printf("  %-6s %-34s %-22s %s\n", "server", "bytes per channel median (min-max)",
            "RSS with 1 channel", "RSS after");
     for (int i = 0; i < c->nservers; i++) {
@@ -99,7 +55,7 @@ static void report_idle(const case_t *c)
         printf("  %-6s %-34s %-22s %.2f MB\n", s->name, range, one,
                stat_of(s, F_P50).median / 1024);
     }
-    const series_t *eddy = find_series(c, "eddy"), *raw = find_series(c, "raw");
+    const series_t *eddy = bench_case_find(c, "eddy"), *raw = bench_case_find(c, "raw");
     if (eddy != NULL && raw != NULL) {
         printf("  eddy / raw: bytes per channel %.2fx, RSS with 1 channel %.2fx\n",
                stat_of(eddy, F_OPS).median / stat_of(raw, F_OPS).median,
@@ -116,7 +72,7 @@ static void report_idle(const case_t *c)
                "\"bytes_per_channel_max\":%.1f,\"rss_one_channel_kb\":%.0f,\"channels\":%d,"
                "\"rounds\":%d",
                s->name, b != NULL ? b->name : "", es.median, es.min, es.max,
-               stat_of(s, F_CPU).median, c->sockets, s->n);
+               stat_of(s, F_CPU).median, c->conns, s->n);
         if (b != NULL) {
             printf(",\"baseline_bytes_per_channel\":%.1f,\"baseline_rss_one_channel_kb\":%.0f,"
                    "\"ratio\":%.4f",
@@ -156,7 +112,7 @@ static void json_echo(const case_t *c, const series_t *s, const series_t *b)
                per_cpu, TARGET_PKTS_PER_CPU, per_cpu >= TARGET_PKTS_PER_CPU ? "true" : "false");
     }
     printf(",\"rounds\":%d,\"seconds\":%.2f,\"sockets\":%d,\"window\":%d,\"size\":%d}\n",
-           b != NULL && b->n < s->n ? b->n : s->n, seconds, c->sockets, c->window, c->size);
+           b != NULL ? bench_rounds(s, b) : s->n, seconds, c->conns, c->depth, c->size);
 }
 
 static void report_case(const case_t *c)
@@ -165,7 +121,7 @@ static void report_case(const case_t *c)
         report_idle(c);
         return;
     }
-    printf("\ncase %s: %d sockets x window %d x %d B datagrams\n", c->name, c->sockets, c->window,
+    printf("\ncase %s: %d sockets x window %d x %d B datagrams\n", c->name, c->conns, c->depth,
            c->size);
     printf("  %-10s %-30s %-28s %9s %8s %8s %9s %8s %9s %s\n", "server",
            "pkts/s median (min - max)", "server CPU ns/pkt (min-max)", "syscalls", "p50 us",
@@ -214,12 +170,30 @@ static void report_case(const case_t *c)
     }
 }
 
+/* One round: an echo case's line or an idle one (the top of this file). */
+static void read_line(const char *line)
+{
+    char cname[32], sname[32];
+    int round, sockets = 0, window = 0, size = 0;
+    double v[N_FIELDS] = {0};
+    if (strncmp(line, "idle ", 5) == 0) {
+        /* bytes per channel, RSS before (in F_CPU), RSS after (in F_P50), channels */
+        if (sscanf(line, "%31s %31s %d %lf %lf %lf %d", cname, sname, &round, &v[F_OPS], &v[F_CPU],
+                   &v[F_P50], &sockets) < 7)
+            return;
+    } else if (sscanf(line, "%31s %31s %d %lf %lf %lf %lf %lf %lf %lf %lf %d %d %d %lf", cname,
+                      sname, &round, &v[F_OPS], &v[F_CPU], &v[F_P50], &v[F_P99], &v[F_LOST],
+                      &v[F_LATE], &v[F_LOAD], &v[F_HWM], &sockets, &window, &size,
+                      &v[F_SYS]) < 14) {
+        return;
+    }
+    bench_report_add(cname, sname, v, N_FIELDS, sockets, window, size);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc == 5 && strcmp(argv[1], "--costs") == 0) {
-        bench_machine_costs_print(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (bench_report_costs(argc, argv))
         return 0;
-    }
     if (argc < 2) {
         fprintf(stderr, "usage: udp_report FILE [--seconds S] | --costs NAME CPU_A CPU_B\n");
         return 2;
@@ -232,43 +206,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    FILE *f = fopen(argv[1], "r");
-    if (f == NULL) {
-        perror(argv[1]);
+    if (bench_report_read(argv[1], read_line) != 0)
         return 1;
-    }
-    char line[512];
-    while (fgets(line, sizeof(line), f) != NULL) {
-        char cname[32], sname[32];
-        int round, sockets = 0, window = 0, size = 0;
-        double v[N_FIELDS] = {0};
-        int got;
-        if (strncmp(line, "idle ", 5) == 0) {
-            /* bytes per channel, RSS before (in F_CPU), RSS after (in F_P50), channels */
-            got = sscanf(line, "%31s %31s %d %lf %lf %lf %d", cname, sname, &round, &v[F_OPS],
-                         &v[F_CPU], &v[F_P50], &sockets);
-            if (got < 7)
-                continue;
-        } else {
-            got = sscanf(line, "%31s %31s %d %lf %lf %lf %lf %lf %lf %lf %lf %d %d %d %lf", cname,
-                         sname, &round, &v[F_OPS], &v[F_CPU], &v[F_P50], &v[F_P99], &v[F_LOST],
-                         &v[F_LATE], &v[F_LOAD], &v[F_HWM], &sockets, &window, &size, &v[F_SYS]);
-            if (got < 14)
-                continue;
-        }
-        case_t *c = case_get(cname);
-        series_t *s = c != NULL ? series_get(c, sname) : NULL;
-        if (s == NULL || s->n == BENCH_MAX_ROUNDS)
-            continue;
-        c->sockets = sockets;
-        c->window = window;
-        c->size = size;
-        for (int k = 0; k < N_FIELDS; k++)
-            s->v[k][s->n] = v[k];
-        s->n++;
-    }
-    fclose(f);
-    for (int i = 0; i < ncases; i++)
-        report_case(&cases[i]);
+    for (int i = 0; i < bench_ncases; i++)
+        report_case(&bench_cases[i]);
     return 0;
 }

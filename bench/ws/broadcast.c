@@ -10,7 +10,7 @@
  * broadcast's number and the rest a fixed pattern; a connection that misses a broadcast, or
  * gets a wrong one, fails the run (after --timeout seconds for a missing one).
  *
- * With --pid P: the server's CPU time (the sum of /proc/P/task/ * /schedstat, ws_client.h)
+ * With --pid P: the server's CPU time (the sum of /proc/P/task/ * /schedstat, proc_util.h)
  * over the measured broadcasts, per broadcast and per delivery; its VmRSS before and after
  * them (growth per broadcast: a server that keeps a copy per member shows it) and VmHWM.
  *
@@ -25,7 +25,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <math.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
 
@@ -41,16 +40,13 @@ typedef struct conn_s {
     uint64_t got;   /* broadcasts received */
 } conn_t;
 
-static const char *host = "127.0.0.1";
-static int port = 8008;
+static bench_lg_opts_t opts = {.host = "127.0.0.1", .port = 8008, .cpu = -1, .pid = -1};
 static int nconns = 1000;
 static int size = 64;
 static int count = 100;
 static int warmup = 20;
 static double gap_ms = 5;
 static double timeout_s = 10;
-static int cpu = -1;
-static long server_pid = -1;
 
 static uint8_t *pattern; /* size bytes: the payload after the number */
 static uint64_t current; /* the broadcast under way */
@@ -61,11 +57,11 @@ static void on_bytes(void *arg, uint64_t off, const uint8_t *p, size_t n)
 {
     conn_t *c = arg;
     if (off + n > (uint64_t)size)
-        wsc_fail("a message longer than the one sent came");
+        bench_fail("a message longer than the one sent came");
     for (; n > 0 && off < 8; n--, off++, p++)
         c->seq[off] = *p;
     if (n > 0 && memcmp(p, pattern + off, n) != 0)
-        wsc_fail("a wrong byte was delivered");
+        bench_fail("a wrong byte was delivered");
 }
 
 static void on_frame(void *arg, uint8_t opcode, uint64_t len)
@@ -75,12 +71,12 @@ static void on_frame(void *arg, uint8_t opcode, uint64_t len)
     for (int i = 0; i < 8; i++)
         seq = seq << 8 | c->seq[i];
     if (opcode != 0x2 || len != (uint64_t)size)
-        wsc_fail("a delivery is not the binary message sent");
+        bench_fail("a delivery is not the binary message sent");
     if (seq != current || c->got != current)
-        wsc_fail("a connection missed a broadcast or got one twice");
+        bench_fail("a connection missed a broadcast or got one twice");
     c->got++;
     if (arrived++ == 0)
-        t_first = wsc_now_ns();
+        t_first = bench_now_ns();
 }
 
 static void usage(FILE *f)
@@ -90,45 +86,29 @@ static void usage(FILE *f)
                "                    [--gap-ms G] [--timeout T] [--cpu N] [--pid P]\n");
 }
 
-static void parse_args(int argc, char **argv)
+/* The options of this client (bench_lg_parse takes --host, --port, --cpu and --pid). */
+static int option(const char *a, const char *v)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--help") == 0) {
-            usage(stdout);
-            exit(0);
-        }
-        if (v == NULL) {
-            usage(stderr);
-            exit(2);
-        }
-        i++;
-        if (strcmp(a, "--host") == 0) {
-            host = v;
-        } else if (strcmp(a, "--port") == 0 && atoi(v) > 0 && atoi(v) < 65536) {
-            port = atoi(v);
-        } else if (strcmp(a, "--conns") == 0 && atoi(v) >= 1 && atoi(v) <= MAX_CONNS) {
-            nconns = atoi(v);
-        } else if (strcmp(a, "--size") == 0 && atoi(v) >= 8 && atoi(v) <= MAX_SIZE) {
-            size = atoi(v);
-        } else if (strcmp(a, "--count") == 0 && atoi(v) >= 1 && atoi(v) <= MAX_COUNT) {
-            count = atoi(v);
-        } else if (strcmp(a, "--warmup") == 0 && atoi(v) >= 0 && atoi(v) <= MAX_COUNT) {
-            warmup = atoi(v);
-        } else if (strcmp(a, "--gap-ms") == 0 && atof(v) >= 0) {
-            gap_ms = atof(v);
-        } else if (strcmp(a, "--timeout") == 0 && atof(v) > 0) {
-            timeout_s = atof(v);
-        } else if (strcmp(a, "--cpu") == 0 && atoi(v) >= 0) {
-            cpu = atoi(v);
-        } else if (strcmp(a, "--pid") == 0 && atol(v) > 0) {
-            server_pid = atol(v);
-        } else {
-            usage(stderr);
-            exit(2);
-        }
+    if (strcmp(a, "--seconds") == 0)
+        return BENCH_OPT_BAD; /* broadcasts are counted, not timed */
+    if (v == NULL)
+        return BENCH_OPT_NONE;
+    static const bench_int_opt_t ints[] = {{"--conns", 1, MAX_CONNS, &nconns},
+                                           {"--size", 8, MAX_SIZE, &size},
+                                           {"--count", 1, MAX_COUNT, &count},
+                                           {"--warmup", 0, MAX_COUNT, &warmup}};
+    if (bench_opt_int(ints, 4, a, v) == BENCH_OPT_VALUE)
+        return BENCH_OPT_VALUE;
+    if (strcmp(a, "--warmup") == 0)
+        return BENCH_OPT_BAD; /* a count here, not the common option's seconds */
+    if (strcmp(a, "--gap-ms") == 0 && atof(v) >= 0) {
+        gap_ms = atof(v);
+    } else if (strcmp(a, "--timeout") == 0 && atof(v) > 0) {
+        timeout_s = atof(v);
+    } else {
+        return BENCH_OPT_NONE;
     }
+    return BENCH_OPT_VALUE;
 }
 
 /* Reads what the ready connections hold, for up to wait_ms (0: only what is there now). */
@@ -137,18 +117,14 @@ static void pump(int ep, conn_t *conns, uint8_t *in, int wait_ms)
     struct epoll_event evs[256];
     int n = epoll_wait(ep, evs, 256, wait_ms);
     if (n < 0 && errno != EINTR)
-        wsc_die("epoll_wait");
+        bench_die("epoll_wait");
     for (int k = 0; k < n; k++) {
         conn_t *c = &conns[evs[k].data.u32];
         for (;;) {
-            ssize_t r = recv(c->fd, in, RECV_BUF, MSG_DONTWAIT);
-            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                break;
+            size_t r = bench_stream_recv(c->fd, in, RECV_BUF);
             if (r == 0)
-                wsc_fail("the server closed a connection");
-            if (r < 0)
-                wsc_die("recv");
-            wsc_feed(&c->ps, in, (size_t)r, on_bytes, on_frame, c);
+                break;
+            wsc_feed(&c->ps, in, r, on_bytes, on_frame, c);
             if (r < RECV_BUF)
                 break;
         }
@@ -171,11 +147,11 @@ static uint64_t broadcast(int ep, conn_t *conns, uint8_t *in, uint8_t *frame, ui
     int fd = conns[seq % (uint64_t)nconns].fd;
     current = seq;
     arrived = 0;
-    uint64_t t0 = wsc_now_ns(), deadline = t0 + (uint64_t)(timeout_s * 1e9);
+    uint64_t t0 = bench_now_ns(), deadline = t0 + (uint64_t)(timeout_s * 1e9);
     while (off < len) {
         ssize_t w = send(fd, frame + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-            wsc_die("send");
+            bench_die("send");
         if (w > 0)
             off += (size_t)w;
         else
@@ -183,13 +159,13 @@ static uint64_t broadcast(int ep, conn_t *conns, uint8_t *in, uint8_t *frame, ui
     }
     while (arrived < nconns) {
         pump(ep, conns, in, 10);
-        if (wsc_now_ns() > deadline) {
+        if (bench_now_ns() > deadline) {
             fprintf(stderr, "ws_broadcast: broadcast %llu reached %d of %d connections in %.1f s\n",
                     (unsigned long long)seq, arrived, nconns, timeout_s);
             exit(1);
         }
     }
-    uint64_t t1 = wsc_now_ns();
+    uint64_t t1 = bench_now_ns();
     *first_ns = t_first - t0;
     return t1 - t0;
 }
@@ -209,49 +185,31 @@ static double quantile_us(const uint64_t *v, int n, double q)
 
 int main(int argc, char **argv)
 {
-    wsc_name = "ws_broadcast";
-    parse_args(argc, argv);
+    bench_lg_name = "ws_broadcast";
+    bench_lg_parse(argc, argv, &opts, option, usage);
     signal(SIGPIPE, SIG_IGN);
-    if (cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        if (sched_setaffinity(0, sizeof(set), &set) != 0)
-            wsc_die("sched_setaffinity");
-    }
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
-        wsc_fail("--host must be a numeric IPv4 address");
-    pattern = malloc((size_t)size);
+    bench_lg_pin(opts.cpu);
+    struct sockaddr_in addr = bench_lg_addr(&opts);
+    pattern = bench_pattern_new((size_t)size, 0);
     uint8_t *frame = malloc((size_t)size + 14), *in = malloc(RECV_BUF);
     conn_t *conns = calloc((size_t)nconns, sizeof(*conns));
     uint64_t *times = calloc((size_t)count, sizeof(*times));
     uint64_t *firsts = calloc((size_t)count, sizeof(*firsts));
-    if (pattern == NULL || frame == NULL || in == NULL || conns == NULL || times == NULL ||
-        firsts == NULL)
-        wsc_fail("out of memory");
-    uint64_t seed = 0x9e3779b97f4a7c15ull;
-    for (int i = 0; i < size; i++) {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        pattern[i] = (uint8_t)(seed >> 32);
-    }
+    if (frame == NULL || in == NULL || conns == NULL || times == NULL || firsts == NULL)
+        bench_fail("out of memory");
     wsc_frame(frame, pattern, (size_t)size, 0x5bd1e995u);
 
     int ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
-        wsc_die("epoll_create1");
-    uint64_t t_open = wsc_now_ns();
+        bench_die("epoll_create1");
+    uint64_t t_open = bench_now_ns();
     for (int i = 0; i < nconns; i++) {
         conns[i].fd = wsc_open(&addr, 0x2545f4914f6cdd1dull + (uint64_t)i * 7919, true);
         if (fcntl(conns[i].fd, F_SETFL, fcntl(conns[i].fd, F_GETFL) | O_NONBLOCK) != 0)
-            wsc_die("fcntl");
-        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
-        if (epoll_ctl(ep, EPOLL_CTL_ADD, conns[i].fd, &ev) != 0)
-            wsc_die("epoll_ctl");
+            bench_die("fcntl");
+        bench_epoll_set(ep, EPOLL_CTL_ADD, conns[i].fd, (uint32_t)i, EPOLLIN);
     }
-    double open_s = (double)(wsc_now_ns() - t_open) * 1e-9;
+    double open_s = (double)(bench_now_ns() - t_open) * 1e-9;
     /* A server may join a connection to its group just after its 101 left (Netty does, when
      * the write completes): let the last ones in before the first broadcast. */
     struct timespec settle = {.tv_nsec = 100 * 1000000};
@@ -264,15 +222,15 @@ int main(int argc, char **argv)
         broadcast(ep, conns, in, frame, seq, &first);
         nanosleep(&gap, NULL);
     }
-    long rss0 = wsc_proc_status_kb(server_pid, "VmRSS");
-    double cpu0 = wsc_proc_cpu_s(server_pid);
+    long rss0 = bench_proc_status_kb(opts.pid, "VmRSS");
+    double cpu0 = bench_proc_sched_cpu_s(opts.pid);
     for (int i = 0; i < count; i++, seq++) {
         times[i] = broadcast(ep, conns, in, frame, seq, &firsts[i]);
         nanosleep(&gap, NULL);
     }
-    double cpu1 = wsc_proc_cpu_s(server_pid);
-    long rss1 = wsc_proc_status_kb(server_pid, "VmRSS");
-    long hwm = wsc_proc_status_kb(server_pid, "VmHWM");
+    double cpu1 = bench_proc_sched_cpu_s(opts.pid);
+    long rss1 = bench_proc_status_kb(opts.pid, "VmRSS");
+    long hwm = bench_proc_status_kb(opts.pid, "VmHWM");
     for (int i = 0; i < nconns; i++)
         close(conns[i].fd);
     close(ep);

@@ -16,82 +16,27 @@
  *   ws_report FILE
  *   ws_report --costs NAME CPU_A CPU_B     the machine's costs (bench/support/machine_costs.h)
  */
-#include "support/bench_util.h"
-#include "support/machine_costs.h"
+#include "support/report.h"
 
-#define MAX_CASES 8
-#define MAX_SERVERS 6
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 enum { F_A, F_B, F_C, F_D, F_E, F_F, F_G, N_FIELDS }; /* the numbers after ROUND, in order */
 
-typedef struct series_s {
-    char name[32];
-    int n;
-    double v[N_FIELDS][BENCH_MAX_ROUNDS];
-} series_t;
-
-typedef struct case_s {
-    char kind[8]; /* echo, bcast */
-    int size, conns, depth;
-    int nservers;
-    series_t servers[MAX_SERVERS];
-} case_t;
-
-static case_t cases[MAX_CASES];
-static int ncases;
-
-static case_t *case_get(const char *kind, int size)
-{
-    for (int i = 0; i < ncases; i++) {
-        if (strcmp(cases[i].kind, kind) == 0 && cases[i].size == size)
-            return &cases[i];
-    }
-    if (ncases == MAX_CASES)
-        return NULL;
-    snprintf(cases[ncases].kind, sizeof(cases[ncases].kind), "%s", kind);
-    cases[ncases].size = size;
-    return &cases[ncases++];
-}
-
-static series_t *series_get(case_t *c, const char *name)
-{
-    for (int i = 0; i < c->nservers; i++) {
-        if (strcmp(c->servers[i].name, name) == 0)
-            return &c->servers[i];
-    }
-    if (c->nservers == MAX_SERVERS)
-        return NULL;
-    series_t *s = &c->servers[c->nservers++];
-    snprintf(s->name, sizeof(s->name), "%s", name);
-    return s;
-}
+/* A case is named by its kind and size ("echo 64", "bcast 16384"); its load: conns, depth
+ * (echo: the window; broadcast: the broadcasts a round) and size. */
+typedef bench_series_t series_t;
+typedef bench_case_t case_t;
 
 static bench_stats_t st(const series_t *s, int f)
 {
-    return bench_stats(s->v[f], s->n);
+    return bench_stat(s, f);
 }
 
-static const series_t *find(const case_t *c, const char *name)
-{
-    for (int i = 0; i < c->nservers; i++) {
-        if (strcmp(c->servers[i].name, name) == 0)
-            return &c->servers[i];
-    }
-    return NULL;
-}
-
-static bool is_eddy(const series_t *s)
-{
-    return strncmp(s->name, "eddy", 4) == 0;
-}
-
-/* "median (min - max)" of field f, scaled, with the given precision. */
 static const char *range(char *buf, size_t n, const series_t *s, int f, double scale, int prec)
 {
-    bench_stats_t b = st(s, f);
-    snprintf(buf, n, "%.*f (%.*f - %.*f)", prec, b.median * scale, prec, b.min * scale, prec,
-             b.max * scale);
-    return buf;
+    return bench_range(buf, n, s, f, scale, prec);
 }
 
 static void report_echo(const case_t *c)
@@ -108,10 +53,10 @@ static void report_echo(const case_t *c)
                1e3 / st(s, F_B).median, st(s, F_C).median / 1024, st(s, F_D).median / 1024,
                st(s, F_E).median);
     }
-    const series_t *b = find(c, "netty");
+    const series_t *b = bench_case_find(c, "netty");
     for (int i = 0; b != NULL && i < c->nservers; i++) {
         const series_t *e = &c->servers[i];
-        if (!is_eddy(e))
+        if (!bench_is_eddy(e))
             continue;
         double ops = st(e, F_A).median / st(b, F_A).median;
         double per_cpu = st(b, F_B).median / st(e, F_B).median;
@@ -136,7 +81,7 @@ static void report_echo(const case_t *c)
                st(b, F_A).median, st(b, F_A).min, st(b, F_A).max, ops, st(e, F_B).median,
                st(e, F_B).min, st(e, F_B).max, st(b, F_B).median, st(b, F_B).min, st(b, F_B).max,
                per_cpu, st(e, F_C).median, st(e, F_D).median, st(b, F_C).median, st(b, F_D).median,
-               rss, e->n < b->n ? e->n : b->n, c->conns, c->depth, c->size,
+               rss, bench_rounds(e, b), c->conns, c->depth, c->size,
                met_cpu && met_rss ? "true" : "false");
     }
 }
@@ -163,10 +108,10 @@ static void report_bcast(const case_t *c)
                st(s, F_C).median, range(r3, sizeof(r3), s, F_D, 1, 0), copied,
                st(s, F_E).median / 1024);
     }
-    const series_t *b = find(c, "netty");
+    const series_t *b = bench_case_find(c, "netty");
     for (int i = 0; b != NULL && i < c->nservers; i++) {
         const series_t *e = &c->servers[i];
-        if (!is_eddy(e))
+        if (!bench_is_eddy(e))
             continue;
         double p50 = st(e, F_A).median / st(b, F_A).median;
         double p99 = st(e, F_B).median / st(b, F_B).median;
@@ -187,59 +132,44 @@ static void report_bcast(const case_t *c)
                st(e, F_B).median, st(b, F_A).median, st(b, F_A).min, st(b, F_A).max,
                st(b, F_B).median, p50, p99, st(e, F_D).median, st(b, F_D).median, cpu,
                st(e, F_F).median, st(e, F_G).median, st(b, F_G).median, st(e, F_E).median,
-               st(b, F_E).median, e->n < b->n ? e->n : b->n, c->conns, c->depth, c->size);
+               st(b, F_E).median, bench_rounds(e, b), c->conns, c->depth, c->size);
     }
+}
+
+/* One round: an echo line or a bcast one (the top of this file). */
+static void read_line(const char *line)
+{
+    char kind[8], sname[32], cname[32];
+    int size, round;
+    double v[N_FIELDS] = {0}, conns = 0, depth = 0;
+    if (strncmp(line, "echo ", 5) == 0) {
+        if (sscanf(line, "%7s %d %31s %d %lf %lf %lf %lf %lf %lf %lf", kind, &size, sname, &round,
+                   &v[F_A], &v[F_B], &v[F_C], &v[F_D], &v[F_E], &conns, &depth) != 11)
+            return;
+    } else if (sscanf(line, "%7s %d %31s %d %lf %lf %lf %lf %lf %lf %lf %lf %lf", kind, &size,
+                      sname, &round, &v[F_A], &v[F_B], &v[F_C], &v[F_D], &v[F_E], &v[F_F], &conns,
+                      &depth, &v[F_G]) != 13) {
+        return;
+    }
+    snprintf(cname, sizeof(cname), "%s %d", kind, size);
+    bench_report_add(cname, sname, v, N_FIELDS, (int)conns, (int)depth, size);
 }
 
 int main(int argc, char **argv)
 {
-    if (argc == 5 && strcmp(argv[1], "--costs") == 0) {
-        bench_machine_costs_print(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (bench_report_costs(argc, argv))
         return 0;
-    }
     if (argc != 2) {
         fprintf(stderr, "usage: ws_report FILE | ws_report --costs NAME CPU_A CPU_B\n");
         return 2;
     }
-    FILE *f = fopen(argv[1], "r");
-    if (f == NULL) {
-        perror(argv[1]);
+    if (bench_report_read(argv[1], read_line) != 0)
         return 1;
-    }
-    char line[512];
-    while (fgets(line, sizeof(line), f) != NULL) {
-        char kind[8], sname[32];
-        int size, round;
-        double v[N_FIELDS] = {0}, conns = 0, depth = 0;
-        int got;
-        if (strncmp(line, "echo ", 5) == 0) {
-            got = sscanf(line, "%7s %d %31s %d %lf %lf %lf %lf %lf %lf %lf", kind, &size, sname,
-                         &round, &v[F_A], &v[F_B], &v[F_C], &v[F_D], &v[F_E], &conns, &depth);
-            if (got != 11)
-                continue;
-        } else {
-            got = sscanf(line, "%7s %d %31s %d %lf %lf %lf %lf %lf %lf %lf %lf %lf", kind, &size,
-                         sname, &round, &v[F_A], &v[F_B], &v[F_C], &v[F_D], &v[F_E], &v[F_F],
-                         &conns, &depth, &v[F_G]);
-            if (got != 13)
-                continue;
-        }
-        case_t *c = case_get(kind, size);
-        series_t *s = c != NULL ? series_get(c, sname) : NULL;
-        if (s == NULL || s->n == BENCH_MAX_ROUNDS)
-            continue;
-        c->conns = (int)conns;
-        c->depth = (int)depth;
-        for (int k = 0; k < N_FIELDS; k++)
-            s->v[k][s->n] = v[k];
-        s->n++;
-    }
-    fclose(f);
-    for (int i = 0; i < ncases; i++) {
-        if (strcmp(cases[i].kind, "echo") == 0)
-            report_echo(&cases[i]);
+    for (int i = 0; i < bench_ncases; i++) {
+        if (strncmp(bench_cases[i].name, "echo ", 5) == 0)
+            report_echo(&bench_cases[i]);
         else
-            report_bcast(&cases[i]);
+            report_bcast(&bench_cases[i]);
     }
     return 0;
 }

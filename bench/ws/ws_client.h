@@ -2,13 +2,12 @@
  * What the clients of bench/ws share (bench_ws_loadgen, ws_broadcast): the opening handshake
  * on a blocking socket, checked (101, Upgrade, Sec-WebSocket-Accept from OpenSSL's SHA-1,
  * independent of the servers'), masked client frames, a parser of the servers' unmasked
- * frames, and the server's CPU time and memory from /proc. No eddy code: the same client
- * measures eddy and Netty.
+ * frames; the rest (options, the measured window, /proc) is bench/support's. No eddy code: the
+ * same client measures eddy and Netty.
  */
 #ifndef EDDY_BENCH_WS_CLIENT_H
 #define EDDY_BENCH_WS_CLIENT_H
 
-#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -24,103 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *wsc_name = "ws client"; /* for messages; each program sets its own */
-
-static void wsc_die(const char *what)
-{
-    fprintf(stderr, "%s: %s: %s\n", wsc_name, what, strerror(errno));
-    exit(1);
-}
-
-static void wsc_fail(const char *what)
-{
-    fprintf(stderr, "%s: %s\n", wsc_name, what);
-    exit(1);
-}
-
-static inline uint64_t wsc_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* utime + stime of process pid in seconds (all its threads; clock ticks, 10 ms), or -1. */
-static inline double wsc_proc_stat_cpu_s(long pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* The command name may hold spaces and parentheses: fields count from the last ')'. */
-    const char *p = strrchr(buf, ')');
-    unsigned long long utime = 0, stime = 0;
-    if (p == NULL || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
-                            &stime) != 2)
-        return -1;
-    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
-}
-
-/*
- * The CPU time of process pid in seconds, or -1: the sum over its threads of the first field
- * of /proc/PID/task/TID/schedstat (time on a CPU, in ns), which a window of a second or two
- * needs (utime + stime come in 10 ms ticks: 13 ticks for a busy second of a loaded machine's
- * echo server, +-8%). Threads that end inside the window are not counted (the servers' do
- * not). Falls back to /proc/PID/stat without schedstats.
- */
-static inline double wsc_proc_cpu_s(long pid)
-{
-    if (pid < 0)
-        return -1;
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%ld/task", pid);
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return -1;
-    unsigned long long sum = 0;
-    bool ok = true;
-    for (struct dirent *e = readdir(d); e != NULL && ok; e = readdir(d)) {
-        if (e->d_name[0] == '.')
-            continue;
-        char sp[300];
-        snprintf(sp, sizeof(sp), "/proc/%ld/task/%s/schedstat", pid, e->d_name);
-        FILE *f = fopen(sp, "r");
-        if (f == NULL)
-            continue; /* the thread ended meanwhile */
-        unsigned long long ns = 0;
-        ok = fscanf(f, "%llu", &ns) == 1;
-        fclose(f);
-        sum += ns;
-    }
-    closedir(d);
-    return ok ? (double)sum * 1e-9 : wsc_proc_stat_cpu_s(pid);
-}
-
-/* A "Key:   N kB" line of /proc/PID/status, in KiB, or -1. */
-static inline long wsc_proc_status_kb(long pid, const char *key)
-{
-    if (pid < 0)
-        return -1;
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%ld/status", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    long kb = -1;
-    size_t klen = strlen(key);
-    while (fgets(line, sizeof(line), f) != NULL) {
-        if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
-            kb = atol(line + klen + 1);
-            break;
-        }
-    }
-    fclose(f);
-    return kb;
-}
+#include "support/loadgen.h"
+#include "support/proc_util.h"
 
 /* The value of header name in the response head (NUL-terminated), trimmed, into out. */
 static inline bool wsc_header(const char *head, const char *name, char *out, size_t cap)
@@ -155,13 +59,13 @@ static inline int wsc_open(const struct sockaddr_in *addr, uint64_t seed, bool r
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        wsc_die("socket (raise ulimit -n)");
+        bench_die("socket (raise ulimit -n)");
     if (rst) {
         struct linger lg = {.l_onoff = 1, .l_linger = 0};
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     }
     if (connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) != 0)
-        wsc_die("connect");
+        bench_die("connect");
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     uint8_t raw[16];
@@ -179,27 +83,27 @@ static inline int wsc_open(const struct sockaddr_in *addr, uint64_t seed, bool r
                      "Sec-WebSocket-Version: 13\r\n\r\n",
                      ntohs(addr->sin_port), key);
     if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
-        wsc_die("send (upgrade)");
+        bench_die("send (upgrade)");
     char head[2048];
     size_t got = 0;
     for (;;) {
         if (got == sizeof(head) - 1)
-            wsc_fail("the upgrade answer is too long");
+            bench_fail("the upgrade answer is too long");
         ssize_t r = recv(fd, head + got, sizeof(head) - 1 - got, MSG_PEEK);
         if (r <= 0)
-            wsc_fail("the server closed the connection during the upgrade");
+            bench_fail("the server closed the connection during the upgrade");
         head[got + (size_t)r] = '\0';
         char *end = strstr(head, "\r\n\r\n");
         size_t take = end != NULL ? (size_t)(end + 4 - head) - got : (size_t)r;
         if (recv(fd, head + got, take, 0) != (ssize_t)take)
-            wsc_die("recv (upgrade)");
+            bench_die("recv (upgrade)");
         got += take;
         head[got] = '\0';
         if (end != NULL)
             break;
     }
     if (strncmp(head, "HTTP/1.1 101", 12) != 0) {
-        fprintf(stderr, "%s: the upgrade was answered with: %.*s\n", wsc_name,
+        fprintf(stderr, "%s: the upgrade was answered with: %.*s\n", bench_lg_name,
                 (int)strcspn(head, "\r"), head);
         exit(1);
     }
@@ -209,9 +113,9 @@ static inline int wsc_open(const struct sockaddr_in *addr, uint64_t seed, bool r
     SHA1(cat, (size_t)clen, digest);
     EVP_EncodeBlock((unsigned char *)want, digest, SHA_DIGEST_LENGTH);
     if (!wsc_header(head, "Sec-WebSocket-Accept", val, sizeof(val)) || strcmp(val, want) != 0)
-        wsc_fail("the 101 has a wrong or no Sec-WebSocket-Accept");
+        bench_fail("the 101 has a wrong or no Sec-WebSocket-Accept");
     if (!wsc_header(head, "Upgrade", val, sizeof(val)) || strcasecmp(val, "websocket") != 0)
-        wsc_fail("the 101 has no Upgrade: websocket");
+        bench_fail("the 101 has no Upgrade: websocket");
     return fd;
 }
 
@@ -270,7 +174,7 @@ static inline void wsc_feed(wsc_parser_t *ps, const uint8_t *p, size_t n,
             if (ps->hlen < need)
                 continue;
             if ((ps->hdr[0] & 0x80) == 0 || (ps->hdr[1] & 0x80) != 0)
-                wsc_fail("the server sent a fragment or a masked frame");
+                bench_fail("the server sent a fragment or a masked frame");
             uint64_t len = len7;
             if (len7 == 126)
                 len = (uint64_t)ps->hdr[2] << 8 | ps->hdr[3];
