@@ -63,11 +63,9 @@ while [[ $# -gt 0 ]]; do
     shift 2
 done
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
-# --port 0: a base port of this run's own (the tests run the drivers while other runs may hold
-# the default ports).
-if [[ $port == 0 ]]; then
-    port=$((10000 + ($$ * 37) % 20000)) # below the ephemeral range (32768 and up)
-fi
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # run_port, field, rounds_loop...
+port=$(run_port "$port")
 
 bin=$build_dir/bench/echo
 loadgen=$bin/bench_echo_loadgen
@@ -78,9 +76,6 @@ for exe in "$loadgen" "$bin/echo_report"; do
     fi
 done
 
-# shellcheck source=bench/support/proc.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks, stop_server, cleanup
-
 tmp=$(mktemp -d)
 server_pid=
 trap cleanup EXIT
@@ -88,21 +83,8 @@ trap cleanup EXIT
 # Netty's jars (Debian libnetty-java) and the JDK; compiled once into $tmp/java.
 netty_cp=
 if [[ ,$servers, == *,netty_nio,* ]]; then
-    jars=/usr/share/java
-    for j in netty-buffer netty-common netty-transport netty-resolver; do
-        if [[ -r $jars/$j.jar ]]; then
-            netty_cp+=$jars/$j.jar:
-        else
-            netty_cp=
-            break
-        fi
-    done
-    if [[ -n $netty_cp ]] && command -v javac >/dev/null &&
-        javac -d "$tmp/java" -cp "$netty_cp" "$root/bench/echo/java/NettyEchoServer.java"; then
-        netty_cp+=$tmp/java
-    else
-        netty_cp=
-    fi
+    netty_classpath "$root/bench/echo/java/NettyEchoServer.java" netty-buffer netty-common \
+        netty-transport netty-resolver
 fi
 
 # The servers that were built, in the order asked.
@@ -131,8 +113,8 @@ for s in ${servers//,/ }; do
     fi
 done
 # 10,000 idle connections need as many descriptors on each side.
-if [[ ,$cases, == *,idle_rss,* ]] && (($(ulimit -n) < idle_conns + 100)); then
-    ulimit -n $((idle_conns + 100)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+if [[ ,$cases, == *,idle_rss,* ]]; then
+    raise_nofile $((idle_conns + 100))
 fi
 : >"$tmp/rounds.txt"
 
@@ -148,11 +130,6 @@ case_args() {
     esac
 }
 
-# the number after "key": in a JSON line
-field() {
-    sed -E "s/.*\"$2\":([^,}]*).*/\\1/" <<<"$1"
-}
-
 # Starts server $1 on port $2, pinned; sets server_pid once it listens.
 start_server() {
     local log=$tmp/server.log
@@ -163,128 +140,89 @@ start_server() {
     if [[ $1 == netty_nio ]]; then
         cmd=(java -cp "$netty_cp" NettyEchoServer)
     fi
-    if ((pin)); then
-        EDDY_POLLER=${poller_of[$1]:-} taskset -c "$cpu" "${cmd[@]}" --port "$2" --cpu "$cpu" \
-            >"$log" 2>&1 &
-    else
-        EDDY_POLLER=${poller_of[$1]:-} "${cmd[@]}" --port "$2" >"$log" 2>&1 &
-    fi
+    EDDY_POLLER=${poller_of[$1]:-} "${pin_server[@]}" "${cmd[@]}" --port "$2" \
+        "${server_cpu[@]}" >"$log" 2>&1 &
     server_pid=$!
-    for _ in $(seq 600); do # up to 30 s: a JVM on a loaded machine starts slowly
-        if grep -q 'listening on' "$log"; then
-            return 0
-        fi
-        if ! kill -0 "$server_pid" 2>/dev/null; then
-            break
-        fi
-        sleep 0.05
-    done
+    # up to 30 s: a JVM on a loaded machine starts slowly
+    if wait_for_log "$log" 'listening on' 600; then
+        return 0
+    fi
     echo "bench/echo/run.sh: $1 did not start:" >&2
     cat "$log" >&2
     exit 1
 }
 
-pin_client= pin_args= where="servers on CPU $cpu, load generator on CPU $client_cpu"
+# Pinned, servers and the load generator are told their CPU too.
+pin_setup "load generator"
+server_cpu=() client_cpu_args=()
 if ((pin)); then
-    pin_client="taskset -c $client_cpu"
-    pin_args="--cpu $client_cpu"
-else
-    where="nothing pinned"
+    server_cpu=(--cpu "$cpu")
+    client_cpu_args=(--cpu "$client_cpu")
 fi
+# System calls per message, when perf can count them here.
+syscalls_probe
 
-# System calls per message: perf counts the server's over the measured window, when it can
-# count that tracepoint here (root, or perf_event_paranoid low enough); 0 otherwise.
-count_syscalls=0
-if command -v perf >/dev/null &&
-    perf stat -x, -e raw_syscalls:sys_enter -- true >/dev/null 2>&1; then
-    count_syscalls=1
-fi
-# Starts counting server $server_pid's system calls after $1 s, for $2 s, into $tmp/perf.txt.
-syscalls_start() {
-    : >"$tmp/perf.txt"
-    if ((count_syscalls)); then
-        (sleep "$1" && perf stat -x, -e raw_syscalls:sys_enter -p "$server_pid" \
-            -o "$tmp/perf.txt" -- sleep "$2" >/dev/null 2>&1) &
-        perf_pid=$!
-    fi
-}
-# Waits for the count (in this shell: a subshell cannot wait for it).
-syscalls_wait() {
-    if [[ -n ${perf_pid:-} ]]; then
-        wait "$perf_pid" 2>/dev/null || true
-        perf_pid=
-    fi
-}
-# The count per op of the window: $1 ops/s, $2 s.
-syscalls_per_op() {
-    awk -F, -v ops="$1" -v s="$2" 'BEGIN { n = 0 }
-        /raw_syscalls/ && ops > 0 { n = $1 / (ops * s) } END { printf "%.4f", n }' \
-        "$tmp/perf.txt"
-}
-
-model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "bench echo: echo servers on one thread each (eddy: one loop for accept and I/O;" \
     "netty_nio: one NioEventLoop, JVM pinned with the server)"
-echo "cpu: $model; $where;" \
-    "load average $(cut -d' ' -f1 /proc/loadavg) at start"
+echo "cpu: $(cpu_model); $where; load average $(load_average) at start"
 echo "${rounds} rounds x ${seconds} s (after ${warmup} s warm-up), servers alternating:" \
     "${subjects[*]}"
 echo "ops: messages (churn: connections) per second; loadgen CPU: the load generator's share of" \
     "its CPU (near 1.00, it set the rate: compare server CPU per op)"
 
-n=0
+# One round of server $3 in case $1 (round $2), appended to $tmp/rounds.txt.
+run_round() {
+    local c=$1 r=$2 s=$3 args w sys ops
+    args=$(case_args "$c")
+    # A fresh port each time: nothing lingers from the last server.
+    p=$((port + n % 500))
+    n=$((n + 1))
+    start_server "$s" "$p"
+    w=$warmup
+    if [[ $s == netty_nio ]]; then
+        w=$java_warmup
+    fi
+    if [[ $c != idle_rss ]]; then
+        syscalls_start "$w" "$seconds"
+    fi
+    # shellcheck disable=SC2086 # args holds several words on purpose
+    client_line "bench/echo/run.sh: the load generator failed against $s ($c)" "$loadgen" \
+        --port "$p" "${client_cpu_args[@]}" --pid "$server_pid" --seconds "$seconds" \
+        --warmup "$w" $args
+    sys=0
+    syscalls_wait
+    if [[ $c != idle_rss ]]; then
+        ops=$(field "$line" msgs_per_s)
+        [[ $c != churn ]] || ops=$(field "$line" conns_per_s)
+        sys=$(syscalls_per_op "$ops" "$seconds") # before the server stops
+    fi
+    stop_server
+    if [[ $c == idle_rss ]]; then
+        # ops: resident bytes per idle connection; the last field the RSS after.
+        echo "$c $s $r $(field "$line" bytes_per_conn) 0 0 0 0 0" \
+            "$(field "$line" conns) 0 $(field "$line" size) 0" \
+            "$(field "$line" rss_after_kb)" >>"$tmp/rounds.txt"
+        return 0
+    fi
+    ops=$(field "$line" msgs_per_s)
+    if [[ $c == churn ]]; then
+        ops=$(field "$line" conns_per_s)
+    fi
+    echo "$c $s $r $ops $(field "$line" mb_per_s) $(field "$line" p50_us)" \
+        "$(field "$line" p99_us) $(field "$line" cpu_ns_per_msg)" \
+        "$(field "$line" client_cpu_util) $(field "$line" conns)" \
+        "$(field "$line" depth) $(field "$line" size)" \
+        "$(field "$line" p999_us) $(field "$line" server_hwm_kb) $sys" >>"$tmp/rounds.txt"
+}
+
 for c in ${cases//,/ }; do
-    args=$(case_args "$c") || {
+    case_args "$c" >/dev/null || {
         echo "bench/echo/run.sh: unknown case $c" >&2
         exit 2
     }
-    for ((r = 0; r < rounds; r++)); do
-        for s in "${subjects[@]}"; do
-            # A fresh port each time: nothing lingers from the last server.
-            p=$((port + n % 500))
-            n=$((n + 1))
-            start_server "$s" "$p"
-            w=$warmup
-            if [[ $s == netty_nio ]]; then
-                w=$java_warmup
-            fi
-            if [[ $c != idle_rss ]]; then
-                syscalls_start "$w" "$seconds"
-            fi
-            # shellcheck disable=SC2086 # args and pin_client hold several words on purpose
-            if ! line=$($pin_client "$loadgen" --port "$p" $pin_args --pid "$server_pid" \
-                --seconds "$seconds" --warmup "$w" $args); then
-                echo "bench/echo/run.sh: the load generator failed against $s ($c)" >&2
-                cat "$tmp/server.log" >&2
-                exit 1
-            fi
-            sys=0
-            syscalls_wait
-            if [[ $c != idle_rss ]]; then
-                ops=$(field "$line" msgs_per_s)
-                [[ $c != churn ]] || ops=$(field "$line" conns_per_s)
-                sys=$(syscalls_per_op "$ops" "$seconds") # before the server stops
-            fi
-            stop_server
-            if [[ $c == idle_rss ]]; then
-                # ops: resident bytes per idle connection; the last field the RSS after.
-                echo "$c $s $r $(field "$line" bytes_per_conn) 0 0 0 0 0" \
-                    "$(field "$line" conns) 0 $(field "$line" size) 0" \
-                    "$(field "$line" rss_after_kb)" >>"$tmp/rounds.txt"
-                continue
-            fi
-            ops=$(field "$line" msgs_per_s)
-            if [[ $c == churn ]]; then
-                ops=$(field "$line" conns_per_s)
-            fi
-            echo "$c $s $r $ops $(field "$line" mb_per_s) $(field "$line" p50_us)" \
-                "$(field "$line" p99_us) $(field "$line" cpu_ns_per_msg)" \
-                "$(field "$line" client_cpu_util) $(field "$line" conns)" \
-                "$(field "$line" depth) $(field "$line" size)" \
-                "$(field "$line" p999_us) $(field "$line" server_hwm_kb) $sys" >>"$tmp/rounds.txt"
-        done
-    done
 done
+n=0
+rounds_loop "$cases" run_round
 "$bin/echo_report" "$tmp/rounds.txt" --seconds "$seconds" --chart-data "$tmp/chart.dat"
 if command -v gnuplot >/dev/null && [[ -s $tmp/chart.dat ]]; then
     panels=2
@@ -298,4 +236,4 @@ if command -v gnuplot >/dev/null && [[ -s $tmp/chart.dat ]]; then
 else
     echo "chart: not drawn (gnuplot: bash scripts/deps.sh --bench)"
 fi
-echo "load average $(cut -d' ' -f1 /proc/loadavg) at the end"
+echo "load average $(load_average) at the end"

@@ -60,7 +60,7 @@ for tool in wrk curl; do
 done
 
 # shellcheck source=bench/support/proc.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks, stop_server, cleanup
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # pin_setup, netty_classpath...
 # shellcheck source=bench/support/http.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../support/http.sh" # nginx_conf, start_http_server
 
@@ -72,21 +72,8 @@ trap cleanup EXIT
 # Netty's jars (Debian libnetty-java) and the JDK; compiled once into $tmp/java.
 netty_cp=
 if [[ ,$servers, == *,netty_http,* ]]; then
-    for j in netty-buffer netty-common netty-transport netty-resolver netty-codec \
-        netty-codec-http; do
-        if [[ -r /usr/share/java/$j.jar ]]; then
-            netty_cp+=/usr/share/java/$j.jar:
-        else
-            netty_cp=
-            break
-        fi
-    done
-    if [[ -n $netty_cp ]] && command -v javac >/dev/null &&
-        javac -d "$tmp/java" -cp "$netty_cp" "$root/bench/http/java/NettyHttpServer.java"; then
-        netty_cp+=$tmp/java
-    else
-        netty_cp=
-    fi
+    netty_classpath "$root/bench/http/java/NettyHttpServer.java" netty-buffer netty-common \
+        netty-transport netty-resolver netty-codec netty-codec-http
 fi
 
 subjects=()
@@ -129,13 +116,7 @@ for s in ${servers//,/ }; do
     esac
 done
 
-pin_server=() pin_client=() where="servers on CPU $cpu, wrk on CPU $client_cpu"
-if ((pin)); then
-    pin_server=(taskset -c "$cpu")
-    pin_client=(taskset -c "$client_cpu")
-else
-    where="nothing pinned"
-fi
+pin_setup wrk
 
 # Starts server $1 on port $2, pinned; sets server_pid once it answers GET /.
 start_server() {
@@ -160,10 +141,9 @@ to_ms() {
         printf "%.3f", n }'
 }
 
-model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "bench http: GET / \"Hello, World!\" keep-alive, wrk -t1 -c$conns -d${seconds}s, one server" \
     "thread each (eddy: one loop for accept and I/O; nginx: one worker, no master)"
-echo "cpu: $model; $where; load average $(cut -d' ' -f1 /proc/loadavg) at start"
+echo "cpu: $(cpu_model); $where; load average $(load_average) at start"
 echo "$rounds rounds, servers alternating: ${subjects[*]} (warm-up ${warmup} s," \
     "Netty ${java_warmup} s)"
 
@@ -248,4 +228,4 @@ END {
         printf "\"cpu_ratio\":%.3f,\"rounds\":%d}\n", mc["eddy_uring"] / mc["eddy"], rounds
     }
 }' "$tmp/rounds.txt"
-echo "load average $(cut -d' ' -f1 /proc/loadavg) at the end"
+echo "load average $(load_average) at the end"

@@ -75,7 +75,7 @@ for tool in wrk curl; do
     fi
 done
 # shellcheck source=bench/support/proc.sh
-source "$here/../support/proc.sh" # hz, cpu_ticks, stop_server, cleanup
+source "$here/../support/proc.sh" # cpu_ticks, pin_setup, cpu_model...
 # shellcheck source=bench/support/http.sh
 source "$here/../support/http.sh" # nginx_bin, nginx_conf, start_http_server
 
@@ -114,13 +114,7 @@ if [[ ! -x $client ]]; then
     clients=(wrk)
 fi
 
-pin_server=() pin_client=() where="servers on CPU $cpu, clients on CPU $client_cpu"
-if ((pin)); then
-    pin_server=(taskset -c "$cpu")
-    pin_client=(taskset -c "$client_cpu")
-else
-    where="nothing pinned"
-fi
+pin_setup clients
 
 # Starts server $1 on port $2, pinned; sets server_pid once it answers GET /.
 start_server() {
@@ -162,10 +156,9 @@ field() {
         grep -o "\"$1\":[0-9.eE+-]*" | cut -d: -f2 || true
 }
 
-model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "bench http_client: GET / \"Hello, World!\" keep-alive, $conns connections, depths $depths," \
     "${seconds} s a run after ${warmup} s of warm-up; one client thread, one server thread"
-echo "cpu: $model; $where; load average $(cut -d' ' -f1 /proc/loadavg) at start"
+echo "cpu: $(cpu_model); $where; load average $(load_average) at start"
 echo "$rounds rounds; servers: ${subjects[*]}; clients: ${clients[*]}" \
     "(eddy-http-client: $client)"
 
@@ -250,4 +243,4 @@ END {
         printf "\"req_per_cpu_s_ratio\":%.3f,\"seconds\":%d,\"rounds\":%d}\n", r, seconds, rounds
     }
 }' "$tmp/rounds.txt"
-echo "load average $(cut -d' ' -f1 /proc/loadavg) at the end"
+echo "load average $(load_average) at the end"

@@ -60,20 +60,14 @@ for tool in redis-server redis-benchmark redis-cli; do
 done
 
 # shellcheck source=bench/support/proc.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks, stop_server, cleanup
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # cpu_ticks, pin_setup, cpu_model...
 
 tmp=$(mktemp -d)
 server_pid=
 trap cleanup EXIT
 : >"$tmp/rounds.txt"
 
-pin_server= pin_client= where="servers on CPU $cpu, redis-benchmark on CPU $client_cpu"
-if ((pin)); then
-    pin_server="taskset -c $cpu"
-    pin_client="taskset -c $client_cpu"
-else
-    where="nothing pinned"
-fi
+pin_setup redis-benchmark
 
 # A port nothing listens on, from a random start.
 free_port() {
@@ -97,12 +91,10 @@ start_server() {
     if [[ $1 == eddy || $1 == eddy_uring ]]; then
         local poller=epoll
         [[ $1 == eddy_uring ]] && poller=io_uring
-        # shellcheck disable=SC2086 # pin_server holds several words on purpose
-        EDDY_POLLER=$poller $pin_server "$eddy" --port "$port" --threads 1 >"$log" 2>&1 &
+        EDDY_POLLER=$poller "${pin_server[@]}" "$eddy" --port "$port" --threads 1 >"$log" 2>&1 &
     else
-        # shellcheck disable=SC2086
-        $pin_server redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-            --daemonize no --dir "$tmp" --loglevel warning >"$log" 2>&1 &
+        "${pin_server[@]}" redis-server --port "$port" --bind 127.0.0.1 --save "" \
+            --appendonly no --daemonize no --dir "$tmp" --loglevel warning >"$log" 2>&1 &
     fi
     server_pid=$!
     for _ in $(seq 200); do
@@ -119,10 +111,9 @@ start_server() {
     exit 1
 }
 
-model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "bench resp: redis-benchmark -c $clients -t ping,set,get against eddy-resp-server" \
     "(--threads 1) and $(redis-server --version | cut -d' ' -f1-3) (--save \"\" --appendonly no)"
-echo "cpu: $model; $where; load average $(cut -d' ' -f1 /proc/loadavg) at start"
+echo "cpu: $(cpu_model); $where; load average $(load_average) at start"
 # eddy runs on epoll; eddy_uring, the same server on io_uring (#16), where this build and
 # kernel have it.
 subjects=(eddy redis_server)
@@ -142,9 +133,8 @@ for pl in ${pipelines//,/ }; do
             start_server "$s"
             for t in ping_inline ping_mbulk set get; do
                 t0=$(cpu_ticks "$server_pid")
-                # shellcheck disable=SC2086
-                if ! out=$($pin_client redis-benchmark -h 127.0.0.1 -p "$port" -c "$clients" \
-                    -P "$pl" -t "$t" -n "$n" --csv -q 2>&1); then
+                if ! out=$("${pin_client[@]}" redis-benchmark -h 127.0.0.1 -p "$port" \
+                    -c "$clients" -P "$pl" -t "$t" -n "$n" --csv -q 2>&1); then
                     echo "bench/resp/run.sh: redis-benchmark failed against $s (-P $pl): $out" >&2
                     exit 1
                 fi
@@ -225,4 +215,4 @@ END {
         if (i in json)
             print json[i]
 }' "$tmp/rounds.txt"
-echo "load average $(cut -d' ' -f1 /proc/loadavg) at the end"
+echo "load average $(load_average) at the end"

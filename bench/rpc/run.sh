@@ -38,11 +38,9 @@ while [[ $# -gt 0 ]]; do
     shift 2
 done
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $calls =~ ^[0-9]+$ && $calls -ge 1000 ]] || usage
-# --port 0: a base port of this run's own (the tests run the drivers while other runs may hold
-# the default ports).
-if [[ $port == 0 ]]; then
-    port=$((10000 + ($$ * 37) % 20000)) # below the ephemeral range (32768 and up)
-fi
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # run_port, netty_classpath...
+port=$(run_port "$port")
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 server=$build_dir/examples/eddy-rpc-server
@@ -54,26 +52,14 @@ for exe in "$server" "$client"; do
     fi
 done
 
-# shellcheck source=bench/support/proc.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks, stop_server, cleanup
-
 tmp=$(mktemp -d)
 server_pid=
 trap cleanup EXIT
 
 subjects=(eddy_client)
-netty_cp=
-for j in netty-buffer netty-common netty-transport netty-resolver netty-codec; do
-    if [[ -r /usr/share/java/$j.jar ]]; then
-        netty_cp+=/usr/share/java/$j.jar:
-    else
-        netty_cp=
-        break
-    fi
-done
-if [[ -n $netty_cp ]] && command -v javac >/dev/null &&
-    javac -d "$tmp/java" -cp "$netty_cp" "$root/bench/rpc/java/NettyRpcClient.java"; then
-    netty_cp+=$tmp/java
+netty_classpath "$root/bench/rpc/java/NettyRpcClient.java" netty-buffer netty-common \
+    netty-transport netty-resolver netty-codec
+if [[ -n $netty_cp ]]; then
     subjects+=(netty_client)
 else
     echo "bench/rpc/run.sh: netty_client needs a JDK and libnetty-java" \
@@ -95,11 +81,10 @@ start_server() {
     exit 1
 }
 
-model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "bench rpc: \"echo\" calls, 64 B bodies, 64 in flight on one connection, against" \
     "eddy-rpc-server (one loop)"
-echo "cpu: $model; server on CPU $cpu, client on CPU $client_cpu; load average" \
-    "$(cut -d' ' -f1 /proc/loadavg) at start"
+echo "cpu: $(cpu_model); server on CPU $cpu, client on CPU $client_cpu; load average" \
+    "$(load_average) at start"
 echo "$rounds rounds x $calls calls, clients alternating: ${subjects[*]}" \
     "(netty_client after $java_warmup warm-up calls)"
 
@@ -172,4 +157,4 @@ for s in "${subjects[@]}"; do
     fi
     echo "$line}"
 done
-echo "load average $(cut -d' ' -f1 /proc/loadavg) at the end"
+echo "load average $(load_average) at the end"

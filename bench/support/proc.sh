@@ -1,5 +1,8 @@
-# Sourced by the bench drivers (bash): the server process a driver runs (server_pid) and its
-# scratch directory (tmp), and what /proc tells of the server.
+# shellcheck shell=bash disable=SC2034,SC2154 # a library: the drivers set and read these
+# Sourced by the bench drivers (bash, bench/*/run.sh): what they share. The server process a
+# driver runs (server_pid) and its scratch directory (tmp); what /proc tells of the server and
+# the machine; pinning with taskset; the interleaved rounds; Netty's class path; perf's count
+# of the server's system calls; a field of a JSON line.
 
 # Clock ticks per second, the unit of cpu_ticks.
 hz=$(getconf CLK_TCK)
@@ -23,4 +26,143 @@ cleanup() {
         stop_server
     fi
     rm -rf "$tmp"
+}
+
+# wait_for_log LOG PATTERN TRIES: returns 0 once LOG holds PATTERN (grep), looking every 50 ms
+# up to TRIES times; 1 when they run out or the server ($server_pid) has exited.
+wait_for_log() {
+    local _
+    for _ in $(seq "$3"); do
+        if grep -q "$2" "$1"; then
+            return 0
+        fi
+        if ! kill -0 "$server_pid" 2>/dev/null; then
+            break
+        fi
+        sleep 0.05
+    done
+    return 1
+}
+
+# the number after "key": in a JSON line: field LINE KEY
+field() {
+    sed -E "s/.*\"$2\":([^,}]*).*/\\1/" <<<"$1"
+}
+
+# run_port PORT: PORT, or for 0 a base port of this run's own (the tests run the drivers while
+# other runs may hold the default ports), below the ephemeral range (32768 and up).
+run_port() {
+    if [[ $1 == 0 ]]; then
+        echo $((10000 + ($$ * 37) % 20000))
+    else
+        echo "$1"
+    fi
+}
+
+# raise_nofile N: at least N descriptors for this shell and what it starts (servers inherit
+# it), or as many as the hard limit allows.
+raise_nofile() {
+    if (($(ulimit -n) < $1)); then
+        ulimit -n "$1" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+    fi
+}
+
+# The CPU's model name and the load average (1 minute), for the drivers' headers.
+cpu_model() {
+    sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1
+}
+load_average() {
+    cut -d' ' -f1 /proc/loadavg
+}
+
+# pin_setup CLIENT: from pin (1: pin), cpu and client_cpu, sets pin_server and pin_client,
+# the taskset prefixes of the servers and of the clients (empty arrays unpinned), and where,
+# the header's words on it (CLIENT names the clients: "load generator", "wrk").
+pin_setup() {
+    pin_server=() pin_client=() where="nothing pinned"
+    if ((pin)); then
+        pin_server=(taskset -c "$cpu")
+        pin_client=(taskset -c "$client_cpu")
+        where="servers on CPU $cpu, $1 on CPU $client_cpu"
+    fi
+}
+
+# client_line WHAT CMD...: runs the client CMD pinned (pin_client) and sets line to what it
+# printed (one JSON line); when it fails, prints WHAT (the driver's words on it) and the
+# server's log ($tmp/server.log), and exits 1.
+client_line() {
+    local what=$1
+    shift
+    if ! line=$("${pin_client[@]}" "$@"); then
+        echo "$what" >&2
+        cat "$tmp/server.log" >&2
+        exit 1
+    fi
+}
+
+# rounds_loop CASES FN: the interleaved rounds. For each case of the comma-separated CASES,
+# rounds times, each server of subjects in turn (A B C A B C ...): FN CASE ROUND SERVER.
+rounds_loop() {
+    local c r s
+    for c in ${1//,/ }; do
+        for ((r = 0; r < rounds; r++)); do
+            for s in "${subjects[@]}"; do
+                "$2" "$c" "$r" "$s"
+            done
+        done
+    done
+}
+
+# netty_classpath SOURCE JAR...: compiles SOURCE (javac, into $tmp/java) against Debian's
+# libnetty-java jars (/usr/share/java/JAR.jar) and sets netty_cp to the class path that runs
+# it; empty when a jar or the JDK is missing, or SOURCE does not compile.
+netty_classpath() {
+    local src=$1 j
+    shift
+    netty_cp=
+    for j in "$@"; do
+        if [[ ! -r /usr/share/java/$j.jar ]]; then
+            netty_cp=
+            return 0
+        fi
+        netty_cp+=/usr/share/java/$j.jar:
+    done
+    if command -v javac >/dev/null && javac -d "$tmp/java" -cp "$netty_cp" "$src"; then
+        netty_cp+=$tmp/java
+    else
+        netty_cp=
+    fi
+}
+
+# System calls per operation: perf counts the server's over the measured window, when it can
+# count that tracepoint here (root, or perf_event_paranoid low enough; syscalls_probe finds
+# out); 0 otherwise.
+count_syscalls=0 perf_pid=''
+syscalls_probe() {
+    if command -v perf >/dev/null &&
+        perf stat -x, -e raw_syscalls:sys_enter -- true >/dev/null 2>&1; then
+        count_syscalls=1
+    fi
+}
+# Starts counting server $server_pid's system calls after $1 s, for $2 s, into $tmp/perf.txt.
+syscalls_start() {
+    : >"$tmp/perf.txt"
+    if ((count_syscalls)); then
+        (sleep "$1" && perf stat -x, -e raw_syscalls:sys_enter -p "$server_pid" \
+            -o "$tmp/perf.txt" -- sleep "$2" >/dev/null 2>&1) &
+        perf_pid=$!
+    fi
+}
+# Waits for the count (in this shell: a subshell cannot wait for it).
+syscalls_wait() {
+    if [[ -n $perf_pid ]]; then
+        wait "$perf_pid" 2>/dev/null || true
+        perf_pid=''
+    fi
+}
+# The count per operation of the window: $1 operations per second, $2 s.
+syscalls_per_op() {
+    awk -F, -v ops="$1" -v s="$2" 'BEGIN { n = 0 }
+        /raw_syscalls/ && ops > 0 { n = $1 / (ops * s) } END { printf "%.4f", n }' \
+        "$tmp/perf.txt"
 }

@@ -64,9 +64,9 @@ while [[ $# -gt 0 ]]; do
     shift 2
 done
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
-if [[ $port == 0 ]]; then
-    port=$((10000 + ($$ * 37) % 20000)) # below the ephemeral range (32768 and up)
-fi
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # run_port, field, rounds_loop...
+port=$(run_port "$port")
 
 bin=$build_dir/bench/udp
 loadgen=$bin/bench_udp_loadgen
@@ -76,9 +76,6 @@ for exe in "$loadgen" "$bin/udp_report" "$bin/udp_server_raw"; do
         exit 1
     fi
 done
-
-# shellcheck source=bench/support/proc.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks, stop_server, cleanup
 
 tmp=$(mktemp -d)
 server_pid=
@@ -102,15 +99,10 @@ for s in ${servers//,/ }; do
     fi
 done
 # --idle-channels sockets need as many descriptors in the server.
-if [[ ,$cases, == *,idle,* ]] && (($(ulimit -n) < idle_channels + 100)); then
-    ulimit -n $((idle_channels + 100)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+if [[ ,$cases, == *,idle,* ]]; then
+    raise_nofile $((idle_channels + 100))
 fi
 : >"$tmp/rounds.txt"
-
-# the number after "key": in a JSON line
-field() {
-    sed -E "s/.*\"$2\":([^,}]*).*/\\1/" <<<"$1"
-}
 
 # Starts server $1 on port $2 (extra arguments after), pinned; sets server_pid once it
 # echoes. Returns 1 when the port is taken (the caller tries another), exits on other failures.
@@ -119,22 +111,12 @@ start_server() {
     shift 2
     local log=$tmp/server.log
     : >"$log" # here, not in the child: the wait below must not read the last server's log
-    if ((pin)); then
-        taskset -c "$cpu" "$bin/${exe_of[$name]}" --port "$p" --cpu "$cpu" "${args_of[$name]}" \
-            "$@" >"$log" 2>&1 &
-    else
-        "$bin/${exe_of[$name]}" --port "$p" "${args_of[$name]}" "$@" >"$log" 2>&1 &
-    fi
+    "${pin_server[@]}" "$bin/${exe_of[$name]}" --port "$p" "${server_cpu[@]}" \
+        "${args_of[$name]}" "$@" >"$log" 2>&1 &
     server_pid=$!
-    for _ in $(seq 400); do
-        if grep -q 'listening on' "$log"; then
-            return 0
-        fi
-        if ! kill -0 "$server_pid" 2>/dev/null; then
-            break
-        fi
-        sleep 0.05
-    done
+    if wait_for_log "$log" 'listening on' 400; then
+        return 0
+    fi
     stop_server
     if grep -qi 'in use' "$log"; then
         return 1
@@ -160,49 +142,19 @@ start_next() {
     exit 1
 }
 
-pin_client='' pin_args='' where="servers on CPU $cpu, load generator on CPU $client_cpu"
+# Pinned, servers and the load generator are told their CPU too.
+pin_setup "load generator"
+server_cpu=() client_cpu_args=()
 if ((pin)); then
-    pin_client="taskset -c $client_cpu"
-    pin_args="--cpu $client_cpu"
-else
-    where="nothing pinned"
+    server_cpu=(--cpu "$cpu")
+    client_cpu_args=(--cpu "$client_cpu")
 fi
+# System calls per packet, when perf can count them here.
+syscalls_probe
 
-# System calls per packet: perf counts the server's over the measured window, when it can
-# count that tracepoint here (root, or perf_event_paranoid low enough); 0 otherwise.
-count_syscalls=0
-if command -v perf >/dev/null &&
-    perf stat -x, -e raw_syscalls:sys_enter -- true >/dev/null 2>&1; then
-    count_syscalls=1
-fi
-perf_pid=''
-# Starts counting server $server_pid's system calls after $1 s, for $2 s, into $tmp/perf.txt.
-syscalls_start() {
-    : >"$tmp/perf.txt"
-    if ((count_syscalls)); then
-        (sleep "$1" && perf stat -x, -e raw_syscalls:sys_enter -p "$server_pid" \
-            -o "$tmp/perf.txt" -- sleep "$2" >/dev/null 2>&1) &
-        perf_pid=$!
-    fi
-}
-# Waits for the count (in this shell: a subshell cannot wait for it).
-syscalls_wait() {
-    if [[ -n $perf_pid ]]; then
-        wait "$perf_pid" 2>/dev/null || true
-        perf_pid=''
-    fi
-}
-# The count per packet of the window: $1 packets/s, $2 s.
-syscalls_per_op() {
-    awk -F, -v ops="$1" -v s="$2" 'BEGIN { n = 0 }
-        /raw_syscalls/ && ops > 0 { n = $1 / (ops * s) } END { printf "%.4f", n }' \
-        "$tmp/perf.txt"
-}
-
-model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "bench udp: UDP echo servers on one thread each (eddy: one loop, one datagram channel;" \
     "raw: epoll, recvmmsg and sendmmsg of up to 64)"
-echo "cpu: $model; $where; load average $(cut -d' ' -f1 /proc/loadavg) at start"
+echo "cpu: $(cpu_model); $where; load average $(load_average) at start"
 echo "$rounds rounds x $seconds s (after $warmup s warm-up), servers alternating:" \
     "${subjects[*]}; $sockets client sockets x window $window"
 echo "judged by packets per server CPU-second; loadgen CPU: the load generator's share of its" \
@@ -211,56 +163,53 @@ if ((costs)); then
     "$bin/udp_report" --costs udp "$cpu" "$client_cpu"
 fi
 
+# One round of server $3 in case $1 (round $2), appended to $tmp/rounds.txt.
+run_round() {
+    local c=$1 r=$2 s=$3 line sys
+    if [[ $c == idle && $s == *_* ]]; then
+        return 0 # a variant's idle sockets are its server's
+    elif [[ $c == idle ]]; then
+        start_next "$s" --idle "$idle_channels"
+        line=
+        for _ in $(seq 1200); do # up to 60 s: 10,000 binds on a loaded machine
+            line=$(grep -m1 '"idle_channels"' "$tmp/server.log" || true)
+            [[ -z $line ]] || break
+            if ! kill -0 "$server_pid" 2>/dev/null; then
+                break
+            fi
+            sleep 0.05
+        done
+        stop_server
+        if [[ -z $line ]]; then
+            echo "bench/udp/run.sh: $s did not report its idle memory:" >&2
+            cat "$tmp/server.log" >&2
+            exit 1
+        fi
+        echo "idle $s $r $(field "$line" bytes_per_channel)" \
+            "$(field "$line" rss_before_kb) $(field "$line" rss_after_kb)" \
+            "$(field "$line" idle_channels)" >>"$tmp/rounds.txt"
+        return 0
+    fi
+    start_next "$s"
+    syscalls_start "$warmup" "$seconds"
+    client_line "bench/udp/run.sh: the load generator failed against $s ($c B)" "$loadgen" \
+        --port "$p" "${client_cpu_args[@]}" --pid "$server_pid" --seconds "$seconds" \
+        --warmup "$warmup" --sockets "$sockets" --window "$window" --size "$c"
+    syscalls_wait
+    sys=$(syscalls_per_op "$(field "$line" pkts_per_s)" "$seconds")
+    stop_server
+    echo "$c $s $r $(field "$line" pkts_per_s) $(field "$line" cpu_ns_per_pkt)" \
+        "$(field "$line" p50_us) $(field "$line" p99_us) $(field "$line" lost)" \
+        "$(field "$line" late) $(field "$line" client_cpu_util)" \
+        "$(field "$line" server_hwm_kb) $sockets $window $c $sys" >>"$tmp/rounds.txt"
+}
+
 for c in ${cases//,/ }; do
     if [[ $c != idle && ! $c =~ ^[0-9]+$ ]]; then
         echo "bench/udp/run.sh: unknown case $c (64, 1200, any size from 16 to 2048, idle)" >&2
         exit 2
     fi
-    for ((r = 0; r < rounds; r++)); do
-        for s in "${subjects[@]}"; do
-            if [[ $c == idle && $s == *_* ]]; then
-                continue # a variant's idle sockets are its server's
-            elif [[ $c == idle ]]; then
-                start_next "$s" --idle "$idle_channels"
-                line=
-                for _ in $(seq 1200); do # up to 60 s: 10,000 binds on a loaded machine
-                    line=$(grep -m1 '"idle_channels"' "$tmp/server.log" || true)
-                    [[ -z $line ]] || break
-                    if ! kill -0 "$server_pid" 2>/dev/null; then
-                        break
-                    fi
-                    sleep 0.05
-                done
-                stop_server
-                if [[ -z $line ]]; then
-                    echo "bench/udp/run.sh: $s did not report its idle memory:" >&2
-                    cat "$tmp/server.log" >&2
-                    exit 1
-                fi
-                echo "idle $s $r $(field "$line" bytes_per_channel)" \
-                    "$(field "$line" rss_before_kb) $(field "$line" rss_after_kb)" \
-                    "$(field "$line" idle_channels)" >>"$tmp/rounds.txt"
-                continue
-            fi
-            start_next "$s"
-            syscalls_start "$warmup" "$seconds"
-            # shellcheck disable=SC2086 # pin_client and pin_args hold several words on purpose
-            if ! line=$($pin_client "$loadgen" --port "$p" $pin_args --pid "$server_pid" \
-                --seconds "$seconds" --warmup "$warmup" --sockets "$sockets" \
-                --window "$window" --size "$c"); then
-                echo "bench/udp/run.sh: the load generator failed against $s ($c B)" >&2
-                cat "$tmp/server.log" >&2
-                exit 1
-            fi
-            syscalls_wait
-            sys=$(syscalls_per_op "$(field "$line" pkts_per_s)" "$seconds")
-            stop_server
-            echo "$c $s $r $(field "$line" pkts_per_s) $(field "$line" cpu_ns_per_pkt)" \
-                "$(field "$line" p50_us) $(field "$line" p99_us) $(field "$line" lost)" \
-                "$(field "$line" late) $(field "$line" client_cpu_util)" \
-                "$(field "$line" server_hwm_kb) $sockets $window $c $sys" >>"$tmp/rounds.txt"
-        done
-    done
 done
+rounds_loop "$cases" run_round
 "$bin/udp_report" "$tmp/rounds.txt" --seconds "$seconds"
-echo "load average $(cut -d' ' -f1 /proc/loadavg) at the end"
+echo "load average $(load_average) at the end"

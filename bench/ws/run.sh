@@ -68,9 +68,9 @@ while [[ $# -gt 0 ]]; do
     shift 2
 done
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
-if [[ $port == 0 ]]; then
-    port=$((10000 + ($$ * 37) % 20000)) # below the ephemeral range (32768 and up)
-fi
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # run_port, field, rounds_loop...
+port=$(run_port "$port")
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=$build_dir/bench/ws
@@ -81,9 +81,6 @@ for exe in "$bin/bench_ws_loadgen" "$bin/ws_broadcast" "$bin/ws_report" "$bin/ws
     fi
 done
 
-# shellcheck source=bench/support/proc.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # hz, cpu_ticks, stop_server, cleanup
-
 tmp=$(mktemp -d)
 server_pid=
 trap cleanup EXIT
@@ -92,22 +89,8 @@ trap cleanup EXIT
 # once into $tmp/java.
 netty_cp=
 if [[ ,$servers, == *,netty,* ]]; then
-    jars=/usr/share/java
-    for j in netty-buffer netty-common netty-transport netty-resolver netty-codec \
-        netty-codec-http netty-handler; do
-        if [[ -r $jars/$j.jar ]]; then
-            netty_cp+=$jars/$j.jar:
-        else
-            netty_cp=
-            break
-        fi
-    done
-    if [[ -n $netty_cp ]] && command -v javac >/dev/null &&
-        javac -d "$tmp/java" -cp "$netty_cp" "$root/bench/ws/java/NettyWsServer.java"; then
-        netty_cp+=$tmp/java
-    else
-        netty_cp=
-    fi
+    netty_classpath "$root/bench/ws/java/NettyWsServer.java" netty-buffer netty-common \
+        netty-transport netty-resolver netty-codec netty-codec-http netty-handler
 fi
 
 # Each server: its command (the port and mode follow) and whether it runs a case.
@@ -159,51 +142,31 @@ server_cmd() {
 }
 
 # 1,000 connections need as many descriptors on each side (and the servers inherit this).
-if [[ ,$cases, == *,bcast* ]] && (($(ulimit -n) < bcast_conns + 100)); then
-    ulimit -n $((bcast_conns + 100)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+if [[ ,$cases, == *,bcast* ]]; then
+    raise_nofile $((bcast_conns + 100))
 fi
-
-# the number after "key": in a JSON line
-field() {
-    sed -E "s/.*\"$2\":([^,}]*).*/\\1/" <<<"$1"
-}
 
 # Starts server $1 for case $2 on port $3, pinned; sets server_pid once it listens.
 start_server() {
     local log=$tmp/server.log
     : >"$log" # here, not in the child: the wait below must not read the last server's log
     server_cmd "$1" "$2"
-    if ((pin)); then
-        taskset -c "$cpu" "${cmd[@]}" --port "$3" >"$log" 2>&1 &
-    else
-        "${cmd[@]}" --port "$3" >"$log" 2>&1 &
-    fi
+    "${pin_server[@]}" "${cmd[@]}" --port "$3" >"$log" 2>&1 &
     server_pid=$!
-    for _ in $(seq 600); do # up to 30 s: a JVM on a loaded machine starts slowly
-        if grep -q 'listening on' "$log"; then
-            return 0
-        fi
-        if ! kill -0 "$server_pid" 2>/dev/null; then
-            break
-        fi
-        sleep 0.05
-    done
+    # up to 30 s: a JVM on a loaded machine starts slowly
+    if wait_for_log "$log" 'listening on' 600; then
+        return 0
+    fi
     echo "bench/ws/run.sh: $1 did not start:" >&2
     cat "$log" >&2
     exit 1
 }
 
-pin_client=() where="servers on CPU $cpu, clients on CPU $client_cpu"
-if ((pin)); then
-    pin_client=(taskset -c "$client_cpu")
-else
-    where="nothing pinned"
-fi
+pin_setup clients
 
-model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "bench ws: WebSocket servers on one event-loop thread each (eddy: one loop for accept" \
     "and I/O; netty: one NioEventLoop, JVM pinned with the server)"
-echo "cpu: $model; $where; load average $(cut -d' ' -f1 /proc/loadavg) at start"
+echo "cpu: $(cpu_model); $where; load average $(load_average) at start"
 echo "$rounds rounds, servers alternating: ${subjects[*]}; echo: $conns connections," \
     "$seconds s measured after $warmup s (netty: $java_warmup s); broadcast: $bcast_conns" \
     "connections, $bcast_count broadcasts a round"
@@ -214,61 +177,61 @@ if ((costs)); then
 fi
 
 : >"$tmp/rounds.txt"
-n=0
-for c in ${cases//,/ }; do
-    case $c in
+# The echo window of case $1 (bcast cases: none).
+window_of() {
+    case $1 in
     64) window=16 ;;
     16384) window=4 ;;
     bcast64 | bcast16384) ;;
     *)
-        echo "bench/ws/run.sh: unknown case $c (64, 16384, bcast64, bcast16384)" >&2
+        echo "bench/ws/run.sh: unknown case $1 (64, 16384, bcast64, bcast16384)" >&2
         exit 2
         ;;
     esac
-    for ((r = 0; r < rounds; r++)); do
-        for s in "${subjects[@]}"; do
-            runs_case "$c" "$s" || continue
-            p=$((port + n % 500)) # a fresh port each time: nothing lingers from the last server
-            n=$((n + 1))
-            start_server "$s" "$c" "$p"
-            if [[ $c != bcast* ]]; then
-                w=$warmup
-                [[ $s != netty ]] || w=$java_warmup
-                if ! line=$("${pin_client[@]}" "$bin/bench_ws_loadgen" --port "$p" \
-                    --pid "$server_pid" --seconds "$seconds" --warmup "$w" --conns "$conns" \
-                    --window "$window" --size "$c"); then
-                    echo "bench/ws/run.sh: the load generator failed against $s ($c B)" >&2
-                    cat "$tmp/server.log" >&2
-                    exit 1
-                fi
-                stop_server
-                echo "echo $c $s $r $(field "$line" msgs_per_s) $(field "$line" cpu_ns_per_msg)" \
-                    "$(field "$line" server_rss_kb) $(field "$line" server_hwm_kb)" \
-                    "$(field "$line" client_cpu_util) $conns $window" >>"$tmp/rounds.txt"
-                continue
-            fi
-            size=${c#bcast} bw=20
-            [[ $s != netty ]] || bw=300
-            if ! line=$("${pin_client[@]}" "$bin/ws_broadcast" --port "$p" --pid "$server_pid" \
-                --conns "$bcast_conns" --size "$size" --count "$bcast_count" --warmup "$bw"); then
-                echo "bench/ws/run.sh: the broadcast client failed against $s ($size B)" >&2
-                cat "$tmp/server.log" >&2
-                exit 1
-            fi
-            stop_server
-            # eddy's server prints its counts as it ends: bytes copied on the way to members.
-            copied=-1
-            counts=$(grep -m1 '^{"ws_server"' "$tmp/server.log" || true)
-            if [[ -n $counts && $(field "$counts" member_writes) -gt 0 ]]; then
-                copied=$(awk -v b="$(field "$counts" bytes_copied)" \
-                    -v m="$(field "$counts" member_writes)" 'BEGIN { printf "%.1f", b / m }')
-            fi
-            echo "bcast $size $s $r $(field "$line" p50_us) $(field "$line" p99_us)" \
-                "$(field "$line" first_p50_us) $(field "$line" cpu_us_per_bcast)" \
-                "$(field "$line" server_hwm_kb) $copied $bcast_conns $bcast_count" \
-                "$(field "$line" rss_growth_per_bcast_b)" >>"$tmp/rounds.txt"
-        done
-    done
+}
+# One round of server $3 in case $1 (round $2), appended to $tmp/rounds.txt.
+run_round() {
+    local c=$1 r=$2 s=$3 w size bw copied counts
+    runs_case "$c" "$s" || return 0
+    window_of "$c"
+    p=$((port + n % 500)) # a fresh port each time: nothing lingers from the last server
+    n=$((n + 1))
+    start_server "$s" "$c" "$p"
+    if [[ $c != bcast* ]]; then
+        w=$warmup
+        [[ $s != netty ]] || w=$java_warmup
+        client_line "bench/ws/run.sh: the load generator failed against $s ($c B)" \
+            "$bin/bench_ws_loadgen" --port "$p" --pid "$server_pid" --seconds "$seconds" \
+            --warmup "$w" --conns "$conns" --window "$window" --size "$c"
+        stop_server
+        echo "echo $c $s $r $(field "$line" msgs_per_s) $(field "$line" cpu_ns_per_msg)" \
+            "$(field "$line" server_rss_kb) $(field "$line" server_hwm_kb)" \
+            "$(field "$line" client_cpu_util) $conns $window" >>"$tmp/rounds.txt"
+        return 0
+    fi
+    size=${c#bcast} bw=20
+    [[ $s != netty ]] || bw=300
+    client_line "bench/ws/run.sh: the broadcast client failed against $s ($size B)" \
+        "$bin/ws_broadcast" --port "$p" --pid "$server_pid" --conns "$bcast_conns" \
+        --size "$size" --count "$bcast_count" --warmup "$bw"
+    stop_server
+    # eddy's server prints its counts as it ends: bytes copied on the way to members.
+    copied=-1
+    counts=$(grep -m1 '^{"ws_server"' "$tmp/server.log" || true)
+    if [[ -n $counts && $(field "$counts" member_writes) -gt 0 ]]; then
+        copied=$(awk -v b="$(field "$counts" bytes_copied)" \
+            -v m="$(field "$counts" member_writes)" 'BEGIN { printf "%.1f", b / m }')
+    fi
+    echo "bcast $size $s $r $(field "$line" p50_us) $(field "$line" p99_us)" \
+        "$(field "$line" first_p50_us) $(field "$line" cpu_us_per_bcast)" \
+        "$(field "$line" server_hwm_kb) $copied $bcast_conns $bcast_count" \
+        "$(field "$line" rss_growth_per_bcast_b)" >>"$tmp/rounds.txt"
+}
+
+for c in ${cases//,/ }; do
+    window_of "$c"
 done
+n=0
+rounds_loop "$cases" run_round
 "$bin/ws_report" "$tmp/rounds.txt"
-echo "load average $(cut -d' ' -f1 /proc/loadavg) at the end"
+echo "load average $(load_average) at the end"
