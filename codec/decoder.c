@@ -737,7 +737,8 @@ static void finish_batch(eddy_ctx_t *ctx, eddy_decoder_t *d)
     eddy_ctx_fire_channel_read_complete(ctx);
     if (failed != 0 && !eddy_ctx_is_removed(ctx) && eddy_channel_is_open(eddy_ctx_channel(ctx))) {
         /* The stream is broken: the error, then the channel closes once what was written is
-         * out (DESIGN.md: bad input closes after what was queued is flushed). A handler that
+         * out (docs/architecture.md, "Errors": bad input closes after what was queued is
+         * flushed). A handler that
          * closes in exception_caught closes at once, after read_complete's flush. Once the
          * channel closed (a reset came in the same batch, and a handler acted on it) the
          * error has nobody left to tell: it would only reach the tail. */

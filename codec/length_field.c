@@ -175,8 +175,9 @@ const eddy_handler_ops_t *eddy_length_field_decoder_ops(void)
  */
 
 /* Payloads up to this size are copied after the header into one pooled buffer rather than
- * joined to it in a composite, which costs two mallocs (DESIGN.md: no allocation per message
- * beyond pooled buffers). Copying 1 KiB is estimated to cost about as much; not measured. */
+ * joined to it in a composite, which costs two mallocs (docs/style.md, "Hot paths": no
+ * allocation per message beyond pooled buffers). Copying 1 KiB is estimated to cost about as
+ * much; not measured. */
 #define PREPENDER_COPY_MAX 1024
 
 typedef struct prepender_s {

@@ -11,7 +11,8 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 
-/* Shared atomics and the fields around them are kept 128 bytes apart (DESIGN.md). */
+/* Shared atomics and the fields around them are kept 128 bytes apart (docs/style.md, "Hot
+ * paths"). */
 #define EDDY__LINE 128
 
 /* A hint to the CPU that this is a spin-wait loop (x86 PAUSE, Arm YIELD). */

@@ -27,7 +27,8 @@ typedef void (*eddy__fnptr_t)(void);
  * operations that complete later (io_uring). Channels pick their transport by it. */
 enum { EDDY__IO_READINESS = 0, EDDY__IO_COMPLETION = 1 };
 
-/* The poller interface (STYLE.md, "The poller"): one const table per backend. */
+/* The poller interface (docs/style.md, "Interfaces with several backends"): one const table
+ * per backend. */
 typedef struct eddy__poller_ops_s {
     const char *name;
     int model; /* EDDY__IO_READINESS or EDDY__IO_COMPLETION */

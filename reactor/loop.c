@@ -1,5 +1,5 @@
 /*
- * The event loop: the run loop of DESIGN.md (after Netty's NioEventLoop.run), I/O
+ * The event loop: the run loop of docs/loop.md (after Netty's NioEventLoop.run), I/O
  * registration, shutdown and metrics. Its task queue is taskq.c, its stall watchdog
  * watchdog.c.
  */

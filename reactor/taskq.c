@@ -1,5 +1,5 @@
 /*
- * The loop's task queue (DESIGN.md, "The task queue on the ring"): an MPSC queue on the
+ * The loop's task queue (docs/loop.md, "The task queue"): an MPSC queue on the
  * ring's multi-producer sequencer. Any thread queues a task (eddy_loop_execute and its
  * variants); the loop is the single consumer and runs everything available in a batch. The
  * loop's own tasks never wait: when the ring is full they go to an overflow list, which keeps

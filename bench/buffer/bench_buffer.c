@@ -1,7 +1,7 @@
 /*
  * bench_buffer: allocate, write and release buffers with a network-like mix of sizes, eddy's
  * pooled allocator against glibc malloc and jemalloc, alternating in the same run
- * (DESIGN.md, Benchmarks).
+ * (docs/style.md, "Benchmarks").
  *
  * The size mix is a fixed table of 65536 sizes drawn once with a seeded xorshift64*, so every
  * subject and every run sees the same sequence:

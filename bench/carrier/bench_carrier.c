@@ -1,6 +1,6 @@
 /*
  * bench_carrier: eddy's carrier against a mutex-queue thread pool that keeps per-key order,
- * alternating in the same run (DESIGN.md, Benchmarks).
+ * alternating in the same run (docs/style.md, "Benchmarks").
  *
  * Case:
  *   ordered_keys    producers hand N items over K keys to C consumer threads; the items of

@@ -1,6 +1,6 @@
 /*
  * bench_reactor: eddy's event loop against a mutex-and-eventfd task queue and libuv,
- * alternating in the same run (DESIGN.md, Benchmarks).
+ * alternating in the same run (docs/style.md, "Benchmarks").
  *
  * Cases:
  *   tasks_1p        one producer thread hands N tasks to one consumer (loop) thread.

@@ -1,7 +1,7 @@
 /*
  * bench_ring: events (longs) through eddy's ring, after the Disruptor's own perf tests, against
  * a mutex/condition-variable bounded queue (Java's ArrayBlockingQueue in C) and
- * concurrencykit's ck_ring, alternating in the same run (DESIGN.md, Benchmarks). The Java
+ * concurrencykit's ck_ring, alternating in the same run (docs/style.md, "Benchmarks"). The Java
  * Disruptor (java/RingBench.java) runs as a co-process given with --java (run.sh compiles and
  * passes it): its 1p1c and 2p1c runs take their turn in every round like the others.
  *

@@ -1,7 +1,8 @@
 /*
  * eddy carrier: offload groups for slow or blocking work, after SkyWalking's DataCarrier
  * (Channels, Buffer, IDataPartitioner, ConsumeDriver) and RocketMQ's ordered consumption
- * (shared/seeds/skywalking-datacarrier.txt, netty-and-rocketmq-notes.txt).
+ * (Apache SkyWalking, https://github.com/apache/skywalking; Apache RocketMQ,
+ * https://rocketmq.apache.org; docs/carrier.md).
  *
  *   partitions   P multi-producer rings of items (eddy/ring.h); a partitioner picks one per
  *                item: rolling (round-robin), by producing thread, or by a caller's u64 key

@@ -34,10 +34,11 @@
  * so what the handlers after it wrote for those messages is flushed), then the error is fired
  * to exception_caught and the channel closes after flush (eddy_ctx_close_after_flush): bad
  * input gets a clean close and loses no reply to what came before it, also when the handler
- * closes in exception_caught (Netty fires at once and leaves the channel open; DESIGN.md
- * promises the close after the flush). Pipelines fed by hand (eddy_pipeline_fire_channel_read)
- * must end each batch with eddy_pipeline_fire_channel_read_complete for the error to come. At
- * the end of input (decode_last) the error is fired at once. A decoder that stays in step
+ * closes in exception_caught (Netty fires at once and leaves the channel open;
+ * docs/architecture.md, "Errors", promises the close after the flush). Pipelines fed by hand
+ * (eddy_pipeline_fire_channel_read) must end each batch with
+ * eddy_pipeline_fire_channel_read_complete for the error to come. At the end of input
+ * (decode_last) the error is fired at once. A decoder that stays in step
  * with the stream (a too-long frame skipped whole) reports with eddy_decoder_raise() instead,
  * in order with its messages, and decoding goes on. Too-long frames are never buffered: their
  * bytes are discarded as they arrive and EDDY_ETOOLONGFRAME is raised once.

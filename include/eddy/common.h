@@ -27,7 +27,7 @@ extern "C" {
 #define EDDY_VERSION_PATCH 0
 #define EDDY_VERSION_STRING "0.1.0"
 
-/* Branch hints; use only where a benchmark shows a gain (STYLE.md). */
+/* Branch hints; use only where a benchmark shows a gain (docs/style.md, "Hot paths"). */
 #if defined(__GNUC__) || defined(__clang__)
 #define EDDY_LIKELY(x) __builtin_expect(!!(x), 1)
 #define EDDY_UNLIKELY(x) __builtin_expect(!!(x), 0)

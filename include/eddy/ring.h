@@ -1,5 +1,6 @@
 /*
- * eddy ring: the sequence ring buffer, after the LMAX Disruptor (shared/seeds/disruptor-*.txt).
+ * eddy ring: the sequence ring buffer, after the LMAX Disruptor
+ * (https://lmax-exchange.github.io/disruptor/, its technical paper and user guide; docs/ring.md).
  *
  *   eddy_sequence_t        a 64-bit counter alone on its cache lines (Disruptor Sequence)
  *   eddy_ring_t            preallocated fixed-size slots, a power-of-two count (RingBuffer data)

@@ -1,4 +1,4 @@
-# The bootstraps on real loopback sockets, once per poller built here (STYLE.md, Tests).
+# The bootstraps on real loopback sockets, once per poller built here (docs/style.md, "Tests").
 if(EDDY_HAVE_EPOLL)
     eddy_add_test(bootstrap bootstrap TIMEOUT 120 LABELS concurrency ENVIRONMENT EDDY_POLLER=epoll)
 else()

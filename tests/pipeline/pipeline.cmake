@@ -2,7 +2,7 @@
 eddy_add_test(pipeline pipeline)
 # Handler-scoped timers and tasks (pipeline/scoped.c), on the embedded channel.
 eddy_add_test(pipeline scoped)
-# Stream channels on real loopback sockets, once per poller built here (STYLE.md, Tests).
+# Stream channels on real loopback sockets, once per poller built here (docs/style.md, "Tests").
 if(EDDY_HAVE_EPOLL)
     eddy_add_test(pipeline socket TIMEOUT 120 LABELS concurrency ENVIRONMENT EDDY_POLLER=epoll)
 else()

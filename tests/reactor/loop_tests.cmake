@@ -1,4 +1,4 @@
-# The loop, timer, future and group tests run once per poller built here (STYLE.md, Tests):
+# The loop, timer, future and group tests run once per poller built here (docs/style.md, "Tests"):
 # eddy_add_test() registers the epoll run, and eddy_add_poller_runs() reuses the same program
 # with EDDY_POLLER=poll and io_uring. The stress program is labelled concurrency, so `make test` also runs it
 # under ThreadSanitizer.
