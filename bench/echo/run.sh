@@ -69,16 +69,9 @@ port=$(run_port "$port")
 
 bin=$build_dir/bench/echo
 loadgen=$bin/bench_echo_loadgen
-for exe in "$loadgen" "$bin/echo_report"; do
-    if [[ ! -x $exe ]]; then
-        echo "bench/echo/run.sh: $exe is not built" >&2
-        exit 1
-    fi
-done
+require_built bench/echo/run.sh "$loadgen" "$bin/echo_report"
 
-tmp=$(mktemp -d)
-server_pid=
-trap cleanup EXIT
+scratch_dir
 
 # Netty's jars (Debian libnetty-java) and the JDK; compiled once into $tmp/java.
 netty_cp=
@@ -141,7 +134,7 @@ start_server() {
         cmd=(java -cp "$netty_cp" NettyEchoServer)
     fi
     EDDY_POLLER=${poller_of[$1]:-} "${pin_server[@]}" "${cmd[@]}" --port "$2" \
-        "${server_cpu[@]}" >"$log" 2>&1 &
+        "${server_cpu_args[@]}" >"$log" 2>&1 &
     server_pid=$!
     # up to 30 s: a JVM on a loaded machine starts slowly
     if wait_for_log "$log" 'listening on' 600; then
@@ -152,13 +145,8 @@ start_server() {
     exit 1
 }
 
-# Pinned, servers and the load generator are told their CPU too.
+# Pinned, the servers and the load generator are told their CPU too (--cpu N).
 pin_setup "load generator"
-server_cpu=() client_cpu_args=()
-if ((pin)); then
-    server_cpu=(--cpu "$cpu")
-    client_cpu_args=(--cpu "$client_cpu")
-fi
 # System calls per message, when perf can count them here.
 syscalls_probe
 

@@ -64,9 +64,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # pin_setup, netty_cl
 # shellcheck source=bench/support/http.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../support/http.sh" # nginx_conf, start_http_server
 
-tmp=$(mktemp -d)
-server_pid=
-trap cleanup EXIT
+scratch_dir
 : >"$tmp/rounds.txt"
 
 # Netty's jars (Debian libnetty-java) and the JDK; compiled once into $tmp/java.

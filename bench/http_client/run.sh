@@ -79,9 +79,7 @@ source "$here/../support/proc.sh" # cpu_ticks, pin_setup, cpu_model...
 # shellcheck source=bench/support/http.sh
 source "$here/../support/http.sh" # nginx_bin, nginx_conf, start_http_server
 
-tmp=$(mktemp -d)
-server_pid=
-trap cleanup EXIT
+scratch_dir
 : >"$tmp/rounds.txt"
 
 subjects=()

@@ -62,9 +62,7 @@ done
 # shellcheck source=bench/support/proc.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # cpu_ticks, pin_setup, cpu_model...
 
-tmp=$(mktemp -d)
-server_pid=
-trap cleanup EXIT
+scratch_dir
 : >"$tmp/rounds.txt"
 
 pin_setup redis-benchmark

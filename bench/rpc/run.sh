@@ -45,16 +45,9 @@ port=$(run_port "$port")
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 server=$build_dir/examples/eddy-rpc-server
 client=$build_dir/examples/eddy-rpc-client
-for exe in "$server" "$client"; do
-    if [[ ! -x $exe ]]; then
-        echo "bench/rpc/run.sh: $exe is not built" >&2
-        exit 1
-    fi
-done
+require_built bench/rpc/run.sh "$server" "$client"
 
-tmp=$(mktemp -d)
-server_pid=
-trap cleanup EXIT
+scratch_dir
 
 subjects=(eddy_client)
 netty_classpath "$root/bench/rpc/java/NettyRpcClient.java" netty-buffer netty-common \

@@ -28,6 +28,26 @@ cleanup() {
     rm -rf "$tmp"
 }
 
+# scratch_dir: the driver's scratch directory (tmp), no server yet (server_pid), and cleanup
+# on exit.
+scratch_dir() {
+    tmp=$(mktemp -d)
+    server_pid=
+    trap cleanup EXIT
+}
+
+# require_built DRIVER EXE...: exits 1, saying which, unless every EXE is built.
+require_built() {
+    local who=$1 exe
+    shift
+    for exe in "$@"; do
+        if [[ ! -x $exe ]]; then
+            echo "$who: $exe is not built" >&2
+            exit 1
+        fi
+    done
+}
+
 # wait_for_log LOG PATTERN TRIES: returns 0 once LOG holds PATTERN (grep), looking every 50 ms
 # up to TRIES times; 1 when they run out or the server ($server_pid) has exited.
 wait_for_log() {
@@ -76,13 +96,16 @@ load_average() {
 }
 
 # pin_setup CLIENT: from pin (1: pin), cpu and client_cpu, sets pin_server and pin_client,
-# the taskset prefixes of the servers and of the clients (empty arrays unpinned), and where,
-# the header's words on it (CLIENT names the clients: "load generator", "wrk").
+# the taskset prefixes of the servers and of the clients, server_cpu_args and
+# client_cpu_args, "--cpu N" for programs of ours that pin their threads too (all empty arrays
+# unpinned), and where, the header's words on it (CLIENT names the clients: "wrk").
 pin_setup() {
-    pin_server=() pin_client=() where="nothing pinned"
+    pin_server=() pin_client=() server_cpu_args=() client_cpu_args=() where="nothing pinned"
     if ((pin)); then
         pin_server=(taskset -c "$cpu")
         pin_client=(taskset -c "$client_cpu")
+        server_cpu_args=(--cpu "$cpu")
+        client_cpu_args=(--cpu "$client_cpu")
         where="servers on CPU $cpu, $1 on CPU $client_cpu"
     fi
 }

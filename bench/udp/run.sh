@@ -70,16 +70,9 @@ port=$(run_port "$port")
 
 bin=$build_dir/bench/udp
 loadgen=$bin/bench_udp_loadgen
-for exe in "$loadgen" "$bin/udp_report" "$bin/udp_server_raw"; do
-    if [[ ! -x $exe ]]; then
-        echo "bench/udp/run.sh: $exe is not built" >&2
-        exit 1
-    fi
-done
+require_built bench/udp/run.sh "$loadgen" "$bin/udp_report" "$bin/udp_server_raw"
 
-tmp=$(mktemp -d)
-server_pid=
-trap cleanup EXIT
+scratch_dir
 
 # raw_gso is the raw server with UDP_SEGMENT replies, as eddy sends them by default;
 # eddy_nogso is eddy with EDDY_UDP_GSO off, one datagram per reply as the raw server sends.
@@ -111,7 +104,7 @@ start_server() {
     shift 2
     local log=$tmp/server.log
     : >"$log" # here, not in the child: the wait below must not read the last server's log
-    "${pin_server[@]}" "$bin/${exe_of[$name]}" --port "$p" "${server_cpu[@]}" \
+    "${pin_server[@]}" "$bin/${exe_of[$name]}" --port "$p" "${server_cpu_args[@]}" \
         "${args_of[$name]}" "$@" >"$log" 2>&1 &
     server_pid=$!
     if wait_for_log "$log" 'listening on' 400; then
@@ -142,13 +135,8 @@ start_next() {
     exit 1
 }
 
-# Pinned, servers and the load generator are told their CPU too.
+# Pinned, the servers and the load generator are told their CPU too (--cpu N).
 pin_setup "load generator"
-server_cpu=() client_cpu_args=()
-if ((pin)); then
-    server_cpu=(--cpu "$cpu")
-    client_cpu_args=(--cpu "$client_cpu")
-fi
 # System calls per packet, when perf can count them here.
 syscalls_probe
 

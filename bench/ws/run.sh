@@ -74,16 +74,10 @@ port=$(run_port "$port")
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=$build_dir/bench/ws
-for exe in "$bin/bench_ws_loadgen" "$bin/ws_broadcast" "$bin/ws_report" "$bin/ws_server_eddy"; do
-    if [[ ! -x $exe ]]; then
-        echo "bench/ws/run.sh: $exe is not built" >&2
-        exit 1
-    fi
-done
+require_built bench/ws/run.sh "$bin/bench_ws_loadgen" "$bin/ws_broadcast" "$bin/ws_report" \
+    "$bin/ws_server_eddy"
 
-tmp=$(mktemp -d)
-server_pid=
-trap cleanup EXIT
+scratch_dir
 
 # Netty's jars (Debian libnetty-java: websocketx is in netty-codec-http) and the JDK; compiled
 # once into $tmp/java.
