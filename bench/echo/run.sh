@@ -26,11 +26,9 @@
 # every case (64x16x64,1x1x64,16x1x65536,churn,idle_rss), every server built. --no-pin: no taskset, no
 # pinning. bench/run.sh calls this (it finds bench_echo_loadgen) with its own arguments.
 set -euo pipefail
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # parse_options, run_port, field...
 
-usage() {
-    sed -n '9,10p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2 # the usage lines above
-    exit 2
-}
 [[ $# -ge 1 ]] || usage
 build_dir=$1
 shift
@@ -39,32 +37,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 chart=$root/bench/echo.png
 cases=64x16x64,1x1x64,16x1x65536,churn,idle_rss
 servers=eddy,eddy_uring,epoll_raw,uring_raw,libuv,libevent,netty_nio
-while [[ $# -gt 0 ]]; do
-    if [[ $1 == --no-pin ]]; then
-        pin=0
-        shift
-        continue
-    fi
-    [[ $# -ge 2 ]] || usage
-    case $1 in
-    --rounds) rounds=$2 ;;
-    --seconds) seconds=$2 ;;
-    --warmup) warmup=$2 ;;
-    --cpu) cpu=$2 ;;
-    --client-cpu) client_cpu=$2 ;;
-    --cases) cases=$2 ;;
-    --servers) servers=$2 ;;
-    --port) port=$2 ;;
-    --java-warmup) java_warmup=$2 ;;
-    --idle-conns) idle_conns=$2 ;;
-    --chart) chart=$2 ;;
-    *) usage ;;
-    esac
-    shift 2
-done
+parse_options bench/echo/run.sh "no-pin rounds seconds warmup cpu client-cpu cases servers \
+    port java-warmup idle-conns chart" "$@"
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
-# shellcheck source=bench/support/proc.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # run_port, field, rounds_loop...
 port=$(run_port "$port")
 
 bin=$build_dir/bench/echo

@@ -16,37 +16,16 @@
 # found; eddy runs on epoll, eddy_uring is the same server on io_uring, where this build and
 # kernel have it).
 set -euo pipefail
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # parse_options, run_port, field...
 
-usage() {
-    sed -n '10,12p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2 # the usage lines above
-    exit 2
-}
 [[ $# -ge 1 ]] || usage
 build_dir=$1
 shift
 rounds=3 seconds=10 warmup=1 java_warmup=5 conns=64 cpu=0 client_cpu=1 port=18300 pin=1
 servers=eddy,eddy_uring,nginx,netty_http
-while [[ $# -gt 0 ]]; do
-    if [[ $1 == --no-pin ]]; then
-        pin=0
-        shift
-        continue
-    fi
-    [[ $# -ge 2 ]] || usage
-    case $1 in
-    --rounds) rounds=$2 ;;
-    --seconds) seconds=$2 ;;
-    --warmup) warmup=$2 ;;
-    --java-warmup) java_warmup=$2 ;;
-    --connections) conns=$2 ;;
-    --cpu) cpu=$2 ;;
-    --client-cpu) client_cpu=$2 ;;
-    --servers) servers=$2 ;;
-    --port) port=$2 ;;
-    *) usage ;;
-    esac
-    shift 2
-done
+parse_options bench/http/run.sh "no-pin rounds seconds warmup java-warmup connections=conns \
+    cpu client-cpu servers port" "$@"
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
 [[ $seconds =~ ^[0-9]+$ && $seconds -ge 1 ]] || usage
 
@@ -59,8 +38,6 @@ for tool in wrk curl; do
     fi
 done
 
-# shellcheck source=bench/support/proc.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # pin_setup, netty_classpath...
 # shellcheck source=bench/support/http.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../support/http.sh" # nginx_conf, start_http_server
 

@@ -27,46 +27,24 @@
 # --client missing), wrk's column alone is measured and no ratio or JSON line comes out.
 # bench/run.sh calls this with its own arguments.
 set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=bench/support/proc.sh
+source "$here/../support/proc.sh" # parse_options, run_port, field...
 
-usage() {
-    sed -n '15,18p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2 # the usage lines above
-    exit 2
-}
 [[ $# -ge 1 ]] || usage
 build_dir=$1
 shift
 rounds=5 seconds=5 warmup=1 conns=64 depths=1,16 cpu=0 client_cpu=1 port=18400 pin=1
 servers=nginx,eddy_http
 client=$build_dir/examples/eddy-http-client
-while [[ $# -gt 0 ]]; do
-    if [[ $1 == --no-pin ]]; then
-        pin=0
-        shift
-        continue
-    fi
-    [[ $# -ge 2 ]] || usage
-    case $1 in
-    --rounds) rounds=$2 ;;
-    --seconds) seconds=$2 ;;
-    --warmup) warmup=$2 ;;
-    --connections) conns=$2 ;;
-    --depths) depths=$2 ;;
-    --cpu) cpu=$2 ;;
-    --client-cpu) client_cpu=$2 ;;
-    --servers) servers=$2 ;;
-    --client) client=$2 ;;
-    --port) port=$2 ;;
-    *) usage ;;
-    esac
-    shift 2
-done
+parse_options bench/http_client/run.sh "no-pin rounds seconds warmup connections=conns depths cpu \
+    client-cpu servers client port" "$@"
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
 [[ $seconds =~ ^[0-9]+$ && $seconds -ge 1 ]] || usage # whole seconds: both clients take them
 [[ $warmup =~ ^[0-9]+$ ]] || usage
 [[ $conns =~ ^[0-9]+$ && $conns -ge 1 ]] || usage
 [[ $depths =~ ^[0-9]+(,[0-9]+)*$ ]] || usage
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 eddy_server=$build_dir/examples/eddy-http-server
 for tool in wrk curl; do
     if ! command -v $tool >/dev/null; then
@@ -74,8 +52,6 @@ for tool in wrk curl; do
         exit 1
     fi
 done
-# shellcheck source=bench/support/proc.sh
-source "$here/../support/proc.sh" # cpu_ticks, pin_setup, cpu_model...
 # shellcheck source=bench/support/http.sh
 source "$here/../support/http.sh" # nginx_bin, nginx_conf, start_http_server
 

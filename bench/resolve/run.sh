@@ -14,7 +14,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '10,11p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
+    sed -n '9,10p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
     exit 2
 }
 [[ $# -ge 1 ]] || usage

@@ -16,34 +16,15 @@
 # bench/RESULTS.md (a given --requests applies to every depth). --no-pin: no taskset. Other
 # --options (bench/run.sh passes its arguments to every benchmark) are ignored with a word.
 set -euo pipefail
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # parse_options, run_port, field...
 
-usage() {
-    sed -n '9,10p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2 # the usage lines above
-    exit 2
-}
 [[ $# -ge 1 ]] || usage
 build_dir=$1
 shift
 rounds=3 requests= clients=50 pipelines=1,16 cpu=0 client_cpu=1 pin=1
-while [[ $# -gt 0 ]]; do
-    if [[ $1 == --no-pin ]]; then
-        pin=0
-        shift
-        continue
-    fi
-    [[ $# -ge 2 ]] || usage
-    case $1 in
-    --rounds) rounds=$2 ;;
-    --requests) requests=$2 ;;
-    --clients) clients=$2 ;;
-    --pipelines) pipelines=$2 ;;
-    --cpu) cpu=$2 ;;
-    --client-cpu) client_cpu=$2 ;;
-    --*) echo "bench/resp/run.sh: $1 $2 ignored (an option of another benchmark?)" >&2 ;;
-    *) usage ;;
-    esac
-    shift 2
-done
+parse_options bench/resp/run.sh "no-pin rounds requests clients pipelines cpu client-cpu \
+    others" "$@"
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
 [[ -z $requests || $requests =~ ^[0-9]+$ ]] || usage
 
@@ -59,8 +40,6 @@ for tool in redis-server redis-benchmark redis-cli; do
     fi
 done
 
-# shellcheck source=bench/support/proc.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # cpu_ticks, pin_setup, cpu_model...
 
 scratch_dir
 : >"$tmp/rounds.txt"

@@ -14,32 +14,16 @@
 # measured ones, server on CPU 0, client on CPU 1. Prints a table, medians and the ratio
 # eddy_client / netty_client, and {"bench":"rpc",...} lines.
 set -euo pipefail
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # parse_options, run_port, field...
 
-usage() {
-    sed -n '10,11p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
-    exit 2
-}
 [[ $# -ge 1 ]] || usage
 build_dir=$1
 shift
 rounds=3 calls=500000 java_warmup=200000 cpu=0 client_cpu=1 port=17900
-while [[ $# -gt 0 ]]; do
-    [[ $# -ge 2 ]] || usage
-    case $1 in
-    --rounds) rounds=$2 ;;
-    --calls) calls=$2 ;;
-    --java-warmup) java_warmup=$2 ;;
-    --cpu) cpu=$2 ;;
-    --client-cpu) client_cpu=$2 ;;
-    --port) port=$2 ;;
-    --seconds | --warmup) ;; # bench/run.sh may pass the echo benchmark's options
-    *) usage ;;
-    esac
-    shift 2
-done
+parse_options bench/rpc/run.sh "rounds calls java-warmup cpu client-cpu port seconds=ignored \
+    warmup=ignored" "$@"
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $calls =~ ^[0-9]+$ && $calls -ge 1000 ]] || usage
-# shellcheck source=bench/support/proc.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # run_port, netty_classpath...
 port=$(run_port "$port")
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

@@ -4,6 +4,48 @@
 # the machine; pinning with taskset; the interleaved rounds; Netty's class path; perf's count
 # of the server's system calls; a field of a JSON line.
 
+# usage: prints the driver's usage lines (those of its header from "#   bash bench/" to the
+# next empty comment line) and exits 2.
+usage() {
+    sed -n '/^#   bash bench\//,/^#$/p' "$0" | sed '/^#$/d; s/^# *//' >&2
+    exit 2
+}
+
+# parse_options DRIVER SPEC ARGS...: a driver's options (after BUILD_DIR). SPEC lists them,
+# separated by spaces: NAME (--NAME VALUE sets the variable NAME, its dashes as underscores),
+# NAME=VAR (sets VAR instead), the flags no-pin (pin=0) and no-costs (costs=0), and "others":
+# any other --option and its value are then ignored with a word (bench/run.sh passes its own
+# arguments to every driver). Anything else, or an option without its value, calls usage.
+parse_options() {
+    local who=$1 spec=" $2 " name var re
+    shift 2
+    while [[ $# -gt 0 ]]; do
+        name=${1#--}
+        if [[ $1 == --no-pin || $1 == --no-costs ]] && [[ $spec == *" $name "* ]]; then
+            if [[ $name == no-pin ]]; then pin=0; else costs=0; fi
+            shift
+            continue
+        fi
+        [[ $# -ge 2 ]] || usage
+        var='' re=" $name=([a-z_]+) "
+        if [[ $1 != --* || $name == no-pin || $name == no-costs ]]; then
+            var=
+        elif [[ $spec == *" $name "* ]]; then
+            var=${name//-/_}
+        elif [[ $spec =~ $re ]]; then
+            var=${BASH_REMATCH[1]}
+        fi
+        if [[ -n $var ]]; then
+            printf -v "$var" '%s' "$2"
+        elif [[ $1 == --* && $spec == *" others "* ]]; then
+            echo "$who: $1 $2 ignored (an option of another benchmark?)" >&2
+        else
+            usage
+        fi
+        shift 2
+    done
+}
+
 # Clock ticks per second, the unit of cpu_ticks.
 hz=$(getconf CLK_TCK)
 

@@ -27,45 +27,17 @@
 # skips them). --port 0 (the default): a base port of this run's own. Other --options
 # (bench/run.sh passes its arguments to every benchmark) are ignored with a word.
 set -euo pipefail
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # parse_options, run_port, field...
 
-usage() {
-    sed -n '15,18p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2 # the usage lines above
-    exit 2
-}
 [[ $# -ge 1 ]] || usage
 build_dir=$1
 shift
 rounds=5 seconds=2 warmup=0.5 cpu=0 client_cpu=1 pin=1 port=0 costs=1
 cases=64,1200,idle servers=raw,raw_gso,eddy,eddy_nogso sockets=8 window=32 idle_channels=10000
-while [[ $# -gt 0 ]]; do
-    case $1 in
-    --no-pin | --no-costs)
-        if [[ $1 == --no-pin ]]; then pin=0; else costs=0; fi
-        shift
-        continue
-        ;;
-    esac
-    [[ $# -ge 2 ]] || usage
-    case $1 in
-    --rounds) rounds=$2 ;;
-    --seconds) seconds=$2 ;;
-    --warmup) warmup=$2 ;;
-    --cpu) cpu=$2 ;;
-    --client-cpu) client_cpu=$2 ;;
-    --cases) cases=$2 ;;
-    --servers) servers=$2 ;;
-    --sockets) sockets=$2 ;;
-    --window) window=$2 ;;
-    --idle-channels) idle_channels=$2 ;;
-    --port) port=$2 ;;
-    --*) echo "bench/udp/run.sh: $1 $2 ignored (an option of another benchmark?)" >&2 ;;
-    *) usage ;;
-    esac
-    shift 2
-done
+parse_options bench/udp/run.sh "no-pin no-costs rounds seconds warmup cpu client-cpu cases \
+    servers sockets window idle-channels port others" "$@"
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
-# shellcheck source=bench/support/proc.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # run_port, field, rounds_loop...
 port=$(run_port "$port")
 
 bin=$build_dir/bench/udp

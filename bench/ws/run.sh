@@ -29,47 +29,19 @@
 # run's own. Other --options (bench/run.sh passes its arguments to every benchmark) are
 # ignored with a word.
 set -euo pipefail
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # parse_options, run_port, field...
 
-usage() {
-    sed -n '12,15p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2 # the usage lines above
-    exit 2
-}
 [[ $# -ge 1 ]] || usage
 build_dir=$1
 shift
 rounds=5 seconds=2 warmup=0.5 java_warmup=3 cpu=0 client_cpu=1 pin=1 costs=1 port=0
 cases=64,16384,bcast64,bcast16384 servers=eddy,eddy_encoded,eddy_example,netty
 conns=64 bcast_conns=1000 bcast_count=100
-while [[ $# -gt 0 ]]; do
-    case $1 in
-    --no-pin | --no-costs)
-        if [[ $1 == --no-pin ]]; then pin=0; else costs=0; fi
-        shift
-        continue
-        ;;
-    esac
-    [[ $# -ge 2 ]] || usage
-    case $1 in
-    --rounds) rounds=$2 ;;
-    --seconds) seconds=$2 ;;
-    --warmup) warmup=$2 ;;
-    --java-warmup) java_warmup=$2 ;;
-    --cpu) cpu=$2 ;;
-    --client-cpu) client_cpu=$2 ;;
-    --cases) cases=$2 ;;
-    --servers) servers=$2 ;;
-    --conns) conns=$2 ;;
-    --bcast-conns) bcast_conns=$2 ;;
-    --bcast-count) bcast_count=$2 ;;
-    --port) port=$2 ;;
-    --*) echo "bench/ws/run.sh: $1 $2 ignored (an option of another benchmark?)" >&2 ;;
-    *) usage ;;
-    esac
-    shift 2
-done
+parse_options bench/ws/run.sh "no-pin no-costs rounds seconds warmup java-warmup cpu \
+    client-cpu cases servers conns bcast-conns bcast-count port \
+    others" "$@"
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
-# shellcheck source=bench/support/proc.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # run_port, field, rounds_loop...
 port=$(run_port "$port")
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
