@@ -26,15 +26,7 @@
 
 enum { F_OPS, F_MB, F_P50, F_P99, F_CPU, F_LOAD, F_P999, F_HWM, F_SYS, N_FIELDS };
 
-typedef bench_series_t series_t;
-typedef bench_case_t case_t;
-
 static double seconds;
-
-static bench_stats_t stat_of(const series_t *s, int f)
-{
-    return bench_stat(s, f);
-}
 
 /* What the issues ask of an eddy server against one baseline in one case (#7 of eddy on
  * epoll, #16 of eddy_uring), and whether it holds. */
@@ -43,17 +35,17 @@ typedef struct verdict_s {
     bool met;
 } verdict_t;
 
-static verdict_t judge(const case_t *c, const series_t *eddy, const series_t *b)
+static verdict_t judge(const bench_case_t *c, const bench_series_t *eddy, const bench_series_t *b)
 {
     verdict_t v = {.text = "", .met = true};
-    double ratio = stat_of(eddy, F_OPS).median / stat_of(b, F_OPS).median;
-    double cpu_ratio = stat_of(eddy, F_CPU).median / stat_of(b, F_CPU).median;
+    double ratio = bench_stat(eddy, F_OPS).median / bench_stat(b, F_OPS).median;
+    double cpu_ratio = bench_stat(eddy, F_CPU).median / bench_stat(b, F_CPU).median;
     bool sixty_four = strcmp(c->name, "64x16x64") == 0;
     bool uring = strcmp(eddy->name, "eddy_uring") == 0;
     if (strcmp(c->name, "idle_rss") == 0) {
         if (!uring) {
             snprintf(v.text, sizeof(v.text), "eddy <= 512 B per idle connection");
-            v.met = stat_of(eddy, F_OPS).median <= 512;
+            v.met = bench_stat(eddy, F_OPS).median <= 512;
         } else if (strcmp(b->name, "eddy") == 0) {
             snprintf(v.text, sizeof(v.text), "fewer bytes per idle connection than on epoll");
             v.met = ratio < 1.0;
@@ -77,8 +69,9 @@ static verdict_t judge(const case_t *c, const series_t *eddy, const series_t *b)
         v.met = ratio >= 1.2;
     } else if (sixty_four && strcmp(b->name, "netty_nio") == 0) {
         snprintf(v.text, sizeof(v.text), "ops/s >= 1.0x, peak RSS <= 1/20, p99.9 lower");
-        v.met = ratio >= 1.0 && stat_of(eddy, F_HWM).median * 20 <= stat_of(b, F_HWM).median &&
-                stat_of(eddy, F_P999).median < stat_of(b, F_P999).median;
+        v.met = ratio >= 1.0 &&
+                bench_stat(eddy, F_HWM).median * 20 <= bench_stat(b, F_HWM).median &&
+                bench_stat(eddy, F_P999).median < bench_stat(b, F_P999).median;
     }
     if (v.text[0] != '\0' || strcmp(b->name, "epoll_raw") != 0) {
         return v;
@@ -88,7 +81,7 @@ static verdict_t judge(const case_t *c, const series_t *eddy, const series_t *b)
         v.met = ratio >= 0.95;
     } else if (strcmp(c->name, "1x1x64") == 0) {
         snprintf(v.text, sizeof(v.text), "p99 <= 1.1x");
-        v.met = stat_of(eddy, F_P99).median <= 1.1 * stat_of(b, F_P99).median;
+        v.met = bench_stat(eddy, F_P99).median <= 1.1 * bench_stat(b, F_P99).median;
     } else if (strcmp(c->name, "churn") == 0) {
         snprintf(v.text, sizeof(v.text), "CPU per connection <= 1.1x");
         v.met = cpu_ratio <= 1.1;
@@ -96,38 +89,38 @@ static verdict_t judge(const case_t *c, const series_t *eddy, const series_t *b)
     return v;
 }
 
-static void report_idle(const case_t *c)
+static void report_idle(const bench_case_t *c)
 {
     printf("\ncase idle_rss: %d connections, each echoed one %d B message, then quiet\n", c->conns,
            c->size);
     printf("  %-10s %-30s %s\n", "server", "bytes per connection (min-max)", "RSS after");
     for (int i = 0; i < c->nservers; i++) {
-        const series_t *s = &c->servers[i];
-        bench_stats_t b = stat_of(s, F_OPS);
+        const bench_series_t *s = &c->servers[i];
+        bench_stats_t b = bench_stat(s, F_OPS);
         char range[64];
         snprintf(range, sizeof(range), "%.0f (%.0f - %.0f)", b.median, b.min, b.max);
-        printf("  %-10s %-30s %.1f MB\n", s->name, range, stat_of(s, F_HWM).median / 1024);
+        printf("  %-10s %-30s %.1f MB\n", s->name, range, bench_stat(s, F_HWM).median / 1024);
     }
     for (int k = 0; k < c->nservers; k++) {
-        const series_t *eddy = &c->servers[k];
+        const bench_series_t *eddy = &c->servers[k];
         if (!bench_is_eddy(eddy))
             continue;
-        double e = stat_of(eddy, F_OPS).median;
+        double e = bench_stat(eddy, F_OPS).median;
         for (int i = 0; i < c->nservers; i++) {
-            const series_t *b = &c->servers[i];
+            const bench_series_t *b = &c->servers[i];
             if (b == eddy)
                 continue;
             verdict_t v = judge(c, eddy, b);
-            double base = stat_of(b, F_OPS).median;
+            double base = bench_stat(b, F_OPS).median;
             printf("  %s / %-10s bytes per connection %.3fx", eddy->name, b->name, e / base);
             bench_print_target(v.text, v.met);
         }
         for (int i = 0; i < c->nservers; i++) {
-            const series_t *b = &c->servers[i];
+            const bench_series_t *b = &c->servers[i];
             if (b == eddy)
                 continue;
             verdict_t v = judge(c, eddy, b);
-            bench_stats_t es = stat_of(eddy, F_OPS), bs = stat_of(b, F_OPS);
+            bench_stats_t es = bench_stat(eddy, F_OPS), bs = bench_stat(b, F_OPS);
             printf("{\"bench\":\"echo\",\"case\":\"idle_rss\",\"subject\":\"%s\","
                    "\"baseline\":\"%s\",\"bytes_per_conn\":%.1f,\"bytes_per_conn_min\":%.1f,"
                    "\"bytes_per_conn_max\":%.1f,\"baseline_bytes_per_conn\":%.1f,"
@@ -135,34 +128,34 @@ static void report_idle(const case_t *c)
                    "\"ratio\":%.4f,\"rss_kb\":%.0f,\"baseline_rss_kb\":%.0f,\"rounds\":%d,"
                    "\"conns\":%d,\"size\":%d",
                    eddy->name, b->name, es.median, es.min, es.max, bs.median, bs.min, bs.max,
-                   es.median / bs.median, stat_of(eddy, F_HWM).median, stat_of(b, F_HWM).median,
-                   bench_rounds(eddy, b), c->conns, c->size);
+                   es.median / bs.median, bench_stat(eddy, F_HWM).median,
+                   bench_stat(b, F_HWM).median, bench_rounds(eddy, b), c->conns, c->size);
             bench_json_target(v.text, v.met);
         }
     }
 }
 
 /* One eddy server against every other server of a case: the ratios, then the JSON lines. */
-static void report_eddy(const case_t *c, const series_t *eddy)
+static void report_eddy(const bench_case_t *c, const bench_series_t *eddy)
 {
-    bench_stats_t e_ops = stat_of(eddy, F_OPS), e_cpu = stat_of(eddy, F_CPU);
+    bench_stats_t e_ops = bench_stat(eddy, F_OPS), e_cpu = bench_stat(eddy, F_CPU);
     for (int i = 0; i < c->nservers; i++) {
-        const series_t *b = &c->servers[i];
+        const bench_series_t *b = &c->servers[i];
         if (b == eddy)
             continue;
         verdict_t v = judge(c, eddy, b);
         printf("  %s / %-10s ops/s %.3fx, CPU per op %.3fx, p99 %.2fx, peak RSS %.3fx", eddy->name,
-               b->name, e_ops.median / stat_of(b, F_OPS).median,
-               e_cpu.median / stat_of(b, F_CPU).median,
-               stat_of(eddy, F_P99).median / stat_of(b, F_P99).median,
-               stat_of(eddy, F_HWM).median / stat_of(b, F_HWM).median);
+               b->name, e_ops.median / bench_stat(b, F_OPS).median,
+               e_cpu.median / bench_stat(b, F_CPU).median,
+               bench_stat(eddy, F_P99).median / bench_stat(b, F_P99).median,
+               bench_stat(eddy, F_HWM).median / bench_stat(b, F_HWM).median);
         bench_print_target(v.text, v.met);
     }
     for (int i = 0; i < c->nservers; i++) {
-        const series_t *b = &c->servers[i];
+        const bench_series_t *b = &c->servers[i];
         if (b == eddy)
             continue;
-        bench_stats_t b_ops = stat_of(b, F_OPS), b_cpu = stat_of(b, F_CPU);
+        bench_stats_t b_ops = bench_stat(b, F_OPS), b_cpu = bench_stat(b, F_CPU);
         double ratio = e_ops.median / b_ops.median;
         double cpu_ratio = e_cpu.median / b_cpu.median;
         verdict_t v = judge(c, eddy, b);
@@ -179,17 +172,19 @@ static void report_eddy(const case_t *c, const series_t *eddy)
                "\"depth\":%d,\"size\":%d",
                c->name, eddy->name, b->name, e_ops.median, e_ops.min, e_ops.max, b_ops.median,
                b_ops.min, b_ops.max, ratio, e_cpu.median, b_cpu.median, cpu_ratio,
-               stat_of(eddy, F_MB).median, stat_of(b, F_MB).median, stat_of(eddy, F_P50).median,
-               stat_of(eddy, F_P99).median, stat_of(eddy, F_P999).median, stat_of(b, F_P50).median,
-               stat_of(b, F_P99).median, stat_of(b, F_P999).median, stat_of(eddy, F_HWM).median,
-               stat_of(b, F_HWM).median, stat_of(eddy, F_SYS).median, stat_of(b, F_SYS).median,
-               stat_of(eddy, F_LOAD).median, stat_of(b, F_LOAD).median, bench_rounds(eddy, b),
+               bench_stat(eddy, F_MB).median, bench_stat(b, F_MB).median,
+               bench_stat(eddy, F_P50).median, bench_stat(eddy, F_P99).median,
+               bench_stat(eddy, F_P999).median, bench_stat(b, F_P50).median,
+               bench_stat(b, F_P99).median, bench_stat(b, F_P999).median,
+               bench_stat(eddy, F_HWM).median, bench_stat(b, F_HWM).median,
+               bench_stat(eddy, F_SYS).median, bench_stat(b, F_SYS).median,
+               bench_stat(eddy, F_LOAD).median, bench_stat(b, F_LOAD).median, bench_rounds(eddy, b),
                seconds, c->conns, c->depth, c->size);
         bench_json_target(v.text, v.met);
     }
 }
 
-static void report_case(const case_t *c)
+static void report_case(const bench_case_t *c)
 {
     if (strcmp(c->name, "idle_rss") == 0) {
         report_idle(c);
@@ -202,17 +197,17 @@ static void report_case(const case_t *c)
            "MB/s", "p50 us", "p99 us", "p99.9 us", "server CPU ns/op (min-max)", "peak RSS",
            "syscalls", "loadgen CPU");
     for (int i = 0; i < c->nservers; i++) {
-        const series_t *s = &c->servers[i];
-        bench_stats_t ops = stat_of(s, F_OPS), cpu = stat_of(s, F_CPU);
+        const bench_series_t *s = &c->servers[i];
+        bench_stats_t ops = bench_stat(s, F_OPS), cpu = bench_stat(s, F_CPU);
         char range[64], cpus[64], rss[32];
         snprintf(range, sizeof(range), "%.3f M (%.3f - %.3f)", ops.median / 1e6, ops.min / 1e6,
                  ops.max / 1e6);
         snprintf(cpus, sizeof(cpus), "%.0f (%.0f - %.0f)", cpu.median, cpu.min, cpu.max);
-        snprintf(rss, sizeof(rss), "%.1f MB", stat_of(s, F_HWM).median / 1024);
+        snprintf(rss, sizeof(rss), "%.1f MB", bench_stat(s, F_HWM).median / 1024);
         printf("  %-10s %-28s %9.1f %8.1f %8.1f %9.1f %-26s %8s %9.3f %.2f\n", s->name, range,
-               stat_of(s, F_MB).median, stat_of(s, F_P50).median, stat_of(s, F_P99).median,
-               stat_of(s, F_P999).median, cpus, rss, stat_of(s, F_SYS).median,
-               stat_of(s, F_LOAD).median);
+               bench_stat(s, F_MB).median, bench_stat(s, F_P50).median, bench_stat(s, F_P99).median,
+               bench_stat(s, F_P999).median, cpus, rss, bench_stat(s, F_SYS).median,
+               bench_stat(s, F_LOAD).median);
     }
     for (int i = 0; i < c->nservers; i++) {
         if (bench_is_eddy(&c->servers[i]))
@@ -246,21 +241,22 @@ static void write_chart_data(const char *path)
             fprintf(f, " %s", names[j]);
         fprintf(f, "\n");
         for (int i = 0; i < bench_ncases; i++) {
-            const case_t *c = &bench_cases[i];
+            const bench_case_t *c = &bench_cases[i];
             bool idle = strcmp(c->name, "idle_rss") == 0;
-            const series_t *base = bench_case_find(c, "epoll_raw");
+            const bench_series_t *base = bench_case_find(c, "epoll_raw");
             if (idle != (panel == 2) || (!idle && base == NULL))
                 continue;
             fprintf(f, "%s", c->name);
             for (int j = 0; j < nnames; j++) {
-                const series_t *s = bench_case_find(c, names[j]);
+                const bench_series_t *s = bench_case_find(c, names[j]);
                 if (s == NULL) {
                     fprintf(f, " -");
                 } else if (idle) {
-                    fprintf(f, " %.1f", stat_of(s, F_OPS).median);
+                    fprintf(f, " %.1f", bench_stat(s, F_OPS).median);
                 } else {
                     fprintf(f, " %.4f",
-                            stat_of(s, fields[panel]).median / stat_of(base, fields[panel]).median);
+                            bench_stat(s, fields[panel]).median /
+                                bench_stat(base, fields[panel]).median);
                 }
             }
             fprintf(f, "\n");

@@ -27,18 +27,10 @@
 
 enum { F_OPS, F_CPU, F_P50, F_P99, F_LOST, F_LATE, F_LOAD, F_HWM, F_SYS, N_FIELDS };
 
-/* A case's load: sockets in conns (idle: channels), window in depth. */
-typedef bench_series_t series_t;
-typedef bench_case_t case_t;
-
+/* A case's load (bench_case_t): sockets in conns (idle: channels), window in depth. */
 static double seconds;
 
-static bench_stats_t stat_of(const series_t *s, int f)
-{
-    return bench_stat(s, f);
-}
-
-static void report_idle(const case_t *c)
+static void report_idle(const bench_case_t *c)
 {
     printf("\ncase idle: %d more UDP sockets bound to 127.0.0.1 port 0 beside the echo socket "
            "(raw: a socket in epoll with its state; eddy: a datagram channel with the echo "
@@ -47,57 +39,57 @@ static void report_idle(const case_t *c)
     printf("  %-6s %-34s %-22s %s\n", "server", "bytes per channel median (min-max)",
            "RSS with 1 channel", "RSS after");
     for (int i = 0; i < c->nservers; i++) {
-        const series_t *s = &c->servers[i];
-        bench_stats_t b = stat_of(s, F_OPS);
+        const bench_series_t *s = &c->servers[i];
+        bench_stats_t b = bench_stat(s, F_OPS);
         char range[64], one[32];
         snprintf(range, sizeof(range), "%.0f (%.0f - %.0f)", b.median, b.min, b.max);
-        snprintf(one, sizeof(one), "%.2f MB", stat_of(s, F_CPU).median / 1024);
+        snprintf(one, sizeof(one), "%.2f MB", bench_stat(s, F_CPU).median / 1024);
         printf("  %-6s %-34s %-22s %.2f MB\n", s->name, range, one,
-               stat_of(s, F_P50).median / 1024);
+               bench_stat(s, F_P50).median / 1024);
     }
-    const series_t *eddy = bench_case_find(c, "eddy"), *raw = bench_case_find(c, "raw");
+    const bench_series_t *eddy = bench_case_find(c, "eddy"), *raw = bench_case_find(c, "raw");
     if (eddy != NULL && raw != NULL) {
         printf("  eddy / raw: bytes per channel %.2fx, RSS with 1 channel %.2fx\n",
-               stat_of(eddy, F_OPS).median / stat_of(raw, F_OPS).median,
-               stat_of(eddy, F_CPU).median / stat_of(raw, F_CPU).median);
+               bench_stat(eddy, F_OPS).median / bench_stat(raw, F_OPS).median,
+               bench_stat(eddy, F_CPU).median / bench_stat(raw, F_CPU).median);
     }
     for (int i = 0; i < c->nservers; i++) {
-        const series_t *s = &c->servers[i];
+        const bench_series_t *s = &c->servers[i];
         if (eddy != NULL && s != eddy)
             continue;
-        const series_t *b = eddy != NULL ? raw : NULL;
-        bench_stats_t es = stat_of(s, F_OPS);
+        const bench_series_t *b = eddy != NULL ? raw : NULL;
+        bench_stats_t es = bench_stat(s, F_OPS);
         printf("{\"bench\":\"udp\",\"case\":\"idle\",\"subject\":\"%s\",\"baseline\":\"%s\","
                "\"bytes_per_channel\":%.1f,\"bytes_per_channel_min\":%.1f,"
                "\"bytes_per_channel_max\":%.1f,\"rss_one_channel_kb\":%.0f,\"channels\":%d,"
                "\"rounds\":%d",
                s->name, b != NULL ? b->name : "", es.median, es.min, es.max,
-               stat_of(s, F_CPU).median, c->conns, s->n);
+               bench_stat(s, F_CPU).median, c->conns, s->n);
         if (b != NULL) {
             printf(",\"baseline_bytes_per_channel\":%.1f,\"baseline_rss_one_channel_kb\":%.0f,"
                    "\"ratio\":%.4f",
-                   stat_of(b, F_OPS).median, stat_of(b, F_CPU).median,
-                   es.median / stat_of(b, F_OPS).median);
+                   bench_stat(b, F_OPS).median, bench_stat(b, F_CPU).median,
+                   es.median / bench_stat(b, F_OPS).median);
         }
         printf("}\n");
     }
 }
 
 /* One JSON line: subject s against baseline b (NULL: s's figures alone). */
-static void json_echo(const case_t *c, const series_t *s, const series_t *b)
+static void json_echo(const bench_case_t *c, const bench_series_t *s, const bench_series_t *b)
 {
-    bench_stats_t ops = stat_of(s, F_OPS), cpu = stat_of(s, F_CPU);
+    bench_stats_t ops = bench_stat(s, F_OPS), cpu = bench_stat(s, F_CPU);
     printf("{\"bench\":\"udp\",\"case\":\"%s\",\"subject\":\"%s\",\"baseline\":\"%s\","
            "\"ops_per_s\":%.0f,\"ops_per_s_min\":%.0f,\"ops_per_s_max\":%.0f,"
            "\"cpu_ns_per_pkt\":%.1f,\"cpu_ns_per_pkt_min\":%.1f,\"cpu_ns_per_pkt_max\":%.1f,"
            "\"p50_us\":%.2f,\"p99_us\":%.2f,\"lost\":%.0f,\"load_cpu\":%.3f,\"peak_rss_kb\":%.0f,"
            "\"syscalls_per_pkt\":%.4f",
            c->name, s->name, b != NULL ? b->name : "", ops.median, ops.min, ops.max, cpu.median,
-           cpu.min, cpu.max, stat_of(s, F_P50).median, stat_of(s, F_P99).median,
-           stat_of(s, F_LOST).median, stat_of(s, F_LOAD).median, stat_of(s, F_HWM).median,
-           stat_of(s, F_SYS).median);
+           cpu.min, cpu.max, bench_stat(s, F_P50).median, bench_stat(s, F_P99).median,
+           bench_stat(s, F_LOST).median, bench_stat(s, F_LOAD).median, bench_stat(s, F_HWM).median,
+           bench_stat(s, F_SYS).median);
     if (b != NULL) {
-        bench_stats_t bops = stat_of(b, F_OPS), bcpu = stat_of(b, F_CPU);
+        bench_stats_t bops = bench_stat(b, F_OPS), bcpu = bench_stat(b, F_CPU);
         double per_cpu = bcpu.median / cpu.median;
         printf(",\"baseline_ops_per_s\":%.0f,\"baseline_ops_per_s_min\":%.0f,"
                "\"baseline_ops_per_s_max\":%.0f,\"baseline_cpu_ns_per_pkt\":%.1f,"
@@ -106,16 +98,17 @@ static void json_echo(const case_t *c, const series_t *s, const series_t *b)
                "ratio\":%.4f,"
                "\"pkts_per_cpu_s_ratio\":%.4f,\"target\":\"packets per server CPU-second >= "
                "%.1fx\",\"target_met\":%s",
-               bops.median, bops.min, bops.max, bcpu.median, stat_of(b, F_P50).median,
-               stat_of(b, F_P99).median, stat_of(b, F_LOST).median, stat_of(b, F_LOAD).median,
-               stat_of(b, F_SYS).median, ops.median / bops.median, cpu.median / bcpu.median,
-               per_cpu, TARGET_PKTS_PER_CPU, per_cpu >= TARGET_PKTS_PER_CPU ? "true" : "false");
+               bops.median, bops.min, bops.max, bcpu.median, bench_stat(b, F_P50).median,
+               bench_stat(b, F_P99).median, bench_stat(b, F_LOST).median,
+               bench_stat(b, F_LOAD).median, bench_stat(b, F_SYS).median, ops.median / bops.median,
+               cpu.median / bcpu.median, per_cpu, TARGET_PKTS_PER_CPU,
+               per_cpu >= TARGET_PKTS_PER_CPU ? "true" : "false");
     }
     printf(",\"rounds\":%d,\"seconds\":%.2f,\"sockets\":%d,\"window\":%d,\"size\":%d}\n",
            b != NULL ? bench_rounds(s, b) : s->n, seconds, c->conns, c->depth, c->size);
 }
 
-static void report_case(const case_t *c)
+static void report_case(const bench_case_t *c)
 {
     if (strcmp(c->name, "idle") == 0) {
         report_idle(c);
@@ -127,41 +120,41 @@ static void report_case(const case_t *c)
            "pkts/s median (min - max)", "server CPU ns/pkt (min-max)", "syscalls", "p50 us",
            "p99 us", "lost", "late", "peak RSS", "loadgen CPU");
     for (int i = 0; i < c->nservers; i++) {
-        const series_t *s = &c->servers[i];
-        bench_stats_t ops = stat_of(s, F_OPS), cpu = stat_of(s, F_CPU);
+        const bench_series_t *s = &c->servers[i];
+        bench_stats_t ops = bench_stat(s, F_OPS), cpu = bench_stat(s, F_CPU);
         char range[64], cpus[64], rss[32];
         snprintf(range, sizeof(range), "%.3f M (%.3f - %.3f)", ops.median / 1e6, ops.min / 1e6,
                  ops.max / 1e6);
         snprintf(cpus, sizeof(cpus), "%.0f (%.0f - %.0f)", cpu.median, cpu.min, cpu.max);
-        snprintf(rss, sizeof(rss), "%.1f MB", stat_of(s, F_HWM).median / 1024);
+        snprintf(rss, sizeof(rss), "%.1f MB", bench_stat(s, F_HWM).median / 1024);
         printf("  %-10s %-30s %-28s %9.3f %8.1f %8.1f %9.0f %8.0f %9s %.2f\n", s->name, range, cpus,
-               stat_of(s, F_SYS).median, stat_of(s, F_P50).median, stat_of(s, F_P99).median,
-               stat_of(s, F_LOST).median, stat_of(s, F_LATE).median, rss,
-               stat_of(s, F_LOAD).median);
+               bench_stat(s, F_SYS).median, bench_stat(s, F_P50).median,
+               bench_stat(s, F_P99).median, bench_stat(s, F_LOST).median,
+               bench_stat(s, F_LATE).median, rss, bench_stat(s, F_LOAD).median);
     }
     bool compared = false;
     for (int i = 0; i < c->nservers; i++) {
-        const series_t *e = &c->servers[i];
+        const bench_series_t *e = &c->servers[i];
         if (strncmp(e->name, "eddy", 4) != 0)
             continue;
         for (int k = 0; k < c->nservers; k++) {
-            const series_t *r = &c->servers[k];
+            const bench_series_t *r = &c->servers[k];
             /* Variant against variant (eddy_nogso / raw_gso) compares nothing alike. */
             if (strncmp(r->name, "raw", 3) != 0 || (strchr(e->name, '_') && strchr(r->name, '_')))
                 continue;
-            double per_cpu = stat_of(r, F_CPU).median / stat_of(e, F_CPU).median;
+            double per_cpu = bench_stat(r, F_CPU).median / bench_stat(e, F_CPU).median;
             printf("  %s / %s: pkts/s %.3fx, packets per server CPU-second %.3fx (CPU per "
                    "packet %.3fx), p99 %.2fx   target packets per CPU-second >= %.1fx: %s\n",
-                   e->name, r->name, stat_of(e, F_OPS).median / stat_of(r, F_OPS).median, per_cpu,
-                   1 / per_cpu, stat_of(e, F_P99).median / stat_of(r, F_P99).median,
+                   e->name, r->name, bench_stat(e, F_OPS).median / bench_stat(r, F_OPS).median,
+                   per_cpu, 1 / per_cpu, bench_stat(e, F_P99).median / bench_stat(r, F_P99).median,
                    TARGET_PKTS_PER_CPU, per_cpu >= TARGET_PKTS_PER_CPU ? "met" : "NOT met");
             compared = true;
         }
     }
     for (int i = 0; i < c->nservers; i++) {
-        const series_t *e = &c->servers[i];
+        const bench_series_t *e = &c->servers[i];
         for (int k = 0; k < c->nservers && strncmp(e->name, "eddy", 4) == 0; k++) {
-            const series_t *r = &c->servers[k];
+            const bench_series_t *r = &c->servers[k];
             if (strncmp(r->name, "raw", 3) == 0 && !(strchr(e->name, '_') && strchr(r->name, '_')))
                 json_echo(c, e, r);
         }

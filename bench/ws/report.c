@@ -24,43 +24,32 @@
 
 enum { F_A, F_B, F_C, F_D, F_E, F_F, F_G, N_FIELDS }; /* the numbers after ROUND, in order */
 
-/* A case is named by its kind and size ("echo 64", "bcast 16384"); its load: conns, depth
- * (echo: the window; broadcast: the broadcasts a round) and size. */
-typedef bench_series_t series_t;
-typedef bench_case_t case_t;
+/* A case (bench_case_t) is named by its kind and size ("echo 64", "bcast 16384"); its load:
+ * conns, depth (echo: the window; broadcast: the broadcasts a round) and size. */
 
-static bench_stats_t st(const series_t *s, int f)
-{
-    return bench_stat(s, f);
-}
-
-static const char *range(char *buf, size_t n, const series_t *s, int f, double scale, int prec)
-{
-    return bench_range(buf, n, s, f, scale, prec);
-}
-
-static void report_echo(const case_t *c)
+static void report_echo(const bench_case_t *c)
 {
     printf("\necho, %d B: %d connections x window %d, masked binary frames, each echoed\n", c->size,
            c->conns, c->depth);
     printf("  %-12s %-28s %-26s %12s %9s %9s %s\n", "server", "msgs/s M median (min - max)",
            "server CPU ns/msg (min-max)", "msgs/CPU-s", "RSS", "peak RSS", "loadgen CPU");
     for (int i = 0; i < c->nservers; i++) {
-        const series_t *s = &c->servers[i];
+        const bench_series_t *s = &c->servers[i];
         char r1[64], r2[64];
         printf("  %-12s %-28s %-26s %10.3f M %6.1f MB %6.1f MB %.2f\n", s->name,
-               range(r1, sizeof(r1), s, F_A, 1e-6, 3), range(r2, sizeof(r2), s, F_B, 1, 0),
-               1e3 / st(s, F_B).median, st(s, F_C).median / 1024, st(s, F_D).median / 1024,
-               st(s, F_E).median);
+               bench_range(r1, sizeof(r1), s, F_A, 1e-6, 3),
+               bench_range(r2, sizeof(r2), s, F_B, 1, 0), 1e3 / bench_stat(s, F_B).median,
+               bench_stat(s, F_C).median / 1024, bench_stat(s, F_D).median / 1024,
+               bench_stat(s, F_E).median);
     }
-    const series_t *b = bench_case_find(c, "netty");
+    const bench_series_t *b = bench_case_find(c, "netty");
     for (int i = 0; b != NULL && i < c->nservers; i++) {
-        const series_t *e = &c->servers[i];
+        const bench_series_t *e = &c->servers[i];
         if (!bench_is_eddy(e))
             continue;
-        double ops = st(e, F_A).median / st(b, F_A).median;
-        double per_cpu = st(b, F_B).median / st(e, F_B).median;
-        double rss = st(e, F_D).median / st(b, F_D).median;
+        double ops = bench_stat(e, F_A).median / bench_stat(b, F_A).median;
+        double per_cpu = bench_stat(b, F_B).median / bench_stat(e, F_B).median;
+        double rss = bench_stat(e, F_D).median / bench_stat(b, F_D).median;
         bool met_cpu = per_cpu >= 1.5, met_rss = rss <= 1.0 / 20;
         printf("  %s / netty: msgs/s %.3fx, msgs per server CPU-second %.3fx (target >= 1.5x: "
                "%s), peak RSS %.4fx = 1/%.0f (target <= 1/20: %s)\n",
@@ -77,16 +66,18 @@ static void report_echo(const case_t *c)
                "\"baseline_peak_rss_kb\":%.0f,\"peak_rss_ratio\":%.5f,\"rounds\":%d,"
                "\"conns\":%d,\"window\":%d,\"size\":%d,\"target\":\"msgs per server CPU-second "
                ">= 1.5x, peak RSS <= 1/20\",\"target_met\":%s}\n",
-               c->size, e->name, st(e, F_A).median, st(e, F_A).min, st(e, F_A).max,
-               st(b, F_A).median, st(b, F_A).min, st(b, F_A).max, ops, st(e, F_B).median,
-               st(e, F_B).min, st(e, F_B).max, st(b, F_B).median, st(b, F_B).min, st(b, F_B).max,
-               per_cpu, st(e, F_C).median, st(e, F_D).median, st(b, F_C).median, st(b, F_D).median,
-               rss, bench_rounds(e, b), c->conns, c->depth, c->size,
+               c->size, e->name, bench_stat(e, F_A).median, bench_stat(e, F_A).min,
+               bench_stat(e, F_A).max, bench_stat(b, F_A).median, bench_stat(b, F_A).min,
+               bench_stat(b, F_A).max, ops, bench_stat(e, F_B).median, bench_stat(e, F_B).min,
+               bench_stat(e, F_B).max, bench_stat(b, F_B).median, bench_stat(b, F_B).min,
+               bench_stat(b, F_B).max, per_cpu, bench_stat(e, F_C).median,
+               bench_stat(e, F_D).median, bench_stat(b, F_C).median, bench_stat(b, F_D).median, rss,
+               bench_rounds(e, b), c->conns, c->depth, c->size,
                met_cpu && met_rss ? "true" : "false");
     }
 }
 
-static void report_bcast(const case_t *c)
+static void report_bcast(const bench_case_t *c)
 {
     printf("\nbroadcast, %d B: one message to %d connections (the sender among them), time "
            "until all had it; %d broadcasts a round, p50 and p99 of each round, then median "
@@ -96,29 +87,29 @@ static void report_bcast(const case_t *c)
            "all delivered p99 us", "first us", "server CPU us/broadcast", "copied/member",
            "peak RSS");
     for (int i = 0; i < c->nservers; i++) {
-        const series_t *s = &c->servers[i];
+        const bench_series_t *s = &c->servers[i];
         char r1[64], r2[64], r3[64], copied[32];
-        double cp = st(s, F_F).median;
+        double cp = bench_stat(s, F_F).median;
         if (cp < 0)
             snprintf(copied, sizeof(copied), "not counted");
         else
             snprintf(copied, sizeof(copied), "%.0f B", cp);
         printf("  %-13s %-26s %-26s %9.0f %-24s %12s %6.1f MB\n", s->name,
-               range(r1, sizeof(r1), s, F_A, 1, 0), range(r2, sizeof(r2), s, F_B, 1, 0),
-               st(s, F_C).median, range(r3, sizeof(r3), s, F_D, 1, 0), copied,
-               st(s, F_E).median / 1024);
+               bench_range(r1, sizeof(r1), s, F_A, 1, 0), bench_range(r2, sizeof(r2), s, F_B, 1, 0),
+               bench_stat(s, F_C).median, bench_range(r3, sizeof(r3), s, F_D, 1, 0), copied,
+               bench_stat(s, F_E).median / 1024);
     }
-    const series_t *b = bench_case_find(c, "netty");
+    const bench_series_t *b = bench_case_find(c, "netty");
     for (int i = 0; b != NULL && i < c->nservers; i++) {
-        const series_t *e = &c->servers[i];
+        const bench_series_t *e = &c->servers[i];
         if (!bench_is_eddy(e))
             continue;
-        double p50 = st(e, F_A).median / st(b, F_A).median;
-        double p99 = st(e, F_B).median / st(b, F_B).median;
-        double cpu = st(e, F_D).median / st(b, F_D).median;
+        double p50 = bench_stat(e, F_A).median / bench_stat(b, F_A).median;
+        double p99 = bench_stat(e, F_B).median / bench_stat(b, F_B).median;
+        double cpu = bench_stat(e, F_D).median / bench_stat(b, F_D).median;
         printf("  %s / netty: time to all p50 %.3fx, p99 %.3fx, server CPU per broadcast "
                "%.3fx, peak RSS %.4fx\n",
-               e->name, p50, p99, cpu, st(e, F_E).median / st(b, F_E).median);
+               e->name, p50, p99, cpu, bench_stat(e, F_E).median / bench_stat(b, F_E).median);
         printf("{\"bench\":\"ws\",\"case\":\"broadcast_%d\",\"subject\":\"%s\","
                "\"baseline\":\"netty\",\"p50_us\":%.1f,\"p50_us_min\":%.1f,\"p50_us_max\":%.1f,"
                "\"p99_us\":%.1f,\"baseline_p50_us\":%.1f,\"baseline_p50_us_min\":%.1f,"
@@ -128,11 +119,12 @@ static void report_bcast(const case_t *c)
                "\"baseline_rss_growth_per_bcast_b\":%.1f,\"peak_rss_kb\":%.0f,"
                "\"baseline_peak_rss_kb\":%.0f,\"rounds\":%d,\"conns\":%d,\"broadcasts\":%d,"
                "\"size\":%d}\n",
-               c->size, e->name, st(e, F_A).median, st(e, F_A).min, st(e, F_A).max,
-               st(e, F_B).median, st(b, F_A).median, st(b, F_A).min, st(b, F_A).max,
-               st(b, F_B).median, p50, p99, st(e, F_D).median, st(b, F_D).median, cpu,
-               st(e, F_F).median, st(e, F_G).median, st(b, F_G).median, st(e, F_E).median,
-               st(b, F_E).median, bench_rounds(e, b), c->conns, c->depth, c->size);
+               c->size, e->name, bench_stat(e, F_A).median, bench_stat(e, F_A).min,
+               bench_stat(e, F_A).max, bench_stat(e, F_B).median, bench_stat(b, F_A).median,
+               bench_stat(b, F_A).min, bench_stat(b, F_A).max, bench_stat(b, F_B).median, p50, p99,
+               bench_stat(e, F_D).median, bench_stat(b, F_D).median, cpu, bench_stat(e, F_F).median,
+               bench_stat(e, F_G).median, bench_stat(b, F_G).median, bench_stat(e, F_E).median,
+               bench_stat(b, F_E).median, bench_rounds(e, b), c->conns, c->depth, c->size);
     }
 }
 
