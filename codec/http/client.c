@@ -317,7 +317,7 @@ struct call_s {
     call_t *prev, *next;             /* in client->calls, under client->lock */
     bool aborted;                    /* client->lock: the client's close failed it */
     eddy_channel_pool_t *pool;
-    eddy_http_client_request_t *req; /* one reference, kept for a second try */
+    eddy_http_request_t *req; /* one reference, kept for a second try */
     eddy_promise_t *p;               /* the caller's future (one reference) */
     pthread_mutex_t lock;            /* guards step and cancelled */
     eddy_future_t *step;             /* the acquire or send in flight (one reference), or NULL */
@@ -345,7 +345,7 @@ static void call_put(call_t *call)
     }
     bool last = c->pools_closed && c->calls == NULL;
     pthread_mutex_unlock(&c->lock);
-    eddy_msg_release(eddy_http_client_request_msg(call->req));
+    eddy_msg_release(eddy_http_request_msg(call->req));
     eddy_future_release(call->p);
     pthread_mutex_destroy(&call->lock);
     free(call);
@@ -437,7 +437,7 @@ static bool connection_lost(int err)
 
 static void release_response(void *r)
 {
-    eddy_msg_release(&((eddy_http_client_response_t *)r)->_msg);
+    eddy_msg_release(&((eddy_http_response_t *)r)->_msg);
 }
 
 /* Give the channel the call holds back to the pool (which drops it when it closed). */
@@ -483,7 +483,7 @@ static void on_response(eddy_future_t *sent, void *arg)
 {
     call_t *call = arg;
     int err = eddy_future_error(sent);
-    eddy_http_client_response_t *resp = eddy_future_http_response(sent);
+    eddy_http_response_t *resp = eddy_future_http_response(sent);
     if (err != 0 || !resp->keep_alive) {
         /* The exchange closes it as well (after an error, or a response that does not keep
          * alive); closing first keeps the pool from handing out a channel about to close. */
@@ -521,7 +521,7 @@ static void on_acquired(eddy_future_t *f, void *arg)
      * request is kept too, for a second try. The response may come on another thread before
      * this returns, so everything on_response reads is set before the send. */
     call->acquired = eddy_future_retain(f);
-    eddy_msg_retain(eddy_http_client_request_msg(call->req));
+    eddy_msg_retain(eddy_http_request_msg(call->req));
     eddy_future_t *sent = eddy_http_send(eddy_future_channel(f), call->req);
     if (sent == NULL) {
         give_back(call);
@@ -620,7 +620,7 @@ static eddy_future_t *failed(int err)
 }
 
 /* Point req at u: its target and Host header. */
-static int route_request(eddy_http_client_request_t *req, const eddy_url_t *u)
+static int route_request(eddy_http_request_t *req, const eddy_url_t *u)
 {
     char *target = target_of(u);
     if (target == NULL) {
@@ -632,7 +632,7 @@ static int route_request(eddy_http_client_request_t *req, const eddy_url_t *u)
 }
 
 eddy_future_t *eddy_http_client_send(eddy_http_client_t *c, const char *url,
-                                     eddy_http_client_request_t *req)
+                                     eddy_http_request_t *req)
 {
     if (req == NULL) {
         return failed(EDDY_EINVAL);
@@ -660,7 +660,7 @@ eddy_future_t *eddy_http_client_send(eddy_http_client_t *c, const char *url,
         rc = EDDY_ENOMEM;
     }
     if (rc != 0) {
-        eddy_msg_release(eddy_http_client_request_msg(req));
+        eddy_msg_release(eddy_http_request_msg(req));
         return failed(rc);
     }
     call->client = c;
@@ -679,7 +679,7 @@ eddy_future_t *eddy_http_client_send(eddy_http_client_t *c, const char *url,
     }
     pthread_mutex_unlock(&c->lock);
     if (closing) {
-        eddy_msg_release(eddy_http_client_request_msg(req));
+        eddy_msg_release(eddy_http_request_msg(req));
         eddy_future_release(call->p);
         pthread_mutex_destroy(&call->lock);
         free(call);
@@ -696,7 +696,7 @@ eddy_future_t *eddy_http_client_send(eddy_http_client_t *c, const char *url,
 
 eddy_future_t *eddy_http_client_get(eddy_http_client_t *c, const char *url)
 {
-    eddy_http_client_request_t *req = eddy_http_client_request_new("GET", "/");
+    eddy_http_request_t *req = eddy_http_request_new("GET", "/");
     if (req == NULL) {
         return NULL;
     }

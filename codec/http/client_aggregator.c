@@ -10,7 +10,7 @@
 
 typedef struct response_aggregator_s {
     size_t max;
-    eddy_http_client_response_t *resp; /* the head being completed, or NULL */
+    eddy_http_response_t *resp; /* the head being completed, or NULL */
     eddy_buf_t *body;                  /* its body so far, or NULL */
     bool done;                         /* failed: nothing more goes on */
 } response_aggregator_t;
@@ -51,7 +51,7 @@ static void on_content(eddy_ctx_t *ctx, response_aggregator_t *s, eddy_http_cont
         return;
     }
     if (last) {
-        eddy_http_client_response_t *r = s->resp;
+        eddy_http_response_t *r = s->resp;
         r->body = s->body;
         r->_msg.type = EDDY_MSG_HTTP_FULL_RESPONSE;
         s->resp = NULL;
@@ -68,7 +68,7 @@ static void response_aggregator_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
         return;
     }
     if (msg->type == EDDY_MSG_HTTP_RESPONSE_HEAD) {
-        eddy_http_client_response_t *r = eddy_http_client_response_of(msg);
+        eddy_http_response_t *r = eddy_http_response_of(msg);
         drop_held(s);
         if (r->content_length > 0 && (uint64_t)r->content_length > s->max) {
             eddy_msg_release(msg);
@@ -79,8 +79,8 @@ static void response_aggregator_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
     } else if (msg->type == EDDY_MSG_HTTP_CONTENT) {
         on_content(ctx, s, eddy_http_content_of(msg));
     } else if (msg->type == EDDY_MSG_HTTP_FULL_RESPONSE &&
-               eddy_http_client_response_of(msg)->body != NULL &&
-               eddy_buf_readable(eddy_http_client_response_of(msg)->body) > s->max) {
+               eddy_http_response_of(msg)->body != NULL &&
+               eddy_buf_readable(eddy_http_response_of(msg)->body) > s->max) {
         eddy_msg_release(msg); /* whole from the codec already, and still too long */
         fail(ctx, s, EDDY_ETOOLONGFRAME);
     } else {

@@ -17,6 +17,7 @@
 #include "codec/http/internal.h"
 #include "pipeline/layer.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,7 +129,7 @@ static eddy_msg_t *join(eddy_buf_t *head, eddy_buf_t *body, const char *tail, si
 }
 
 /* A request as bytes: its head, and its body unless that is held back. */
-static int write_request(eddy_ctx_t *ctx, client_codec_t *s, eddy_http_client_request_t *r,
+static int write_request(eddy_ctx_t *ctx, client_codec_t *s, eddy_http_request_t *r,
                          eddy_promise_t *p)
 {
     bool expect = eddy__http_client_request_expects(r);
@@ -187,7 +188,8 @@ static eddy_msg_t *encode_chunk(eddy_ctx_t *ctx, eddy_http_content_t *c)
 /* Write msg (taken over) as the codec's outbound half does when nothing is held. */
 static void write_now(eddy_ctx_t *ctx, client_codec_t *s, eddy_msg_t *msg, eddy_promise_t *p)
 {
-    eddy_http_client_request_t *r = eddy_http_client_request_of(msg);
+    eddy_http_request_t *r =
+        msg->type == EDDY_MSG_HTTP_CLIENT_REQUEST ? eddy_http_request_of(msg) : NULL;
     if (r != NULL) {
         int err = write_request(ctx, s, r, p);
         if (err != 0) {
@@ -338,7 +340,7 @@ static int fail(client_codec_t *s, eddy_cumulation_t *in, int err)
 }
 
 /* "HTTP/1.x SSS reason" ([p, p + n), no line ending) into r: 0 or EDDY_EDECODE. */
-static int parse_status_line(const uint8_t *p, size_t n, eddy_http_client_response_t *r)
+static int parse_status_line(const uint8_t *p, size_t n, eddy_http_response_t *r)
 {
     if (n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || p[7] < '0' || p[7] > '9' || p[8] != ' ' ||
         p[9] < '1' || p[9] > '9' || p[10] < '0' || p[10] > '9' || p[11] < '0' || p[11] > '9') {
@@ -356,7 +358,7 @@ static int parse_status_line(const uint8_t *p, size_t n, eddy_http_client_respon
 
 /* How r's body is framed (RFC 9112 section 6.3), given what its headers say: a body state,
  * with r's keep_alive, chunked and content_length set; or EDDY_EDECODE. */
-static int body_framing(eddy_http_client_response_t *r, const eddy__http_head_info_t *h)
+static int body_framing(eddy_http_response_t *r, const eddy__http_head_info_t *h)
 {
     r->content_length = h->has_length ? h->content_length : -1;
     bool no_body = r->status < 200 || r->status == 204 || r->status == 304 ||
@@ -394,33 +396,24 @@ static int body_framing(eddy_http_client_response_t *r, const eddy__http_head_in
 static int decode_head(eddy_ctx_t *ctx, client_codec_t *s, eddy_cumulation_t *in,
                        eddy_decoder_out_t *out, size_t n, size_t line1)
 {
-    eddy_buf_t *head = eddy_cumulation_read_buf(in, n);
-    if (head == NULL) {
-        return EDDY_ENOMEM;
+    assert(s->state == ST_HEAD);
+    eddy__http_head_t hd;
+    int herr = eddy__http_head_decode(in, n, line1, s->lim.max_header_count, true, &hd);
+    if (hd.msg == NULL) {
+        return herr == EDDY_ENOMEM ? herr : fail(s, in, herr);
     }
-    const uint8_t *p = eddy_buf_read_ptr(head);
-    const uint8_t *lines, *end;
-    size_t count = eddy__http_header_lines(p, n, line1, &lines, &end);
-    if (count > s->lim.max_header_count) {
-        eddy_buf_release(head);
-        return fail(s, in, EDDY_ETOOLONGFRAME);
-    }
-    eddy_http_client_response_t *r = eddy__http_client_response_alloc(count);
-    if (r == NULL) {
-        eddy_buf_release(head);
-        return EDDY_ENOMEM;
-    }
-    r->_head = head;
-    eddy__http_head_info_t h = {0};
-    ssize_t len = eddy__http_line_length(p, p + line1 - 1);
-    int err = len < 0 ? EDDY_EDECODE : parse_status_line(p, (size_t)len, r);
+    eddy_http_response_t *r = eddy_http_response_of(hd.msg);
+    const eddy__http_head_info_t h = hd.info;
+    int err = hd.line.p == NULL
+                  ? EDDY_EDECODE
+                  : parse_status_line((const uint8_t *)hd.line.p, hd.line.len, r);
     if (err == 0) {
-        err = eddy__http_parse_headers(lines, end, r->headers, &r->header_count, &h);
+        err = herr;
     }
     sent_t *req = sent_oldest(s);
     assert(req != NULL);
     r->request_method = (eddy_http_method_t)req->method;
-    r->keep_alive = r->version == 11 ? !h.conn_close : h.conn_keep_alive && !h.conn_close;
+    r->keep_alive = eddy__http_keep_alive(r->version, &h);
     int framing = err == 0 ? body_framing(r, &h) : err;
     if (framing < 0) {
         eddy_msg_release(&r->_msg);

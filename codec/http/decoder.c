@@ -12,6 +12,7 @@
  */
 #include "codec/http/internal.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -80,7 +81,7 @@ static int reject(http_decoder_t *d, eddy_cumulation_t *in, eddy_decoder_out_t *
 {
     d->state = ST_BAD;
     eddy_cumulation_skip(in, eddy_cumulation_readable(in));
-    eddy_http_request_t *req = eddy__http_request_alloc(0);
+    eddy_http_request_t *req = eddy_http_request_of(eddy__http_message_new(false, 0));
     if (req == NULL) {
         return EDDY_ENOMEM;
     }
@@ -95,53 +96,53 @@ static int status_of(int err)
     return err == EDDY_ETOOLONGFRAME ? 431 : 400;
 }
 
+/* Whether what the headers of req say about its framing is acceptable: 0 or a status. */
+static int check_framing(const eddy_http_request_t *req, const eddy__http_head_info_t *h)
+{
+    if (h->te_chunked > 1 || (h->te_chunked == 1 && !h->te_chunked_last)) {
+        return 400; /* chunked twice, or not the final coding (RFC 9112 section 6.3) */
+    }
+    if (h->has_te && h->has_length) {
+        return 400; /* request smuggling (RFC 9112 section 6.3) */
+    }
+    if (h->has_te && (h->te_other || h->te_chunked == 0)) {
+        return 501;
+    }
+    if (h->hosts > 1 || (req->version == 11 && h->hosts == 0)) {
+        return 400; /* RFC 9112 section 3.2 */
+    }
+    return 0;
+}
+
 /* The head of n bytes at the front of in, line1 of them the request line with its LF. */
 static int decode_head(http_decoder_t *d, eddy_cumulation_t *in, eddy_decoder_out_t *out, size_t n,
                        size_t line1)
 {
-    eddy_buf_t *head = eddy_cumulation_read_buf(in, n);
-    if (head == NULL) {
-        return EDDY_ENOMEM;
+    assert(d->state == ST_HEAD);
+    eddy__http_head_t hd;
+    int err = eddy__http_head_decode(in, n, line1, d->lim.max_header_count, false, &hd);
+    if (err == EDDY_ENOMEM) {
+        return err;
     }
-    const uint8_t *p = eddy_buf_read_ptr(head);
-    const uint8_t *lines, *end;
-    size_t count = eddy__http_header_lines(p, n, line1, &lines, &end);
-    if (count > d->lim.max_header_count) {
-        eddy_buf_release(head);
+    if (err == EDDY_ETOOLONGFRAME) {
         return reject(d, in, out, 431);
     }
-    eddy_http_request_t *req = eddy__http_request_alloc(count);
-    if (req == NULL) {
-        eddy_buf_release(head);
-        return EDDY_ENOMEM;
-    }
-    req->_head = head;
-    eddy__http_head_info_t h = {0};
-    ssize_t len = eddy__http_line_length(p, p + line1 - 1);
-    int status = len < 0 ? 400 : parse_request_line(p, (size_t)len, req);
+    eddy_http_request_t *req = eddy_http_request_of(hd.msg);
+    const eddy__http_head_info_t *h = &hd.info;
+    int status = hd.line.p == NULL
+                     ? 400
+                     : parse_request_line((const uint8_t *)hd.line.p, hd.line.len, req);
     if (status == 0) {
-        status =
-            eddy__http_parse_headers(lines, end, req->headers, &req->header_count, &h) ? 400 : 0;
-    }
-    if (status == 0) {
-        if (h.te_chunked > 1 || (h.te_chunked == 1 && !h.te_chunked_last)) {
-            status = 400; /* chunked twice, or not the final coding (RFC 9112 section 6.3) */
-        } else if (h.has_te && h.has_length) {
-            status = 400; /* request smuggling (RFC 9112 section 6.3) */
-        } else if (h.has_te && (h.te_other || h.te_chunked == 0)) {
-            status = 501;
-        } else if (h.hosts > 1 || (req->version == 11 && h.hosts == 0)) {
-            status = 400; /* RFC 9112 section 3.2 */
-        }
+        status = err != 0 ? 400 : check_framing(req, h);
     }
     if (status != 0) {
         eddy_msg_release(&req->_msg);
         return reject(d, in, out, status);
     }
-    req->chunked = h.te_chunked == 1;
-    req->content_length = h.has_length ? h.content_length : -1;
-    req->expect_continue = h.expect_continue && req->version == 11;
-    req->keep_alive = req->version == 11 ? !h.conn_close : h.conn_keep_alive && !h.conn_close;
+    req->chunked = h->te_chunked == 1;
+    req->content_length = h->has_length ? h->content_length : -1;
+    req->expect_continue = h->expect_continue && req->version == 11;
+    req->keep_alive = eddy__http_keep_alive(req->version, h);
     if (req->version == 10 && req->chunked) {
         req->keep_alive = false; /* RFC 9112 section 6.1: close after a 1.0 chunked request */
     }

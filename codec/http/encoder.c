@@ -26,7 +26,7 @@ static size_t http_size_hint(void *self, const eddy_msg_t *msg)
     eddy_msg_t *m = (eddy_msg_t *)(uintptr_t)msg; /* the _of accessors only look */
     eddy_http_response_t *r = eddy_http_response_of(m);
     if (r != NULL) {
-        return 128 + (r->_headers != NULL ? eddy_buf_readable(r->_headers) : 0) +
+        return 128 + (r->_head != NULL ? eddy_buf_readable(r->_head) : 0) +
                (r->body != NULL ? eddy_buf_readable(r->body) : 0);
     }
     eddy_http_content_t *c = eddy_http_content_of(m);

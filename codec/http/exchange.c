@@ -19,7 +19,7 @@ enum { MSG_HTTP_SEND = 23 };
 
 typedef struct send_s {
     eddy_msg_t _msg;
-    eddy_http_client_request_t *req; /* taken by the exchange, else released with the message */
+    eddy_http_request_t *req; /* taken by the exchange, else released with the message */
     eddy_promise_t *p;               /* likewise; failed when the message never got there */
     eddy_channel_t *ch;              /* a reference: why it never got there */
 } send_t;
@@ -40,7 +40,7 @@ typedef struct exchange_s {
 
 static void release_response(void *r)
 {
-    eddy_msg_release(&((eddy_http_client_response_t *)r)->_msg);
+    eddy_msg_release(&((eddy_http_response_t *)r)->_msg);
 }
 
 /* A cancelled future closes the connection: its response would still come, in its turn, and
@@ -156,7 +156,7 @@ static void exchange_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
         return;
     }
     send_t *w = EDDY_CONTAINER_OF(msg, send_t, _msg);
-    eddy_http_client_request_t *req = w->req;
+    eddy_http_request_t *req = w->req;
     eddy_promise_t *f = w->p;
     eddy_channel_t *ch = eddy_ctx_channel(ctx);
     w->req = NULL;
@@ -192,8 +192,8 @@ static void exchange_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
 static void exchange_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 {
     exchange_t *s = eddy_ctx_state(ctx);
-    eddy_http_client_response_t *r =
-        msg->type == EDDY_MSG_HTTP_FULL_RESPONSE ? eddy_http_client_response_of(msg) : NULL;
+    eddy_http_response_t *r =
+        msg->type == EDDY_MSG_HTTP_FULL_RESPONSE ? eddy_http_response_of(msg) : NULL;
     if (r == NULL || s->upgraded || s->wait.count == 0) {
         eddy_ctx_fire_channel_read(ctx, msg);
         return;
@@ -276,7 +276,7 @@ static void send_free(eddy_msg_t *msg)
     free(w);
 }
 
-eddy_future_t *eddy_http_send(eddy_channel_t *ch, eddy_http_client_request_t *req)
+eddy_future_t *eddy_http_send(eddy_channel_t *ch, eddy_http_request_t *req)
 {
     eddy_promise_t *p = eddy_promise_new(eddy_channel_loop(ch));
     send_t *w = p != NULL ? malloc(sizeof(*w)) : NULL;
@@ -299,7 +299,7 @@ eddy_future_t *eddy_http_send(eddy_channel_t *ch, eddy_http_client_request_t *re
     return p;
 }
 
-eddy_http_client_response_t *eddy_future_http_response(const eddy_future_t *f)
+eddy_http_response_t *eddy_future_http_response(const eddy_future_t *f)
 {
     return eddy_future_is_done(f) && eddy_future_error(f) == 0 ? eddy_future_result(f) : NULL;
 }

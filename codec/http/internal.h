@@ -9,9 +9,11 @@
 
 #include <sys/types.h>
 
-/* A request (type EDDY_MSG_HTTP_REQUEST, count 1) with room for count headers, none used:
- * no error, version 11, no body, content_length -1. NULL when out of memory. */
-eddy_http_request_t *eddy__http_request_alloc(size_t count);
+/* A request (type EDDY_MSG_HTTP_REQUEST, response false) or a response (type
+ * EDDY_MSG_HTTP_RESPONSE_HEAD), count 1, with room for count headers in its own block, none
+ * used: version 11, no body, content_length -1, the rest zero. NULL when out of memory.
+ * (message.c, as all of the messages' making and freeing.) */
+eddy_msg_t *eddy__http_message_new(bool response, size_t count);
 
 /* The first of the n headers at h called name (any case), or NULL. */
 const eddy_http_header_t *eddy__http_header_find(const eddy_http_header_t *h, size_t n,
@@ -109,6 +111,28 @@ size_t eddy__http_count_lines(const uint8_t *p, const uint8_t *end);
 /* Content-Length: digits, or a list of the same digits ("42, 42" is allowed by RFC 9110
  * section 8.6). 0 and *out, or EDDY_EDECODE. */
 int eddy__http_parse_length(eddy_http_str_t v, int64_t *out);
+/* Whether a message of version with these headers leaves the connection open: 1.1 unless
+ * "Connection: close", 1.0 only with "Connection: keep-alive" (RFC 9112 section 9.3). */
+bool eddy__http_keep_alive(int version, const eddy__http_head_info_t *h);
+
+/* A head taken from the input into a message, its header lines parsed. */
+typedef struct eddy__http_head_s {
+    eddy_msg_t *msg;             /* the request or response, holding the head's bytes */
+    eddy_http_str_t line;        /* its start line without the line ending; p NULL: a bare CR */
+    eddy__http_head_info_t info; /* what its header lines say */
+} eddy__http_head_t;
+
+/*
+ * Take the head of n bytes at the front of in (line1 of them the start line with its LF) into
+ * a new request (response false) or response with a slot for each header line, and parse
+ * those lines: what the request decoder and the client's response decoder share, their
+ * start lines aside. 0; EDDY_EDECODE (a malformed header line: h->msg made all the same, for
+ * the caller to judge the start line first); EDDY_ETOOLONGFRAME (more header lines than
+ * max_count; no message), EDDY_ENOMEM (no message).
+ */
+int eddy__http_head_decode(eddy_cumulation_t *in, size_t n, size_t line1, size_t max_count,
+                           bool response, eddy__http_head_t *h);
+
 /* Parse the header lines [p, end) (each ending in LF, the blank line excluded) into
  * headers[*count...] (room for each line), counting them in *count, and what they say into
  * h (zeroed by the caller): 0 or EDDY_EDECODE (a malformed line, conflicting lengths). */
@@ -146,7 +170,7 @@ int eddy__http_body_finish(eddy__http_body_t *b, const eddy__http_limits_t *l,
                            eddy_cumulation_t *in, eddy_decoder_out_t *out);
 
 /* ---------------------------------------------------------------------------------------
- * The client (client_message.c, client_codec.c, client_aggregator.c, exchange.c)
+ * The client (fifo.c, client_codec.c, client_aggregator.c, exchange.c; its requests in message.c)
  */
 
 /* A FIFO of entries of one size in a ring that doubles when full: the requests a client has
@@ -167,22 +191,19 @@ void eddy__http_fifo_pop(eddy__http_fifo_t *f);
 void eddy__http_fifo_pop_newest(eddy__http_fifo_t *f);
 void eddy__http_fifo_destroy(eddy__http_fifo_t *f);
 
-/* A response (type EDDY_MSG_HTTP_RESPONSE_HEAD, count 1) with room for count headers, none
- * used: version 11, no body, content_length -1. NULL when out of memory. */
-eddy_http_client_response_t *eddy__http_client_response_alloc(size_t count);
 /* The body bytes r's encoding carries: 0 for a chunked request (its content follows). */
-size_t eddy__http_client_request_body_len(const eddy_http_client_request_t *r);
+size_t eddy__http_client_request_body_len(const eddy_http_request_t *r);
 /* Whether r goes with "Expect: 100-continue": asked for, and with content to hold back. */
-bool eddy__http_client_request_expects(const eddy_http_client_request_t *r);
+bool eddy__http_client_request_expects(const eddy_http_request_t *r);
 /* Room enough for r's head as eddy__http_client_request_encode_head() writes it. */
-size_t eddy__http_client_request_head_size(const eddy_http_client_request_t *r);
+size_t eddy__http_client_request_head_size(const eddy_http_request_t *r);
 /* Append r's request line, headers, framing lines and blank line to out (no body): 0 or
  * EDDY_ENOMEM, EDDY_ECAPACITY. */
-int eddy__http_client_request_encode_head(const eddy_http_client_request_t *r, eddy_buf_t *out);
+int eddy__http_client_request_encode_head(const eddy_http_request_t *r, eddy_buf_t *out);
 /* Point r at its server: target replaces its request target, and a Host header of authority
- * goes first unless r has one. 0, EDDY_EINVAL (a target as eddy_http_client_request_new()
- * refuses it), EDDY_ENOMEM (r unchanged). (eddy_http_client_t, codec/http/client.c) */
-int eddy__http_client_request_route(eddy_http_client_request_t *r, const char *target,
+ * goes first unless r has one. 0, EDDY_EINVAL (a target as eddy_http_request_new()
+ * refuses it, or a decoded request), EDDY_ENOMEM (r unchanged). (eddy_http_client_t, codec/http/client.c) */
+int eddy__http_client_request_route(eddy_http_request_t *r, const char *target,
                                     const char *authority);
 
 #endif /* EDDY_PIPELINE_CODEC_HTTP_INTERNAL_H */

@@ -1,8 +1,11 @@
 /*
- * HTTP messages: requests, content pieces and responses, and the encoding of a response.
+ * HTTP messages: the one request and the one response, decoded or built, content pieces, and
+ * the encoding of a built request and a built response. A decoded message points into the
+ * head it came in; a built one into the head its setters render, as the encoder writes it.
  */
 #include "codec/http/internal.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,44 +51,323 @@ eddy_http_str_t eddy__http_trim(eddy_http_str_t s)
 }
 
 /* ---------------------------------------------------------------------------------------
- * Requests and content
+ * What requests and responses share: one block, its parts freed, a built head's headers
  */
 
-static void request_free(eddy_msg_t *msg)
+/* Header slots a built message has in its own block before it needs an array of its own: the
+ * responses eddy-http-server writes add two or three. */
+#define BUILT_SLOTS 8
+
+static void message_free(eddy_msg_t *msg);
+
+eddy_msg_t *eddy__http_message_new(bool response, size_t count)
 {
-    eddy_http_request_t *req = EDDY_CONTAINER_OF(msg, eddy_http_request_t, _msg);
-    if (req->_head != NULL) {
-        eddy_buf_release(req->_head);
+    /* One block: the message, then its header slots (the struct's size keeps them aligned). */
+    size_t size = response ? sizeof(eddy_http_response_t) : sizeof(eddy_http_request_t);
+    if (count > (SIZE_MAX - size) / sizeof(eddy_http_header_t)) {
+        return NULL;
     }
-    if (req->body != NULL) {
-        eddy_buf_release(req->body);
+    char *m = malloc(size + count * sizeof(eddy_http_header_t));
+    if (m == NULL) {
+        return NULL;
     }
-    free(req);
+    eddy_http_header_t *slots = (eddy_http_header_t *)(m + size);
+    eddy_msg_t *msg;
+    if (response) {
+        eddy_http_response_t *r = (eddy_http_response_t *)m;
+        *r = (eddy_http_response_t){.version = 11, .content_length = -1, .headers = slots};
+        msg = &r->_msg;
+    } else {
+        eddy_http_request_t *r = (eddy_http_request_t *)m;
+        *r = (eddy_http_request_t){.version = 11, .content_length = -1, .headers = slots};
+        msg = &r->_msg;
+    }
+    eddy_msg_init(msg, response ? EDDY_MSG_HTTP_RESPONSE_HEAD : EDDY_MSG_HTTP_REQUEST,
+                  message_free);
+    return msg;
 }
 
-eddy_http_request_t *eddy__http_request_alloc(size_t count)
+/* What a request or a response owns, freed with it: whichever it is, by its type. */
+static void message_free(eddy_msg_t *msg)
 {
-    /* One block: the request, then its header slots (the struct's size keeps them aligned). */
-    if (count > (SIZE_MAX - sizeof(eddy_http_request_t)) / sizeof(eddy_http_header_t)) {
+    eddy_http_response_t *r = eddy_http_response_of(msg);
+    eddy_http_request_t *req = r == NULL ? eddy_http_request_of(msg) : NULL;
+    assert(r != NULL || req != NULL); /* the types change, never the kind */
+    eddy_buf_t *parts[] = {r != NULL ? r->_head : req->_head, r != NULL ? r->body : req->body};
+    for (size_t i = 0; i < 2; i++) {
+        if (parts[i] != NULL) {
+            eddy_buf_release(parts[i]);
+        }
+    }
+    eddy_http_header_t *headers = r != NULL ? r->headers : req->headers;
+    size_t size = r != NULL ? sizeof(*r) : sizeof(*req);
+    if (headers != (eddy_http_header_t *)((char *)msg + size)) {
+        free(headers); /* a built message's slots, grown out of its block */
+    }
+    free(msg);
+}
+
+static void replace_body(eddy_buf_t **slot, eddy_buf_t *b)
+{
+    if (*slot != NULL) {
+        eddy_buf_release(*slot);
+    }
+    *slot = b;
+}
+
+/* What a built message's setters keep in step: its head's bytes (the header lines from
+ * offset lines on) and the header slots that point into them. */
+typedef struct built_s {
+    eddy_buf_t **head;
+    size_t lines;
+    eddy_http_header_t **headers;
+    size_t *count;
+    size_t *cap;
+    size_t block; /* the message's size: its first slots follow it (eddy__http_message_new()) */
+} built_t;
+
+/* Point count slots at the header lines from p on, "Name: value\r\n" each, as built_add()
+ * writes them: the value is what was given, blanks and all. */
+static void index_lines(const char *p, const char *end, eddy_http_header_t *h, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        const char *colon = memchr(p, ':', (size_t)(end - p));
+        assert(colon != NULL && end - colon >= 4); /* built_add() wrote ": " and "\r\n" */
+        const char *cr = memchr(colon, '\r', (size_t)(end - colon));
+        assert(cr != NULL && cr[1] == '\n');
+        h[i].name = (eddy_http_str_t){p, (size_t)(colon - p)};
+        h[i].value = (eddy_http_str_t){colon + 2, (size_t)(cr - colon - 2)};
+        p = cr + 2;
+    }
+    assert(p == end); /* one slot a line, no line left over */
+}
+
+/* Room for want slots in b's array: 0 or EDDY_ENOMEM (the array as it was). */
+static int built_reserve(const built_t *b, void *m, size_t want)
+{
+    if (want <= *b->cap) {
+        return 0;
+    }
+    size_t cap = *b->cap * 2 >= want ? *b->cap * 2 : want;
+    eddy_http_header_t *inline_slots = (eddy_http_header_t *)((char *)m + b->block);
+    eddy_http_header_t *v = *b->headers == inline_slots
+                                ? malloc(cap * sizeof(*v))
+                                : realloc(*b->headers, cap * sizeof(*v));
+    if (v == NULL) {
+        return EDDY_ENOMEM;
+    }
+    if (*b->headers == inline_slots) {
+        memcpy(v, inline_slots, *b->count * sizeof(*v));
+    }
+    *b->headers = v;
+    *b->cap = cap;
+    return 0;
+}
+
+/* Whether name is a token, value has no CR or LF (nor NUL: it ends there), and name is none
+ * of the framing headers the encoder writes itself (expect too for a request). */
+static bool header_ok(const char *name, const char *value, bool request)
+{
+    eddy_http_str_t n = {name, strlen(name)};
+    return eddy__http_is_token(name, n.len) && strpbrk(value, "\r\n") == NULL &&
+           !eddy_http_str_eq_nocase(n, "content-length") &&
+           !eddy_http_str_eq_nocase(n, "transfer-encoding") &&
+           !eddy_http_str_eq_nocase(n, "connection") &&
+           !(request && eddy_http_str_eq_nocase(n, "expect"));
+}
+
+/* Append "name: value\r\n" to the built message m and a slot for it; when the head's bytes
+ * moved, every slot is pointed at them again. 0 or EDDY_ENOMEM (nothing changed). */
+static int built_add(const built_t *b, void *m, const char *name, const char *value)
+{
+    size_t nlen = strlen(name), vlen = strlen(value);
+    if (built_reserve(b, m, *b->count + 1) != 0) {
+        return EDDY_ENOMEM;
+    }
+    if (*b->head == NULL && (*b->head = eddy_buf_new(256)) == NULL) {
+        return EDDY_ENOMEM;
+    }
+    eddy_buf_t *head = *b->head;
+    uintptr_t was = (uintptr_t)eddy_buf_read_ptr(head);
+    size_t before = eddy_buf_writer_index(head);
+    int err = eddy_buf_ensure_writable(head, nlen + vlen + 4);
+    if (err != 0) {
+        eddy_buf_set_writer_index(head, before);
+        return err;
+    }
+    eddy_buf_write_bytes(head, name, nlen);
+    eddy_buf_write_bytes(head, ": ", 2);
+    eddy_buf_write_bytes(head, value, vlen);
+    eddy_buf_write_bytes(head, "\r\n", 2);
+    const char *p = (const char *)eddy_buf_read_ptr(head);
+    const char *end = p + eddy_buf_readable(head);
+    if ((uintptr_t)p == was) {
+        index_lines(end - nlen - vlen - 4, end, *b->headers + *b->count, 1);
+    } else {
+        index_lines(p + b->lines, end, *b->headers, *b->count + 1);
+    }
+    ++*b->count;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Requests
+ */
+
+static bool request_built(const eddy_http_request_t *r)
+{
+    return r->_msg.type == EDDY_MSG_HTTP_CLIENT_REQUEST;
+}
+
+/* The parts of the built request r its setters keep in step. */
+static built_t request_parts(eddy_http_request_t *r)
+{
+    assert(request_built(r) && r->_head != NULL);
+    /* The header lines follow the request line. */
+    size_t lines = (size_t)(r->target.p + r->target.len + 11 - (const char *)eddy_buf_read_ptr(r->_head));
+    return (built_t){&r->_head, lines, &r->headers, &r->header_count, &r->_header_cap, sizeof(*r)};
+}
+
+/* Whether target may go on a request line: not empty, nothing that ends or breaks it. */
+static bool target_ok(const char *target, size_t tlen)
+{
+    if (tlen == 0) {
+        return false;
+    }
+    for (size_t i = 0; i < tlen; i++) {
+        if ((uint8_t)target[i] <= 0x20 || target[i] == 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A head buffer holding the request line as HTTP/1.1 (the encoder writes the version digit
+ * as r->version says), with room for extra bytes of headers. NULL without memory. */
+static eddy_buf_t *request_line(const char *method, size_t mlen, const char *target, size_t tlen,
+                                size_t extra)
+{
+    eddy_buf_t *b = eddy_buf_new(mlen + tlen + 12 + extra);
+    if (b != NULL) {
+        eddy_buf_write_bytes(b, method, mlen);
+        eddy_buf_write_bytes(b, " ", 1);
+        eddy_buf_write_bytes(b, target, tlen);
+        eddy_buf_write_bytes(b, " HTTP/1.1\r\n", 11);
+    }
+    return b;
+}
+
+/* Point r's method_name and target at its head's request line; returns where its header
+ * lines begin. */
+static const char *request_point_line(eddy_http_request_t *r)
+{
+    const char *p = (const char *)eddy_buf_read_ptr(r->_head);
+    size_t n = eddy_buf_readable(r->_head);
+    const char *sp = memchr(p, ' ', n);
+    const char *eol = memchr(p, '\n', n);
+    assert(sp != NULL && eol != NULL && sp < eol); /* request_line() wrote it */
+    r->method_name = (eddy_http_str_t){p, (size_t)(sp - p)};
+    r->target = (eddy_http_str_t){sp + 1, (size_t)(eol - 10 - (sp + 1))}; /* " HTTP/1.1\r" */
+    return eol + 1;
+}
+
+/* Take head (request_line() and header_count lines) as r's, its strings pointed into it. */
+static void request_set_head(eddy_http_request_t *r, eddy_buf_t *head)
+{
+    if (r->_head != NULL) {
+        eddy_buf_release(r->_head);
+    }
+    r->_head = head;
+    const char *lines = request_point_line(r);
+    index_lines(lines, (const char *)eddy_buf_read_ptr(head) + eddy_buf_readable(head), r->headers,
+                r->header_count);
+}
+
+eddy_http_request_t *eddy_http_request_new(const char *method, const char *target)
+{
+    size_t mlen = method != NULL ? strlen(method) : 0;
+    size_t tlen = target != NULL ? strlen(target) : 0;
+    if (!eddy__http_is_token(method, mlen) || !target_ok(target, tlen)) {
         return NULL;
     }
-    eddy_http_request_t *req =
-        malloc(sizeof(eddy_http_request_t) + count * sizeof(eddy_http_header_t));
-    if (req == NULL) {
+    eddy_http_request_t *r = eddy_http_request_of(eddy__http_message_new(false, BUILT_SLOTS));
+    eddy_buf_t *head = r != NULL ? request_line(method, mlen, target, tlen, 128) : NULL;
+    if (head == NULL) {
+        free(r);
         return NULL;
     }
-    memset(req, 0, sizeof(*req));
-    eddy_msg_init(&req->_msg, EDDY_MSG_HTTP_REQUEST, request_free);
-    req->version = 11;
-    req->content_length = -1;
-    req->headers = (eddy_http_header_t *)(req + 1);
-    return req;
+    r->_msg.type = EDDY_MSG_HTTP_CLIENT_REQUEST;
+    r->_header_cap = BUILT_SLOTS;
+    r->method = eddy__http_method_of(method, mlen);
+    r->keep_alive = true;
+    request_set_head(r, head);
+    return r;
+}
+
+int eddy__http_client_request_route(eddy_http_request_t *r, const char *target,
+                                    const char *authority)
+{
+    size_t tlen = strlen(target), alen = strlen(authority);
+    if (!request_built(r) || !target_ok(target, tlen)) {
+        return EDDY_EINVAL;
+    }
+    built_t b = request_parts(r);
+    bool host = eddy_http_request_header(r, "host") == NULL;
+    if (host && built_reserve(&b, r, r->header_count + 1) != 0) {
+        return EDDY_ENOMEM;
+    }
+    const char *old = (const char *)eddy_buf_read_ptr(r->_head);
+    const char *headers = old + b.lines;
+    size_t hn = eddy_buf_readable(r->_head) - b.lines;
+    eddy_buf_t *head = request_line(r->method_name.p, r->method_name.len, target, tlen,
+                                    hn + (host ? alen + 8 : 0));
+    if (head == NULL) {
+        return EDDY_ENOMEM;
+    }
+    if (host) {
+        eddy_buf_write_bytes(head, "Host: ", 6);
+        eddy_buf_write_bytes(head, authority, alen);
+        eddy_buf_write_bytes(head, "\r\n", 2);
+        r->header_count++;
+    }
+    eddy_buf_write_bytes(head, headers, hn);
+    request_set_head(r, head);
+    return 0;
+}
+
+int eddy_http_request_add_header(eddy_http_request_t *r, const char *name, const char *value)
+{
+    if (!request_built(r) || !header_ok(name, value, true)) {
+        return EDDY_EINVAL;
+    }
+    built_t b = request_parts(r);
+    int err = built_add(&b, r, name, value);
+    if (err == 0) {
+        request_point_line(r); /* the head may have moved */
+    }
+    return err;
+}
+
+void eddy_http_request_set_body(eddy_http_request_t *r, eddy_buf_t *b)
+{
+    replace_body(&r->body, b);
+}
+
+void eddy_http_request_expect(eddy_http_request_t *r, bool on)
+{
+    r->expect_continue = on;
+}
+
+eddy_msg_t *eddy_http_request_msg(eddy_http_request_t *r)
+{
+    return &r->_msg;
 }
 
 eddy_http_request_t *eddy_http_request_of(eddy_msg_t *msg)
 {
     if (msg == NULL ||
-        (msg->type != EDDY_MSG_HTTP_REQUEST && msg->type != EDDY_MSG_HTTP_FULL_REQUEST)) {
+        (msg->type != EDDY_MSG_HTTP_REQUEST && msg->type != EDDY_MSG_HTTP_FULL_REQUEST &&
+         msg->type != EDDY_MSG_HTTP_CLIENT_REQUEST)) {
         return NULL;
     }
     return EDDY_CONTAINER_OF(msg, eddy_http_request_t, _msg);
@@ -106,6 +388,107 @@ const eddy_http_header_t *eddy__http_header_find(const eddy_http_header_t *h, si
     }
     return NULL;
 }
+
+size_t eddy__http_client_request_body_len(const eddy_http_request_t *r)
+{
+    return r->chunked || r->body == NULL ? 0 : eddy_buf_readable(r->body);
+}
+
+bool eddy__http_client_request_expects(const eddy_http_request_t *r)
+{
+    /* RFC 9110 section 10.1.1: no 100-continue expectation without content. */
+    return r->expect_continue && (r->chunked || eddy__http_client_request_body_len(r) > 0);
+}
+
+/* Methods whose requests carry content by definition: an empty one says so with
+ * "Content-Length: 0" (RFC 9110 section 8.6); the others send no length when empty. */
+static bool expects_content(eddy_http_method_t m)
+{
+    return m == EDDY_HTTP_POST || m == EDDY_HTTP_PUT || m == EDDY_HTTP_PATCH;
+}
+
+size_t eddy__http_client_request_head_size(const eddy_http_request_t *r)
+{
+    return eddy_buf_readable(r->_head) + 128; /* the framing lines add at most 100 bytes */
+}
+
+/* "Connection: close" when keep_alive is off, "Connection: keep-alive" for a 1.0 message
+ * that stays open: the line both encoders write. */
+static void write_connection(eddy_buf_t *out, bool keep_alive, int version)
+{
+    if (!keep_alive) {
+        eddy_buf_write_bytes(out, "Connection: close\r\n", 19);
+    } else if (version == 10) {
+        eddy_buf_write_bytes(out, "Connection: keep-alive\r\n", 24);
+    }
+}
+
+/* Decimal digits of v into end's left; returns where they start. */
+static char *format_u64(char *end, uint64_t v)
+{
+    do {
+        *--end = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    return end;
+}
+
+static void write_length(eddy_buf_t *out, uint64_t n)
+{
+    char num[24];
+    char *s = format_u64(num + sizeof(num), n);
+    eddy_buf_write_bytes(out, "Content-Length: ", 16);
+    eddy_buf_write_bytes(out, s, (size_t)(num + sizeof(num) - s));
+    eddy_buf_write_bytes(out, "\r\n", 2);
+}
+
+int eddy__http_client_request_encode_head(const eddy_http_request_t *r, eddy_buf_t *out)
+{
+    assert(request_built(r));
+    int err = eddy_buf_ensure_writable(out, eddy__http_client_request_head_size(r));
+    if (err != 0) {
+        return err;
+    }
+    const uint8_t *h = eddy_buf_read_ptr(r->_head);
+    size_t hn = eddy_buf_readable(r->_head);
+    const uint8_t *lf = memchr(h, '\n', hn);
+    size_t line = (size_t)(lf - h) + 1; /* "... HTTP/1.1\r\n" */
+    eddy_buf_write_bytes(out, h, line - 3);
+    eddy_buf_write_bytes(out, r->version == 10 ? "0\r\n" : "1\r\n", 3);
+    eddy_buf_write_bytes(out, h + line, hn - line);
+    size_t body = eddy__http_client_request_body_len(r);
+    if (r->chunked) {
+        eddy_buf_write_bytes(out, "Transfer-Encoding: chunked\r\n", 28);
+    } else if (body > 0 || expects_content(r->method)) {
+        write_length(out, body);
+    }
+    write_connection(out, r->keep_alive, r->version);
+    if (eddy__http_client_request_expects(r)) {
+        eddy_buf_write_bytes(out, "Expect: 100-continue\r\n", 22);
+    }
+    eddy_buf_write_bytes(out, "\r\n", 2);
+    return 0;
+}
+
+int eddy_http_request_encode(const eddy_http_request_t *r, eddy_buf_t *out)
+{
+    if (!request_built(r)) {
+        return EDDY_EINVAL;
+    }
+    size_t body = eddy__http_client_request_body_len(r);
+    int err = eddy_buf_ensure_writable(out, eddy__http_client_request_head_size(r) + body);
+    if (err == 0) {
+        err = eddy__http_client_request_encode_head(r, out);
+    }
+    if (err == 0 && body > 0) {
+        err = eddy_buf_write_bytes(out, eddy_buf_read_ptr(r->body), body);
+    }
+    return err;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Content
+ */
 
 static void content_free(eddy_msg_t *msg)
 {
@@ -143,37 +526,29 @@ eddy_http_content_t *eddy_http_content_of(eddy_msg_t *msg)
  * Responses
  */
 
-static void response_free(eddy_msg_t *msg)
-{
-    eddy_http_response_t *r = EDDY_CONTAINER_OF(msg, eddy_http_response_t, _msg);
-    if (r->body != NULL) {
-        eddy_buf_release(r->body);
-    }
-    if (r->_headers != NULL) {
-        eddy_buf_release(r->_headers);
-    }
-    free(r);
-}
-
 eddy_http_response_t *eddy_http_response_new(int status)
 {
     if (status < 100 || status > 999) {
         return NULL;
     }
-    eddy_http_response_t *r = calloc(1, sizeof(*r));
+    eddy_http_response_t *r = eddy_http_response_of(eddy__http_message_new(true, BUILT_SLOTS));
     if (r == NULL) {
         return NULL;
     }
-    eddy_msg_init(&r->_msg, EDDY_MSG_HTTP_RESPONSE, response_free);
+    r->_msg.type = EDDY_MSG_HTTP_RESPONSE;
+    r->_header_cap = BUILT_SLOTS;
     r->status = status;
-    r->version = 11;
     r->keep_alive = true;
+    const char *reason = eddy_http_reason(status);
+    r->reason = (eddy_http_str_t){reason, strlen(reason)};
     return r;
 }
 
 eddy_http_response_t *eddy_http_response_of(eddy_msg_t *msg)
 {
-    if (msg == NULL || msg->type != EDDY_MSG_HTTP_RESPONSE) {
+    if (msg == NULL ||
+        (msg->type != EDDY_MSG_HTTP_RESPONSE && msg->type != EDDY_MSG_HTTP_RESPONSE_HEAD &&
+         msg->type != EDDY_MSG_HTTP_FULL_RESPONSE)) {
         return NULL;
     }
     return EDDY_CONTAINER_OF(msg, eddy_http_response_t, _msg);
@@ -184,43 +559,26 @@ eddy_msg_t *eddy_http_response_msg(eddy_http_response_t *r)
     return &r->_msg;
 }
 
+const eddy_http_header_t *eddy_http_response_header(const eddy_http_response_t *r,
+                                                    const char *name)
+{
+    return eddy__http_header_find(r->headers, r->header_count, name);
+}
+
 int eddy_http_response_add_header(eddy_http_response_t *r, const char *name, const char *value)
 {
-    if (!eddy__http_is_token(name, strlen(name)) || strpbrk(value, "\r\n") != NULL) {
+    if (r->_msg.type != EDDY_MSG_HTTP_RESPONSE || !header_ok(name, value, false)) {
         return EDDY_EINVAL;
     }
-    eddy_http_str_t n = {name, strlen(name)};
-    if (eddy_http_str_eq_nocase(n, "content-length") ||
-        eddy_http_str_eq_nocase(n, "transfer-encoding") ||
-        eddy_http_str_eq_nocase(n, "connection")) {
-        return EDDY_EINVAL;
-    }
-    if (r->_headers == NULL) {
-        r->_headers = eddy_buf_new(256);
-        if (r->_headers == NULL) {
-            return EDDY_ENOMEM;
-        }
-    }
-    size_t vlen = strlen(value);
-    size_t before = eddy_buf_writer_index(r->_headers);
-    int err = eddy_buf_ensure_writable(r->_headers, n.len + vlen + 4);
-    if (err == 0) {
-        eddy_buf_write_bytes(r->_headers, name, n.len);
-        eddy_buf_write_bytes(r->_headers, ": ", 2);
-        eddy_buf_write_bytes(r->_headers, value, vlen);
-        eddy_buf_write_bytes(r->_headers, "\r\n", 2);
-    } else {
-        eddy_buf_set_writer_index(r->_headers, before);
-    }
-    return err;
+    /* A built response's head holds its header lines alone: the status line is written from
+     * status and version when it is encoded. */
+    built_t b = {&r->_head, 0, &r->headers, &r->header_count, &r->_header_cap, sizeof(*r)};
+    return built_add(&b, r, name, value);
 }
 
 void eddy_http_response_set_body(eddy_http_response_t *r, eddy_buf_t *b)
 {
-    if (r->body != NULL) {
-        eddy_buf_release(r->body);
-    }
-    r->body = b;
+    replace_body(&r->body, b);
 }
 
 /*
@@ -306,16 +664,6 @@ const char *eddy_http_reason(int status)
     return reasons[status];
 }
 
-/* Decimal digits of v into end's left; returns where they start. */
-static char *format_u64(char *end, uint64_t v)
-{
-    do {
-        *--end = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    return end;
-}
-
 /* Whether a response with this status may carry a body, hence a length (RFC 9110 6.4.1). */
 static bool status_has_body(int status)
 {
@@ -336,9 +684,12 @@ bool eddy_http_response_keeps_alive(const eddy_http_response_t *r)
 
 int eddy_http_response_encode(const eddy_http_response_t *r, eddy_buf_t *out)
 {
+    if (r->_msg.type != EDDY_MSG_HTTP_RESPONSE) {
+        return EDDY_EINVAL; /* a decoded head: its bytes are not header lines alone */
+    }
     const char *reason = eddy_http_reason(r->status);
     size_t body = r->body != NULL ? eddy_buf_readable(r->body) : 0;
-    size_t hdrs = r->_headers != NULL ? eddy_buf_readable(r->_headers) : 0;
+    size_t hdrs = r->_head != NULL ? eddy_buf_readable(r->_head) : 0;
     size_t reason_len = strlen(reason);
     /* Status line, headers, the framing headers (at most 50 bytes) and the blank line. */
     size_t need = 13 + reason_len + 2 + hdrs + 64 + (r->head_only ? 0 : body);
@@ -354,24 +705,16 @@ int eddy_http_response_encode(const eddy_http_response_t *r, eddy_buf_t *out)
     eddy_buf_write_bytes(out, reason, reason_len);
     eddy_buf_write_bytes(out, "\r\n", 2);
     if (hdrs > 0) {
-        eddy_buf_write_bytes(out, eddy_buf_read_ptr(r->_headers), hdrs);
+        eddy_buf_write_bytes(out, eddy_buf_read_ptr(r->_head), hdrs);
     }
     if (r->chunked && status_has_body(r->status)) {
         if (!close_delimited(r)) {
             eddy_buf_write_bytes(out, "Transfer-Encoding: chunked\r\n", 28);
         }
     } else if (status_has_body(r->status)) {
-        char num[24];
-        char *s = format_u64(num + sizeof(num), body);
-        eddy_buf_write_bytes(out, "Content-Length: ", 16);
-        eddy_buf_write_bytes(out, s, (size_t)(num + sizeof(num) - s));
-        eddy_buf_write_bytes(out, "\r\n", 2);
+        write_length(out, body);
     }
-    if (!eddy_http_response_keeps_alive(r)) {
-        eddy_buf_write_bytes(out, "Connection: close\r\n", 19);
-    } else if (r->version == 10) {
-        eddy_buf_write_bytes(out, "Connection: keep-alive\r\n", 24);
-    }
+    write_connection(out, eddy_http_response_keeps_alive(r), r->version);
     eddy_buf_write_bytes(out, "\r\n", 2);
     if (body > 0 && !r->head_only && !r->chunked) {
         eddy_buf_write_bytes(out, eddy_buf_read_ptr(r->body), body);

@@ -6,6 +6,7 @@
  */
 #include "codec/http/internal.h"
 
+#include <assert.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------
@@ -364,6 +365,44 @@ int eddy__http_parse_headers(const uint8_t *p, const uint8_t *end, eddy_http_hea
         p = next;
     }
     return 0;
+}
+
+bool eddy__http_keep_alive(int version, const eddy__http_head_info_t *h)
+{
+    return version == 11 ? !h->conn_close : h->conn_keep_alive && !h->conn_close;
+}
+
+int eddy__http_head_decode(eddy_cumulation_t *in, size_t n, size_t line1, size_t max_count,
+                           bool response, eddy__http_head_t *h)
+{
+    assert(line1 > 0 && line1 <= n); /* eddy__http_head_find() measured both */
+    *h = (eddy__http_head_t){0};
+    eddy_buf_t *head = eddy_cumulation_read_buf(in, n);
+    if (head == NULL) {
+        return EDDY_ENOMEM;
+    }
+    const uint8_t *p = eddy_buf_read_ptr(head);
+    const uint8_t *lines, *end;
+    size_t count = eddy__http_header_lines(p, n, line1, &lines, &end);
+    if (count > max_count) {
+        eddy_buf_release(head);
+        return EDDY_ETOOLONGFRAME;
+    }
+    if ((h->msg = eddy__http_message_new(response, count)) == NULL) {
+        eddy_buf_release(head);
+        return EDDY_ENOMEM;
+    }
+    /* The message owns the bytes from here: its strings point into them. */
+    eddy_http_response_t *r = response ? eddy_http_response_of(h->msg) : NULL;
+    eddy_http_request_t *req = response ? NULL : eddy_http_request_of(h->msg);
+    eddy_http_header_t *headers = r != NULL ? r->headers : req->headers;
+    size_t *used = r != NULL ? &r->header_count : &req->header_count;
+    *(r != NULL ? &r->_head : &req->_head) = head;
+    ssize_t len = eddy__http_line_length(p, p + line1 - 1);
+    h->line = (eddy_http_str_t){len < 0 ? NULL : (const char *)p, len < 0 ? 0 : (size_t)len};
+    int err = eddy__http_parse_headers(lines, end, headers, used, &h->info);
+    assert(*used <= count); /* a slot for each line, counted above */
+    return err;
 }
 
 /* ---------------------------------------------------------------------------------------

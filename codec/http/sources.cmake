@@ -6,10 +6,10 @@ list(APPEND EDDY_LAYER_SOURCES
     codec/http/client_aggregator.c
     codec/http/client.c
     codec/http/client_codec.c
-    codec/http/client_message.c
     codec/http/date.c
     codec/http/decoder.c
     codec/http/encoder.c
     codec/http/exchange.c
+    codec/http/fifo.c
     codec/http/message.c
     codec/http/parse.c)

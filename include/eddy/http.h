@@ -30,6 +30,10 @@
  * Requests point into the bytes they were decoded from (a retained slice, no copy): the
  * strings of a request are valid while the request is, and are not NUL-terminated.
  * Every callback runs on the channel's loop.
+ *
+ * The same two structs serve the client (http_client.h): it builds an eddy_http_request_t
+ * with eddy_http_request_new() and reads the eddy_http_response_t its codec decodes, as Netty
+ * has one HttpRequest and one HttpResponse for both sides.
  */
 #ifndef EDDY_HTTP_H
 #define EDDY_HTTP_H
@@ -43,12 +47,17 @@
 extern "C" {
 #endif
 
-/* Message types, in eddy's own range below EDDY_MSG_USER. */
+/* Message types, in eddy's own range below EDDY_MSG_USER. Two structs travel under them, one
+ * request and one response, each inbound (decoded) and outbound (built) alike; the type says
+ * which role a message plays. */
 enum {
-    EDDY_MSG_HTTP_REQUEST = 16,      /* eddy_http_request_t, body to follow as content */
-    EDDY_MSG_HTTP_FULL_REQUEST = 17, /* eddy_http_request_t with its body */
-    EDDY_MSG_HTTP_CONTENT = 18,      /* eddy_http_content_t */
-    EDDY_MSG_HTTP_RESPONSE = 19      /* eddy_http_response_t */
+    EDDY_MSG_HTTP_REQUEST = 16,       /* eddy_http_request_t decoded, body to follow as content */
+    EDDY_MSG_HTTP_FULL_REQUEST = 17,  /* eddy_http_request_t decoded, with its body */
+    EDDY_MSG_HTTP_CONTENT = 18,       /* eddy_http_content_t */
+    EDDY_MSG_HTTP_RESPONSE = 19,      /* eddy_http_response_t built, for the response encoder */
+    EDDY_MSG_HTTP_CLIENT_REQUEST = 20, /* eddy_http_request_t built, for the client codec */
+    EDDY_MSG_HTTP_RESPONSE_HEAD = 21, /* eddy_http_response_t decoded, body to follow as content */
+    EDDY_MSG_HTTP_FULL_RESPONSE = 22  /* eddy_http_response_t decoded, with its body */
 };
 
 /* Limits the decoder and aggregator apply unless told otherwise. */
@@ -82,22 +91,33 @@ typedef struct eddy_http_header_s {
     eddy_http_str_t value; /* without surrounding blanks */
 } eddy_http_header_t;
 
-/* A request head, with its body when it is a full request. Filled by the decoder; read it. */
+/*
+ * A request, as the request decoder fills it (a server reads it) or as eddy_http_request_new()
+ * and the setters build it (a client writes it with the client codec, http_client.h). Read
+ * either the same way: the strings point into _head, valid while the request is, not
+ * NUL-terminated. A decoded request keeps the bytes it came in; a built one keeps its request
+ * line and header lines as the encoder writes them, and its strings follow them as they grow.
+ */
 typedef struct eddy_http_request_s {
-    eddy_msg_t _msg; /* EDDY_MSG_HTTP_REQUEST or EDDY_MSG_HTTP_FULL_REQUEST */
-    int error;       /* 0, or the status to answer a rejected request with */
-    eddy_http_method_t method;
+    eddy_msg_t _msg; /* decoded: EDDY_MSG_HTTP_REQUEST or _FULL_REQUEST; built: _CLIENT_REQUEST */
+    int error;       /* decoded: 0, or the status to answer a rejected request with */
+    eddy_http_method_t method; /* EDDY_HTTP_OTHER for a method not listed: see method_name */
     eddy_http_str_t method_name;
     eddy_http_str_t target; /* the request target as sent ("/", "/a?b=c", "*"...) */
-    int version;            /* 10 or 11 (HTTP/1.x with x > 1 counts as 11) */
-    bool keep_alive;        /* the connection stays open after the response */
-    bool chunked;           /* the body came chunked */
-    bool expect_continue;   /* "Expect: 100-continue" (HTTP/1.1) */
-    int64_t content_length; /* from Content-Length; -1 when absent */
-    eddy_buf_t *body;       /* full requests: the body, NULL when empty; owned */
+    int version;            /* 10 or 11 (decoded: HTTP/1.x with x > 1 counts as 11) */
+    bool keep_alive;        /* the connection stays open after the response; built: true by
+                               default, false writes "Connection: close" */
+    bool chunked;           /* decoded: the body came chunked; built: the body follows as
+                               content messages, body unused */
+    bool expect_continue;   /* "Expect: 100-continue" (HTTP/1.1); built: written when set
+                               (eddy_http_request_expect()) */
+    int64_t content_length; /* decoded: from Content-Length, -1 when absent; built: -1 (the
+                               encoder writes the body's length) */
+    eddy_buf_t *body;       /* full or built requests: the body, NULL when empty; owned */
     size_t header_count;
-    eddy_http_header_t *headers; /* header_count entries, in the order sent */
+    eddy_http_header_t *headers; /* header_count entries, in the order sent or added */
     eddy_buf_t *_head;           /* the bytes the strings point into */
+    size_t _header_cap;          /* built: the slots of headers, an array of its own */
 } eddy_http_request_t;
 
 /* A piece of a body. */
@@ -107,18 +127,34 @@ typedef struct eddy_http_content_s {
     bool last;        /* the body ends with this piece (trailers are not kept) */
 } eddy_http_content_t;
 
-/* A response for the encoder: build with eddy_http_response_new() and the setters below. */
+/*
+ * A response, as eddy_http_response_new() and the setters build it (a server writes it with
+ * the response encoder) or as the client codec fills it (a client reads it, http_client.h).
+ * Read either the same way: the strings point into _head, valid while the response is, not
+ * NUL-terminated. A built response keeps its header lines as the encoder writes them (the
+ * status line comes from status and version when it is encoded).
+ */
 typedef struct eddy_http_response_s {
-    eddy_msg_t _msg;      /* EDDY_MSG_HTTP_RESPONSE */
+    eddy_msg_t _msg;      /* built: EDDY_MSG_HTTP_RESPONSE; decoded: EDDY_MSG_HTTP_RESPONSE_HEAD
+                             or _FULL_RESPONSE */
     int status;           /* 100 to 999 */
-    int version;          /* 10 or 11: the status line's version (11 by default) */
-    bool keep_alive;      /* true by default; false writes "Connection: close", and a 1.0
-                             response that stays open gets "Connection: keep-alive" */
-    bool chunked;         /* the body follows as content messages; body unused. For 1.0:
-                             no chunks, the close ends the body (keep_alive forced off) */
-    bool head_only;       /* answer to HEAD: Content-Length of body, but not the body */
-    eddy_buf_t *body;     /* owned; NULL: empty */
-    eddy_buf_t *_headers; /* rendered "Name: value\r\n" lines */
+    int version;          /* 10 or 11: the status line's version (built: 11 by default) */
+    bool keep_alive;      /* built: true by default; false writes "Connection: close", and a
+                             1.0 response that stays open gets "Connection: keep-alive".
+                             Decoded: the connection may carry another request after it */
+    bool chunked;         /* built: the body follows as content messages; body unused. For
+                             1.0: no chunks, the close ends the body (keep_alive forced off).
+                             Decoded: the body came chunked */
+    bool head_only;       /* built: answer to HEAD: Content-Length of body, but not the body */
+    eddy_buf_t *body;     /* built or full responses: the body, NULL when empty; owned */
+    eddy_http_str_t reason; /* decoded: the reason phrase as sent (may be empty); built:
+                               eddy_http_reason() of the status it was made with */
+    int64_t content_length; /* decoded: from Content-Length, -1 when absent; built: -1 */
+    eddy_http_method_t request_method; /* decoded: the method of the request it answers */
+    size_t header_count;
+    eddy_http_header_t *headers; /* header_count entries, in the order sent or added */
+    eddy_buf_t *_head;           /* the bytes the strings point into */
+    size_t _header_cap;          /* built: the slots of headers, an array of its own */
 } eddy_http_response_t;
 
 typedef struct eddy_http_decoder_options_s {
@@ -132,17 +168,21 @@ typedef struct eddy_http_decoder_options_s {
  * Messages
  */
 
-/** The request behind a message of type EDDY_MSG_HTTP_REQUEST or _FULL_REQUEST, else NULL.
- * Borrows. */
+/** The request behind a message of type EDDY_MSG_HTTP_REQUEST, _FULL_REQUEST or
+ * _CLIENT_REQUEST, else NULL. Borrows. */
 EDDY_EXTERN eddy_http_request_t *eddy_http_request_of(eddy_msg_t *msg);
 /** The content behind a message of type EDDY_MSG_HTTP_CONTENT, else NULL. Borrows. */
 EDDY_EXTERN eddy_http_content_t *eddy_http_content_of(eddy_msg_t *msg);
-/** The response behind a message of type EDDY_MSG_HTTP_RESPONSE, else NULL. Borrows. */
+/** The response behind a message of type EDDY_MSG_HTTP_RESPONSE, _RESPONSE_HEAD or
+ * _FULL_RESPONSE, else NULL. Borrows. */
 EDDY_EXTERN eddy_http_response_t *eddy_http_response_of(eddy_msg_t *msg);
 
 /** The first header called name (any case) among req's, or NULL. Borrows. */
 EDDY_EXTERN const eddy_http_header_t *eddy_http_request_header(const eddy_http_request_t *req,
                                                                const char *name);
+/** The first header called name (any case) among r's, or NULL. Borrows. */
+EDDY_EXTERN const eddy_http_header_t *eddy_http_response_header(const eddy_http_response_t *r,
+                                                                const char *name);
 /** Whether s equals the NUL-terminated lit, ignoring ASCII case. */
 EDDY_EXTERN bool eddy_http_str_eq_nocase(eddy_http_str_t s, const char *lit);
 /** Whether s equals the NUL-terminated lit exactly. */
@@ -152,23 +192,64 @@ EDDY_EXTERN bool eddy_http_str_eq(eddy_http_str_t s, const char *lit);
  * released). The caller owns the one reference. */
 EDDY_EXTERN eddy_http_content_t *eddy_http_content_new(eddy_buf_t *data, bool last);
 
-/** A response with status (100-999), HTTP/1.1, keep-alive, no headers, no body. The caller
- * owns the one reference; pass it on with eddy_http_response_msg(). NULL: bad status or out
- * of memory. */
+/*
+ * Building a request, for the client codec (http_client.h). The setters take requests made
+ * with eddy_http_request_new(), not decoded ones (EDDY_EINVAL, or nothing done). A request is
+ * built on one thread at a time; once written it is the pipeline's.
+ */
+
+/**
+ * A request (type EDDY_MSG_HTTP_CLIENT_REQUEST): method (a token: "GET", "POST",
+ * "PROPFIND"...) for target (the request target as it goes on the request line: "/",
+ * "/a?b=c", "*", or an absolute URL for a proxy), both copied; HTTP/1.1, keep-alive, no
+ * headers, no body. The caller owns the one reference; pass it on with
+ * eddy_http_request_msg() or eddy_http_send(). NULL: a method that is not a token, a target
+ * with a blank, CR, LF or NUL, or out of memory.
+ */
+EDDY_EXTERN eddy_http_request_t *eddy_http_request_new(const char *method, const char *target);
+/** Add name: value (both copied) to a built request. 0, EDDY_EINVAL (a decoded request, a
+ * name that is not a token, a value with CR, LF or NUL, or Content-Length,
+ * Transfer-Encoding, Connection or Expect, which the encoder writes itself from the fields),
+ * EDDY_ENOMEM (r unchanged). Host is the caller's to add (eddy_http_client_t adds it). */
+EDDY_EXTERN int eddy_http_request_add_header(eddy_http_request_t *r, const char *name,
+                                             const char *value);
+/** Set the body of r to b (taken over; NULL: empty), releasing the one before. */
+EDDY_EXTERN void eddy_http_request_set_body(eddy_http_request_t *r, eddy_buf_t *b);
+/** Send "Expect: 100-continue" and hold the body back until the server answers 100 (the body
+ * then goes) or a final status (the body never goes; with keep-alive the connection is closed
+ * after the response, as RFC 9110 section 10.1.1 allows, since the server may wait for it). */
+EDDY_EXTERN void eddy_http_request_expect(eddy_http_request_t *r, bool on);
+/** The message header of r, to write it. Borrows. */
+EDDY_EXTERN eddy_msg_t *eddy_http_request_msg(eddy_http_request_t *r);
+/** Append the built request r encoded (request line, headers, body) to out. Borrows r. 0,
+ * EDDY_EINVAL (a decoded request), EDDY_ENOMEM or EDDY_ECAPACITY (out then holds a partial
+ * request). */
+EDDY_EXTERN int eddy_http_request_encode(const eddy_http_request_t *r, eddy_buf_t *out);
+
+/*
+ * Building a response, for the response encoder. The setters take responses made with
+ * eddy_http_response_new(), not decoded ones, as the request's do.
+ */
+
+/** A response (type EDDY_MSG_HTTP_RESPONSE) with status (100-999), HTTP/1.1, keep-alive, no
+ * headers, no body. The caller owns the one reference; pass it on with
+ * eddy_http_response_msg(). NULL: bad status or out of memory. */
 EDDY_EXTERN eddy_http_response_t *eddy_http_response_new(int status);
-/** Add the header name: value (both copied). 0, EDDY_EINVAL (a name that is not a token, a
- * value with CR, LF or NUL, or Content-Length, Transfer-Encoding or Connection, which the
- * encoder writes itself), EDDY_ENOMEM. */
+/** Add the header name: value (both copied) to a built response. 0, EDDY_EINVAL (a decoded
+ * response, a name that is not a token, a value with CR, LF or NUL, or Content-Length,
+ * Transfer-Encoding or Connection, which the encoder writes itself), EDDY_ENOMEM (r
+ * unchanged). */
 EDDY_EXTERN int eddy_http_response_add_header(eddy_http_response_t *r, const char *name,
                                               const char *value);
-/** Set the body to b (taken over; NULL: empty), releasing the one before. */
+/** Set the body of r to b (taken over; NULL: empty), releasing the one before. */
 EDDY_EXTERN void eddy_http_response_set_body(eddy_http_response_t *r, eddy_buf_t *b);
 /** The message header of r, to write it. Borrows. */
 EDDY_EXTERN eddy_msg_t *eddy_http_response_msg(eddy_http_response_t *r);
-/** Append r encoded (status line, headers, body) to out. Borrows r. 0 or EDDY_ENOMEM,
- * EDDY_ECAPACITY (out cannot grow enough; out then holds a partial response). Written so, a
- * response that does not keep alive (eddy_http_response_keeps_alive()) is the caller's to
- * close after: the encoder handler closes by itself. */
+/** Append the built response r encoded (status line, headers, body) to out. Borrows r. 0,
+ * EDDY_EINVAL (a decoded response), EDDY_ENOMEM, EDDY_ECAPACITY (out cannot grow enough; out
+ * then holds a partial response). Written so, a response that does not keep alive
+ * (eddy_http_response_keeps_alive()) is the caller's to close after: the encoder handler
+ * closes by itself. */
 EDDY_EXTERN int eddy_http_response_encode(const eddy_http_response_t *r, eddy_buf_t *out);
 /** Whether the connection stays open after r as it is encoded: keep_alive, unless r is a
  * chunked 1.0 response with a body, which only the close can end. Borrows r. */

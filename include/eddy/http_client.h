@@ -6,11 +6,12 @@
  *
  * What travels through a client pipeline:
  *
- *   outbound  EDDY_MSG_HTTP_CLIENT_REQUEST, an eddy_http_client_request_t, written as the
+ *   outbound  EDDY_MSG_HTTP_CLIENT_REQUEST, an eddy_http_request_t built with
+ *             eddy_http_request_new() and its setters (http.h), written as the
  *             request line, its headers, Content-Length or Transfer-Encoding: chunked, and
  *             its body; a chunked request's body follows as EDDY_MSG_HTTP_CONTENT messages
  *             (http.h's eddy_http_content_t), each one chunk, the last one the zero chunk.
- *   inbound   EDDY_MSG_HTTP_RESPONSE_HEAD, an eddy_http_client_response_t whose body follows
+ *   inbound   EDDY_MSG_HTTP_RESPONSE_HEAD, an eddy_http_response_t (http.h) whose body follows
  *             as EDDY_MSG_HTTP_CONTENT messages, the last one with last set; or
  *             EDDY_MSG_HTTP_FULL_RESPONSE, a response with its whole body (a response without
  *             a body always comes this way, and so does one whose Content-Length body, at
@@ -47,87 +48,12 @@
 extern "C" {
 #endif
 
-enum {
-    EDDY_MSG_HTTP_CLIENT_REQUEST = 20, /* eddy_http_client_request_t (outbound) */
-    EDDY_MSG_HTTP_RESPONSE_HEAD = 21,  /* eddy_http_client_response_t, content to follow */
-    EDDY_MSG_HTTP_FULL_RESPONSE = 22   /* eddy_http_client_response_t with its body */
-};
-
-/* A request for the encoder: build it with eddy_http_client_request_new() and the setters. */
-typedef struct eddy_http_client_request_s {
-    eddy_msg_t _msg;           /* EDDY_MSG_HTTP_CLIENT_REQUEST */
-    eddy_http_method_t method; /* EDDY_HTTP_OTHER for a method not listed */
-    int version;               /* 11 (default) or 10 */
-    bool keep_alive;           /* true by default; false writes "Connection: close" */
-    bool chunked;              /* the body follows as content messages; body unused */
-    bool expect_continue;      /* writes "Expect: 100-continue" (eddy_http_client_request_expect) */
-    eddy_buf_t *body;          /* owned; NULL: empty (no Content-Length for GET, HEAD...) */
-    eddy_buf_t *_head;         /* the rendered request line and header lines */
-} eddy_http_client_request_t;
-
-/* A response as the decoder fills it. Read it. */
-typedef struct eddy_http_client_response_s {
-    eddy_msg_t _msg;        /* EDDY_MSG_HTTP_RESPONSE_HEAD or EDDY_MSG_HTTP_FULL_RESPONSE */
-    int status;             /* 100 to 999 */
-    eddy_http_str_t reason; /* the reason phrase as sent (may be empty) */
-    int version;            /* 10 or 11 */
-    bool keep_alive;        /* the connection may carry another request after this one */
-    bool chunked;           /* the body came chunked */
-    int64_t content_length; /* from Content-Length; -1 when absent */
-    eddy_http_method_t request_method; /* the method of the request it answers */
-    eddy_buf_t *body;       /* full responses: the body, NULL when empty; owned */
-    size_t header_count;
-    eddy_http_header_t *headers; /* header_count entries, in the order sent */
-    eddy_buf_t *_head;           /* the bytes the strings point into */
-} eddy_http_client_response_t;
-
 typedef struct eddy_http_client_codec_options_s {
     size_t max_initial_line; /* longest status line (0: EDDY_HTTP_MAX_INITIAL_LINE) */
     size_t max_header_size;  /* header or trailer section (0: EDDY_HTTP_MAX_HEADER_SIZE) */
     size_t max_header_count; /* headers (0: EDDY_HTTP_MAX_HEADER_COUNT) */
     size_t max_chunk_size;   /* largest content piece emitted (0: EDDY_HTTP_MAX_CHUNK_SIZE) */
 } eddy_http_client_codec_options_t;
-
-/* ---------------------------------------------------------------------------------------
- * Requests and responses
- */
-
-/**
- * A request: method (a token: "GET", "POST", "PROPFIND"...) for target (the request target as
- * it goes on the request line: "/", "/a?b=c", "*", or an absolute URL for a proxy), both
- * copied; HTTP/1.1, keep-alive, no headers, no body. The caller owns the one reference; pass
- * it on with eddy_http_client_request_msg() or eddy_http_send(). NULL: a method that is not a
- * token, a target with a blank, CR, LF or NUL, or out of memory.
- */
-EDDY_EXTERN eddy_http_client_request_t *eddy_http_client_request_new(const char *method,
-                                                                     const char *target);
-/** Add name: value (both copied). 0, EDDY_EINVAL (a name that is not a token, a value with
- * CR, LF or NUL, or Content-Length, Transfer-Encoding, Connection or Expect, which the encoder
- * writes itself from the fields), EDDY_ENOMEM. Host is the caller's to add (eddy_http_client_t
- * adds it). */
-EDDY_EXTERN int eddy_http_client_request_add_header(eddy_http_client_request_t *r,
-                                                    const char *name, const char *value);
-/** Set the body to b (taken over; NULL: empty), releasing the one before. */
-EDDY_EXTERN void eddy_http_client_request_set_body(eddy_http_client_request_t *r, eddy_buf_t *b);
-/** Send "Expect: 100-continue" and hold the body back until the server answers 100 (the body
- * then goes) or a final status (the body never goes; with keep-alive the connection is closed
- * after the response, as RFC 9110 section 10.1.1 allows, since the server may wait for it). */
-EDDY_EXTERN void eddy_http_client_request_expect(eddy_http_client_request_t *r, bool on);
-/** The message header of r, to write it. Borrows. */
-EDDY_EXTERN eddy_msg_t *eddy_http_client_request_msg(eddy_http_client_request_t *r);
-/** Append r encoded (request line, headers, body) to out. Borrows r. 0, EDDY_ENOMEM or
- * EDDY_ECAPACITY (out then holds a partial request). */
-EDDY_EXTERN int eddy_http_client_request_encode(const eddy_http_client_request_t *r,
-                                                eddy_buf_t *out);
-
-/** The request behind a message of type EDDY_MSG_HTTP_CLIENT_REQUEST, else NULL. Borrows. */
-EDDY_EXTERN eddy_http_client_request_t *eddy_http_client_request_of(eddy_msg_t *msg);
-/** The response behind a message of type EDDY_MSG_HTTP_RESPONSE_HEAD or _FULL_RESPONSE, else
- * NULL. Borrows. */
-EDDY_EXTERN eddy_http_client_response_t *eddy_http_client_response_of(eddy_msg_t *msg);
-/** The first header called name (any case) among r's, or NULL. Borrows. */
-EDDY_EXTERN const eddy_http_header_t *eddy_http_client_response_header(
-    const eddy_http_client_response_t *r, const char *name);
 
 /* ---------------------------------------------------------------------------------------
  * Handlers
@@ -168,10 +94,10 @@ EDDY_EXTERN eddy_handler_t eddy_http_exchange(int64_t response_timeout_ms);
  * no exchange handler. Cancelling the future closes the connection (its response cannot be
  * skipped otherwise). NULL only without memory. Any thread.
  */
-EDDY_EXTERN eddy_future_t *eddy_http_send(eddy_channel_t *ch, eddy_http_client_request_t *req);
+EDDY_EXTERN eddy_future_t *eddy_http_send(eddy_channel_t *ch, eddy_http_request_t *req);
 /** The response a future of eddy_http_send() or eddy_http_client_*() completed with, else
  * NULL. Borrows: valid while f is held. */
-EDDY_EXTERN eddy_http_client_response_t *eddy_future_http_response(const eddy_future_t *f);
+EDDY_EXTERN eddy_http_response_t *eddy_future_http_response(const eddy_future_t *f);
 
 /* ---------------------------------------------------------------------------------------
  * URLs
@@ -231,13 +157,76 @@ EDDY_EXTERN eddy_http_client_t *eddy_http_client_new(eddy_loop_group_t *g,
  * EDDY_ETIMEDOUT). NULL only without memory. Any thread.
  */
 EDDY_EXTERN eddy_future_t *eddy_http_client_send(eddy_http_client_t *c, const char *url,
-                                                 eddy_http_client_request_t *req);
+                                                 eddy_http_request_t *req);
 /** eddy_http_client_send() of a GET without a body. */
 EDDY_EXTERN eddy_future_t *eddy_http_client_get(eddy_http_client_t *c, const char *url);
 
 /** Close every pool (requests in flight fail with EDDY_ECLOSED) and free the client once they
  * are all closed: the returned future (the caller releases it) completes then. Once. */
 EDDY_EXTERN eddy_future_t *eddy_http_client_close(eddy_http_client_t *c);
+
+/* ---------------------------------------------------------------------------------------
+ * Deprecated aliases, removed after the next release: the client's request and response are
+ * http.h's eddy_http_request_t and eddy_http_response_t, built and read with their functions.
+ */
+
+/** Deprecated alias of eddy_http_request_t, removed after the next release. */
+typedef eddy_http_request_t eddy_http_client_request_t;
+/** Deprecated alias of eddy_http_response_t, removed after the next release. */
+typedef eddy_http_response_t eddy_http_client_response_t;
+
+/** Deprecated alias of eddy_http_request_new(), removed after the next release. */
+static inline eddy_http_request_t *eddy_http_client_request_new(const char *method,
+                                                                const char *target)
+{
+    return eddy_http_request_new(method, target);
+}
+/** Deprecated alias of eddy_http_request_add_header(), removed after the next release. */
+static inline int eddy_http_client_request_add_header(eddy_http_request_t *r, const char *name,
+                                                      const char *value)
+{
+    return eddy_http_request_add_header(r, name, value);
+}
+/** Deprecated alias of eddy_http_request_set_body(), removed after the next release. */
+static inline void eddy_http_client_request_set_body(eddy_http_request_t *r, eddy_buf_t *b)
+{
+    eddy_http_request_set_body(r, b);
+}
+/** Deprecated alias of eddy_http_request_expect(), removed after the next release. */
+static inline void eddy_http_client_request_expect(eddy_http_request_t *r, bool on)
+{
+    eddy_http_request_expect(r, on);
+}
+/** Deprecated alias of eddy_http_request_msg(), removed after the next release. */
+static inline eddy_msg_t *eddy_http_client_request_msg(eddy_http_request_t *r)
+{
+    return eddy_http_request_msg(r);
+}
+/** Deprecated alias of eddy_http_request_encode(), removed after the next release. */
+static inline int eddy_http_client_request_encode(const eddy_http_request_t *r, eddy_buf_t *out)
+{
+    return eddy_http_request_encode(r, out);
+}
+/** Deprecated: the built request behind a message of type EDDY_MSG_HTTP_CLIENT_REQUEST, else
+ * NULL (eddy_http_request_of() takes decoded requests too). Removed after the next release. */
+static inline eddy_http_request_t *eddy_http_client_request_of(eddy_msg_t *msg)
+{
+    return msg != NULL && msg->type == EDDY_MSG_HTTP_CLIENT_REQUEST ? eddy_http_request_of(msg)
+                                                                    : NULL;
+}
+/** Deprecated: the decoded response behind a message of type EDDY_MSG_HTTP_RESPONSE_HEAD or
+ * _FULL_RESPONSE, else NULL (eddy_http_response_of() takes built responses too). Removed
+ * after the next release. */
+static inline eddy_http_response_t *eddy_http_client_response_of(eddy_msg_t *msg)
+{
+    return msg != NULL && msg->type != EDDY_MSG_HTTP_RESPONSE ? eddy_http_response_of(msg) : NULL;
+}
+/** Deprecated alias of eddy_http_response_header(), removed after the next release. */
+static inline const eddy_http_header_t *eddy_http_client_response_header(
+    const eddy_http_response_t *r, const char *name)
+{
+    return eddy_http_response_header(r, name);
+}
 
 #ifdef __cplusplus
 }

@@ -1014,9 +1014,91 @@ static void test_date_is_cached_per_loop_until_its_clock_reaches_the_next_second
     assert_true(eddy_embedded_finish(ch)); /* the caches go with the loops (ASan) */
 }
 
+/* ---------------------------------------------------------------------------------------
+ * One request type and one response type, decoded or built
+ */
+
+/* A built request reads as a decoded one: its request line and headers, through growth of
+ * its head and of its header slots; a decoded one refuses the setters. */
+static void test_built_request_reads_as_a_decoded_one(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    eddy_http_request_t *r = eddy_http_request_new("PROPFIND", "/a/b?c=d");
+    assert_non_null(r);
+    assert_int_equal(r->_msg.type, EDDY_MSG_HTTP_CLIENT_REQUEST);
+    assert_ptr_equal(eddy_http_request_of(eddy_http_request_msg(r)), r);
+    assert_true(eddy_http_str_eq(r->method_name, "PROPFIND"));
+    assert_true(eddy_http_str_eq(r->target, "/a/b?c=d"));
+    assert_int_equal(r->method, EDDY_HTTP_OTHER);
+    assert_int_equal(r->content_length, -1);
+    char name[32], value[64];
+    for (int i = 0; i < 40; i++) { /* past the slots in its block and its head's first bytes */
+        snprintf(name, sizeof(name), "X-H%d", i);
+        snprintf(value, sizeof(value), "value number %d, long enough to move the head", i);
+        assert_int_equal(eddy_http_request_add_header(r, name, value), 0);
+    }
+    assert_int_equal(r->header_count, 40);
+    assert_true(eddy_http_str_eq(r->method_name, "PROPFIND"));
+    assert_true(eddy_http_str_eq(r->target, "/a/b?c=d"));
+    for (int i = 0; i < 40; i++) {
+        snprintf(name, sizeof(name), "x-h%d", i);
+        snprintf(value, sizeof(value), "value number %d, long enough to move the head", i);
+        const eddy_http_header_t *h = eddy_http_request_header(r, name);
+        assert_non_null(h);
+        assert_true(eddy_http_str_eq(h->value, value));
+    }
+    assert_int_equal(eddy_http_request_add_header(r, "Connection", "close"), EDDY_EINVAL);
+    assert_int_equal(eddy_http_request_add_header(r, "Expect", "100-continue"), EDDY_EINVAL);
+    assert_int_equal(r->header_count, 40);
+    eddy_msg_release(eddy_http_request_msg(r));
+
+    /* A decoded request: read only. */
+    eddy_channel_t *ch = http_channel(NULL, 0);
+    feed_str(ch, "GET / HTTP/1.1\r\nHost: h\r\n\r\n", WHOLE);
+    eddy_http_request_t *req = next_full(ch);
+    assert_int_equal(eddy_http_request_add_header(req, "X-A", "b"), EDDY_EINVAL);
+    eddy_buf_t *out = eddy_buf_new(64);
+    assert_int_equal(eddy_http_request_encode(req, out), EDDY_EINVAL);
+    eddy_buf_release(out);
+    release_req(req);
+    assert_true(eddy_embedded_finish(ch));
+    assert_int_equal(eddy_buf_live_count(), live);
+}
+
+/* A built response has its headers as a decoded one has them, and encodes as before. */
+static void test_built_response_reads_its_headers(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    eddy_http_response_t *r = eddy_http_response_new(404);
+    assert_non_null(r);
+    assert_ptr_equal(eddy_http_response_of(eddy_http_response_msg(r)), r);
+    assert_true(eddy_http_str_eq(r->reason, "Not Found"));
+    assert_int_equal(eddy_http_response_add_header(r, "Content-Type", "text/plain"), 0);
+    assert_int_equal(eddy_http_response_add_header(r, "X-Empty", ""), 0);
+    assert_int_equal(r->header_count, 2);
+    const eddy_http_header_t *h = eddy_http_response_header(r, "content-type");
+    assert_non_null(h);
+    assert_true(eddy_http_str_eq(h->value, "text/plain"));
+    assert_int_equal(eddy_http_response_header(r, "x-empty")->value.len, 0);
+    assert_null(eddy_http_response_header(r, "Server"));
+    eddy_buf_t *out = eddy_buf_new(256);
+    assert_int_equal(eddy_http_response_encode(r, out), 0);
+    const char *want = "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nX-Empty: \r\n"
+                       "Content-Length: 0\r\n\r\n";
+    assert_int_equal(eddy_buf_readable(out), strlen(want));
+    assert_memory_equal(eddy_buf_read_ptr(out), want, strlen(want));
+    eddy_buf_release(out);
+    eddy_msg_release(eddy_http_response_msg(r));
+    assert_int_equal(eddy_buf_live_count(), live);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_built_request_reads_as_a_decoded_one),
+        cmocka_unit_test(test_built_response_reads_its_headers),
         cmocka_unit_test(test_decoder_decodes_a_get_with_its_headers),
         cmocka_unit_test(test_decoder_answers_pipelined_requests_in_order),
         cmocka_unit_test(test_decoder_works_on_a_composite_cumulation),
