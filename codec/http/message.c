@@ -337,7 +337,16 @@ int eddy__http_client_request_route(eddy_http_request_t *r, const char *target,
 
 int eddy_http_request_add_header(eddy_http_request_t *r, const char *name, const char *value)
 {
-    if (!request_built(r) || !header_ok(name, value, true)) {
+    if (!header_ok(name, value, true)) {
+        return EDDY_EINVAL;
+    }
+    return eddy__http_request_add_field(r, name, value);
+}
+
+int eddy__http_request_add_field(eddy_http_request_t *r, const char *name, const char *value)
+{
+    if (!request_built(r) || !eddy__http_is_token(name, strlen(name)) ||
+        strpbrk(value, "\r\n") != NULL) {
         return EDDY_EINVAL;
     }
     built_t b = request_parts(r);

@@ -6,22 +6,26 @@
  * the middle of the HTTP decoder's delivery: the WebSocket handlers are added after the
  * handshaker, the event fired, and the HTTP handlers removed, the request decoder last, so
  * the bytes it still holds (frames the client sent right behind its request) go to the frame
- * decoder, behind the event. The client reads the answer itself (a response head, never a
- * body) and hands what follows it on to the frame decoder the same way.
+ * decoder, behind the event. The client writes its request and reads the answer through the
+ * HTTP client codec it puts before itself, so the answer is parsed as any response is, with
+ * the codec's limits and errors; it then removes the codec the same way, whose leftover bytes
+ * go on to the frame decoder.
  */
 #include "codec/ws/internal.h"
 
-#include <eddy/channel.h>
-#include <eddy/http.h>
+#include "codec/http/internal.h"
 
+#include <eddy/channel.h>
+#include <eddy/http_client.h>
+
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 
-/* The longest answer head the client reads, and the longest subprotocol name kept. */
-#define MAX_RESPONSE_HEAD 8192
+/* The longest subprotocol name kept, and the longest extensions answer. */
 #define MAX_TOKEN 128
 #define MAX_EXTENSIONS 256
 
@@ -51,13 +55,14 @@ int eddy__ws_install(eddy_pipeline_t *p, const char *base, bool client, const ed
     return err;
 }
 
-/* Whether some header called name holds token in its comma-separated list. */
-static bool header_has(const eddy_http_request_t *req, const char *name, const char *token)
+/* Whether some one of the count headers at h called name holds token in its comma-separated
+ * list. */
+static bool header_has(const eddy_http_header_t *h, size_t count, const char *name,
+                       const char *token)
 {
-    for (size_t i = 0; i < req->header_count; i++) {
-        const eddy_http_header_t *h = &req->headers[i];
-        if (eddy_http_str_eq_nocase(h->name, name) &&
-            eddy__ws_list_has(h->value.p, h->value.len, token)) {
+    for (size_t i = 0; i < count; i++) {
+        if (eddy_http_str_eq_nocase(h[i].name, name) &&
+            eddy__ws_list_has(h[i].value.p, h[i].value.len, token)) {
             return true;
         }
     }
@@ -68,15 +73,15 @@ static bool header_has(const eddy_http_request_t *req, const char *name, const c
  * true. */
 typedef bool (*item_fn)(const char *p, size_t n, void *arg);
 
-static void header_items(const eddy_http_str_t *names, const eddy_http_str_t *values, size_t count,
-                         const char *name, item_fn fn, void *arg)
+static void header_items(const eddy_http_header_t *h, size_t count, const char *name, item_fn fn,
+                         void *arg)
 {
     for (size_t i = 0; i < count; i++) {
-        if (!eddy_http_str_eq_nocase(names[i], name)) {
+        if (!eddy_http_str_eq_nocase(h[i].name, name)) {
             continue;
         }
-        const char *s = values[i].p;
-        size_t n = values[i].len, k = 0;
+        const char *s = h[i].value.p;
+        size_t n = h[i].value.len, k = 0;
         while (k < n) {
             while (k < n && (s[k] == ' ' || s[k] == '\t' || s[k] == ',')) {
                 k++;
@@ -94,6 +99,20 @@ static void header_items(const eddy_http_str_t *names, const eddy_http_str_t *va
             }
         }
     }
+}
+
+/* The name of an extension offer or answer (n bytes at p, its parameters after a ';'):
+ * whether it is permessage-deflate, *params then where they begin. */
+static bool is_deflate(const char *p, size_t n, size_t *params)
+{
+    const char *semi = memchr(p, ';', n); /* p is a header's bytes, not a C string */
+    size_t name = semi != NULL ? (size_t)(semi - p) : n;
+    size_t k = name;
+    while (k > 0 && (p[k - 1] == ' ' || p[k - 1] == '\t')) {
+        k--;
+    }
+    *params = name;
+    return k == 18 && strncasecmp(p, "permessage-deflate", 18) == 0;
 }
 
 /* Find protocol (n bytes) in the configured list: true and a NUL-terminated copy in out. */
@@ -149,16 +168,11 @@ typedef struct ext_pick_s {
 static bool on_offered_extension(const char *p, size_t n, void *arg)
 {
     ext_pick_t *e = arg;
-    const char *semi = memchr(p, ';', n); /* p is a header's bytes, not a C string */
-    size_t name = semi != NULL ? (size_t)(semi - p) : n;
-    size_t k = name;
-    while (k > 0 && (p[k - 1] == ' ' || p[k - 1] == '\t')) {
-        k--;
-    }
-    if (k != 18 || strncasecmp(p, "permessage-deflate", 18) != 0) {
+    size_t params;
+    if (!is_deflate(p, n, &params)) {
         return false;
     }
-    e->found = eddy__ws_deflate_negotiate_server(p + name, n - name, e->c, &e->d, e->answer,
+    e->found = eddy__ws_deflate_negotiate_server(p + params, n - params, e->c, &e->d, e->answer,
                                                  sizeof(e->answer)) == 0;
     return e->found; /* a declined offer: the next one may do (section 5 of RFC 7692) */
 }
@@ -217,11 +231,11 @@ static bool check_request(eddy_ctx_t *ctx, ws_server_t *s, eddy_http_request_t *
         refuse(ctx, 400, "a WebSocket handshake needs HTTP/1.1\n");
         return false;
     }
-    if (!header_has(req, "Upgrade", "websocket")) {
+    if (!header_has(req->headers, req->header_count, "Upgrade", "websocket")) {
         refuse(ctx, 400, "missing \"Upgrade: websocket\"\n");
         return false;
     }
-    if (!header_has(req, "Connection", "upgrade")) {
+    if (!header_has(req->headers, req->header_count, "Connection", "upgrade")) {
         refuse(ctx, 400, "missing \"Connection: Upgrade\"\n");
         return false;
     }
@@ -245,19 +259,13 @@ static bool check_request(eddy_ctx_t *ctx, ws_server_t *s, eddy_http_request_t *
         }
     }
     eddy_ws_accept_key(k->value.p, k->value.len, accept);
-    /* The header strings, as two arrays for header_items. */
-    eddy_http_str_t names[EDDY_HTTP_MAX_HEADER_COUNT], values[EDDY_HTTP_MAX_HEADER_COUNT];
-    size_t count = req->header_count < EDDY_HTTP_MAX_HEADER_COUNT ? req->header_count
-                                                                  : EDDY_HTTP_MAX_HEADER_COUNT;
-    for (size_t i = 0; i < count; i++) {
-        names[i] = req->headers[i].name;
-        values[i] = req->headers[i].value;
-    }
     proto->list = c->subprotocols;
-    header_items(names, values, count, "Sec-WebSocket-Protocol", on_offered_protocol, proto);
+    header_items(req->headers, req->header_count, "Sec-WebSocket-Protocol", on_offered_protocol,
+                 proto);
     ext->c = c;
     if (c->deflate) {
-        header_items(names, values, count, "Sec-WebSocket-Extensions", on_offered_extension, ext);
+        header_items(req->headers, req->header_count, "Sec-WebSocket-Extensions",
+                     on_offered_extension, ext);
     }
     return true;
 }
@@ -392,18 +400,23 @@ eddy_handler_t eddy_ws_server_handshaker(const eddy_ws_config_t *config)
  * Client
  */
 
+/* The HTTP client codec the client handshaker puts before itself: it writes the request and
+ * parses the answer, and leaves with the handshaker. */
+#define CLIENT_CODEC "ws_http_codec"
+
 typedef struct ws_client_s {
     eddy__ws_conf_t conf;
-    char key[25];     /* what we sent as Sec-WebSocket-Key */
-    bool sent;        /* the request went out */
-    bool done;        /* the handshake ended, either way */
-    eddy_buf_t *head; /* the answer so far */
+    char key[25]; /* what we sent as Sec-WebSocket-Key */
+    bool sent;    /* the request went out */
+    bool done;    /* the handshake ended, either way */
+    bool ok;      /* ... and it succeeded: what still reaches us is the peer's frames */
     uint64_t timer;
 } ws_client_t;
 
 static void client_fail(eddy_ctx_t *ctx, int err, const char *why)
 {
     ws_client_t *s = eddy_ctx_state(ctx);
+    assert(!s->done); /* one end to a handshake */
     s->done = true;
     eddy_ws_handshake_event_t ev = {.path = s->conf.c.uri, .error = err, .reason = why};
     eddy_ctx_fire_user_event(ctx, EDDY_EVENT_WS_HANDSHAKE_FAILED, &ev);
@@ -418,10 +431,40 @@ static void client_due(eddy_ctx_t *ctx, void *arg)
     client_fail(ctx, EDDY_ETIMEDOUT, "no answer to the handshake in time");
 }
 
+/* The upgrade request of c with key, for the codec to write: NULL without memory, or when
+ * the configuration does not make one (a uri that is no request target, a bad host). */
+static eddy_http_request_t *client_request(const eddy_ws_config_t *c, const char *key)
+{
+    eddy_http_request_t *r = eddy_http_request_new("GET", c->uri != NULL ? c->uri : "/");
+    if (r == NULL) {
+        return NULL;
+    }
+    char ext[MAX_EXTENSIONS] = "";
+    if (c->deflate) {
+        eddy__ws_deflate_offer(c, ext, sizeof(ext));
+    }
+    const char *names[] = {"Host", "Upgrade", "Connection", "Sec-WebSocket-Key",
+                           "Sec-WebSocket-Version", "Origin", "Sec-WebSocket-Protocol",
+                           "Sec-WebSocket-Extensions"};
+    const char *values[] = {c->host, "websocket", "Upgrade", key, "13", c->origin,
+                            c->subprotocols, c->deflate ? ext : NULL};
+    int err = 0;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && err == 0; i++) {
+        /* Connection: Upgrade is ours to send: the codec writes no Connection of its own for
+         * a 1.1 request that keeps the connection. */
+        err = values[i] != NULL ? eddy__http_request_add_field(r, names[i], values[i]) : 0;
+    }
+    if (err != 0) {
+        eddy_msg_release(eddy_http_request_msg(r));
+        return NULL;
+    }
+    return r;
+}
+
 static void client_send(eddy_ctx_t *ctx)
 {
     ws_client_t *s = eddy_ctx_state(ctx);
-    if (s->sent) {
+    if (s->sent || s->done) {
         return;
     }
     s->sent = true;
@@ -433,35 +476,12 @@ static void client_send(eddy_ctx_t *ctx)
     }
     eddy__ws_base64(raw, sizeof(raw), s->key);
     s->key[24] = '\0';
-    char ext[MAX_EXTENSIONS] = "";
-    if (c->deflate) {
-        eddy__ws_deflate_offer(c, ext, sizeof(ext));
-    }
-    eddy_buf_t *b = eddy_buf_new(512);
-    char line[1024];
-    int n = snprintf(line, sizeof(line),
-                     "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                     "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n",
-                     c->uri, c->host, s->key);
-    bool ok = b != NULL && n > 0 && (size_t)n < sizeof(line) &&
-              eddy_buf_write_bytes(b, line, (size_t)n) == 0;
-    const char *names[3] = {"Origin", "Sec-WebSocket-Protocol", "Sec-WebSocket-Extensions"};
-    const char *values[3] = {c->origin, c->subprotocols, c->deflate ? ext : NULL};
-    for (int i = 0; i < 3 && ok; i++) {
-        if (values[i] != NULL) {
-            n = snprintf(line, sizeof(line), "%s: %s\r\n", names[i], values[i]);
-            ok = n > 0 && (size_t)n < sizeof(line) && eddy_buf_write_bytes(b, line, (size_t)n) == 0;
-        }
-    }
-    ok = ok && eddy_buf_write_bytes(b, "\r\n", 2) == 0;
-    if (!ok) {
-        if (b != NULL) {
-            eddy_buf_release(b);
-        }
-        client_fail(ctx, EDDY_ENOMEM, "the request did not fit");
+    eddy_http_request_t *r = client_request(c, s->key);
+    if (r == NULL) {
+        client_fail(ctx, EDDY_ENOMEM, "the request could not be made");
         return;
     }
-    eddy_ctx_write_and_flush(ctx, eddy_buf_msg(b), NULL);
+    eddy_ctx_write_and_flush(ctx, eddy_http_request_msg(r), NULL);
     if (c->handshake_timeout_ms > 0 && !eddy_ctx_is_removed(ctx)) {
         s->timer = eddy_ctx_schedule(ctx, c->handshake_timeout_ms, client_due, NULL);
     }
@@ -469,6 +489,19 @@ static void client_send(eddy_ctx_t *ctx)
 
 static void client_added(eddy_ctx_t *ctx)
 {
+    ws_client_t *s = eddy_ctx_state(ctx);
+    /* The answer is parsed by the HTTP client codec, as any response is, with its limits. */
+    eddy_handler_t codec = eddy_http_client_codec(NULL);
+    int err = codec.ops == NULL
+                  ? codec.error
+                  : eddy_pipeline_add_before(eddy_ctx_pipeline(ctx), eddy_ctx_name(ctx),
+                                             CLIENT_CODEC, codec.ops, codec.state,
+                                             codec.free_state);
+    if (err != 0) {
+        s->sent = true; /* nothing to send it with */
+        client_fail(ctx, err, "no HTTP codec for the handshake");
+        return;
+    }
     if (eddy_channel_is_active(eddy_ctx_channel(ctx))) {
         client_send(ctx);
     }
@@ -482,80 +515,6 @@ static void client_active(eddy_ctx_t *ctx)
     }
 }
 
-typedef struct answer_s {
-    int status;
-    size_t count;
-    eddy_http_str_t names[64], values[64];
-} answer_t;
-
-/* Split a response head (n bytes, the blank line included) into its status and headers:
- * false when malformed. */
-static bool parse_answer(const char *p, size_t n, answer_t *a)
-{
-    a->count = 0;
-    size_t i = 0;
-    bool first = true;
-    while (i < n) {
-        const char *lf = memchr(p + i, '\n', n - i);
-        if (lf == NULL) {
-            return false;
-        }
-        size_t end = (size_t)(lf - p);
-        size_t len = end - i;
-        if (len > 0 && p[end - 1] == '\r') {
-            len--;
-        }
-        const char *line = p + i;
-        i = end + 1;
-        if (len == 0) {
-            return !first;
-        }
-        if (first) {
-            first = false;
-            if (len < 12 || memcmp(line, "HTTP/1.", 7) != 0 || line[8] != ' ') {
-                return false;
-            }
-            a->status = 0;
-            for (int k = 9; k < 12; k++) {
-                if (line[k] < '0' || line[k] > '9') {
-                    return false;
-                }
-                a->status = a->status * 10 + line[k] - '0';
-            }
-            continue;
-        }
-        const char *colon = memchr(line, ':', len);
-        if (colon == NULL || colon == line || a->count == 64) {
-            return false;
-        }
-        eddy_http_str_t name = {line, (size_t)(colon - line)};
-        eddy_http_str_t value = {colon + 1, len - name.len - 1};
-        while (value.len > 0 && (value.p[0] == ' ' || value.p[0] == '\t')) {
-            value.p++;
-            value.len--;
-        }
-        while (value.len > 0 && (value.p[value.len - 1] == ' ' || value.p[value.len - 1] == '\t')) {
-            value.len--;
-        }
-        a->names[a->count] = name;
-        a->values[a->count++] = value;
-    }
-    return false;
-}
-
-static const eddy_http_str_t *answer_header(const answer_t *a, const char *name, size_t *count)
-{
-    const eddy_http_str_t *v = NULL;
-    *count = 0;
-    for (size_t i = 0; i < a->count; i++) {
-        if (eddy_http_str_eq_nocase(a->names[i], name)) {
-            v = v != NULL ? v : &a->values[i];
-            ++*count;
-        }
-    }
-    return v;
-}
-
 typedef struct ext_check_s {
     const eddy_ws_config_t *c;
     eddy__ws_deflate_params_t d;
@@ -566,53 +525,55 @@ typedef struct ext_check_s {
 static bool on_answered_extension(const char *p, size_t n, void *arg)
 {
     ext_check_t *e = arg;
-    const char *semi = memchr(p, ';', n); /* p is a header's bytes, not a C string */
-    size_t name = semi != NULL ? (size_t)(semi - p) : n;
-    size_t k = name;
-    while (k > 0 && (p[k - 1] == ' ' || p[k - 1] == '\t')) {
-        k--;
-    }
+    size_t params;
     e->seen++;
-    if (!e->c->deflate || e->seen > 1 || k != 18 || strncasecmp(p, "permessage-deflate", 18) != 0 ||
-        eddy__ws_deflate_accept_client(p + name, n - name, e->c, &e->d) != 0) {
+    if (!e->c->deflate || e->seen > 1 || !is_deflate(p, n, &params) ||
+        eddy__ws_deflate_accept_client(p + params, n - params, e->c, &e->d) != 0) {
         e->bad = true; /* an extension we did not offer, or parameters we cannot honour */
         return true;
     }
     return false;
 }
 
+/* The value of the one header of r called name, NULL when there is none; *count how many
+ * there are. */
+static const eddy_http_str_t *answer_header(const eddy_http_response_t *r, const char *name,
+                                            size_t *count)
+{
+    const eddy_http_header_t *first = eddy_http_response_header(r, name);
+    *count = 0;
+    for (size_t i = 0; first != NULL && i < r->header_count; i++) {
+        *count += eddy_http_str_eq_nocase(r->headers[i].name, name);
+    }
+    return first != NULL ? &first->value : NULL;
+}
+
 /* Check the answer: NULL, or why it fails. */
-static const char *check_answer(ws_client_t *s, const answer_t *a, char proto[MAX_TOKEN],
-                                ext_check_t *ext)
+static const char *check_answer(ws_client_t *s, const eddy_http_response_t *r,
+                                char proto[MAX_TOKEN], ext_check_t *ext)
 {
     const eddy_ws_config_t *c = &s->conf.c;
-    if (a->status != 101) {
+    if (r->status != 101) {
         return "the server did not switch protocols";
     }
-    bool upgrade = false, connection = false;
-    for (size_t i = 0; i < a->count; i++) {
-        upgrade |= eddy_http_str_eq_nocase(a->names[i], "Upgrade") &&
-                   eddy__ws_list_has(a->values[i].p, a->values[i].len, "websocket");
-        connection |= eddy_http_str_eq_nocase(a->names[i], "Connection") &&
-                      eddy__ws_list_has(a->values[i].p, a->values[i].len, "upgrade");
-    }
-    if (!upgrade || !connection) {
+    if (!header_has(r->headers, r->header_count, "Upgrade", "websocket") ||
+        !header_has(r->headers, r->header_count, "Connection", "upgrade")) {
         return "the answer lacks Upgrade: websocket or Connection: Upgrade";
     }
     size_t count;
-    const eddy_http_str_t *acc = answer_header(a, "Sec-WebSocket-Accept", &count);
+    const eddy_http_str_t *acc = answer_header(r, "Sec-WebSocket-Accept", &count);
     char want[29];
     eddy_ws_accept_key(s->key, 24, want);
     if (acc == NULL || count != 1 || !eddy_http_str_eq(*acc, want)) {
         return "Sec-WebSocket-Accept does not match the key";
     }
     proto[0] = '\0';
-    const eddy_http_str_t *pr = answer_header(a, "Sec-WebSocket-Protocol", &count);
+    const eddy_http_str_t *pr = answer_header(r, "Sec-WebSocket-Protocol", &count);
     if (pr != NULL && (count != 1 || !pick_protocol(c->subprotocols, pr->p, pr->len, proto))) {
         return "the server chose a subprotocol we did not offer";
     }
     ext->c = c;
-    header_items(a->names, a->values, a->count, "Sec-WebSocket-Extensions", on_answered_extension,
+    header_items(r->headers, r->header_count, "Sec-WebSocket-Extensions", on_answered_extension,
                  ext);
     if (ext->bad) {
         return "the server chose an extension we did not offer";
@@ -620,72 +581,22 @@ static const char *check_answer(ws_client_t *s, const answer_t *a, char proto[MA
     return NULL;
 }
 
-static void client_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+/* The server switched protocols: the WebSocket handlers take the place of the codec and the
+ * handshaker, and the bytes the codec holds (frames sent right behind the answer) go to the
+ * frame decoder. */
+static void client_upgrade(eddy_ctx_t *ctx, ws_client_t *s, const char *proto,
+                           const char *extensions, const ext_check_t *ext)
 {
-    ws_client_t *s = eddy_ctx_state(ctx);
-    eddy_buf_t *in = eddy_buf_of(msg);
-    if (s->done || in == NULL) {
-        if (s->done) {
-            eddy_msg_release(msg);
-        } else {
-            eddy_ctx_fire_channel_read(ctx, msg);
-        }
-        return;
-    }
-    if (s->head == NULL) {
-        s->head = eddy_buf_alloc(eddy_ctx_alloc(ctx), 512, MAX_RESPONSE_HEAD + 4096);
-    }
-    size_t before = s->head != NULL ? eddy_buf_readable(s->head) : 0;
-    int err =
-        s->head != NULL ? eddy_buf_write_buf(s->head, in, eddy_buf_readable(in)) : EDDY_ENOMEM;
-    eddy_msg_release(msg);
-    if (err != 0) {
-        client_fail(ctx, err == EDDY_ECAPACITY ? EDDY_EDECODE : err, "the answer is too long");
-        return;
-    }
-    const char *p = (const char *)eddy_buf_read_ptr(s->head);
-    size_t n = eddy_buf_readable(s->head);
-    size_t from = before > 3 ? before - 3 : 0;
-    const char *end = NULL;
-    for (size_t i = from; i + 1 < n && end == NULL; i++) {
-        if (p[i] == '\n' &&
-            (p[i + 1] == '\n' || (p[i + 1] == '\r' && i + 2 < n && p[i + 2] == '\n'))) {
-            end = p + i + (p[i + 1] == '\n' ? 2 : 3);
-        }
-    }
-    if (end == NULL) {
-        if (n > MAX_RESPONSE_HEAD) {
-            client_fail(ctx, EDDY_EDECODE, "the answer is too long");
-        }
-        return;
-    }
-    size_t hlen = (size_t)(end - p);
-    answer_t a;
-    char proto[MAX_TOKEN];
-    ext_check_t ext = {0};
-    const char *why =
-        parse_answer(p, hlen, &a) ? check_answer(s, &a, proto, &ext) : "a malformed answer";
-    if (why != NULL) {
-        client_fail(ctx, EDDY_EDECODE, why);
-        return;
-    }
-    s->done = true;
+    assert(s->done && s->ok);
     if (s->timer != 0) {
         eddy_ctx_cancel(ctx, s->timer);
+        s->timer = 0;
     }
-    char extensions[MAX_EXTENSIONS] = "";
-    size_t count;
-    const eddy_http_str_t *ev_ext = answer_header(&a, "Sec-WebSocket-Extensions", &count);
-    if (ev_ext != NULL) {
-        snprintf(extensions, sizeof(extensions), "%.*s", (int)ev_ext->len, ev_ext->p);
-    }
-    eddy_buf_skip(s->head, hlen);
-    eddy_buf_t *rest = s->head;
-    s->head = NULL;
     eddy_pipeline_t *pl = eddy_ctx_pipeline(ctx);
-    err = eddy__ws_install(pl, eddy_ctx_name(ctx), true, &s->conf.c, ext.seen > 0 ? &ext.d : NULL);
+    int err = eddy__ws_install(pl, eddy_ctx_name(ctx), true, &s->conf.c,
+                               ext->seen > 0 ? &ext->d : NULL);
     if (err != 0) {
-        eddy_buf_release(rest);
+        s->done = s->ok = false;
         client_fail(ctx, err, "out of memory");
         return;
     }
@@ -693,21 +604,61 @@ static void client_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
     eddy_ws_handshake_event_t ev = {
         .path = s->conf.c.uri,
         .subprotocol = proto[0] != '\0' ? proto : NULL,
-        .extensions = ev_ext != NULL ? extensions : NULL,
+        .extensions = extensions,
     };
     eddy_ctx_fire_user_event(proto_ctx, EDDY_EVENT_WS_HANDSHAKE, &ev);
-    if (eddy_ctx_is_removed(ctx)) {
-        eddy_buf_release(rest);
-        return;
-    }
-    /* Frames the server sent right behind its answer. */
-    if (eddy_buf_readable(rest) > 0) {
-        eddy_ctx_fire_channel_read(ctx, eddy_buf_msg(rest));
-    } else {
-        eddy_buf_release(rest);
+    /* The codec first: what it holds passes through us (s->ok) to the frame decoder. */
+    if (!eddy_ctx_is_removed(ctx)) {
+        eddy_pipeline_remove(pl, CLIENT_CODEC);
     }
     if (!eddy_ctx_is_removed(ctx)) {
         eddy_pipeline_remove(pl, eddy_ctx_name(ctx));
+    }
+}
+
+static void client_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    ws_client_t *s = eddy_ctx_state(ctx);
+    if (s->ok) {
+        eddy_ctx_fire_channel_read(ctx, msg); /* the peer's first frames, as bytes */
+        return;
+    }
+    eddy_http_response_t *r = eddy_http_response_of(msg);
+    if (s->done || r == NULL) {
+        eddy_msg_release(msg); /* the rest of an answer refused already */
+        return;
+    }
+    char proto[MAX_TOKEN];
+    ext_check_t ext = {0};
+    const char *why = check_answer(s, r, proto, &ext);
+    if (why != NULL) {
+        eddy_msg_release(msg);
+        client_fail(ctx, EDDY_EDECODE, why);
+        return;
+    }
+    char extensions[MAX_EXTENSIONS] = "";
+    size_t count;
+    const eddy_http_str_t *ev_ext = answer_header(r, "Sec-WebSocket-Extensions", &count);
+    if (ev_ext != NULL) {
+        snprintf(extensions, sizeof(extensions), "%.*s", (int)ev_ext->len, ev_ext->p);
+    }
+    eddy_msg_release(msg);
+    s->done = s->ok = true;
+    client_upgrade(ctx, s, proto, ev_ext != NULL ? extensions : NULL, &ext);
+}
+
+/* The codec's errors are the handshake's: a malformed answer (EDDY_EDECODE), one past the
+ * codec's limits (EDDY_ETOOLONGFRAME), a close before it ended (EDDY_EOF). */
+static void client_exception(eddy_ctx_t *ctx, int err)
+{
+    ws_client_t *s = eddy_ctx_state(ctx);
+    if (s->done || (err != EDDY_EDECODE && err != EDDY_ETOOLONGFRAME && err != EDDY_EOF)) {
+        eddy_ctx_fire_exception(ctx, err);
+    } else if (err == EDDY_EOF) {
+        client_fail(ctx, EDDY_ECLOSED, "closed during the handshake");
+    } else {
+        client_fail(ctx, EDDY_EDECODE,
+                    err == EDDY_EDECODE ? "a malformed answer" : "the answer is too long");
     }
 }
 
@@ -715,30 +666,18 @@ static void client_inactive(eddy_ctx_t *ctx)
 {
     ws_client_t *s = eddy_ctx_state(ctx);
     if (!s->done) {
-        s->done = true;
-        eddy_ws_handshake_event_t ev = {
-            .path = s->conf.c.uri, .error = EDDY_ECLOSED, .reason = "closed during the handshake"};
-        eddy_ctx_fire_user_event(ctx, EDDY_EVENT_WS_HANDSHAKE_FAILED, &ev);
+        client_fail(ctx, EDDY_ECLOSED, "closed during the handshake");
     }
     eddy_ctx_fire_channel_inactive(ctx);
-}
-
-static void client_removed(eddy_ctx_t *ctx)
-{
-    ws_client_t *s = eddy_ctx_state(ctx);
-    if (s->head != NULL) {
-        eddy_buf_release(s->head);
-        s->head = NULL;
-    }
 }
 
 static const eddy_handler_ops_t ws_client_handler = {
     .name = "ws_client_handshaker",
     .handler_added = client_added,
-    .handler_removed = client_removed,
     .channel_active = client_active,
-    .channel_inactive = client_inactive,
     .channel_read = client_read,
+    .exception_caught = client_exception,
+    .channel_inactive = client_inactive,
 };
 
 static void client_free(void *state)

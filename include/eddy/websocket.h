@@ -19,7 +19,8 @@
  * (when permessage-deflate was agreed) and "ws_protocol", and the handlers after them get the
  * user event EDDY_EVENT_WS_HANDSHAKE. A bad request is answered (400, 403, 405, 426) and the
  * connection closed. A client adds eddy_ws_client_handshaker() to a connected channel: it
- * sends the request, checks the answer and installs the same handlers in client mode.
+ * sends the request and reads the answer through the HTTP client codec (http_client.h), checks
+ * it and installs the same handlers in client mode.
  *
  * After the handshake the application reads and writes eddy_ws_frame_t messages
  * (EDDY_MSG_WS_FRAME). Inbound: whole text and binary messages (fragments aggregated, text
@@ -198,8 +199,12 @@ EDDY_EXTERN bool eddy_ws_utf8_valid(const void *p, size_t n);
 /** The server's opening handshake, after the HTTP request decoder and aggregator. */
 EDDY_EXTERN eddy_handler_t eddy_ws_server_handshaker(const eddy_ws_config_t *config);
 /** The client's opening handshake, first in a connected channel's pipeline (config->host is
- * required). On failure the handlers after it get EDDY_EVENT_WS_HANDSHAKE_FAILED and the
- * channel closes. */
+ * required). Added, it puts the HTTP client codec (http_client.h) before itself, named
+ * "ws_http_codec", writes the request through it and reads the answer as the codec parses
+ * any response; after a 101 it removes both. On failure (a malformed or oversized answer:
+ * error EDDY_EDECODE; not a valid 101: EDDY_EDECODE; no answer in handshake_timeout_ms:
+ * EDDY_ETIMEDOUT; a close before it: EDDY_ECLOSED) the handlers after it get
+ * EDDY_EVENT_WS_HANDSHAKE_FAILED and the channel closes. */
 EDDY_EXTERN eddy_handler_t eddy_ws_client_handshaker(const eddy_ws_config_t *config);
 
 /**

@@ -1335,6 +1335,8 @@ static void test_deflate_negotiation(void **state)
 /* What the application behind the handshaker saw. */
 typedef struct app_s {
     int handshakes, failures;
+    int error;        /* the last failure's */
+    char reason[128]; /* ... and why */
     char subprotocol[64], extensions[256], path[64];
 } app_t;
 
@@ -1352,6 +1354,8 @@ static void app_event(eddy_ctx_t *ctx, int event, void *data)
     } else if (event == EDDY_EVENT_WS_HANDSHAKE_FAILED) {
         a->failures++;
         assert_non_null(ev->reason);
+        a->error = ev->error;
+        snprintf(a->reason, sizeof(a->reason), "%s", ev->reason);
     }
     eddy_ctx_fire_user_event(ctx, event, data);
 }
@@ -1781,6 +1785,60 @@ static void test_client_handshake_fails_on_bad_answers(void **state)
     assert_int_equal(eddy_buf_live_count(), live);
 }
 
+/* The answer goes through the HTTP client codec: its parser, its limits, its errors. */
+static void expect_client_refuses(const char *answer, size_t n, int error, const char *reason)
+{
+    eddy_ws_config_t cc = {.host = "h"};
+    app_t capp = {0};
+    eddy_channel_t *cli = client_channel(&cc, &capp);
+    feed(cli, answer, n, 0);
+    assert_int_equal(capp.handshakes, 0);
+    assert_int_equal(capp.failures, 1);
+    assert_int_equal(capp.error, error);
+    assert_string_equal(capp.reason, reason);
+    assert_false(eddy_channel_is_open(cli));
+    finish(cli);
+}
+
+static void test_client_handshake_reads_the_answer_with_the_http_codec(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    /* The request as it always went, written by the codec. */
+    eddy_ws_config_t cc = {.host = "example.com", .uri = "/chat?room=1"};
+    app_t capp = {0};
+    eddy_channel_t *cli = client_channel(&cc, &capp);
+    char *req = out_str(cli);
+    const char *head = "GET /chat?room=1 HTTP/1.1\r\nHost: example.com\r\nUpgrade: websocket\r\n"
+                       "Connection: Upgrade\r\nSec-WebSocket-Key: ";
+    assert_memory_equal(req, head, strlen(head));
+    assert_non_null(strstr(req, "\r\nSec-WebSocket-Version: 13\r\n\r\n"));
+    assert_null(strstr(req, "Content-Length"));
+    free(req);
+    /* Closed before the answer ended. */
+    feed(cli, "HTTP/1.1 101 Switching", 22, 0);
+    eddy_channel_close(cli, NULL);
+    assert_int_equal(capp.failures, 1);
+    assert_int_equal(capp.error, EDDY_ECLOSED);
+    finish(cli);
+
+    static const char refused[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 5\r\n\r\nnope!";
+    expect_client_refuses(refused, sizeof(refused) - 1, EDDY_EDECODE,
+                          "the server did not switch protocols");
+    /* A control byte in a value, which the codec refuses as every response's. */
+    static const char control[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: web\x01socket\r\n\r\n";
+    expect_client_refuses(control, sizeof(control) - 1, EDDY_EDECODE, "a malformed answer");
+    /* A header section past the codec's limit. */
+    size_t n = 10000;
+    char *big = malloc(n);
+    assert_non_null(big);
+    memset(big, 'a', n);
+    memcpy(big, "HTTP/1.1 101 Switching Protocols\r\nX-Big: ", 42);
+    expect_client_refuses(big, n, EDDY_EDECODE, "the answer is too long");
+    free(big);
+    assert_int_equal(eddy_buf_live_count(), live);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Mutations
  */
@@ -1925,6 +1983,7 @@ int main(void)
         cmocka_unit_test(test_server_handshake_deadline_closes_silent_connections),
         cmocka_unit_test(test_client_handshake_against_the_server),
         cmocka_unit_test(test_client_handshake_fails_on_bad_answers),
+        cmocka_unit_test(test_client_handshake_reads_the_answer_with_the_http_codec),
         cmocka_unit_test(test_mutated_frame_streams_decode_or_close_properly),
     };
     return cmocka_run_group_tests_name("codec.ws", tests, NULL, NULL);
