@@ -451,28 +451,19 @@ static int decode_head(eddy_ctx_t *ctx, client_codec_t *s, eddy_cumulation_t *in
     return eddy_decoder_emit(out, &r->_msg);
 }
 
-/* One step in ST_HEAD: skip blank lines, find the head's end, decode it. */
+/* One step in ST_HEAD: skip empty lines, find the head's end, decode it. Empty lines between
+ * messages are tolerated, as the request decoder does (RFC 9112 section 2.2). */
 static int decode_status(eddy_ctx_t *ctx, client_codec_t *s, eddy_cumulation_t *in,
                          eddy_decoder_out_t *out)
 {
-    size_t avail = eddy_cumulation_readable(in);
-    eddy_buf_t *b = eddy_cumulation_buf(in);
-    if (b == NULL) {
-        return EDDY_ENOMEM;
+    size_t line1 = 0;
+    ssize_t n = eddy__http_head_next(&s->head, &s->lim, in, &line1);
+    if (n == EDDY_ENOMEM) {
+        return (int)n;
     }
-    const uint8_t *p = eddy_buf_read_ptr(b);
-    /* Empty lines between messages are tolerated, as the request decoder does (RFC 9112
-     * section 2.2). */
-    size_t skip = eddy__http_empty_lines(p, avail);
-    if (skip > 0) {
-        s->head.scan = 0;
-        return eddy_cumulation_skip(in, skip);
-    }
-    if (s->sent.count == 0) {
+    if (s->sent.count == 0 && eddy_cumulation_readable(in) > 0) {
         return fail(s, in, EDDY_EDECODE); /* a response to nothing */
     }
-    size_t line1 = 0;
-    ssize_t n = eddy__http_head_find(&s->head, &s->lim, p, avail, &line1);
     if (n <= 0) {
         return n == 0 ? 0 : fail(s, in, EDDY_ETOOLONGFRAME);
     }

@@ -183,30 +183,15 @@ static int http_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in, eddy_
         }
         return 0;
     }
-    for (;;) {
-        eddy_buf_t *b = eddy_cumulation_buf(in);
-        if (b == NULL) {
-            return EDDY_ENOMEM;
-        }
-        const uint8_t *p = eddy_buf_read_ptr(b);
-        /* Empty lines before a request line are ignored (RFC 9112 section 2.2). */
-        size_t skip = eddy__http_empty_lines(p, avail);
-        if (skip > 0) {
-            eddy_cumulation_skip(in, skip);
-            d->head.scan = 0;
-            avail -= skip;
-            if (avail == 0) {
-                return 0;
-            }
-            continue;
-        }
-        size_t line1 = 0;
-        ssize_t n = eddy__http_head_find(&d->head, &d->lim, p, avail, &line1);
-        if (n <= 0) {
-            return n == 0 ? 0 : reject(d, in, out, n == EDDY__HTTP_LINE_TOO_LONG ? 414 : 431);
-        }
-        return decode_head(d, in, out, (size_t)n, line1);
+    size_t line1 = 0;
+    ssize_t n = eddy__http_head_next(&d->head, &d->lim, in, &line1);
+    if (n == EDDY_ENOMEM || n == 0) {
+        return (int)n;
     }
+    if (n < 0) {
+        return reject(d, in, out, n == EDDY__HTTP_LINE_TOO_LONG ? 414 : 431);
+    }
+    return decode_head(d, in, out, (size_t)n, line1);
 }
 
 /* A request is under way from its first byte searched to its last content: the head is

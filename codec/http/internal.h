@@ -93,6 +93,11 @@ enum {
  * more bytes than the limits allow are waiting. */
 ssize_t eddy__http_head_find(eddy__http_head_scan_t *hs, const eddy__http_limits_t *l,
                              const uint8_t *p, size_t avail, size_t *line1);
+/* eddy__http_head_find() on the readable bytes of in, the empty lines before the head skipped
+ * first (RFC 9112 section 2.2): what it returns, or EDDY_ENOMEM (distinct from its own
+ * negative values). */
+ssize_t eddy__http_head_next(eddy__http_head_scan_t *hs, const eddy__http_limits_t *l,
+                             eddy_cumulation_t *in, size_t *line1);
 /* How many of the n bytes at p are CR and LF: the empty lines before a message, which are
  * skipped (RFC 9112 section 2.2). */
 size_t eddy__http_empty_lines(const uint8_t *p, size_t n);
@@ -170,7 +175,7 @@ int eddy__http_body_finish(eddy__http_body_t *b, const eddy__http_limits_t *l,
                            eddy_cumulation_t *in, eddy_decoder_out_t *out);
 
 /* ---------------------------------------------------------------------------------------
- * The client (fifo.c, client_codec.c, client_aggregator.c, exchange.c; its requests in message.c)
+ * The client (fifo.c, client_codec.c, aggregator.c, exchange.c; its requests in message.c)
  */
 
 /* A FIFO of entries of one size in a ring that doubles when full: the requests a client has

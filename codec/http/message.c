@@ -58,6 +58,12 @@ eddy_http_str_t eddy__http_trim(eddy_http_str_t s)
  * responses eddy-http-server writes add two or three. */
 #define BUILT_SLOTS 8
 
+/* Whether msg is not NULL and of one of the three types a message kind has. */
+static bool is_one_of(const eddy_msg_t *msg, uint32_t a, uint32_t b, uint32_t c)
+{
+    return msg != NULL && (msg->type == a || msg->type == b || msg->type == c);
+}
+
 static void message_free(eddy_msg_t *msg);
 
 eddy_msg_t *eddy__http_message_new(bool response, size_t count)
@@ -374,12 +380,10 @@ eddy_msg_t *eddy_http_request_msg(eddy_http_request_t *r)
 
 eddy_http_request_t *eddy_http_request_of(eddy_msg_t *msg)
 {
-    if (msg == NULL ||
-        (msg->type != EDDY_MSG_HTTP_REQUEST && msg->type != EDDY_MSG_HTTP_FULL_REQUEST &&
-         msg->type != EDDY_MSG_HTTP_CLIENT_REQUEST)) {
-        return NULL;
-    }
-    return EDDY_CONTAINER_OF(msg, eddy_http_request_t, _msg);
+    return is_one_of(msg, EDDY_MSG_HTTP_REQUEST, EDDY_MSG_HTTP_FULL_REQUEST,
+                     EDDY_MSG_HTTP_CLIENT_REQUEST)
+               ? EDDY_CONTAINER_OF(msg, eddy_http_request_t, _msg)
+               : NULL;
 }
 
 const eddy_http_header_t *eddy_http_request_header(const eddy_http_request_t *req, const char *name)
@@ -555,12 +559,10 @@ eddy_http_response_t *eddy_http_response_new(int status)
 
 eddy_http_response_t *eddy_http_response_of(eddy_msg_t *msg)
 {
-    if (msg == NULL ||
-        (msg->type != EDDY_MSG_HTTP_RESPONSE && msg->type != EDDY_MSG_HTTP_RESPONSE_HEAD &&
-         msg->type != EDDY_MSG_HTTP_FULL_RESPONSE)) {
-        return NULL;
-    }
-    return EDDY_CONTAINER_OF(msg, eddy_http_response_t, _msg);
+    return is_one_of(msg, EDDY_MSG_HTTP_RESPONSE, EDDY_MSG_HTTP_RESPONSE_HEAD,
+                     EDDY_MSG_HTTP_FULL_RESPONSE)
+               ? EDDY_CONTAINER_OF(msg, eddy_http_response_t, _msg)
+               : NULL;
 }
 
 eddy_msg_t *eddy_http_response_msg(eddy_http_response_t *r)

@@ -116,6 +116,30 @@ ssize_t eddy__http_head_find(eddy__http_head_scan_t *hs, const eddy__http_limits
     return (ssize_t)n;
 }
 
+ssize_t eddy__http_head_next(eddy__http_head_scan_t *hs, const eddy__http_limits_t *l,
+                             eddy_cumulation_t *in, size_t *line1)
+{
+    for (;;) {
+        size_t avail = eddy_cumulation_readable(in);
+        if (avail == 0) {
+            return 0;
+        }
+        eddy_buf_t *b = eddy_cumulation_buf(in);
+        if (b == NULL) {
+            return EDDY_ENOMEM;
+        }
+        const uint8_t *p = eddy_buf_read_ptr(b);
+        /* Empty lines before a message are ignored (RFC 9112 section 2.2). */
+        size_t skip = eddy__http_empty_lines(p, avail);
+        if (skip == 0) {
+            return eddy__http_head_find(hs, l, p, avail, line1);
+        }
+        assert(skip <= avail);
+        eddy_cumulation_skip(in, skip);
+        hs->scan = 0;
+    }
+}
+
 size_t eddy__http_empty_lines(const uint8_t *p, size_t n)
 {
     size_t i = 0;

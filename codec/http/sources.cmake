@@ -3,7 +3,6 @@
 # response aggregator, the exchange.
 list(APPEND EDDY_LAYER_SOURCES
     codec/http/aggregator.c
-    codec/http/client_aggregator.c
     codec/http/client.c
     codec/http/client_codec.c
     codec/http/date.c

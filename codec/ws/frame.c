@@ -326,9 +326,8 @@ static char lower(char c)
     return c >= 'A' && c <= 'Z' ? (char)(c | 0x20) : c;
 }
 
-bool eddy__ws_list_has(const char *s, size_t n, const char *token)
+bool eddy__ws_list_each(const char *s, size_t n, eddy__ws_item_fn fn, void *arg)
 {
-    size_t tn = strlen(token);
     size_t i = 0;
     while (i < n) {
         while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == ',')) {
@@ -342,17 +341,27 @@ bool eddy__ws_list_has(const char *s, size_t n, const char *token)
         while (end > start && (s[end - 1] == ' ' || s[end - 1] == '\t')) {
             end--;
         }
-        if (end - start == tn) {
-            size_t k = 0;
-            while (k < tn && lower(s[start + k]) == lower(token[k])) {
-                k++;
-            }
-            if (k == tn) {
-                return true;
-            }
+        assert(start <= end && end <= n);
+        if (end > start && fn(s + start, end - start, arg)) {
+            return true;
         }
     }
     return false;
+}
+
+static bool is_token(const char *p, size_t n, void *arg)
+{
+    const char *token = *(const char **)arg;
+    size_t k = 0;
+    while (k < n && token[k] != '\0' && lower(p[k]) == lower(token[k])) {
+        k++;
+    }
+    return k == n && token[k] == '\0';
+}
+
+bool eddy__ws_list_has(const char *s, size_t n, const char *token)
+{
+    return eddy__ws_list_each(s, n, is_token, &token);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -437,4 +446,21 @@ void eddy__ws_conf_free(eddy__ws_conf_t *c)
 {
     free(c->strings);
     c->strings = NULL;
+}
+
+void *eddy__ws_state_new(size_t size, const eddy_ws_config_t *c)
+{
+    assert(size >= sizeof(eddy__ws_conf_t));
+    eddy__ws_conf_t *s = calloc(1, size);
+    if (s != NULL && eddy__ws_conf_copy(s, c) != 0) {
+        free(s);
+        s = NULL;
+    }
+    return s;
+}
+
+void eddy__ws_state_free(void *state)
+{
+    eddy__ws_conf_free(state);
+    free(state);
 }

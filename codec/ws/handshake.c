@@ -19,6 +19,7 @@
 #include <eddy/http_client.h>
 
 #include <assert.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,32 +72,13 @@ static bool header_has(const eddy_http_header_t *h, size_t count, const char *na
 
 /* Call fn for each comma-separated item of every header called name, until it returns
  * true. */
-typedef bool (*item_fn)(const char *p, size_t n, void *arg);
-
-static void header_items(const eddy_http_header_t *h, size_t count, const char *name, item_fn fn,
-                         void *arg)
+static void header_items(const eddy_http_header_t *h, size_t count, const char *name,
+                         eddy__ws_item_fn fn, void *arg)
 {
     for (size_t i = 0; i < count; i++) {
-        if (!eddy_http_str_eq_nocase(h[i].name, name)) {
-            continue;
-        }
-        const char *s = h[i].value.p;
-        size_t n = h[i].value.len, k = 0;
-        while (k < n) {
-            while (k < n && (s[k] == ' ' || s[k] == '\t' || s[k] == ',')) {
-                k++;
-            }
-            size_t start = k;
-            while (k < n && s[k] != ',') {
-                k++;
-            }
-            size_t end = k;
-            while (end > start && (s[end - 1] == ' ' || s[end - 1] == '\t')) {
-                end--;
-            }
-            if (end > start && fn(s + start, end - start, arg)) {
-                return;
-            }
+        if (eddy_http_str_eq_nocase(h[i].name, name) &&
+            eddy__ws_list_each(h[i].value.p, h[i].value.len, fn, arg)) {
+            return;
         }
     }
 }
@@ -379,21 +361,11 @@ static const eddy_handler_ops_t ws_server_handler = {
     .channel_read = server_read,
 };
 
-static void server_free(void *state)
-{
-    ws_server_t *s = state;
-    eddy__ws_conf_free(&s->conf);
-    free(s);
-}
-
 eddy_handler_t eddy_ws_server_handshaker(const eddy_ws_config_t *config)
 {
-    ws_server_t *s = calloc(1, sizeof(*s));
-    if (s != NULL && eddy__ws_conf_copy(&s->conf, config) != 0) {
-        free(s);
-        s = NULL;
-    }
-    return eddy_handler("ws_server_handshaker", &ws_server_handler, s, server_free);
+    _Static_assert(offsetof(ws_server_t, conf) == 0, "eddy__ws_state_new() copies conf first");
+    return eddy_handler("ws_server_handshaker", &ws_server_handler,
+                        eddy__ws_state_new(sizeof(ws_server_t), config), eddy__ws_state_free);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -680,19 +652,11 @@ static const eddy_handler_ops_t ws_client_handler = {
     .channel_inactive = client_inactive,
 };
 
-static void client_free(void *state)
-{
-    ws_client_t *s = state;
-    eddy__ws_conf_free(&s->conf);
-    free(s);
-}
-
 eddy_handler_t eddy_ws_client_handshaker(const eddy_ws_config_t *config)
 {
-    ws_client_t *s = config != NULL && config->host != NULL ? calloc(1, sizeof(*s)) : NULL;
-    if (s != NULL && eddy__ws_conf_copy(&s->conf, config) != 0) {
-        free(s);
-        s = NULL;
-    }
-    return eddy_handler("ws_client_handshaker", &ws_client_handler, s, client_free);
+    _Static_assert(offsetof(ws_client_t, conf) == 0, "eddy__ws_state_new() copies conf first");
+    ws_client_t *s = config != NULL && config->host != NULL
+                         ? eddy__ws_state_new(sizeof(ws_client_t), config)
+                         : NULL;
+    return eddy_handler("ws_client_handshaker", &ws_client_handler, s, eddy__ws_state_free);
 }

@@ -34,6 +34,10 @@ int eddy__ws_unbase64(const char *s, size_t n, uint8_t *out, size_t max);
 
 /* Whether the comma-separated list s (n bytes) holds token, ignoring case and blanks. */
 bool eddy__ws_list_has(const char *s, size_t n, const char *token);
+/* Call fn(item, its length, arg) for each item of the comma-separated list s (n bytes), blanks
+ * around it left out, empty ones skipped, until fn returns true: whether it did. */
+typedef bool (*eddy__ws_item_fn)(const char *p, size_t n, void *arg);
+bool eddy__ws_list_each(const char *s, size_t n, eddy__ws_item_fn fn, void *arg);
 
 /* Frame decoder: client role (expects unmasked frames), the payload limit, and whether the
  * first frame of a data message may carry RSV1 (permessage-deflate agreed). */
@@ -74,5 +78,10 @@ typedef struct eddy__ws_conf_s {
 
 int eddy__ws_conf_copy(eddy__ws_conf_t *dst, const eddy_ws_config_t *src);
 void eddy__ws_conf_free(eddy__ws_conf_t *c);
+/* A handler's state: size bytes, zeroed, its first member an eddy__ws_conf_t copied from c
+ * (NULL: the defaults). NULL without memory or for a configuration eddy__ws_conf_copy()
+ * refuses. Freed with eddy__ws_state_free(), its free_state. */
+void *eddy__ws_state_new(size_t size, const eddy_ws_config_t *c);
+void eddy__ws_state_free(void *state);
 
 #endif /* EDDY_PIPELINE_CODEC_WS_INTERNAL_H */

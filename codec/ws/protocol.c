@@ -12,6 +12,7 @@
 
 #include <eddy/channel.h>
 
+#include <stddef.h>
 #include <stdlib.h>
 
 typedef struct ws_protocol_s {
@@ -264,22 +265,12 @@ static const eddy_handler_ops_t ws_protocol_handler = {
     .write = protocol_write,
 };
 
-static void protocol_free(void *state)
-{
-    ws_protocol_t *s = state;
-    eddy__ws_conf_free(&s->conf);
-    free(s);
-}
-
 eddy_handler_t eddy_ws_protocol_handler(bool client, const eddy_ws_config_t *config)
 {
-    ws_protocol_t *s = calloc(1, sizeof(*s));
-    if (s != NULL && eddy__ws_conf_copy(&s->conf, config) != 0) {
-        free(s);
-        s = NULL;
-    }
+    _Static_assert(offsetof(ws_protocol_t, conf) == 0, "eddy__ws_state_new() copies conf first");
+    ws_protocol_t *s = eddy__ws_state_new(sizeof(ws_protocol_t), config);
     if (s != NULL) {
         s->client = client;
     }
-    return eddy_handler("ws_protocol", &ws_protocol_handler, s, protocol_free);
+    return eddy_handler("ws_protocol", &ws_protocol_handler, s, eddy__ws_state_free);
 }
