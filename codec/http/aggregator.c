@@ -92,6 +92,7 @@ static eddy_msg_t *take_full(aggregator_t *s)
 /* Pass req on as a rejected request: status, close after the answer; the last message. */
 static void reject(eddy_ctx_t *ctx, aggregator_t *s, eddy_http_request_t *req, int status)
 {
+    assert(!s->done && s->head == NULL); /* one rejection, and nothing held past it */
     s->done = true;
     req->error = status;
     req->keep_alive = false;

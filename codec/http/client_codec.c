@@ -85,6 +85,7 @@ static sent_t *sent_oldest(client_codec_t *s)
  * short, else joined in a composite that holds a reference to body. NULL without memory. */
 static eddy_msg_t *join(eddy_buf_t *head, eddy_buf_t *body, const char *tail, size_t tail_len)
 {
+    assert(head != NULL);
     size_t n = body != NULL ? eddy_buf_readable(body) : 0;
     if (n <= COPY_MAX) {
         if (eddy_buf_ensure_writable(head, n + tail_len) != 0) {
@@ -234,6 +235,7 @@ static void write_now(eddy_ctx_t *ctx, client_codec_t *s, eddy_msg_t *msg, eddy_
 
 static int held_push(client_codec_t *s, eddy_msg_t *msg, eddy_promise_t *p)
 {
+    assert(s->holding && s->held_count <= s->held_cap);
     if (s->held_count == s->held_cap) {
         size_t cap = s->held_cap != 0 ? s->held_cap * 2 : 8;
         held_t *v = realloc(s->held, cap * sizeof(*v));
@@ -284,6 +286,7 @@ static void drop_held(client_codec_t *s, int err)
  * another request holds again. */
 static void release_held(eddy_ctx_t *ctx, client_codec_t *s)
 {
+    assert(s->holding); /* the answer to the request that holds */
     s->holding = false;
     if (s->held_body != NULL) {
         eddy_buf_t *b = s->held_body;
@@ -305,6 +308,7 @@ static void release_held(eddy_ctx_t *ctx, client_codec_t *s)
  * not to be reused, which the response says. */
 static void cancel_held(client_codec_t *s)
 {
+    assert(s->holding);
     /* The held request's chunks are dropped up to its last one, which may be among these. */
     s->dropping = s->chunks;
     for (size_t i = 0; i < s->held_count && s->dropping; i++) {
@@ -487,6 +491,7 @@ static int client_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in,
     case ST_HEAD:
         return decode_status(ctx, s, in, out);
     case ST_BODY: {
+        assert(s->body.state != EDDY__HTTP_BODY_NONE);
         /* One response per call: the base sees where each ends. */
         int err = eddy__http_body_decode(&s->body, &s->lim, in, out);
         if (err != 0) {

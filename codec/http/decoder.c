@@ -79,6 +79,7 @@ static int parse_request_line(const uint8_t *p, size_t n, eddy_http_request_t *r
 /* Emit a rejected request and discard the rest of the stream. */
 static int reject(http_decoder_t *d, eddy_cumulation_t *in, eddy_decoder_out_t *out, int status)
 {
+    assert(d->state != ST_BAD && status >= 400 && status <= 505); /* one rejection, the last */
     d->state = ST_BAD;
     eddy_cumulation_skip(in, eddy_cumulation_readable(in));
     eddy_http_request_t *req = eddy_http_request_of(eddy__http_message_new(false, 0));
@@ -181,6 +182,7 @@ static int http_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in, eddy_
         if (d->body.state == EDDY__HTTP_BODY_NONE) {
             d->state = ST_HEAD;
         }
+        assert(d->body.state != EDDY__HTTP_BODY_UNTIL_CLOSE); /* a request's body never is */
         return 0;
     }
     size_t line1 = 0;

@@ -6,6 +6,8 @@
  */
 #include "codec/http/internal.h"
 
+#include <assert.h>
+
 typedef struct http_encoder_s {
     bool streaming; /* the response being written is followed by its content messages */
     bool chunked;   /* ... written as chunks; else as they are, the close ending them */
@@ -30,6 +32,7 @@ static size_t http_size_hint(void *self, const eddy_msg_t *msg)
                (r->body != NULL ? eddy_buf_readable(r->body) : 0);
     }
     eddy_http_content_t *c = eddy_http_content_of(m);
+    assert(c != NULL); /* http_accept() let responses and content alone in */
     return 32 + (c->data != NULL ? eddy_buf_readable(c->data) : 0);
 }
 
@@ -45,6 +48,7 @@ static int encode_chunk(eddy_http_content_t *c, eddy_buf_t *out)
         char num[20];
         size_t i = sizeof(num);
         for (size_t v = n; v != 0; v >>= 4) {
+            assert(i > 0); /* 16 hex digits hold any size_t */
             num[--i] = hex[v & 15];
         }
         eddy_buf_write_bytes(out, num + i, sizeof(num) - i);
@@ -73,6 +77,7 @@ static int http_encode(eddy_ctx_t *ctx, void *self, eddy_msg_t *msg, eddy_buf_t 
         return eddy_http_response_encode(r, out);
     }
     eddy_http_content_t *c = eddy_http_content_of(msg);
+    assert(c != NULL); /* http_accept() let responses and content alone in */
     bool empty = e->streaming && e->empty;
     bool chunked = e->streaming && e->chunked;
     if (e->streaming && c->last) {

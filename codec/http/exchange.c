@@ -11,6 +11,7 @@
 #include "codec/http/internal.h"
 #include "pipeline/layer.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 /* eddy_http_send()'s message: a request and the promise of its response, on their way to the
@@ -74,6 +75,7 @@ static int wait_push(exchange_t *s, eddy_promise_t *p)
 
 static eddy_promise_t *wait_pop(exchange_t *s)
 {
+    assert(s->wait.count > 0 && s->wait.size == sizeof(eddy_promise_t *));
     eddy_promise_t *p = *(eddy_promise_t **)eddy__http_fifo_at(&s->wait, 0);
     eddy__http_fifo_pop(&s->wait);
     return p;

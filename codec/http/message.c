@@ -708,6 +708,7 @@ int eddy_http_response_encode(const eddy_http_response_t *r, eddy_buf_t *out)
     if (err != 0) {
         return err;
     }
+    assert(r->status >= 100 && r->status <= 999); /* three digits in the status line */
     char line[16] = "HTTP/1.1 ";
     line[7] = r->version == 10 ? '0' : '1';
     format_u64(line + 12, (uint64_t)r->status);

@@ -153,6 +153,7 @@ size_t eddy__http_header_lines(const uint8_t *p, size_t n, size_t line1, const u
                                const uint8_t **end)
 {
     /* The blank line's LF is the last byte, its CR maybe the one before. */
+    assert(line1 <= n && p[n - 1] == '\n'); /* a whole head, its blank line last */
     const uint8_t *e = p + n - 1;
     if (e > p + line1 && e[-1] == '\r') {
         e--;
@@ -497,6 +498,9 @@ static int parse_chunk_size(const uint8_t *p, size_t n, uint64_t *size)
 
 void eddy__http_body_start(eddy__http_body_t *b, int state, uint64_t length)
 {
+    /* A length or a chunk's data has bytes to come (the other states ignore length). */
+    assert(state != EDDY__HTTP_BODY_NONE);
+    assert((state != EDDY__HTTP_BODY_LENGTH && state != EDDY__HTTP_BODY_CHUNK_DATA) || length > 0);
     b->state = state;
     b->remaining = length;
     b->scan = 0;

@@ -12,6 +12,7 @@
  */
 #include "codec/ws/internal.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,7 @@ static int ws_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in, eddy_de
         }
         hl += 4;
     }
+    assert(hl <= 14 && r >= hl); /* the header's bytes were read from what is readable */
     if (r - hl < len) {
         return 0; /* the payload is not all here yet */
     }
@@ -170,6 +172,7 @@ static size_t ws_size_hint(void *self, const eddy_msg_t *msg)
 {
     (void)self;
     const eddy_ws_frame_t *f = eddy_ws_frame_of((eddy_msg_t *)(uintptr_t)msg); /* only looks */
+    assert(f != NULL); /* ws_accept() let frames alone in */
     return 14 + eddy_buf_readable(f->payload);
 }
 
@@ -183,6 +186,7 @@ static size_t ws_size_hint(void *self, const eddy_msg_t *msg)
 /* The frame header of f (payload n bytes, unmasked) into out. */
 static void put_header(eddy_buf_t *out, const eddy_ws_frame_t *f, size_t n, uint8_t mask)
 {
+    assert(eddy_buf_writable(out) >= 14 - (mask != 0 ? 4 : 0)); /* the longest header */
     eddy_buf_write_u8(out, (uint8_t)((f->fin ? 0x80 : 0) | (f->rsv & 0x70) | (f->opcode & 0x0f)));
     if (n < 126) {
         eddy_buf_write_u8(out, (uint8_t)(mask | n));
@@ -200,6 +204,7 @@ static int ws_encode(eddy_ctx_t *ctx, void *self, eddy_msg_t *msg, eddy_buf_t *o
     (void)ctx;
     ws_encoder_t *e = self;
     eddy_ws_frame_t *f = eddy_ws_frame_of(msg);
+    assert(f != NULL); /* ws_accept() let frames alone in */
     size_t n = eddy_buf_readable(f->payload);
     bool control = (f->opcode & 0x8) != 0;
     if (control && (n > 125 || !f->fin)) {
@@ -220,6 +225,7 @@ static int ws_encode(eddy_ctx_t *ctx, void *self, eddy_msg_t *msg, eddy_buf_t *o
         }
         e->used = 0;
     }
+    assert(e->used + 4 <= KEY_POOL);
     const uint8_t *key = e->pool + e->used;
     e->used += 4;
     eddy_buf_write_bytes(out, key, 4);

@@ -16,6 +16,7 @@
  */
 #include "codec/ws/internal.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +215,7 @@ typedef struct ws_deflate_s {
 
 static void fail(eddy_ctx_t *ctx, ws_deflate_t *s, eddy_ws_frame_t *f, int code)
 {
+    assert(!s->failed); /* deflate_read() drops every frame after the first failure */
     eddy_msg_release(&f->_msg);
     s->failed = true;
     eddy__ws_fail_connection(ctx, code, true);
@@ -223,6 +225,7 @@ static void fail(eddy_ctx_t *ctx, ws_deflate_t *s, eddy_ws_frame_t *f, int code)
  * included): 0, EDDY_ETOOLONGFRAME past the limit, EDDY_EDECODE for bad data, EDDY_ENOMEM. */
 static int inflate_into(ws_deflate_t *s, const uint8_t *in, size_t n, eddy_buf_t *out, size_t limit)
 {
+    assert(s->inf_ready && eddy_buf_readable(out) <= limit);
     uint8_t chunk[CHUNK];
     s->inf.next_in = (Bytef *)(uintptr_t)in; /* zlib's API is not const; it only reads */
     s->inf.avail_in = (uInt)n;
@@ -299,6 +302,7 @@ static void deflate_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
         s->inf_ready = true;
     }
     size_t n = eddy_buf_readable(f->payload);
+    assert(s->in_total <= s->max_message); /* inflate_into() stops at the limit */
     size_t limit = s->max_message - s->in_total;
     eddy_buf_t *out = eddy_buf_alloc(eddy_ctx_alloc(ctx), n * 2 + 64 < limit ? n * 2 + 64 : limit,
                                      EDDY_BUF_DEFAULT_MAX_CAPACITY);
@@ -343,6 +347,7 @@ static int deflate_frame(ws_deflate_t *s, eddy_ctx_t *ctx, const eddy_ws_frame_t
         }
         s->def_ready = true;
     }
+    assert(s->def_ready && (f->opcode & 0x8) == 0); /* control frames go uncompressed */
     size_t n = eddy_buf_readable(f->payload);
     eddy_buf_t *out = eddy_buf_alloc(eddy_ctx_alloc(ctx), deflateBound(&s->def, (uLong)n) + 16,
                                      EDDY_BUF_DEFAULT_MAX_CAPACITY);
@@ -361,6 +366,7 @@ static int deflate_frame(ws_deflate_t *s, eddy_ctx_t *ctx, const eddy_ws_frame_t
             return EDDY_EIO;
         }
         size_t got = CHUNK - s->def.avail_out;
+        assert(got <= CHUNK);
         if (eddy_buf_write_bytes(out, chunk, got) != 0) {
             eddy_buf_release(out);
             return EDDY_ENOMEM;

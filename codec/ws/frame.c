@@ -228,6 +228,7 @@ unsigned eddy__ws_mask(uint8_t *p, size_t n, const uint8_t key[4], unsigned phas
         p[i] ^= key[phase];
         phase = (phase + 1) & 3;
     }
+    assert(i == n && phase < 4);
     return phase;
 }
 
@@ -279,6 +280,7 @@ int eddy__ws_unbase64(const char *s, size_t n, uint8_t *out, size_t max)
             }
             v = v << 6 | (uint32_t)d;
         }
+        assert(pad >= 0 && pad <= 2);
         size_t k = 3 - (size_t)pad;
         if (len + k > max) {
             return -1;
@@ -296,6 +298,7 @@ int eddy__ws_unbase64(const char *s, size_t n, uint8_t *out, size_t max)
 
 void eddy__ws_fail_connection(eddy_ctx_t *ctx, int code, bool send_close)
 {
+    assert(eddy_ws_close_code_valid(code)); /* a status that may travel in a close frame */
     if (send_close) {
         eddy_ws_frame_t *c = eddy_ws_close_frame(code, NULL);
         if (c != NULL) {

@@ -6,6 +6,7 @@
  */
 #include "codec/ws/internal.h"
 
+#include <assert.h>
 #include <string.h>
 
 static uint32_t rol(uint32_t x, unsigned n)
@@ -76,12 +77,14 @@ void eddy__ws_sha1(const void *a, size_t an, const void *b, size_t bn, uint8_t o
         }
     }
     /* The padding: 0x80, zeros, and the length in bits, big endian, ending a block. */
+    assert(used < 64); /* a full block was hashed as it filled */
     block[used++] = 0x80;
     if (used > 56) {
         memset(block + used, 0, 64 - used);
         sha1_block(h, block);
         used = 0;
     }
+    assert(used <= 56);
     memset(block + used, 0, 56 - used);
     for (int i = 0; i < 8; i++) {
         block[56 + i] = (uint8_t)(bits >> (56 - 8 * i));
