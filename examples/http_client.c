@@ -43,9 +43,9 @@ typedef struct args_s {
     int nurls;
 } args_t;
 
-static eddy_http_client_request_t *make_request(const args_t *a, const char *target)
+static eddy_http_request_t *make_request(const args_t *a, const char *target)
 {
-    eddy_http_client_request_t *req = eddy_http_client_request_new(a->method, target);
+    eddy_http_request_t *req = eddy_http_request_new(a->method, target);
     if (req == NULL) {
         fprintf(stderr, NAME ": not a method: %s\n", a->method);
         return NULL;
@@ -53,13 +53,13 @@ static eddy_http_client_request_t *make_request(const args_t *a, const char *tar
     if (a->data != NULL) {
         eddy_buf_t *body = eddy_buf_alloc(NULL, strlen(a->data), SIZE_MAX);
         if (body == NULL || eddy_buf_write_bytes(body, a->data, strlen(a->data)) != 0 ||
-            eddy_http_client_request_add_header(req, "Content-Type",
+            eddy_http_request_add_header(req, "Content-Type",
                                                 "application/x-www-form-urlencoded") != 0) {
             eddy_buf_release(body);
-            eddy_msg_release(eddy_http_client_request_msg(req));
+            eddy_msg_release(eddy_http_request_msg(req));
             return NULL;
         }
-        eddy_http_client_request_set_body(req, body);
+        eddy_http_request_set_body(req, body);
     }
     return req;
 }
@@ -68,7 +68,7 @@ static eddy_http_client_request_t *make_request(const args_t *a, const char *tar
  * Fetching
  */
 
-static void print_response(const eddy_http_client_response_t *r, bool include)
+static void print_response(const eddy_http_response_t *r, bool include)
 {
     if (include) {
         printf("HTTP/1.%d %d %.*s\r\n", r->version == 10 ? 0 : 1, r->status, (int)r->reason.len,
@@ -121,7 +121,7 @@ static int fetch(const args_t *a)
     }
     int rc = 0;
     for (int i = 0; i < a->nurls; i++) {
-        eddy_http_client_request_t *req = make_request(a, "/");
+        eddy_http_request_t *req = make_request(a, "/");
         eddy_future_t *f = req != NULL ? eddy_http_client_send(client, a->urls[i], req) : NULL;
         /* The client's own deadlines end every request; the wait has a bound all the same. */
         int err = f == NULL ? EDDY_ENOMEM
@@ -193,7 +193,7 @@ static double hist_quantile(latency_hist_t *h, double q)
 }
 
 typedef struct load_s {
-    eddy_http_client_request_t *req; /* written again for every request (retained each time) */
+    eddy_http_request_t *req; /* written again for every request (retained each time) */
     unsigned long depth;
     _Atomic bool stop;
     _Atomic uint64_t ok, bad, failed_conns;
@@ -218,7 +218,7 @@ static int64_t batch_now(conn_t *c)
 
 static bool send_one(eddy_ctx_t *ctx, conn_t *c)
 {
-    eddy_msg_t *m = eddy_msg_retain(eddy_http_client_request_msg(c->load->req));
+    eddy_msg_t *m = eddy_msg_retain(eddy_http_request_msg(c->load->req));
     if (m == NULL) {
         return false;
     }
@@ -241,7 +241,7 @@ static void conn_active(eddy_ctx_t *ctx)
 static void conn_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 {
     conn_t *c = eddy_ctx_state(ctx);
-    eddy_http_client_response_t *r = eddy_http_client_response_of(msg);
+    eddy_http_response_t *r = eddy_http_response_of(msg);
     if (r != NULL && r->status >= 200 && c->inflight > 0) {
         hist_add(&c->load->hist, batch_now(c) - c->sent_at[c->head]);
         c->head = (c->head + 1) % c->load->depth;
@@ -328,7 +328,7 @@ static int load(const args_t *a)
              (int)u.path.len, u.path.p);
     load_t *l = calloc(1, sizeof(*l));
     if (l == NULL || (l->req = make_request(a, target)) == NULL ||
-        eddy_http_client_request_add_header(l->req, "Host", u.authority) != 0) {
+        eddy_http_request_add_header(l->req, "Host", u.authority) != 0) {
         fprintf(stderr, NAME ": out of memory\n");
         return 1;
     }
@@ -389,7 +389,7 @@ static int load(const args_t *a)
     eddy_bootstrap_free(b);
     eddy_future_await(eddy_loop_group_shutdown_gracefully(g, 0, 2000), 5000);
     eddy_loop_group_free(g);
-    eddy_msg_release(eddy_http_client_request_msg(l->req));
+    eddy_msg_release(eddy_http_request_msg(l->req));
     free(l);
     free(chs);
     return rc != 0 || errors != 0 ? 1 : 0;

@@ -30,7 +30,7 @@ static void check_response(seen_t *s, eddy_msg_t *m)
         hash_bytes(&s->h, eddy_buf_read_ptr(b), eddy_buf_readable(b));
         return;
     }
-    eddy_http_client_response_t *r = eddy_http_client_response_of(m);
+    eddy_http_response_t *r = eddy_http_response_of(m);
     CHECK(r != NULL);
     CHECK(r->status >= 100 && r->status <= 999);
     CHECK(r->version == 10 || r->version == 11);
@@ -116,9 +116,9 @@ static uint64_t run(const uint8_t *p, size_t n, uint8_t mode, uint8_t opt)
                    (uint8_t)(p[0] >> 3), (size_t)(p[0] & 7) + 1, 0};
     for (size_t i = 0; i < seen.requests; i++) {
         bool head = (seen.heads >> i) & 1;
-        eddy_http_client_request_t *r = eddy_http_client_request_new(head ? "HEAD" : "GET", "/");
+        eddy_http_request_t *r = eddy_http_request_new(head ? "HEAD" : "GET", "/");
         CHECK(r != NULL);
-        eddy_embedded_write_outbound(ch, eddy_http_client_request_msg(r));
+        eddy_embedded_write_outbound(ch, eddy_http_request_msg(r));
     }
     hash_t out = HASH_INIT;
     drain_outbound(ch, &out);
