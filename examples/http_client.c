@@ -54,7 +54,7 @@ static eddy_http_request_t *make_request(const args_t *a, const char *target)
         eddy_buf_t *body = eddy_buf_alloc(NULL, strlen(a->data), SIZE_MAX);
         if (body == NULL || eddy_buf_write_bytes(body, a->data, strlen(a->data)) != 0 ||
             eddy_http_request_add_header(req, "Content-Type",
-                                                "application/x-www-form-urlencoded") != 0) {
+                                         "application/x-www-form-urlencoded") != 0) {
             eddy_buf_release(body);
             eddy_msg_release(eddy_http_request_msg(req));
             return NULL;

@@ -256,8 +256,8 @@ static void response_aggregator_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
         eddy_msg_release(msg);
         return;
     }
-    eddy_http_response_t *r = msg->type != EDDY_MSG_HTTP_RESPONSE ? eddy_http_response_of(msg)
-                                                                  : NULL;
+    eddy_http_response_t *r =
+        msg->type != EDDY_MSG_HTTP_RESPONSE ? eddy_http_response_of(msg) : NULL;
     if (msg->type == EDDY_MSG_HTTP_RESPONSE_HEAD) {
         drop_held(s);
         if (r->content_length > 0 && (uint64_t)r->content_length > s->max) {

@@ -408,9 +408,8 @@ static int decode_head(eddy_ctx_t *ctx, client_codec_t *s, eddy_cumulation_t *in
     }
     eddy_http_response_t *r = eddy_http_response_of(hd.msg);
     const eddy__http_head_info_t h = hd.info;
-    int err = hd.line.p == NULL
-                  ? EDDY_EDECODE
-                  : parse_status_line((const uint8_t *)hd.line.p, hd.line.len, r);
+    int err = hd.line.p == NULL ? EDDY_EDECODE
+                                : parse_status_line((const uint8_t *)hd.line.p, hd.line.len, r);
     if (err == 0) {
         err = herr;
     }

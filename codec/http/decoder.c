@@ -130,9 +130,8 @@ static int decode_head(http_decoder_t *d, eddy_cumulation_t *in, eddy_decoder_ou
     }
     eddy_http_request_t *req = eddy_http_request_of(hd.msg);
     const eddy__http_head_info_t *h = &hd.info;
-    int status = hd.line.p == NULL
-                     ? 400
-                     : parse_request_line((const uint8_t *)hd.line.p, hd.line.len, req);
+    int status =
+        hd.line.p == NULL ? 400 : parse_request_line((const uint8_t *)hd.line.p, hd.line.len, req);
     if (status == 0) {
         status = err != 0 ? 400 : check_framing(req, h);
     }

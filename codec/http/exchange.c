@@ -21,8 +21,8 @@ enum { MSG_HTTP_SEND = 23 };
 typedef struct send_s {
     eddy_msg_t _msg;
     eddy_http_request_t *req; /* taken by the exchange, else released with the message */
-    eddy_promise_t *p;               /* likewise; failed when the message never got there */
-    eddy_channel_t *ch;              /* a reference: why it never got there */
+    eddy_promise_t *p;        /* likewise; failed when the message never got there */
+    eddy_channel_t *ch;       /* a reference: why it never got there */
 } send_t;
 
 typedef struct exchange_s {

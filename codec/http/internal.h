@@ -211,7 +211,8 @@ int eddy__http_client_request_encode_head(const eddy_http_request_t *r, eddy_buf
 int eddy__http_request_add_field(eddy_http_request_t *r, const char *name, const char *value);
 /* Point r at its server: target replaces its request target, and a Host header of authority
  * goes first unless r has one. 0, EDDY_EINVAL (a target as eddy_http_request_new()
- * refuses it, or a decoded request), EDDY_ENOMEM (r unchanged). (eddy_http_client_t, codec/http/client.c) */
+ * refuses it, or a decoded request), EDDY_ENOMEM (r unchanged). (eddy_http_client_t,
+ * codec/http/client.c) */
 int eddy__http_client_request_route(eddy_http_request_t *r, const char *target,
                                     const char *authority);
 

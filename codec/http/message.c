@@ -156,9 +156,8 @@ static int built_reserve(const built_t *b, void *m, size_t want)
     }
     size_t cap = *b->cap * 2 >= want ? *b->cap * 2 : want;
     eddy_http_header_t *inline_slots = (eddy_http_header_t *)((char *)m + b->block);
-    eddy_http_header_t *v = *b->headers == inline_slots
-                                ? malloc(cap * sizeof(*v))
-                                : realloc(*b->headers, cap * sizeof(*v));
+    eddy_http_header_t *v = *b->headers == inline_slots ? malloc(cap * sizeof(*v))
+                                                        : realloc(*b->headers, cap * sizeof(*v));
     if (v == NULL) {
         return EDDY_ENOMEM;
     }
@@ -230,7 +229,8 @@ static built_t request_parts(eddy_http_request_t *r)
 {
     assert(request_built(r) && r->_head != NULL);
     /* The header lines follow the request line. */
-    size_t lines = (size_t)(r->target.p + r->target.len + 11 - (const char *)eddy_buf_read_ptr(r->_head));
+    size_t lines =
+        (size_t)(r->target.p + r->target.len + 11 - (const char *)eddy_buf_read_ptr(r->_head));
     return (built_t){&r->_head, lines, &r->headers, &r->header_count, &r->_header_cap, sizeof(*r)};
 }
 
@@ -570,8 +570,7 @@ eddy_msg_t *eddy_http_response_msg(eddy_http_response_t *r)
     return &r->_msg;
 }
 
-const eddy_http_header_t *eddy_http_response_header(const eddy_http_response_t *r,
-                                                    const char *name)
+const eddy_http_header_t *eddy_http_response_header(const eddy_http_response_t *r, const char *name)
 {
     return eddy__http_header_find(r->headers, r->header_count, name);
 }

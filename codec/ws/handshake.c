@@ -415,11 +415,16 @@ static eddy_http_request_t *client_request(const eddy_ws_config_t *c, const char
     if (c->deflate) {
         eddy__ws_deflate_offer(c, ext, sizeof(ext));
     }
-    const char *names[] = {"Host", "Upgrade", "Connection", "Sec-WebSocket-Key",
-                           "Sec-WebSocket-Version", "Origin", "Sec-WebSocket-Protocol",
+    const char *names[] = {"Host",
+                           "Upgrade",
+                           "Connection",
+                           "Sec-WebSocket-Key",
+                           "Sec-WebSocket-Version",
+                           "Origin",
+                           "Sec-WebSocket-Protocol",
                            "Sec-WebSocket-Extensions"};
-    const char *values[] = {c->host, "websocket", "Upgrade", key, "13", c->origin,
-                            c->subprotocols, c->deflate ? ext : NULL};
+    const char *values[] = {c->host, "websocket", "Upgrade",       key,
+                            "13",    c->origin,   c->subprotocols, c->deflate ? ext : NULL};
     int err = 0;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && err == 0; i++) {
         /* Connection: Upgrade is ours to send: the codec writes no Connection of its own for
@@ -464,11 +469,11 @@ static void client_added(eddy_ctx_t *ctx)
     ws_client_t *s = eddy_ctx_state(ctx);
     /* The answer is parsed by the HTTP client codec, as any response is, with its limits. */
     eddy_handler_t codec = eddy_http_client_codec(NULL);
-    int err = codec.ops == NULL
-                  ? codec.error
-                  : eddy_pipeline_add_before(eddy_ctx_pipeline(ctx), eddy_ctx_name(ctx),
-                                             CLIENT_CODEC, codec.ops, codec.state,
-                                             codec.free_state);
+    int err =
+        codec.ops == NULL
+            ? codec.error
+            : eddy_pipeline_add_before(eddy_ctx_pipeline(ctx), eddy_ctx_name(ctx), CLIENT_CODEC,
+                                       codec.ops, codec.state, codec.free_state);
     if (err != 0) {
         s->sent = true; /* nothing to send it with */
         client_fail(ctx, err, "no HTTP codec for the handshake");
@@ -565,8 +570,8 @@ static void client_upgrade(eddy_ctx_t *ctx, ws_client_t *s, const char *proto,
         s->timer = 0;
     }
     eddy_pipeline_t *pl = eddy_ctx_pipeline(ctx);
-    int err = eddy__ws_install(pl, eddy_ctx_name(ctx), true, &s->conf.c,
-                               ext->seen > 0 ? &ext->d : NULL);
+    int err =
+        eddy__ws_install(pl, eddy_ctx_name(ctx), true, &s->conf.c, ext->seen > 0 ? &ext->d : NULL);
     if (err != 0) {
         s->done = s->ok = false;
         client_fail(ctx, err, "out of memory");

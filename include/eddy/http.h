@@ -51,13 +51,13 @@ extern "C" {
  * request and one response, each inbound (decoded) and outbound (built) alike; the type says
  * which role a message plays. */
 enum {
-    EDDY_MSG_HTTP_REQUEST = 16,       /* eddy_http_request_t decoded, body to follow as content */
-    EDDY_MSG_HTTP_FULL_REQUEST = 17,  /* eddy_http_request_t decoded, with its body */
-    EDDY_MSG_HTTP_CONTENT = 18,       /* eddy_http_content_t */
-    EDDY_MSG_HTTP_RESPONSE = 19,      /* eddy_http_response_t built, for the response encoder */
+    EDDY_MSG_HTTP_REQUEST = 16,        /* eddy_http_request_t decoded, body to follow as content */
+    EDDY_MSG_HTTP_FULL_REQUEST = 17,   /* eddy_http_request_t decoded, with its body */
+    EDDY_MSG_HTTP_CONTENT = 18,        /* eddy_http_content_t */
+    EDDY_MSG_HTTP_RESPONSE = 19,       /* eddy_http_response_t built, for the response encoder */
     EDDY_MSG_HTTP_CLIENT_REQUEST = 20, /* eddy_http_request_t built, for the client codec */
-    EDDY_MSG_HTTP_RESPONSE_HEAD = 21, /* eddy_http_response_t decoded, body to follow as content */
-    EDDY_MSG_HTTP_FULL_RESPONSE = 22  /* eddy_http_response_t decoded, with its body */
+    EDDY_MSG_HTTP_RESPONSE_HEAD = 21,  /* eddy_http_response_t decoded, body to follow as content */
+    EDDY_MSG_HTTP_FULL_RESPONSE = 22   /* eddy_http_response_t decoded, with its body */
 };
 
 /* Limits the decoder and aggregator apply unless told otherwise. */
@@ -135,18 +135,18 @@ typedef struct eddy_http_content_s {
  * status line comes from status and version when it is encoded).
  */
 typedef struct eddy_http_response_s {
-    eddy_msg_t _msg;      /* built: EDDY_MSG_HTTP_RESPONSE; decoded: EDDY_MSG_HTTP_RESPONSE_HEAD
-                             or _FULL_RESPONSE */
-    int status;           /* 100 to 999 */
-    int version;          /* 10 or 11: the status line's version (built: 11 by default) */
-    bool keep_alive;      /* built: true by default; false writes "Connection: close", and a
-                             1.0 response that stays open gets "Connection: keep-alive".
-                             Decoded: the connection may carry another request after it */
-    bool chunked;         /* built: the body follows as content messages; body unused. For
-                             1.0: no chunks, the close ends the body (keep_alive forced off).
-                             Decoded: the body came chunked */
-    bool head_only;       /* built: answer to HEAD: Content-Length of body, but not the body */
-    eddy_buf_t *body;     /* built or full responses: the body, NULL when empty; owned */
+    eddy_msg_t _msg;        /* built: EDDY_MSG_HTTP_RESPONSE; decoded: EDDY_MSG_HTTP_RESPONSE_HEAD
+                               or _FULL_RESPONSE */
+    int status;             /* 100 to 999 */
+    int version;            /* 10 or 11: the status line's version (built: 11 by default) */
+    bool keep_alive;        /* built: true by default; false writes "Connection: close", and a
+                               1.0 response that stays open gets "Connection: keep-alive".
+                               Decoded: the connection may carry another request after it */
+    bool chunked;           /* built: the body follows as content messages; body unused. For
+                               1.0: no chunks, the close ends the body (keep_alive forced off).
+                               Decoded: the body came chunked */
+    bool head_only;         /* built: answer to HEAD: Content-Length of body, but not the body */
+    eddy_buf_t *body;       /* built or full responses: the body, NULL when empty; owned */
     eddy_http_str_t reason; /* decoded: the reason phrase as sent (may be empty); built:
                                eddy_http_reason() of the status it was made with */
     int64_t content_length; /* decoded: from Content-Length, -1 when absent; built: -1 */

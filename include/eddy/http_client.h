@@ -222,8 +222,8 @@ static inline eddy_http_response_t *eddy_http_client_response_of(eddy_msg_t *msg
     return msg != NULL && msg->type != EDDY_MSG_HTTP_RESPONSE ? eddy_http_response_of(msg) : NULL;
 }
 /** Deprecated alias of eddy_http_response_header(), removed after the next release. */
-static inline const eddy_http_header_t *eddy_http_client_response_header(
-    const eddy_http_response_t *r, const char *name)
+static inline const eddy_http_header_t *
+eddy_http_client_response_header(const eddy_http_response_t *r, const char *name)
 {
     return eddy_http_response_header(r, name);
 }

@@ -1826,7 +1826,8 @@ static void test_client_handshake_reads_the_answer_with_the_http_codec(void **st
     expect_client_refuses(refused, sizeof(refused) - 1, EDDY_EDECODE,
                           "the server did not switch protocols");
     /* A control byte in a value, which the codec refuses as every response's. */
-    static const char control[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: web\x01socket\r\n\r\n";
+    static const char control[] =
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: web\x01socket\r\n\r\n";
     expect_client_refuses(control, sizeof(control) - 1, EDDY_EDECODE, "a malformed answer");
     /* A header section past the codec's limit. */
     size_t n = 10000;
