@@ -205,10 +205,12 @@ size_t eddy__http_client_request_head_size(const eddy_http_request_t *r);
 /* Append r's request line, headers, framing lines and blank line to out (no body): 0 or
  * EDDY_ENOMEM, EDDY_ECAPACITY. */
 int eddy__http_client_request_encode_head(const eddy_http_request_t *r, eddy_buf_t *out);
-/* Add name: value to the built request r as eddy_http_request_add_header() does, but let
- * the framing headers through too: for an upgrade's "Connection: Upgrade" (the WebSocket
- * client's handshake, codec/ws/handshake.c), whose framing the caller answers for. */
-int eddy__http_request_add_field(eddy_http_request_t *r, const char *name, const char *value);
+/* Add name: value to msg, a built request or response, as eddy_http_request_add_header() and
+ * eddy_http_response_add_header() do, but let the framing headers through too: for an
+ * upgrade's "Connection: Upgrade" (the WebSocket handshakes, codec/ws/handshake.c), whose
+ * framing the caller answers for. 0, EDDY_EINVAL (not a built message, a name that is not a
+ * token, a value with CR or LF), EDDY_ENOMEM (msg unchanged). */
+int eddy__http_add_field(eddy_msg_t *msg, const char *name, const char *value);
 /* Point r at its server: target replaces its request target, and a Host header of authority
  * goes first unless r has one. 0, EDDY_EINVAL (a target as eddy_http_request_new()
  * refuses it, or a decoded request), EDDY_ENOMEM (r unchanged). (eddy_http_client_t,

@@ -343,24 +343,8 @@ int eddy__http_client_request_route(eddy_http_request_t *r, const char *target,
 
 int eddy_http_request_add_header(eddy_http_request_t *r, const char *name, const char *value)
 {
-    if (!header_ok(name, value, true)) {
-        return EDDY_EINVAL;
-    }
-    return eddy__http_request_add_field(r, name, value);
-}
-
-int eddy__http_request_add_field(eddy_http_request_t *r, const char *name, const char *value)
-{
-    if (!request_built(r) || !eddy__http_is_token(name, strlen(name)) ||
-        strpbrk(value, "\r\n") != NULL) {
-        return EDDY_EINVAL;
-    }
-    built_t b = request_parts(r);
-    int err = built_add(&b, r, name, value);
-    if (err == 0) {
-        request_point_line(r); /* the head may have moved */
-    }
-    return err;
+    return header_ok(name, value, true) ? eddy__http_add_field(&r->_msg, name, value)
+                                        : EDDY_EINVAL;
 }
 
 void eddy_http_request_set_body(eddy_http_request_t *r, eddy_buf_t *b)
@@ -577,11 +561,29 @@ const eddy_http_header_t *eddy_http_response_header(const eddy_http_response_t *
 
 int eddy_http_response_add_header(eddy_http_response_t *r, const char *name, const char *value)
 {
-    if (r->_msg.type != EDDY_MSG_HTTP_RESPONSE || !header_ok(name, value, false)) {
+    return header_ok(name, value, false) ? eddy__http_add_field(&r->_msg, name, value)
+                                         : EDDY_EINVAL;
+}
+
+int eddy__http_add_field(eddy_msg_t *msg, const char *name, const char *value)
+{
+    eddy_http_request_t *req = eddy_http_request_of(msg);
+    eddy_http_response_t *r = req == NULL ? eddy_http_response_of(msg) : NULL;
+    bool built = req != NULL ? request_built(req) : msg->type == EDDY_MSG_HTTP_RESPONSE;
+    if (!built || !eddy__http_is_token(name, strlen(name)) || strpbrk(value, "\r\n") != NULL) {
         return EDDY_EINVAL;
+    }
+    if (req != NULL) {
+        built_t b = request_parts(req);
+        int err = built_add(&b, req, name, value);
+        if (err == 0) {
+            request_point_line(req); /* the head may have moved */
+        }
+        return err;
     }
     /* A built response's head holds its header lines alone: the status line is written from
      * status and version when it is encoded. */
+    assert(r != NULL);
     built_t b = {&r->_head, 0, &r->headers, &r->header_count, &r->_header_cap, sizeof(*r)};
     return built_add(&b, r, name, value);
 }

@@ -26,7 +26,7 @@
 #include <strings.h>
 
 
-/* The longest subprotocol name kept, and the longest extensions answer. */
+/* The longest subprotocol name kept, and the longest extensions offer or answer. */
 #define MAX_TOKEN 128
 #define MAX_EXTENSIONS 256
 
@@ -159,12 +159,42 @@ static bool on_offered_extension(const char *p, size_t n, void *arg)
     return e->found; /* a declined offer: the next one may do (section 5 of RFC 7692) */
 }
 
+/* Add the n headers names[i]: values[i] to the built message m, those with a NULL value left
+ * out. "Connection: Upgrade" is ours to send: no encoder writes a Connection of its own for a
+ * 1.1 message that keeps the connection. 0, or the first error. */
+static int add_fields(eddy_msg_t *m, const char *const *names, const char *const *values, size_t n)
+{
+    int err = 0;
+    for (size_t i = 0; i < n && err == 0; i++) {
+        err = values[i] != NULL ? eddy__http_add_field(m, names[i], values[i]) : 0;
+    }
+    return err;
+}
+
+/* Write r (released) encoded into bytes of its own, flushed: the response encoder, if the
+ * pipeline has one, leaves with the HTTP handlers. 0 or EDDY_ENOMEM. */
+static int write_response(eddy_ctx_t *ctx, eddy_http_response_t *r)
+{
+    eddy_buf_t *b = r != NULL ? eddy_buf_new(256) : NULL;
+    int err = b != NULL ? eddy_http_response_encode(r, b) : EDDY_ENOMEM;
+    if (r != NULL) {
+        eddy_msg_release(eddy_http_response_msg(r));
+    }
+    if (err != 0) {
+        if (b != NULL) {
+            eddy_buf_release(b);
+        }
+        return err;
+    }
+    eddy_ctx_write_and_flush(ctx, eddy_buf_msg(b), NULL);
+    return 0;
+}
+
 /* Refuse the request with status, why in the body, and close once that is out. */
 static void refuse(eddy_ctx_t *ctx, int status, const char *why)
 {
     eddy_http_response_t *r = eddy_http_response_new(status);
-    eddy_buf_t *b = eddy_buf_new(256);
-    if (r != NULL && b != NULL) {
+    if (r != NULL) {
         r->keep_alive = false;
         eddy_http_response_add_header(r, "Content-Type", "text/plain; charset=utf-8");
         if (status == 426) {
@@ -174,17 +204,8 @@ static void refuse(eddy_ctx_t *ctx, int status, const char *why)
             eddy_http_response_add_header(r, "Allow", "GET");
         }
         eddy_http_response_set_body(r, eddy_buf_from_str(why));
-        if (eddy_http_response_encode(r, b) == 0) {
-            eddy_ctx_write_and_flush(ctx, eddy_buf_msg(b), NULL);
-            b = NULL;
-        }
     }
-    if (b != NULL) {
-        eddy_buf_release(b);
-    }
-    if (r != NULL) {
-        eddy_msg_release(eddy_http_response_msg(r));
-    }
+    write_response(ctx, r); /* without memory, the close alone says it */
     eddy_ctx_close_after_flush(ctx, NULL);
 }
 
@@ -298,19 +319,19 @@ static void upgrade(eddy_ctx_t *ctx, ws_server_t *s, eddy_http_request_t *req)
     path[plen] = '\0';
     eddy_msg_release(&req->_msg);
 
-    char head[512 + MAX_TOKEN + MAX_EXTENSIONS];
-    int n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                     "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s%s%s%s%s%s\r\n",
-                     accept, proto.found ? "Sec-WebSocket-Protocol: " : "",
-                     proto.found ? proto.chosen : "", proto.found ? "\r\n" : "",
-                     ext.found ? "Sec-WebSocket-Extensions: " : "", ext.found ? ext.answer : "",
-                     ext.found ? "\r\n" : "");
-    eddy_buf_t *b = n > 0 && (size_t)n < sizeof(head) ? eddy_buf_from(head, (size_t)n) : NULL;
-    eddy_pipeline_t *p = eddy_ctx_pipeline(ctx);
-    int err = b != NULL ? 0 : EDDY_ENOMEM;
+    static const char *const names[] = {"Upgrade", "Connection", "Sec-WebSocket-Accept",
+                                        "Sec-WebSocket-Protocol", "Sec-WebSocket-Extensions"};
+    const char *values[] = {"websocket", "Upgrade", accept, proto.found ? proto.chosen : NULL,
+                            ext.found ? ext.answer : NULL};
+    eddy_http_response_t *r = eddy_http_response_new(101);
+    int err = r != NULL ? add_fields(eddy_http_response_msg(r), names, values, 5) : EDDY_ENOMEM;
     if (err == 0) {
-        eddy_ctx_write_and_flush(ctx, eddy_buf_msg(b), NULL);
+        err = write_response(ctx, r);
+    } else if (r != NULL) {
+        eddy_msg_release(eddy_http_response_msg(r));
+    }
+    eddy_pipeline_t *p = eddy_ctx_pipeline(ctx);
+    if (err == 0) {
         err = eddy__ws_install(p, eddy_ctx_name(ctx), false, &s->conf.c, ext.found ? &ext.d : NULL);
     }
     if (err != 0) {
@@ -415,22 +436,17 @@ static eddy_http_request_t *client_request(const eddy_ws_config_t *c, const char
     if (c->deflate) {
         eddy__ws_deflate_offer(c, ext, sizeof(ext));
     }
-    const char *names[] = {"Host",
-                           "Upgrade",
-                           "Connection",
-                           "Sec-WebSocket-Key",
-                           "Sec-WebSocket-Version",
-                           "Origin",
-                           "Sec-WebSocket-Protocol",
-                           "Sec-WebSocket-Extensions"};
+    static const char *const names[] = {"Host",
+                                        "Upgrade",
+                                        "Connection",
+                                        "Sec-WebSocket-Key",
+                                        "Sec-WebSocket-Version",
+                                        "Origin",
+                                        "Sec-WebSocket-Protocol",
+                                        "Sec-WebSocket-Extensions"};
     const char *values[] = {c->host, "websocket", "Upgrade",       key,
                             "13",    c->origin,   c->subprotocols, c->deflate ? ext : NULL};
-    int err = 0;
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && err == 0; i++) {
-        /* Connection: Upgrade is ours to send: the codec writes no Connection of its own for
-         * a 1.1 request that keeps the connection. */
-        err = values[i] != NULL ? eddy__http_request_add_field(r, names[i], values[i]) : 0;
-    }
+    int err = add_fields(eddy_http_request_msg(r), names, values, 8);
     if (err != 0) {
         eddy_msg_release(eddy_http_request_msg(r));
         return NULL;
