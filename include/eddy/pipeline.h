@@ -145,6 +145,11 @@ EDDY_EXTERN int eddy_pipeline_add_last_on(eddy_pipeline_t *p, eddy_carrier_t *c,
  *     }
  */
 
+/* One way to make a handler: a constructor returning an eddy_handler_t, declared next to the
+ * handler in its module's header (eddy_line_decoder(), eddy_idle_state_handler(),
+ * eddy_http_request_decoder(), ...), and eddy_handler() for your own. The older pairs
+ * eddy_*_ops() + eddy_*_new() (an ops table and a state for eddy_pipeline_add_last) make the
+ * same handler in two parts; they are kept as documented aliases for one release, then go. */
 typedef struct eddy_handler_s {
     const char *name;              /* unique in the pipeline (copied); NULL: a generated one */
     const eddy_handler_ops_t *ops; /* NULL: the constructor failed (see error) */
