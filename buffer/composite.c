@@ -9,6 +9,9 @@
  */
 #include <eddy/buffer.h>
 
+#include "buffer/layer.h"
+
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +49,7 @@ static const uint8_t *component_ptr(const component_t *cp)
 
 static size_t component_len(const component_t *cp)
 {
+    assert(cp->off < cp->end); /* a live component: empty and fully read ones are gone */
     return cp->end - cp->off;
 }
 
@@ -104,6 +108,7 @@ eddy_msg_t *eddy_composite_msg(eddy_composite_t *c)
  */
 static int reserve_slot(eddy_composite_t *c)
 {
+    assert(c->head <= c->tail && c->tail <= c->cap);
     if (c->tail < c->cap)
         return 0;
     size_t live = c->tail - c->head;
@@ -168,6 +173,7 @@ size_t eddy_composite_components(const eddy_composite_t *c)
 static void copy_out(const eddy_composite_t *c, size_t off, uint8_t *dst, size_t n)
 {
     for (size_t i = c->head; n > 0; i++) {
+        assert(i < c->tail); /* the caller checked the range against readable */
         const component_t *cp = &c->comps[i];
         size_t len = component_len(cp);
         if (off >= len) {
@@ -185,8 +191,10 @@ static void copy_out(const eddy_composite_t *c, size_t off, uint8_t *dst, size_t
 /* Consume n bytes (n <= readable), releasing every component read to its end. */
 static void advance(eddy_composite_t *c, size_t n)
 {
+    assert(n <= c->readable);
     c->readable -= n;
     while (n > 0) {
+        assert(c->head < c->tail);
         component_t *cp = &c->comps[c->head];
         size_t len = component_len(cp);
         if (n < len) {
@@ -222,6 +230,7 @@ int eddy_composite_get_u8(const eddy_composite_t *c, size_t off, uint8_t *out)
  * bytes, else gathered into a temporary. */
 static int read_be(eddy_composite_t *c, size_t n, uint64_t *out)
 {
+    assert(n >= 1 && n <= sizeof(uint64_t));
     if (n > c->readable)
         return EDDY_EBOUNDS;
     uint8_t tmp[8];
@@ -335,6 +344,7 @@ static bool matches_at(const eddy_composite_t *c, size_t i, size_t pos, const ui
                        size_t n)
 {
     while (n > 0) {
+        assert(i < c->tail); /* the caller checked that n bytes remain */
         const component_t *cp = &c->comps[i];
         size_t take = component_len(cp) - pos;
         if (take > n)
@@ -349,12 +359,10 @@ static bool matches_at(const eddy_composite_t *c, size_t i, size_t pos, const ui
     return true;
 }
 
-int64_t eddy_composite_find_bytes(const eddy_composite_t *c, const void *needle, size_t n)
+int64_t eddy__composite_find(const eddy_composite_t *c, size_t from, const void *needle, size_t n)
 {
-    /* Like memmem(): the empty needle matches at once. */
-    if (n == 0)
-        return 0;
-    if (n > c->readable)
+    assert(n > 0 && from <= c->readable);
+    if (n > c->readable - from)
         return EDDY_ENOENT;
     const uint8_t *nd = needle;
     size_t last = c->readable - n; /* the last offset where a match still fits */
@@ -363,7 +371,7 @@ int64_t eddy_composite_find_bytes(const eddy_composite_t *c, const void *needle,
         const component_t *cp = &c->comps[i];
         const uint8_t *p = component_ptr(cp);
         size_t len = component_len(cp);
-        size_t pos = 0;
+        size_t pos = from > base ? from - base : 0;
         /* memchr skips to each candidate first byte; only those get a full comparison. */
         while (pos < len && base + pos <= last) {
             const uint8_t *hit = memchr(p + pos, nd[0], len - pos);
@@ -379,6 +387,14 @@ int64_t eddy_composite_find_bytes(const eddy_composite_t *c, const void *needle,
         base += len;
     }
     return EDDY_ENOENT;
+}
+
+int64_t eddy_composite_find_bytes(const eddy_composite_t *c, const void *needle, size_t n)
+{
+    /* Like memmem(): the empty needle matches at once. */
+    if (n == 0)
+        return 0;
+    return eddy__composite_find(c, 0, needle, n);
 }
 
 int eddy_composite_iovec(const eddy_composite_t *c, struct iovec *iov, int max)

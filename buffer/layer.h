@@ -7,6 +7,7 @@
 #ifndef EDDY_BUFFER_LAYER_H
 #define EDDY_BUFFER_LAYER_H
 
+#include <eddy/buffer.h>
 #include <eddy/common.h>
 
 #include <stdatomic.h>
@@ -80,6 +81,17 @@ void eddy__refcnt_refused(const char *kind, const void *obj, uint32_t count);
  * before. Any thread.
  */
 bool eddy__refcnt_set_fatal(bool on);
+
+/* ---------------------------------------------------------------------------------------
+ * Searches of composite buffers, for the decoder's cumulation (codec/decoder.c).
+ */
+/*
+ * The offset in c's readable bytes of the first match of needle (n >= 1 bytes) that starts
+ * at or after from (from <= readable), or EDDY_ENOENT. eddy_composite_find_bytes() is the
+ * search from 0. Borrows c.
+ */
+int64_t eddy__composite_find(const eddy_composite_t *c, size_t from, const void *needle,
+                             size_t n);
 
 /* ---------------------------------------------------------------------------------------
  * Shutdown (reactor/shutdown.c runs every layer's part of eddy_library_shutdown()).

@@ -17,6 +17,8 @@
 #include <eddy/channel.h>
 #include <eddy/codec.h>
 
+#include "buffer/layer.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,8 +40,6 @@ struct eddy_cumulation_s {
     eddy_composite_t *comp;  /* or as components (COMPOSITE), or NULL; never both */
     bool owned;              /* buf is ours alone: appends may fill its spare room */
     eddy_allocator_t *alloc; /* for merged buffers: the channel's */
-    struct iovec *iov;       /* COMPOSITE searches: the components' readable ranges */
-    size_t iov_cap;
 };
 
 typedef struct entry_s {
@@ -92,7 +92,7 @@ static size_t grown_capacity(size_t need)
     return cap;
 }
 
-/* Drop every byte (the iovec scratch stays for reuse). */
+/* Drop every byte. */
 static void cum_clear(eddy_cumulation_t *c)
 {
     if (c->buf != NULL) {
@@ -243,21 +243,6 @@ static eddy_msg_t *cum_take(eddy_cumulation_t *c)
     return msg;
 }
 
-/* The composite's readable ranges into c->iov: their count, or EDDY_ENOMEM. */
-static int cum_iov(eddy_cumulation_t *c)
-{
-    size_t n = eddy_composite_components(c->comp);
-    if (n > c->iov_cap) {
-        struct iovec *iov = realloc(c->iov, n * sizeof(*iov));
-        if (iov == NULL) {
-            return EDDY_ENOMEM;
-        }
-        c->iov = iov;
-        c->iov_cap = n;
-    }
-    return eddy_composite_iovec(c->comp, c->iov, (int)n);
-}
-
 size_t eddy_cumulation_readable(const eddy_cumulation_t *in)
 {
     if (in->buf != NULL) {
@@ -304,60 +289,6 @@ int eddy_cumulation_get_uint(const eddy_cumulation_t *in, size_t off, unsigned w
     return 0;
 }
 
-/* Whether the n bytes of needle follow position pos of range i, across the ranges after it;
- * the caller has checked that n bytes remain. */
-static bool iov_matches(const struct iovec *iov, size_t i, size_t pos, const uint8_t *needle,
-                        size_t n)
-{
-    while (n > 0) {
-        size_t take = iov[i].iov_len - pos;
-        if (take > n) {
-            take = n;
-        }
-        if (memcmp((const uint8_t *)iov[i].iov_base + pos, needle, take) != 0) {
-            return false;
-        }
-        needle += take;
-        n -= take;
-        i++;
-        pos = 0;
-    }
-    return true;
-}
-
-/* The first match of needle (n >= 1 bytes) at or after from in the ranges holding total
- * bytes. */
-static int64_t iov_find(const struct iovec *iov, size_t count, size_t total, size_t from,
-                        const uint8_t *needle, size_t n)
-{
-    if (n > total || from > total - n) {
-        return EDDY_ENOENT;
-    }
-    size_t last = total - n; /* the last offset where a match still fits */
-    size_t base = 0;
-    for (size_t i = 0; i < count && base <= last; i++) {
-        const uint8_t *p = iov[i].iov_base;
-        size_t len = iov[i].iov_len;
-        size_t pos = from > base ? from - base : 0;
-        while (pos < len && base + pos <= last) {
-            const uint8_t *hit = memchr(p + pos, needle[0], len - pos);
-            if (hit == NULL) {
-                break;
-            }
-            pos = (size_t)(hit - p);
-            if (base + pos > last) {
-                break;
-            }
-            if (iov_matches(iov, i, pos, needle, n)) {
-                return (int64_t)(base + pos);
-            }
-            pos++;
-        }
-        base += len;
-    }
-    return EDDY_ENOENT;
-}
-
 int64_t eddy_cumulation_find_bytes(eddy_cumulation_t *in, size_t from, const void *needle, size_t n)
 {
     size_t r = eddy_cumulation_readable(in);
@@ -376,11 +307,7 @@ int64_t eddy_cumulation_find_bytes(eddy_cumulation_t *in, size_t from, const voi
     if (in->comp == NULL) {
         return EDDY_ENOENT;
     }
-    int count = cum_iov(in);
-    if (count < 0) {
-        return count;
-    }
-    return iov_find(in->iov, (size_t)count, r, from, needle, n);
+    return eddy__composite_find(in->comp, from, needle, n);
 }
 
 int64_t eddy_cumulation_find(eddy_cumulation_t *in, size_t from, uint8_t byte)
@@ -687,9 +614,6 @@ void eddy_decoder_handler_removed(eddy_ctx_t *ctx)
             pass_leftover(ctx, left);
         }
     }
-    free(d->cum.iov);
-    d->cum.iov = NULL;
-    d->cum.iov_cap = 0;
     if (d->ops->destroy != NULL) {
         d->ops->destroy(d->self);
     }
