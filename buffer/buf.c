@@ -10,6 +10,7 @@
 #include "buffer/internal.h"
 #include "buffer/layer.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,12 +45,14 @@ static void hdr_list_free(eddy_buf_t *b)
 
 static EDDY__NOINLINE eddy_buf_t *hdr_get_slow(eddy__tls_t *t)
 {
+    assert(t->hdr_free == NULL && t->hdr_count == 0);
     eddy_buf_t *batch = t->hdr_spare;
     t->hdr_spare = NULL;
     if (batch == NULL) {
         pthread_mutex_lock(&hdr_depot_lock);
         batch = hdr_depot;
         if (batch != NULL) {
+            assert(hdr_depot_n > 0);
             hdr_depot = batch->_parent;
             hdr_depot_n--;
         }
@@ -66,6 +69,7 @@ static EDDY__NOINLINE eddy_buf_t *hdr_get_slow(eddy__tls_t *t)
 static inline eddy_buf_t *hdr_get(eddy__tls_t *t)
 {
     eddy_buf_t *b = t->hdr_free;
+    assert((b == NULL) == (t->hdr_count == 0));
     if (EDDY_LIKELY(b != NULL)) {
         t->hdr_free = b->_next_view;
         t->hdr_count--;
@@ -77,6 +81,7 @@ static inline eddy_buf_t *hdr_get(eddy__tls_t *t)
 /* The list is full: it becomes the spare, and the old spare goes to the depot. */
 static EDDY__NOINLINE void hdr_put_slow(eddy__tls_t *t)
 {
+    assert(t->hdr_count == HDR_BATCH && t->hdr_free != NULL);
     eddy_buf_t *batch = t->hdr_spare;
     t->hdr_spare = t->hdr_free;
     t->hdr_free = NULL;
@@ -101,6 +106,7 @@ static inline void hdr_put(eddy__tls_t *t, eddy_buf_t *b)
         free(b);
         return;
     }
+    assert(b != NULL && t->hdr_count <= HDR_BATCH);
     if (EDDY_UNLIKELY(t->hdr_count == HDR_BATCH)) {
         hdr_put_slow(t);
     }
@@ -151,6 +157,8 @@ static inline bool range_ok(size_t i, size_t n, size_t limit)
 
 static inline eddy_buf_t *count_owner(eddy_buf_t *b)
 {
+    /* Views of views hang from the count owner, never from another plain view. */
+    assert(!(b->_flags & EDDY__BUF_VIEW) || !(b->_parent->_flags & EDDY__BUF_VIEW));
     return (b->_flags & EDDY__BUF_VIEW) ? b->_parent : b;
 }
 
@@ -208,6 +216,7 @@ eddy_buf_t *eddy_buf_alloc(eddy_allocator_t *a, size_t initial, size_t max_capac
             hdr_put(t, b);
             return NULL;
         }
+        assert(b->_mem_size >= initial); /* the allocator's contract: at least what was asked */
         b->_mem = mem;
         b->_base = mem;
     }
@@ -237,6 +246,7 @@ eddy_buf_t *eddy_buf_new(size_t initial)
 
 eddy_buf_t *eddy_buf_from(const void *src, size_t len)
 {
+    assert(src != NULL || len == 0);
     eddy_buf_t *b = eddy_buf_alloc(NULL, len, len > EDDY_BUF_DEFAULT_MAX_CAPACITY
                                                   ? len
                                                   : EDDY_BUF_DEFAULT_MAX_CAPACITY);
@@ -249,6 +259,7 @@ eddy_buf_t *eddy_buf_from(const void *src, size_t len)
 
 eddy_buf_t *eddy_buf_from_str(const char *s)
 {
+    assert(s != NULL);
     return eddy_buf_from(s, strlen(s));
 }
 
@@ -281,6 +292,8 @@ static EDDY__NOINLINE void free_attached(eddy__tls_t *t, eddy_buf_t *o)
 {
     eddy_buf_t *v = o->_views;
     while (v != NULL) {
+        assert(v->_flags & (EDDY__BUF_VIEW | EDDY__BUF_RETIRED));
+        assert(!(v->_flags & EDDY__BUF_VIEW) || v->_parent == o);
         eddy_buf_t *next = v->_next_view;
         if (v->_flags & EDDY__BUF_RETIRED) {
             v->_alloc->ops->free(v->_alloc, t, v->_mem, v->_mem_size, v->_class);
@@ -300,6 +313,7 @@ static EDDY__NOINLINE void buf_free_slow(eddy__tls_t *t, eddy_buf_t *o)
     eddy_buf_t *root = NULL;
     if (o->_flags & EDDY__BUF_RETAINED) {
         root = o->_parent;
+        assert(root != NULL && !(root->_flags & (EDDY__BUF_VIEW | EDDY__BUF_RETAINED)));
     } else {
         if (o->_mem != NULL) {
             o->_alloc->ops->free(o->_alloc, t, o->_mem, o->_mem_size, o->_class);
@@ -326,6 +340,8 @@ static EDDY__NOINLINE void buf_free_slow(eddy__tls_t *t, eddy_buf_t *o)
 /* o's count reached zero: give everything back. Returns 1, for eddy_buf_release(). */
 static int buf_free(eddy_buf_t *o)
 {
+    assert(atomic_load_explicit(&o->_msg._refcnt, memory_order_relaxed) == 0);
+    assert(!(o->_flags & (EDDY__BUF_VIEW | EDDY__BUF_RETIRED))); /* a count owner */
     eddy__tls_t *t = eddy__tls();
     if (EDDY_UNLIKELY(t == NULL || o->_views != NULL || o->_leak != NULL ||
                       (o->_flags & EDDY__BUF_RETAINED))) {
@@ -442,6 +458,7 @@ void eddy_buf_clear(eddy_buf_t *b)
 
 static size_t grown_capacity(size_t need, size_t max)
 {
+    assert(need > 0 && need <= max);
     size_t cap;
     if (need > GROW_THRESHOLD) {
         size_t steps = need / GROW_THRESHOLD + (need % GROW_THRESHOLD != 0);
@@ -459,6 +476,7 @@ static size_t grown_capacity(size_t need, size_t max)
  * root's _views list, freed with the root. */
 static int retire_block(eddy__tls_t *t, eddy_buf_t *root)
 {
+    assert(root->_mem != NULL && !(root->_flags & (EDDY__BUF_VIEW | EDDY__BUF_RETAINED)));
     eddy_buf_t *r = hdr_get(t);
     if (r == NULL) {
         return EDDY_ENOMEM;
@@ -493,6 +511,7 @@ int eddy__buf_grow(eddy_buf_t *b, size_t n)
         return 0;
     }
     size_t cap = grown_capacity(need, b->_max_cap);
+    assert(cap >= need && cap > b->_cap);
     eddy__tls_t *t = eddy__tls();
     if (t == NULL) {
         return EDDY_ENOMEM;
@@ -503,6 +522,7 @@ int eddy__buf_grow(eddy_buf_t *b, size_t n)
     if (b->_alloc->ops->alloc(b->_alloc, t, cap, &mem, &usable, &cls) != 0) {
         return EDDY_ENOMEM;
     }
+    assert(usable >= cap);
     /* Bytes already read move too: the reader index may be set back to them (Netty copies
      * the whole buffer as well). */
     if (b->_wr > 0) {
@@ -530,6 +550,7 @@ int eddy__buf_grow(eddy_buf_t *b, size_t n)
 
 void eddy_buf_discard_read_bytes(eddy_buf_t *b)
 {
+    assert(b->_rd <= b->_wr && b->_wr <= b->_cap);
     if (b->_rd == 0) {
         return;
     }
@@ -606,6 +627,7 @@ static inline uint64_t ld_le64(const uint8_t *p)
 #define EDDY_BUF_INT_READS(suffix, type, width, ld)                                            \
     int eddy_buf_read_##suffix(eddy_buf_t *b, type *out)                                       \
     {                                                                                          \
+        assert(b->_rd <= b->_wr);                                                              \
         if (b->_wr - b->_rd < width) {                                                         \
             return EDDY_EBOUNDS;                                                               \
         }                                                                                      \
@@ -649,6 +671,7 @@ int eddy_buf_write_zero(eddy_buf_t *b, size_t n)
 
 int eddy_buf_write_buf(eddy_buf_t *b, eddy_buf_t *src, size_t n)
 {
+    assert(src->_rd <= src->_wr);
     if (n > src->_wr - src->_rd) {
         return EDDY_EBOUNDS;
     }
@@ -668,6 +691,7 @@ int eddy_buf_write_buf(eddy_buf_t *b, eddy_buf_t *src, size_t n)
 
 int eddy_buf_read_bytes(eddy_buf_t *b, void *dst, size_t n)
 {
+    assert(b->_rd <= b->_wr && (dst != NULL || n == 0));
     if (n > b->_wr - b->_rd) {
         return EDDY_EBOUNDS;
     }
@@ -778,6 +802,7 @@ static eddy_buf_t *make_view(eddy_buf_t *b, size_t i, size_t len, size_t rd, siz
     }
     eddy_buf_t *owner = count_owner(b);
     eddy_buf_t *root = mem_root(b);
+    assert(!(root->_flags & (EDDY__BUF_VIEW | EDDY__BUF_RETAINED | EDDY__BUF_RETIRED)));
     if (retained && eddy_buf_retain(root) == NULL) {
         hdr_put(t, v);
         return NULL;
@@ -847,28 +872,28 @@ eddy_buf_t *eddy_buf_retained_duplicate(eddy_buf_t *b)
     return make_view(b, 0, b->_cap, b->_rd, b->_wr, true);
 }
 
-eddy_buf_t *eddy_buf_read_slice(eddy_buf_t *b, size_t n)
+/* A view of the next n readable bytes, which it consumes. */
+static eddy_buf_t *read_view(eddy_buf_t *b, size_t n, bool retained)
 {
+    assert(b->_rd <= b->_wr);
     if (n > b->_wr - b->_rd) {
         return NULL;
     }
-    eddy_buf_t *v = make_view(b, b->_rd, n, 0, n, false);
+    eddy_buf_t *v = make_view(b, b->_rd, n, 0, n, retained);
     if (v != NULL) {
         b->_rd += n;
     }
     return v;
 }
 
+eddy_buf_t *eddy_buf_read_slice(eddy_buf_t *b, size_t n)
+{
+    return read_view(b, n, false);
+}
+
 eddy_buf_t *eddy_buf_read_retained_slice(eddy_buf_t *b, size_t n)
 {
-    if (n > b->_wr - b->_rd) {
-        return NULL;
-    }
-    eddy_buf_t *v = make_view(b, b->_rd, n, 0, n, true);
-    if (v != NULL) {
-        b->_rd += n;
-    }
-    return v;
+    return read_view(b, n, true);
 }
 
 eddy_buf_t *eddy_buf_copy(const eddy_buf_t *b, size_t i, size_t len)

@@ -17,6 +17,7 @@
  */
 #include "buffer/internal.h"
 
+#include <assert.h>
 #include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,6 +245,7 @@ static chunk_t *chunk_new(arena_t *ar)
     c->arena = ar;
     c->npages = npages;
     c->meta_pages = (uint32_t)((meta + PAGE_SIZE - 1) >> PAGE_SHIFT);
+    assert(c->meta_pages < npages); /* the bookkeeping leaves pages to hand out */
     c->free_pages = npages - c->meta_pages;
     uint8_t *q = (uint8_t *)(c + 1);
     q = (uint8_t *)(((uintptr_t)q + 7) & ~(uintptr_t)7);
@@ -274,6 +276,7 @@ static chunk_t *chunk_new(arena_t *ar)
 
 static void chunk_free(arena_t *ar, chunk_t *c)
 {
+    assert(c->arena == ar && (c->prev != NULL || ar->chunks == c));
     if (c->prev != NULL) {
         c->prev->next = c->next;
     } else {
@@ -296,6 +299,7 @@ static inline bool page_is_used(const chunk_t *c, uint32_t i)
 /* First fit: the lowest run of n free pages, or UINT32_MAX. */
 static uint32_t find_run(const chunk_t *c, uint32_t n)
 {
+    assert(n > 0);
     uint32_t i = c->meta_pages;
     while (i + n <= c->npages) {
         uint64_t w = ~c->page_used[i / 64] >> (i % 64); /* free pages from i on */
@@ -318,7 +322,9 @@ static uint32_t find_run(const chunk_t *c, uint32_t n)
 
 static void mark_pages(chunk_t *c, uint32_t first, uint32_t n, bool used)
 {
+    assert(first >= c->meta_pages && n <= c->npages - first);
     for (uint32_t i = first; i < first + n; i++) {
+        assert(page_is_used(c, i) != used); /* a page is handed out, or back, once */
         if (used) {
             c->page_used[i / 64] |= (uint64_t)1 << (i % 64);
         } else {
@@ -364,6 +370,7 @@ static uint8_t *run_alloc(arena_t *ar, uint32_t n, chunk_t **chunk_out, uint32_t
 static void run_free(arena_t *ar, chunk_t *c, uint32_t page)
 {
     uint32_t n = c->run_len[page];
+    assert(n > 0 && c->free_pages + n <= c->npages - c->meta_pages); /* page starts a run */
     c->run_len[page] = 0;
     mark_pages(c, page, n, false);
     c->free_pages += n;
@@ -384,6 +391,7 @@ static void run_free(arena_t *ar, chunk_t *c, uint32_t page)
 
 static void partial_push(arena_t *ar, subpage_t *s)
 {
+    assert(s->nfree > 0 && ar->partial[s->cls] != s);
     s->prev = NULL;
     s->next = ar->partial[s->cls];
     if (s->next != NULL) {
@@ -394,6 +402,7 @@ static void partial_push(arena_t *ar, subpage_t *s)
 
 static void partial_remove(arena_t *ar, subpage_t *s)
 {
+    assert(s->prev != NULL ? s->prev->next == s : ar->partial[s->cls] == s);
     if (s->prev != NULL) {
         s->prev->next = s->next;
     } else {
@@ -427,6 +436,7 @@ static subpage_t *subpage_new(arena_t *ar, uint32_t cls)
     s->run_pages = p->run_pages[cls];
     size_t n = ((size_t)s->run_pages << PAGE_SHIFT) / s->elem_size;
     s->nelems = (uint32_t)(n > SUBPAGE_MAX_ELEMS ? SUBPAGE_MAX_ELEMS : n);
+    assert(s->nelems > 0);
     s->nfree = s->nelems;
     memset(s->used, 0, sizeof(s->used));
     for (uint32_t i = 0; i < s->run_pages; i++) {
@@ -438,6 +448,7 @@ static subpage_t *subpage_new(arena_t *ar, uint32_t cls)
 
 static void subpage_free(arena_t *ar, subpage_t *s)
 {
+    assert(s->nfree == s->nelems); /* only an empty subpage goes back to pages */
     partial_remove(ar, s);
     for (uint32_t i = 0; i < s->run_pages; i++) {
         s->chunk->sub[s->run_page + i] = NULL;
@@ -449,6 +460,7 @@ static void subpage_free(arena_t *ar, subpage_t *s)
 static void *arena_alloc_one(arena_t *ar, uint32_t cls)
 {
     pool_t *p = ar->pool;
+    assert(cls < p->nclasses);
     size_t size = p->class_size[cls];
     void *mem;
     if (size >= RUN_MIN) {
@@ -463,11 +475,13 @@ static void *arena_alloc_one(arena_t *ar, uint32_t cls)
         if (s == NULL && (s = subpage_new(ar, cls)) == NULL) {
             return NULL;
         }
+        assert(s->cls == cls && s->nfree > 0);
         uint32_t w = 0;
         while (s->used[w] == UINT64_MAX) {
             w++;
         }
         uint32_t bit = (uint32_t)__builtin_ctzll(~s->used[w]);
+        assert(w * 64 + bit < s->nelems);
         s->used[w] |= (uint64_t)1 << bit;
         if (--s->nfree == 0) {
             partial_remove(ar, s);
@@ -486,12 +500,15 @@ static void block_put(arena_t *ar, void *mem, uint32_t cls)
     chunk_t *c = (chunk_t *)((uintptr_t)mem & ~(uintptr_t)(p->chunk_size - 1));
     uint32_t page = (uint32_t)(((uint8_t *)mem - (uint8_t *)c) >> PAGE_SHIFT);
     size_t size = p->class_size[cls];
+    assert(c->arena == ar);
     POISON(mem, size);
     subpage_t *s = c->sub[page];
     if (s == NULL) {
+        assert(c->run_len[page] == size >> PAGE_SHIFT); /* mem starts a run of its class */
         run_free(ar, c, page);
     } else {
         uint32_t i = (uint32_t)(((uint8_t *)mem - s->base) / s->elem_size);
+        assert(s->cls == cls && i < s->nelems && (s->used[i / 64] >> (i % 64) & 1));
         s->used[i / 64] &= ~((uint64_t)1 << (i % 64));
         if (++s->nfree == 1) {
             partial_push(ar, s);
@@ -519,6 +536,7 @@ static inline arena_t *arena_of(pool_t *p, void *mem)
 static void stash_drain(arena_t *ar, uint32_t cls, uint32_t n)
 {
     stash_t *st = &ar->stash[cls];
+    assert(n <= st->n);
     for (uint32_t i = 0; i < n; i++) {
         block_put(ar, st->slots[i], cls); /* counted free when it was stashed */
     }
@@ -539,6 +557,7 @@ static void stash_drain(arena_t *ar, uint32_t cls, uint32_t n)
 static void bin_flush(pool_t *p, eddy__tcache_t *tc, uint32_t cls, uint32_t n, bool stash)
 {
     bin_t *bin = &tc->bins[cls];
+    assert(cls < p->ncached && bin->n <= bin->cap);
     if (n > bin->n) {
         n = bin->n;
     }
@@ -610,6 +629,7 @@ static void bin_refill(pool_t *p, eddy__tcache_t *tc, uint32_t cls)
     bin_t *bin = &tc->bins[cls];
     arena_t *ar = tc->arena;
     uint32_t want = bin->cap / 2 > 0 ? bin->cap / 2 : 1;
+    assert(bin->n == 0 && want <= bin->cap);
     pthread_mutex_lock(&ar->lock);
     stash_t *st = &ar->stash[cls];
     uint32_t take = st->n < want - bin->n ? st->n : want - bin->n;
@@ -717,6 +737,7 @@ static inline eddy__tcache_t *cache_get(pool_t *p, eddy__tls_t *t)
 /* Unlink a cache from its pool (registry lock held). */
 static void cache_unregister(pool_t *p, eddy__tcache_t *tc)
 {
+    assert(tc->prev != NULL ? tc->prev->next == tc : p->caches == tc);
     if (tc->prev != NULL) {
         tc->prev->next = tc->next;
     } else {
@@ -766,6 +787,7 @@ static inline bool count_alloc(eddy__tcache_t *tc)
 static EDDY__NOINLINE int alloc_slow(pool_t *p, eddy__tls_t *t, size_t size, void **mem,
                                      size_t *usable, uint32_t *cls_out)
 {
+    assert(size > 0 && t != NULL);
     if (size > p->max_pooled) {
         void *m = malloc(size);
         if (m == NULL) {
@@ -779,6 +801,7 @@ static EDDY__NOINLINE int alloc_slow(pool_t *p, eddy__tls_t *t, size_t size, voi
     }
     uint32_t cls = size_class(size);
     size_t csize = p->class_size[cls];
+    assert(cls < p->nclasses && csize >= size);
     void *m = NULL;
     eddy__tcache_t *tc = cls < p->ncached ? cache_get(p, t) : NULL;
     if (tc != NULL) {
@@ -872,11 +895,13 @@ static EDDY__NOINLINE void free_slow(pool_t *p, eddy__tls_t *t, void *mem, size_
         if (bin->n == bin->cap) {
             bin_flush(p, tc, cls, bin->cap / 2 > 0 ? bin->cap / 2 : 1, true);
         }
+        assert(bin->n < bin->cap);
         POISON(mem, p->class_size[cls]);
         bin->slots[bin->n++] = mem;
         relaxed_add(&tc->cached, p->class_size[cls]);
         return;
     }
+    assert(cls < p->nclasses);
     arena_t *ar = arena_of(p, mem);
     pthread_mutex_lock(&ar->lock);
     arena_free_one(ar, mem, cls);
