@@ -84,7 +84,7 @@ typedef struct attr_s {
 typedef struct job_s job_t;
 
 typedef struct client_s {
-    _Atomic long refcnt;
+    _Atomic uint32_t refcnt;
     eddy_bootstrap_t *owner; /* for the reconnect callback; NULL once freed */
     eddy_loop_group_t *group;
     eddy_channel_config_t config;
@@ -113,7 +113,7 @@ typedef struct attempt_s {
 } attempt_t;
 
 struct job_s {
-    _Atomic long refcnt;
+    _Atomic uint32_t refcnt;
     _Atomic bool finished; /* its future completed (job_finish) */
     client_t *c;           /* one reference */
     job_t *next;           /* in c->jobs */
@@ -140,7 +140,7 @@ struct job_s {
 static void client_release(client_t *c)
 {
     /* acq_rel: pairs with itself, so the last releaser sees every other job's writes. */
-    if (atomic_fetch_sub_explicit(&c->refcnt, 1, memory_order_acq_rel) != 1) {
+    if (!eddy__refcnt_sub(&c->refcnt, 1)) {
         return;
     }
     pthread_mutex_destroy(&c->lock);
@@ -150,14 +150,14 @@ static void client_release(client_t *c)
 
 static job_t *job_retain(job_t *j)
 {
-    atomic_fetch_add_explicit(&j->refcnt, 1, memory_order_relaxed);
+    eddy__refcnt_add(&j->refcnt);
     return j;
 }
 
 static void job_release(job_t *j)
 {
     /* acq_rel: pairs with itself, so the last releaser sees what the others wrote. */
-    if (atomic_fetch_sub_explicit(&j->refcnt, 1, memory_order_acq_rel) != 1) {
+    if (!eddy__refcnt_sub(&j->refcnt, 1)) {
         return;
     }
     client_t *c = j->c;
@@ -191,7 +191,7 @@ static job_t *job_new(client_t *c, const char *host, uint16_t port, const eddy_a
     /* A lookup or a retry may outlive the group: the loop's memory stays until the job ends,
      * and a freed loop refuses what the job then asks of it, which ends the job. */
     eddy__loop_retain(j->loop);
-    atomic_fetch_add_explicit(&c->refcnt, 1, memory_order_relaxed);
+    eddy__refcnt_add(&c->refcnt);
     j->c = c;
     pthread_mutex_lock(&c->lock);
     j->next = c->jobs;
@@ -1040,7 +1040,7 @@ static eddy_future_t *dgram_bind(eddy_bootstrap_t *b, const char *host, uint16_t
         return NULL;
     }
     eddy_future_t *f = eddy_future_retain(d->p);
-    atomic_fetch_add_explicit(&c->refcnt, 1, memory_order_relaxed);
+    eddy__refcnt_add(&c->refcnt);
     d->c = c;
     d->reuseport = reuseport;
     d->want = want;

@@ -85,13 +85,13 @@ static bool active_check(eddy_channel_t *ch, void *arg)
 
 static void pool_retain(eddy_channel_pool_t *pool)
 {
-    atomic_fetch_add_explicit(&pool->refs, 1, memory_order_relaxed);
+    eddy__refcnt_add(&pool->refs);
 }
 
 static void pool_release(eddy_channel_pool_t *pool)
 {
     /* acq_rel: the last releaser sees every other thread's writes to the pool. */
-    if (atomic_fetch_sub_explicit(&pool->refs, 1, memory_order_acq_rel) != 1) {
+    if (!eddy__refcnt_sub(&pool->refs, 1)) {
         return;
     }
     assert(pool->n == 0 && pool->head == NULL && pool->connecting == 0);
@@ -116,7 +116,7 @@ static void node_put(node_t *node, uint32_t n)
         return;
     }
     /* acq_rel: as pool_release. */
-    if (atomic_fetch_sub_explicit(&node->refs, n, memory_order_acq_rel) == n) {
+    if (eddy__refcnt_sub(&node->refs, n)) {
         eddy_channel_pool_t *pool = node->pool;
         free(node);
         pool_release(pool);
@@ -248,7 +248,7 @@ static void push_idle(eddy_channel_pool_t *pool, node_t *node)
     pool->out--;
     pool->idle[pool->nidle++] = node;
     if (pool->o.idle_timeout_ms > 0) {
-        atomic_fetch_add_explicit(&node->refs, 1, memory_order_relaxed);
+        eddy__refcnt_add(&node->refs);
         node->timer = eddy_loop_schedule(eddy_channel_loop(node->ch), pool->o.idle_timeout_ms,
                                          idle_expired, node);
         if (node->timer == NULL) {

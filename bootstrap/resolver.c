@@ -116,7 +116,7 @@ enum { LOOKUP_PENDING, LOOKUP_WAITING, LOOKUP_DONE };
 /* Two references: the resolver's (its start task, then the query it waits on) and the
  * future listener's. Either may go first; the fields are the loop's but refcnt. */
 typedef struct lookup_s {
-    _Atomic int refcnt;
+    _Atomic uint32_t refcnt;
     int state;
     eddy_loop_t *loop;
     eddy_promise_t *p; /* one reference */
@@ -164,7 +164,7 @@ struct eddy__resolver_s {
 static void lookup_release(lookup_t *lk)
 {
     /* acq_rel: pairs with itself, so the last one sees the other side's writes. */
-    if (atomic_fetch_sub_explicit(&lk->refcnt, 1, memory_order_acq_rel) != 1) {
+    if (!eddy__refcnt_sub(&lk->refcnt, 1)) {
         return;
     }
     eddy_timer_release(lk->timer);

@@ -19,7 +19,7 @@
 typedef struct gai_s gai_t;
 
 typedef struct job_s {
-    _Atomic int refcnt;
+    _Atomic uint32_t refcnt;
     eddy_loop_t *loop; /* a use, for the thread's task */
     gai_t *g;
     eddy__query_t *q; /* NULL once let go */
@@ -39,7 +39,7 @@ struct gai_s {
 static void job_release(job_t *j)
 {
     /* acq_rel: the last releaser sees the other side's writes. */
-    if (atomic_fetch_sub_explicit(&j->refcnt, 1, memory_order_acq_rel) == 1) {
+    if (eddy__refcnt_sub(&j->refcnt, 1)) {
         eddy__loop_release(j->loop);
         free(j->addrs);
         free(j);

@@ -28,7 +28,7 @@ typedef struct attr_s {
 } attr_t;
 
 typedef struct server_s {
-    _Atomic long refcnt;
+    _Atomic uint32_t refcnt;
     eddy_loop_group_t *boss, *workers;
     eddy_channel_config_t config, child_config;
     attr_t *attrs, *child_attrs;
@@ -53,13 +53,13 @@ struct eddy_server_bootstrap_s {
 
 static void server_retain(server_t *s)
 {
-    atomic_fetch_add_explicit(&s->refcnt, 1, memory_order_relaxed);
+    eddy__refcnt_add(&s->refcnt);
 }
 
 static void server_release(server_t *s)
 {
     /* acq_rel: pairs with itself, so the last releaser sees every loop's writes. */
-    if (atomic_fetch_sub_explicit(&s->refcnt, 1, memory_order_acq_rel) != 1) {
+    if (!eddy__refcnt_sub(&s->refcnt, 1)) {
         return;
     }
     free(s->attrs);

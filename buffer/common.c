@@ -81,12 +81,7 @@ eddy_msg_t *eddy_msg_retain(eddy_msg_t *msg)
     if (msg->type == EDDY_MSG_BUF) {
         return eddy_buf_retain(eddy_buf_of(msg)) != NULL ? msg : NULL;
     }
-    uint32_t found;
-    if (!eddy__refcnt_inc(&msg->_refcnt, &found)) {
-        eddy__refcnt_refused("message", msg, found);
-        return NULL;
-    }
-    return msg;
+    return eddy__refcnt_retain(&msg->_refcnt, "message", msg) ? msg : NULL;
 }
 
 int eddy_msg_release(eddy_msg_t *msg)

@@ -10,6 +10,7 @@
 #include <eddy/buffer.h>
 #include <eddy/common.h>
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -69,6 +70,30 @@ static inline bool eddy__refcnt_inc(_Atomic uint32_t *cnt, uint32_t *found)
 }
 
 /*
+ * A reference more on an object whose count only eddy touches (channels, contexts, pools,
+ * jobs): no refusal to report, since a count of 0 or at its maximum here is a bug in eddy.
+ * Relaxed, as eddy__refcnt_inc().
+ */
+static inline void eddy__refcnt_add(_Atomic uint32_t *cnt)
+{
+    uint32_t old = atomic_fetch_add_explicit(cnt, 1, memory_order_relaxed);
+    assert(old > 0 && old < UINT32_MAX); /* no retain after the last release, no wrap */
+    (void)old;
+}
+
+/*
+ * Drop n references: true when they were the last ones, and the caller frees. acq_rel,
+ * pairing with itself: the release publishes this holder's writes, the acquire lets the last
+ * holder see every other holder's before it frees.
+ */
+static inline bool eddy__refcnt_sub(_Atomic uint32_t *cnt, uint32_t n)
+{
+    uint32_t old = atomic_fetch_sub_explicit(cnt, n, memory_order_acq_rel);
+    assert(old >= n); /* no release after the last */
+    return old == n;
+}
+
+/*
  * Report a refused retain of obj, a kind ("buffer", "message", "timer", "future") whose count
  * was count, through the log hook (EDDY_LOG_ERROR); then abort when refusals are fatal
  * (buffer/common.c). Release builds report the first refusal only.
@@ -81,6 +106,17 @@ void eddy__refcnt_refused(const char *kind, const void *obj, uint32_t count);
  * before. Any thread.
  */
 bool eddy__refcnt_set_fatal(bool on);
+
+/* eddy__refcnt_inc() with a refusal reported (eddy__refcnt_refused()): whether it took one. */
+static inline bool eddy__refcnt_retain(_Atomic uint32_t *cnt, const char *kind, const void *obj)
+{
+    uint32_t found;
+    if (EDDY_LIKELY(eddy__refcnt_inc(cnt, &found))) {
+        return true;
+    }
+    eddy__refcnt_refused(kind, obj, found);
+    return false;
+}
 
 /* ---------------------------------------------------------------------------------------
  * Searches of composite buffers, for the decoder's cumulation (codec/decoder.c).

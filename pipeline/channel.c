@@ -226,7 +226,7 @@ void eddy__channel_use_datagram_defaults(eddy_channel_t *ch)
 static void options_retain(eddy__options_t *o)
 {
     if (!options_static(o)) {
-        atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+        eddy__refcnt_add(&o->refs);
     }
 }
 
@@ -235,7 +235,7 @@ void eddy__options_release(eddy__options_t *o)
     /* acq_rel, pairing with itself: the last releaser, on whichever loop, sees the block as
      * it was made. */
     if (o != NULL && !options_static(o) &&
-        atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1) {
+        eddy__refcnt_sub(&o->refs, 1)) {
         free(o);
     }
 }
@@ -443,7 +443,7 @@ int eddy__promise_succeed_channel(eddy_promise_t *p, eddy_channel_t *ch)
 
 eddy_channel_t *eddy_channel_retain(eddy_channel_t *ch)
 {
-    atomic_fetch_add_explicit(&ch->refs, 1, memory_order_relaxed);
+    eddy__refcnt_add(&ch->refs);
     return ch;
 }
 
@@ -453,7 +453,7 @@ void eddy_channel_release(eddy_channel_t *ch)
         return;
     }
     /* acq_rel: the last releaser sees every write of the others before it frees. */
-    if (atomic_fetch_sub_explicit(&ch->refs, 1, memory_order_acq_rel) != 1) {
+    if (!eddy__refcnt_sub(&ch->refs, 1)) {
         return;
     }
     if (ch->ops->destroy != NULL) {

@@ -36,7 +36,7 @@ struct eddy_channel_group_s {
 static void group_release(eddy_channel_group_t *g)
 {
     /* acq_rel: the last releaser sees every other thread's writes to the group. */
-    if (atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) == 1) {
+    if (eddy__refcnt_sub(&g->refs, 1)) {
         assert(g->n == 0);
         pthread_mutex_destroy(&g->lock);
         free(g->members);
@@ -163,7 +163,7 @@ int eddy_channel_group_add(eddy_channel_group_t *g, eddy_channel_t *ch)
     m->index = g->n;
     m->member = true;
     g->members[g->n++] = m;
-    atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+    eddy__refcnt_add(&g->refs);
     pthread_mutex_unlock(&g->lock);
     /* After the lock: a channel closed already runs the listener at once, which takes it. */
     if (eddy_future_add_listener(cf, member_closed, m) != 0) {

@@ -120,12 +120,8 @@ eddy_future_t *eddy__future_new_done(int err, void *result, void (*release)(void
 
 eddy_future_t *eddy_future_retain(eddy_future_t *f)
 {
-    uint32_t found;
-    if (f != NULL && !eddy__refcnt_inc(&f->refcnt, &found)) {
-        eddy__refcnt_refused("future", f, found);
-        return NULL;
-    }
-    return f;
+    /* NULL stays NULL: it is the future a call could not make (above). */
+    return f == NULL || eddy__refcnt_retain(&f->refcnt, "future", f) ? f : NULL;
 }
 
 _Atomic uint32_t *eddy__future_refcnt(eddy_future_t *f)
@@ -135,7 +131,7 @@ _Atomic uint32_t *eddy__future_refcnt(eddy_future_t *f)
 
 void eddy_future_release(eddy_future_t *f)
 {
-    if (f == NULL || atomic_fetch_sub_explicit(&f->refcnt, 1, memory_order_acq_rel) != 1) {
+    if (f == NULL || !eddy__refcnt_sub(&f->refcnt, 1)) {
         return;
     }
     if (f->result_release != NULL) {

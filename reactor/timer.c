@@ -153,12 +153,7 @@ int64_t eddy__timers_next_deadline(const eddy__timer_heap_t *h)
 
 eddy_timer_t *eddy_timer_retain(eddy_timer_t *t)
 {
-    uint32_t found;
-    if (!eddy__refcnt_inc(&t->refcnt, &found)) {
-        eddy__refcnt_refused("timer", t, found);
-        return NULL;
-    }
-    return t;
+    return eddy__refcnt_retain(&t->refcnt, "timer", t) ? t : NULL;
 }
 
 _Atomic uint32_t *eddy__timer_refcnt(eddy_timer_t *t)
@@ -169,7 +164,7 @@ _Atomic uint32_t *eddy__timer_refcnt(eddy_timer_t *t)
 void eddy_timer_release(eddy_timer_t *t)
 {
     /* acq_rel: the last release frees, after every other holder's writes. */
-    if (t != NULL && atomic_fetch_sub_explicit(&t->refcnt, 1, memory_order_acq_rel) == 1) {
+    if (t != NULL && eddy__refcnt_sub(&t->refcnt, 1)) {
         if (t->dtor != NULL) {
             t->dtor(t->data);
         }

@@ -30,7 +30,7 @@ typedef struct eddy__tls_sni_s {
 } eddy__tls_sni_t;
 
 struct eddy_tls_context_s {
-    _Atomic unsigned refs;
+    _Atomic uint32_t refs;
     eddy_tls_mode_t mode;
     SSL_CTX *ssl_ctx;
     eddy__tls_sni_t *sni;

@@ -9,6 +9,7 @@
  * for making SSL objects; our own shared state is the client session cache, under a mutex.
  */
 #include "pipeline/tls/internal.h"
+#include "buffer/layer.h"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -234,14 +235,14 @@ eddy_tls_context_t *eddy_tls_context_new(eddy_tls_mode_t mode)
 
 eddy_tls_context_t *eddy_tls_context_retain(eddy_tls_context_t *c)
 {
-    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    eddy__refcnt_add(&c->refs);
     return c;
 }
 
 void eddy_tls_context_release(eddy_tls_context_t *c)
 {
     /* acq_rel: the last release sees every other holder's writes (the session cache). */
-    if (c == NULL || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1) {
+    if (c == NULL || !eddy__refcnt_sub(&c->refs, 1)) {
         return;
     }
     while (c->sni != NULL) {
