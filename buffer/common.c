@@ -7,6 +7,7 @@
 
 #include "buffer/layer.h"
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,4 +116,18 @@ uint32_t eddy_msg_refcnt(const eddy_msg_t *msg)
         return eddy_buf_refcnt((const eddy_buf_t *)(const void *)p);
     }
     return atomic_load_explicit(&msg->_refcnt, memory_order_acquire);
+}
+
+void *eddy__array_grow(void *items, size_t *cap, size_t size, size_t first)
+{
+    assert(size > 0 && first > 0);
+    if (*cap > SIZE_MAX / 2 / size || first > SIZE_MAX / size) {
+        return NULL;
+    }
+    size_t n = *cap != 0 ? *cap * 2 : first;
+    void *grown = realloc(items, n * size);
+    if (grown != NULL) {
+        *cap = n;
+    }
+    return grown;
 }

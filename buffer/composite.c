@@ -118,14 +118,11 @@ static int reserve_slot(eddy_composite_t *c)
         c->tail = live;
         return 0;
     }
-    size_t cap = c->cap != 0 ? c->cap * 2 : COMPOSITE_INITIAL_SLOTS;
-    if (cap > SIZE_MAX / sizeof(*c->comps))
-        return EDDY_ENOMEM;
-    component_t *comps = realloc(c->comps, cap * sizeof(*comps));
+    component_t *comps =
+        eddy__array_grow(c->comps, &c->cap, sizeof(*comps), COMPOSITE_INITIAL_SLOTS);
     if (comps == NULL)
         return EDDY_ENOMEM;
     c->comps = comps;
-    c->cap = cap;
     return 0;
 }
 

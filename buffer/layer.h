@@ -119,6 +119,17 @@ static inline bool eddy__refcnt_retain(_Atomic uint32_t *cnt, const char *kind, 
 }
 
 /* ---------------------------------------------------------------------------------------
+ * Growing arrays, for every layer.
+ */
+/*
+ * items, an array of *cap elements of size bytes each, reallocated for an append: to twice
+ * as many, or to first when *cap is 0. The new array, its count in *cap; NULL when out of
+ * memory or the size would overflow, items and *cap as they were. Not for hot paths: an
+ * array grows a logarithmic number of times.
+ */
+void *eddy__array_grow(void *items, size_t *cap, size_t size, size_t first);
+
+/* ---------------------------------------------------------------------------------------
  * Searches of composite buffers, for the decoder's cumulation (codec/decoder.c).
  */
 /*

@@ -148,15 +148,13 @@ int eddy_channel_group_add(eddy_channel_group_t *g, eddy_channel_t *ch)
         return EDDY_EEXIST;
     }
     if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 16;
-        member_t **grown = realloc(g->members, cap * sizeof(*grown));
+        member_t **grown = eddy__array_grow(g->members, &g->cap, sizeof(*grown), 16);
         if (grown == NULL) {
             pthread_mutex_unlock(&g->lock);
             free(m);
             return EDDY_ENOMEM;
         }
         g->members = grown;
-        g->cap = cap;
     }
     m->g = g;
     m->ch = eddy_channel_retain(ch);

@@ -93,7 +93,7 @@ typedef struct uring_state_s {
     unsigned br_full;      /* of which they filled */
     bool br_dry;           /* a receive of this batch found the ring empty (-ENOBUFS) */
     struct later_s *later; /* eddy__uring_later()'s queue: nlater of later_cap */
-    unsigned nlater, later_cap;
+    size_t nlater, later_cap;
     int64_t inflight;
     unsigned dispatched; /* entries of the batch being dispatched that were dispatched */
     bool single_shot;    /* receives end after one completion ($EDDY_URING_TUNE) */
@@ -249,13 +249,11 @@ int eddy__uring_later(eddy_loop_t *loop, void (*fn)(void *arg), void *arg)
     uring_state_t *st = loop->poller_data;
     eddy__assert_on_loop(loop);
     if (st->nlater == st->later_cap) {
-        unsigned cap = st->later_cap > 0 ? st->later_cap * 2 : 64;
-        later_t *l = realloc(st->later, cap * sizeof(*l));
+        later_t *l = eddy__array_grow(st->later, &st->later_cap, sizeof(*l), 64);
         if (l == NULL) {
             return EDDY_ENOMEM;
         }
         st->later = l;
-        st->later_cap = cap;
     }
     st->later[st->nlater++] = (later_t){fn, arg};
     return 0;
@@ -264,7 +262,7 @@ int eddy__uring_later(eddy_loop_t *loop, void (*fn)(void *arg), void *arg)
 /* Run what the batch queued, and what that queues; each a callback the watchdog sees. */
 static void run_later(eddy_loop_t *loop, uring_state_t *st)
 {
-    for (unsigned i = 0; i < st->nlater; i++) {
+    for (size_t i = 0; i < st->nlater; i++) {
         later_t l = st->later[i]; /* a copy: fn may queue more, which may move the array */
         eddy__callback_begin(loop, (eddy__fnptr_t)l.fn);
         l.fn(l.arg);

@@ -10,6 +10,7 @@
  * answerer tells NODATA from NXDOMAIN with one lookup.
  */
 #include "codec/dns/internal.h"
+#include "buffer/layer.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -419,13 +420,11 @@ static int add_record(loader_t *L, unsigned line, uint16_t type, uint32_t ttl, c
 {
     assert(L->owner_len > 0 && rdlen <= UINT16_MAX);
     if (L->nrecs == L->recs_cap) {
-        size_t cap = L->recs_cap ? L->recs_cap * 2 : 64;
-        rec_t *r = realloc(L->recs, cap * sizeof(*r));
+        rec_t *r = eddy__array_grow(L->recs, &L->recs_cap, sizeof(*r), 64);
         if (r == NULL) {
             return EDDY_ENOMEM;
         }
         L->recs = r;
-        L->recs_cap = cap;
     }
     int64_t owner = arena_add(L, L->owner, L->owner_len);
     int64_t rd = owner < 0 ? -1 : arena_add(L, rdata, rdlen);

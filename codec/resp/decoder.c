@@ -10,6 +10,8 @@
  */
 #include <eddy/resp.h>
 
+#include "buffer/layer.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -398,13 +400,11 @@ static int header_line(resp_t *r, const uint8_t *p, size_t n, int64_t *v, bool *
 static int push_span(resp_t *r, size_t off, size_t len)
 {
     if (r->nspans == r->spans_cap) {
-        size_t cap = r->spans_cap == 0 ? 16 : r->spans_cap * 2;
-        span_t *s = realloc(r->spans, cap * sizeof(*s));
+        span_t *s = eddy__array_grow(r->spans, &r->spans_cap, sizeof(*s), 16);
         if (s == NULL) {
             return EDDY_ENOMEM;
         }
         r->spans = s;
-        r->spans_cap = cap;
     }
     r->spans[r->nspans++] = (span_t){off, len};
     return 0;
