@@ -34,6 +34,7 @@
 #include <eddy/loop.h>
 #include <eddy/ring.h>
 
+#include <assert.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdalign.h>
@@ -232,6 +233,7 @@ typedef struct task_s {
 static void run_task(eddy_carrier_item_t *it, bool discard)
 {
     task_t *t = it->_task;
+    assert(t->fn != NULL && t->promise != NULL);
     if (discard) {
         eddy_promise_fail(t->promise, EDDY_ECANCELED);
     } else {
@@ -250,6 +252,7 @@ static void run_task(eddy_carrier_item_t *it, bool discard)
 static void process(eddy_carrier_t *c, worker_t *w, part_t *part, eddy_carrier_item_t *items,
                     size_t n)
 {
+    assert(n > 0 && w->index < EDDY_CARRIER_MAX_THREADS);
     bool discard = atomic_load_explicit(&c->state, memory_order_acquire) == STATE_STOPPING &&
                    atomic_load_explicit(&c->how, memory_order_relaxed) == EDDY_CARRIER_DISCARD;
     size_t bytes = 0;
@@ -313,6 +316,8 @@ static size_t run_ordered(eddy_carrier_t *c, worker_t *w, part_t *part, bool *pe
         process(c, w, part, eddy_ring_get(part->ring, lo), n);
         eddy_sequence_set(part->consumed, hi); /* release: producers may now reuse the slots */
     }
+    /* The lock is ours until this store: no other worker consumed the partition meanwhile. */
+    assert(atomic_load_explicit(&part->lock, memory_order_relaxed) == w->index + 1);
     /* Release pairs with the next holder's acquire CAS above. */
     atomic_store_explicit(&part->lock, 0, memory_order_release);
     return n;
@@ -671,6 +676,7 @@ static int put(eddy_carrier_t *c, part_t *part, uint64_t key, void *data, size_t
         }
     }
     int64_t seq = eddy_sequencer_try_next(part->seqr, 1);
+    assert(seq >= 0 || seq == EDDY_EAGAIN); /* one slot always fits the partition's ring */
     int err = seq < 0 ? EDDY_EAGAIN : 0;
     /*
      * The shutdown handshake, Dekker-style: we claimed with the sequencer's seq_cst
@@ -721,6 +727,7 @@ static int offer(eddy_carrier_t *c, uint64_t key, void *data, size_t bytes, task
         break;
     }
     for (unsigned t = 0;;) {
+        assert(p < P);
         part_t *part = &c->parts[p];
         /* A quick look; the handshake that counts is in put(), after the claim. */
         if (atomic_load_explicit(&c->state, memory_order_relaxed) != STATE_RUNNING)
@@ -807,6 +814,7 @@ int eddy_carrier_shutdown(eddy_carrier_t *c, eddy_carrier_stop_t how)
         pthread_mutex_unlock(&c->admin);
         return EDDY_EALREADY;
     }
+    assert(atomic_load(&c->m) > 0); /* someone to drain the partitions */
     atomic_store(&c->how, (int)how);
     atomic_store_explicit(&c->state, STATE_CLOSING, memory_order_seq_cst);
     /* Pairs with the producers' seq_cst claim and state load (see put()). */

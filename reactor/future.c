@@ -11,6 +11,7 @@
 #include "buffer/layer.h"
 #include "reactor/layer.h"
 
+#include <assert.h>
 #include <stdalign.h>
 #include <stdlib.h>
 #include <time.h>
@@ -134,6 +135,7 @@ void eddy_future_release(eddy_future_t *f)
     if (f == NULL || !eddy__refcnt_sub(&f->refcnt, 1)) {
         return;
     }
+    assert(f->waiters == 0 && !f->draining); /* both hold a reference while they last */
     if (f->result_release != NULL) {
         f->result_release(f->result);
     }
@@ -158,6 +160,7 @@ void eddy_future_release(eddy_future_t *f)
  */
 static void drain(eddy_future_t *f, listener_t *l)
 {
+    assert(atomic_load_explicit(&f->done, memory_order_relaxed));
     stripe_t *st = stripe_of(f);
     for (;;) {
         if (l == NULL) {
@@ -197,6 +200,7 @@ static void drain_task(void *arg)
 /* Run the listeners on the owner loop, as a task: the caller set `draining`. */
 static void drain_on_loop(eddy_future_t *f)
 {
+    assert(f->loop != NULL && f->draining);
     eddy_future_retain(f);
     if (eddy_loop_execute(f->loop, drain_task, f) != 0) {
         /* The owner loop is gone or going: run here rather than never. */
@@ -207,6 +211,7 @@ static void drain_on_loop(eddy_future_t *f)
 
 static int complete(eddy_future_t *f, int err, void *result, void (*result_release)(void *))
 {
+    assert(err <= 0); /* 0, or the failure's error */
     /* Our own reference from before `done` is visible: a waiter may drop the last other
      * one the moment it sees the future complete, while we still notify listeners. */
     eddy_future_retain(f);
@@ -255,6 +260,7 @@ int eddy_promise_succeed(eddy_promise_t *p, void *result)
 
 int eddy__promise_succeed_owned(eddy_promise_t *p, void *result, void (*release)(void *))
 {
+    assert(release != NULL);
     int rc = complete(p, 0, result, release);
     if (rc != 0) {
         release(result); /* completed before: the reference is not the future's to keep */
@@ -303,6 +309,7 @@ int eddy_future_add_listener(eddy_future_t *f, eddy_future_cb cb, void *arg)
     if (f == NULL) {
         return EDDY_ENOMEM; /* cb is not called */
     }
+    assert(cb != NULL);
     listener_t *l = malloc(sizeof(*l));
     if (l == NULL) {
         return EDDY_ENOMEM;
@@ -362,6 +369,7 @@ int eddy_future_await(eddy_future_t *f, int64_t timeout_ms)
             break;
         }
     }
+    assert(f->waiters > 0);
     f->waiters--;
     pthread_mutex_unlock(&st->lock);
     return rc;

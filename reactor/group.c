@@ -4,6 +4,7 @@
  */
 #include "reactor/layer.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,10 @@ struct eddy_loop_group_s {
 static void on_loop_terminated(eddy_future_t *f, void *arg)
 {
     eddy_loop_group_t *g = arg;
-    if (atomic_fetch_sub(&g->live, 1) == 1) {
+    assert(eddy_future_is_done(f));
+    size_t live = atomic_fetch_sub(&g->live, 1);
+    assert(live > 0 && live <= g->n); /* each loop terminates once */
+    if (live == 1) {
         eddy_promise_succeed(g->termination, NULL);
     }
 }
@@ -103,6 +107,7 @@ eddy_loop_t *eddy_loop_group_next(eddy_loop_group_t *g)
     /* Relaxed: the counter only spreads the choices; the loops array is written once, before
      * the group is handed out, so any thread may read it. */
     size_t i = atomic_fetch_add_explicit(&g->next, 1, memory_order_relaxed);
+    assert(g->n > 0 && (!g->pow2 || (g->n & (g->n - 1)) == 0));
     return g->loops[g->pow2 ? (i & (g->n - 1)) : (i % g->n)];
 }
 

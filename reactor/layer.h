@@ -162,7 +162,7 @@ struct eddy_loop_s {
     int64_t now_ns; /* read once per turn, and after long work */
     /* The owner's reference plus one per object that keeps a pointer to the loop past its
      * free (channels): the memory goes with the last (eddy__loop_release). */
-    _Atomic unsigned users;
+    _Atomic uint32_t users;
     eddy__closer_t closers; /* sentinel of the closers' ring (the loop's thread) */
     int64_t poll_return_ns; /* when the poller's system call returned, set by the backend */
     /* The socket error that came with the event being dispatched, for io_error_fd's

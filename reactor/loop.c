@@ -225,6 +225,7 @@ void eddy__io_dispatch(eddy_loop_t *loop, int fd, uint32_t gen, unsigned events)
 
 void eddy__io_dispatch_error(eddy_loop_t *loop, int fd, uint32_t gen, unsigned events, int err)
 {
+    assert(err < 0 && loop->io_error == 0);
     loop->io_error = err;
     loop->io_error_fd = fd;
     eddy__io_dispatch(loop, fd, gen, events);
@@ -344,6 +345,7 @@ static bool refused(int err)
 static int init_poller(eddy_loop_t *loop, const eddy__poller_ops_t *const *choices, size_t n)
 {
     static _Atomic bool told;
+    assert(n > 0 && n <= MAX_CHOICES);
     eddy_loop_t *prev = eddy__loop_enter(loop);
     loop->poller = choices[0];
     int err = loop->poller->init(loop);
@@ -442,6 +444,7 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
 void eddy__loop_closer_add(eddy_loop_t *loop, eddy__closer_t *c)
 {
     eddy__assert_on_loop(loop);
+    assert(c->next == NULL && c->close != NULL); /* on no ring yet */
     c->next = &loop->closers;
     c->prev = loop->closers.prev;
     c->prev->next = c;
@@ -451,6 +454,7 @@ void eddy__loop_closer_add(eddy_loop_t *loop, eddy__closer_t *c)
 void eddy__loop_closer_remove(eddy__closer_t *c)
 {
     if (c->next != NULL) {
+        assert(c->prev->next == c && c->next->prev == c);
         c->prev->next = c->next;
         c->next->prev = c->prev;
         c->prev = c->next = NULL;
@@ -460,6 +464,7 @@ void eddy__loop_closer_remove(eddy__closer_t *c)
 /* Shutdown: close what registered (channels), each once, even those a close adds. */
 static void close_all(eddy_loop_t *loop)
 {
+    eddy__assert_on_loop(loop);
     while (loop->closers.next != &loop->closers) {
         eddy__closer_t *c = loop->closers.next;
         eddy__loop_closer_remove(c);
@@ -491,6 +496,7 @@ int eddy_loop_free(eddy_loop_t *loop)
          * (futures and channels hold uses). */
         eddy_loop_shutdown_gracefully(loop, 0, 0);
     }
+    assert(atomic_load(&loop->state) == EDDY__LOOP_TERMINATED);
     /* Timers a task inserted while it shut down are cancelled and released, by this thread
      * standing in for the loop, which has terminated. */
     eddy_loop_t *prev = eddy__loop_enter(loop);
@@ -503,14 +509,14 @@ int eddy_loop_free(eddy_loop_t *loop)
 
 void eddy__loop_retain(eddy_loop_t *loop)
 {
-    atomic_fetch_add_explicit(&loop->users, 1, memory_order_relaxed);
+    eddy__refcnt_add(&loop->users);
 }
 
 void eddy__loop_release(eddy_loop_t *loop)
 {
     /* acq_rel: the last user sees every write of the others (and of the loop's thread,
      * joined by eddy_loop_free) before it frees. */
-    if (atomic_fetch_sub_explicit(&loop->users, 1, memory_order_acq_rel) == 1) {
+    if (eddy__refcnt_sub(&loop->users, 1)) {
         loop_release_parts(loop);
     }
 }
@@ -579,6 +585,7 @@ bool eddy_loop_is_terminated(const eddy_loop_t *loop)
  */
 static void stop_taking_tasks(eddy_loop_t *loop)
 {
+    eddy__assert_on_loop(loop);
     atomic_store(&loop->state, EDDY__LOOP_SHUTDOWN);
     /* Pairs with the producers' seq_cst claim and loads (see enqueue). */
     atomic_thread_fence(memory_order_seq_cst);
@@ -613,6 +620,7 @@ static void settle_poller(eddy_loop_t *loop)
 
 static bool confirm_shutdown(eddy_loop_t *loop, size_t ran)
 {
+    assert(atomic_load(&loop->state) == EDDY__LOOP_SHUTTING_DOWN);
     int64_t now = loop->now_ns;
     if (ran > 0) {
         loop->last_activity_ns = now;
@@ -734,6 +742,7 @@ static void loop_body(eddy_loop_t *loop)
 
 static int loop_run(eddy_loop_t *loop)
 {
+    assert(loop->started && !loop->manual);
     current_loop = loop;
     loop->loop_thread = pthread_self();
     if (loop->stall_threshold_ns > 0) {
@@ -854,6 +863,7 @@ size_t eddy__loop_run_pending(eddy_loop_t *loop)
 
 void eddy__loop_advance(eddy_loop_t *loop, int64_t ns)
 {
+    assert(loop->manual); /* only a virtual clock moves by hand */
     if (ns > 0) {
         atomic_fetch_add_explicit(&loop->clock_offset_ns, ns, memory_order_relaxed);
     }
@@ -864,6 +874,7 @@ void eddy__loop_free_manual(eddy_loop_t *loop)
     if (loop == NULL) {
         return;
     }
+    assert(loop->manual);
     eddy_loop_t *prev = eddy__loop_enter(loop);
     eddy__loop_run_pending(loop);
     eddy__timers_cancel_all(loop);

@@ -73,6 +73,7 @@ static void epoll_destroy(eddy_loop_t *loop)
 static int epoll_update(eddy_loop_t *loop, eddy_io_t *io, unsigned events)
 {
     epoll_state_t *st = loop->poller_data;
+    assert(st != NULL && io->fd >= 0 && io->_loop == loop);
     struct epoll_event ev = {0};
     ev.events = ((events & EDDY_IO_READ) ? EPOLLIN | EPOLLRDHUP : 0) |
                 ((events & EDDY_IO_WRITE) ? EPOLLOUT : 0);

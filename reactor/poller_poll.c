@@ -108,6 +108,7 @@ static short to_poll(unsigned events)
 static int poll_update(eddy_loop_t *loop, eddy_io_t *io, unsigned events)
 {
     poll_state_t *st = loop->poller_data;
+    assert(st != NULL && io->fd >= 0 && io->_loop == loop);
     if (events == 0) {
         if (io->_index >= 0 && (size_t)io->_index < st->n && st->ios[io->_index] == io) {
             size_t i = (size_t)io->_index;
@@ -122,6 +123,7 @@ static int poll_update(eddy_loop_t *loop, eddy_io_t *io, unsigned events)
         return 0;
     }
     if (io->_index >= 0) {
+        assert((size_t)io->_index < st->n && st->ios[io->_index] == io); /* in the set */
         st->fds[io->_index].events = to_poll(events);
         return 0;
     }
@@ -173,6 +175,7 @@ static int poll_wait_dispatch(eddy_loop_t *loop, int64_t timeout_ns)
         if (re == 0) {
             continue;
         }
+        assert(st->ios[i]->_index == (int)i);
         unsigned ready = ((re & POLLIN) ? EDDY_IO_READ : 0) | ((re & POLLOUT) ? EDDY_IO_WRITE : 0) |
                          ((re & (POLLERR | POLLNVAL)) ? EDDY_IO_ERROR : 0) |
                          ((re & POLLHUP) ? EDDY_IO_HUP | EDDY_IO_READ : 0);

@@ -10,6 +10,7 @@
  */
 #include "reactor/internal.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +67,7 @@ static int64_t handle_batch(eddy_batch_processor_t *p, int64_t next, int64_t ava
     const eddy_event_handler_ops_t *ops = p->h.ops;
     int (*on_event)(void *, int64_t, bool, void *) = ops->on_event;
     void *arg = p->h.arg;
+    assert(next <= avail && on_event != NULL);
     if (ops->on_batch_start != NULL)
         ops->on_batch_start(avail - next + 1, arg);
     /* The ring's geometry in locals: on_event is an opaque call, after which the compiler

@@ -229,6 +229,7 @@ static __attribute__((noinline, cold)) void sp_wait_gating(eddy_sequencer_t *s, 
 
 static inline int64_t sp_next(eddy_sequencer_t *s, int64_t n)
 {
+    assert(s->kind == EDDY__PRODUCER_SINGLE && n >= 1 && n <= s->size);
     int64_t next_value = s->next_value;
     int64_t next_seq = next_value + n;
     int64_t wrap = next_seq - s->size;
@@ -273,6 +274,7 @@ static __attribute__((noinline, cold)) void mp_wait_gating(eddy_sequencer_t *s, 
 
 static inline int64_t mp_next(eddy_sequencer_t *s, int64_t n)
 {
+    assert(s->kind == EDDY__PRODUCER_MULTI && n >= 1 && n <= s->size);
     int64_t next = eddy_sequence_add_and_get(&s->cursor, n);
     int64_t current = next - n;
     int64_t wrap = next - s->size;
@@ -288,6 +290,7 @@ static inline int64_t mp_next(eddy_sequencer_t *s, int64_t n)
 
 bool eddy__sequencer_mp_room_slow(eddy_sequencer_t *s, int64_t seq)
 {
+    assert(s->kind == EDDY__PRODUCER_MULTI && seq >= 0);
     int64_t min = gating_min(s, seq - 1);
     eddy_sequence_set(&s->gating_cache, min);
     return seq - s->size <= min;
@@ -295,6 +298,7 @@ bool eddy__sequencer_mp_room_slow(eddy_sequencer_t *s, int64_t seq)
 
 static int64_t mp_try_next(eddy_sequencer_t *s, int64_t n)
 {
+    assert(s->kind == EDDY__PRODUCER_MULTI);
     int64_t current;
     int64_t next;
     do {
@@ -309,6 +313,8 @@ static int64_t mp_try_next(eddy_sequencer_t *s, int64_t n)
 
 static inline void mp_set_available(eddy_sequencer_t *s, int64_t seq)
 {
+    /* Not a loop's sequencer, whose slots publish themselves (drop_availability). */
+    assert(s->available != NULL && seq >= 0);
     /* Pairs with the acquire loads in eddy__sequencer_mp_is_published() and
      * eddy__sequencer_mp_published(): the slot's contents, written before this store, are
      * visible to the consumer that sees the lap number. */
@@ -361,6 +367,7 @@ void eddy_sequencer_publish(eddy_sequencer_t *s, int64_t seq)
 
 void eddy_sequencer_publish_range(eddy_sequencer_t *s, int64_t lo, int64_t hi)
 {
+    assert(lo <= hi && hi - lo < s->size); /* one claim, which fits the ring */
     if (s->kind == EDDY__PRODUCER_SINGLE) {
         eddy_sequence_set(&s->cursor, hi); /* pairs with the consumers' eddy_sequence_get() */
     } else {

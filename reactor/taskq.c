@@ -59,6 +59,7 @@ static inline bool task_published(const eddy_loop_t *loop, int64_t seq)
 static int overflow_push(eddy_loop_t *loop, eddy_task_cb fn, void *arg)
 {
     eddy__assert_on_loop(loop); /* the loop's own tasks only: other threads use the ring */
+    assert((loop->overflow_head == NULL) == (loop->overflow_tail == NULL));
     eddy__overflow_t *o = malloc(sizeof(*o));
     if (o == NULL) {
         return EDDY_ENOMEM;
@@ -125,6 +126,7 @@ static void backoff(unsigned spins)
  */
 static __attribute__((noinline, cold)) int wait_for_room(eddy_loop_t *loop, int64_t seq)
 {
+    assert(seq >= 0 && !eddy_loop_in_event_loop(loop)); /* the loop never waits for itself */
     for (unsigned spins = 0; !eddy__sequencer_mp_room(loop->sequencer, seq); spins++) {
         /* Acquire: pairs with the loop's release store in stop_taking_tasks(). */
         int64_t limit = atomic_load_explicit(&loop->drain_limit, memory_order_acquire);
@@ -163,6 +165,7 @@ static __attribute__((noinline)) int64_t claim_near_full(eddy_loop_t *loop, int 
 
 static int enqueue(eddy_loop_t *loop, eddy_task_cb fn, void *arg, int mode)
 {
+    assert(loop != NULL && fn != NULL);
     bool on_loop = eddy_loop_in_event_loop(loop);
     int st = atomic_load_explicit(&loop->state, memory_order_acquire);
     /* Shutting down refuses other threads at once; the loop's own tasks are taken until
@@ -268,6 +271,7 @@ static void run_submit(void *arg)
 
 eddy_future_t *eddy_loop_submit(eddy_loop_t *loop, eddy_callable_cb fn, void *arg)
 {
+    assert(fn != NULL);
     eddy_promise_t *p = eddy_promise_new(loop);
     submit_t *s = malloc(sizeof(*s));
     if (p == NULL || s == NULL) {
@@ -339,6 +343,7 @@ static bool run_overflow(eddy_loop_t *loop, int64_t deadline, size_t *ran)
     int64_t n = atomic_load_explicit(&loop->m.overflow, memory_order_relaxed);
     while (n-- > 0 && loop->overflow_head != NULL) {
         eddy__overflow_t *o = loop->overflow_head;
+        assert(o->fn != NULL && (o->next != NULL || loop->overflow_tail == o));
         loop->overflow_head = o->next;
         if (loop->overflow_head == NULL) {
             loop->overflow_tail = NULL;
@@ -369,6 +374,7 @@ static bool run_ring(eddy_loop_t *loop, int64_t limit, int64_t deadline, size_t 
     while (loop->next_seq <= avail && task_published(loop, loop->next_seq)) {
         eddy__task_slot_t *slot = eddy_ring_get(loop->ring, loop->next_seq);
         eddy_task_cb fn = slot->fn;
+        assert(fn != NULL);
         void *arg = slot->arg;
         int64_t stamp = slot->stamp_ns;
         loop->next_seq++;

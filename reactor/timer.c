@@ -68,6 +68,7 @@ static void sift_up(eddy__timer_heap_t *h, size_t i, eddy__timer_entry_t e)
 
 static void sift_down(eddy__timer_heap_t *h, size_t i, eddy__timer_entry_t e)
 {
+    assert(i < h->n);
     for (;;) {
         size_t first = 4 * i + 1;
         if (first >= h->n) {
@@ -94,13 +95,11 @@ static int heap_push(eddy__timer_heap_t *h, eddy_timer_t *t)
     eddy__assert_on_loop(EDDY_CONTAINER_OF(h, eddy_loop_t, timers));
     assert(t->index == NOT_IN_HEAP && h->n <= h->cap);
     if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        eddy__timer_entry_t *items = realloc(h->items, cap * sizeof(*items));
+        eddy__timer_entry_t *items = eddy__array_grow(h->items, &h->cap, sizeof(*items), 64);
         if (items == NULL) {
             return EDDY_ENOMEM;
         }
         h->items = items;
-        h->cap = cap;
     }
     t->id = h->next_id++;
     eddy__timer_entry_t e = {.deadline = t->deadline, .id = t->id, .timer = t};
@@ -137,6 +136,7 @@ int eddy__timers_init(eddy__timer_heap_t *h)
 
 void eddy__timers_destroy(eddy__timer_heap_t *h)
 {
+    assert(h->n == 0); /* every timer was cancelled, and its reference dropped, before */
     free(h->items);
     h->items = NULL;
     h->n = h->cap = 0;
@@ -187,6 +187,8 @@ bool eddy__timer_cancelled(const eddy_timer_t *t)
 static void insert_on_loop(void *arg)
 {
     eddy_timer_t *t = arg;
+    eddy__assert_on_loop(t->loop);
+    assert(t->index == NOT_IN_HEAP);
     if (atomic_load_explicit(&t->state, memory_order_acquire) != T_SCHEDULED ||
         eddy_loop_is_shutting_down(t->loop) || heap_push(&t->loop->timers, t) != 0) {
         /* Cancelled before it arrived, too late, or out of memory: it will never fire. */
@@ -214,6 +216,7 @@ static int64_t after(const eddy_loop_t *loop, int64_t delay_ns)
 /* A timer not yet scheduled, holding the caller's reference. */
 static eddy_timer_t *timer_alloc(eddy_loop_t *loop, size_t extra, eddy_timer_cb cb, void *arg)
 {
+    assert(loop != NULL && cb != NULL);
     eddy_timer_t *t = malloc(sizeof(*t) + extra);
     if (t == NULL) {
         return NULL;
@@ -332,6 +335,7 @@ eddy_timer_t *eddy_loop_schedule_with_fixed_delay(eddy_loop_t *loop, int64_t ini
 static void remove_on_loop(void *arg)
 {
     eddy_timer_t *t = arg;
+    assert(atomic_load(&t->state) == T_CANCELLED); /* final: nothing moves a timer out */
     if (t->index != NOT_IN_HEAP) {
         heap_remove(&t->loop->timers, t);
         eddy_timer_release(t); /* the heap's reference */
@@ -379,6 +383,7 @@ size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns)
     int64_t now = loop->now_ns;
     while (h->n > 0 && h->items[0].deadline <= now) {
         eddy_timer_t *t = h->items[0].timer;
+        assert(t->loop == loop && t->deadline == h->items[0].deadline);
         heap_remove(h, t);
         if (atomic_load_explicit(&t->state, memory_order_acquire) != T_SCHEDULED) {
             eddy_timer_release(t);

@@ -14,6 +14,7 @@
  */
 #include "reactor/internal.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -475,43 +476,28 @@ static void blocking_free(eddy_wait_strategy_t *ws)
     free(ws);
 }
 
-/* [0]: publishers fence; [1]: they do not, sleepers use the heavy barrier. */
-static const eddy_wait_strategy_ops_t blocking_ops[2] = {
-    {.name = "blocking",
-     .wait_for = blocking_wait,
-     .signal_all = blocking_signal,
-     .free = blocking_free},
-    {.name = "blocking",
-     .wait_for = blocking_wait,
-     .signal_all = blocking_signal_light,
-     .free = blocking_free},
-};
+/* A blocking strategy's ops under its name: [0] when publishers fence; [1] when they do not,
+ * and sleepers use the heavy barrier. */
+#define BLOCKING_OPS(kind)                                                                     \
+    {                                                                                          \
+        {.name = kind,                                                                         \
+         .wait_for = blocking_wait,                                                            \
+         .signal_all = blocking_signal,                                                        \
+         .free = blocking_free},                                                               \
+        {.name = kind,                                                                         \
+         .wait_for = blocking_wait,                                                            \
+         .signal_all = blocking_signal_light,                                                  \
+         .free = blocking_free},                                                               \
+    }
 
-static const eddy_wait_strategy_ops_t lite_blocking_ops[2] = {
-    {.name = "lite_blocking",
-     .wait_for = blocking_wait,
-     .signal_all = blocking_signal,
-     .free = blocking_free},
-    {.name = "lite_blocking",
-     .wait_for = blocking_wait,
-     .signal_all = blocking_signal_light,
-     .free = blocking_free},
-};
-
-static const eddy_wait_strategy_ops_t timeout_blocking_ops[2] = {
-    {.name = "timeout_blocking",
-     .wait_for = blocking_wait,
-     .signal_all = blocking_signal,
-     .free = blocking_free},
-    {.name = "timeout_blocking",
-     .wait_for = blocking_wait,
-     .signal_all = blocking_signal_light,
-     .free = blocking_free},
-};
+static const eddy_wait_strategy_ops_t blocking_ops[2] = BLOCKING_OPS("blocking");
+static const eddy_wait_strategy_ops_t lite_blocking_ops[2] = BLOCKING_OPS("lite_blocking");
+static const eddy_wait_strategy_ops_t timeout_blocking_ops[2] = BLOCKING_OPS("timeout_blocking");
 
 static eddy_wait_strategy_t *blocking_new(const eddy_wait_strategy_ops_t ops[2], int spins,
                                           int64_t timeout_ns)
 {
+    assert(spins >= 0 && timeout_ns >= 0);
     bool asym = asymmetric_barriers();
     blocking_t *bl = (blocking_t *)ws_new(&ops[asym], sizeof *bl);
     if (bl == NULL)

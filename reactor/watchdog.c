@@ -136,6 +136,9 @@ void eddy__watchdog_add(eddy_loop_t *loop)
 {
     pthread_once(&wd_once, wd_cond_init);
     pthread_mutex_lock(&wd_lock);
+    for (const eddy_loop_t *l = wd_loops; l != NULL; l = l->watch_next) {
+        assert(l != loop); /* watched once: a loop runs once */
+    }
     loop->watch_seen = atomic_load_explicit(&loop->activity, memory_order_relaxed);
     loop->watch_since_ns = eddy_now_ns();
     loop->watch_next = wd_loops;
@@ -157,6 +160,7 @@ void eddy__watchdog_remove(eddy_loop_t *loop)
     pthread_mutex_lock(&wd_lock);
     for (eddy_loop_t **l = &wd_loops; *l != NULL; l = &(*l)->watch_next) {
         if (*l == loop) {
+            assert(wd_count > 0);
             *l = loop->watch_next;
             wd_count--;
             break;
