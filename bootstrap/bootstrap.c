@@ -775,22 +775,13 @@ int eddy_bootstrap_reconnect(eddy_bootstrap_t *b, const eddy_reconnect_options_t
     return 0;
 }
 
-static eddy_future_t *failed_future(int err)
-{
-    eddy_promise_t *p = eddy_promise_new(NULL);
-    if (p != NULL) {
-        eddy_promise_fail(p, err);
-    }
-    return p;
-}
-
 static eddy_future_t *client_connect(eddy_bootstrap_t *b, const char *host, uint16_t port,
                                      const eddy_addr_t *unix_addr)
 {
     client_t *c = b->c;
     if (c->group == NULL) {
         eddy__log(EDDY_LOG_ERROR, "bootstrap connect: no group (call eddy_bootstrap_group)");
-        return failed_future(EDDY_EINVAL);
+        return eddy__future_new_done(EDDY_EINVAL, NULL, NULL);
     }
     job_t *j = job_new(c, host, port, unix_addr);
     eddy_promise_t *p = eddy_promise_new(j != NULL ? j->loop : NULL);
@@ -815,7 +806,7 @@ static eddy_future_t *client_connect(eddy_bootstrap_t *b, const char *host, uint
 eddy_future_t *eddy_bootstrap_connect(eddy_bootstrap_t *b, const char *host, uint16_t port)
 {
     if (host == NULL || host[0] == '\0') {
-        return failed_future(EDDY_EINVAL);
+        return eddy__future_new_done(EDDY_EINVAL, NULL, NULL);
     }
     return client_connect(b, host, port, NULL);
 }
@@ -824,7 +815,7 @@ eddy_future_t *eddy_bootstrap_connect_unix(eddy_bootstrap_t *b, const char *path
 {
     eddy_addr_t a;
     if (path == NULL || eddy_addr_unix(&a, path) != 0) {
-        return failed_future(EDDY_EINVAL);
+        return eddy__future_new_done(EDDY_EINVAL, NULL, NULL);
     }
     return client_connect(b, NULL, 0, &a);
 }
@@ -1024,14 +1015,14 @@ static eddy_future_t *dgram_bind(eddy_bootstrap_t *b, const char *host, uint16_t
         eddy__log(EDDY_LOG_ERROR, "bootstrap bind: %s", c->group == NULL
                                       ? "no group (call eddy_bootstrap_group)"
                                       : "not in datagram mode (call eddy_bootstrap_datagram)");
-        return failed_future(EDDY_EINVAL);
+        return eddy__future_new_done(EDDY_EINVAL, NULL, NULL);
     }
     bool reuseport = c->reuseport && unix_addr == NULL;
     size_t want = reuseport ? eddy_loop_group_size(c->group) : 1;
     dgram_bind_t *d = calloc(1, sizeof(*d) + want * sizeof(d->slot[0]));
     if (d == NULL || pthread_mutex_init(&d->lock, NULL) != 0) {
         free(d);
-        return failed_future(EDDY_ENOMEM);
+        return eddy__future_new_done(EDDY_ENOMEM, NULL, NULL);
     }
     d->p = eddy_promise_new(reuseport ? eddy_loop_group_loop(c->group, 0) : NULL);
     if (d->p == NULL) {
@@ -1070,7 +1061,7 @@ eddy_future_t *eddy_bootstrap_bind_unix(eddy_bootstrap_t *b, const char *path)
 {
     eddy_addr_t a;
     if (path == NULL || eddy_addr_unix(&a, path) != 0) {
-        return failed_future(EDDY_EINVAL);
+        return eddy__future_new_done(EDDY_EINVAL, NULL, NULL);
     }
     return dgram_bind(b, NULL, 0, &a);
 }

@@ -423,15 +423,6 @@ static void bind_resolved(void *arg, eddy_addr_t *addrs, size_t n, int err)
     start_listener(bt, 0);
 }
 
-static eddy_future_t *failed_future(int err)
-{
-    eddy_promise_t *p = eddy_promise_new(NULL);
-    if (p != NULL) {
-        eddy_promise_fail(p, err);
-    }
-    return p;
-}
-
 static eddy_future_t *server_bind(eddy_server_bootstrap_t *b, const char *host, uint16_t port,
                                   const eddy_addr_t *unix_addr)
 {
@@ -440,14 +431,14 @@ static eddy_future_t *server_bind(eddy_server_bootstrap_t *b, const char *host, 
         eddy__log(EDDY_LOG_ERROR, "server bootstrap bind: no %s (call eddy_server_bootstrap_%s)",
                   s->boss == NULL ? "group" : "child_init",
                   s->boss == NULL ? "group" : "child_init");
-        return failed_future(EDDY_EINVAL);
+        return eddy__future_new_done(EDDY_EINVAL, NULL, NULL);
     }
     bool reuseport = s->reuseport && unix_addr == NULL;
     size_t want = reuseport ? eddy_loop_group_size(s->workers) : 1;
     bind_t *bt = calloc(1, sizeof(*bt) + want * sizeof(bt->slot[0]));
     if (bt == NULL || pthread_mutex_init(&bt->lock, NULL) != 0) {
         free(bt);
-        return failed_future(EDDY_ENOMEM);
+        return eddy__future_new_done(EDDY_ENOMEM, NULL, NULL);
     }
     eddy_loop_t *owner = reuseport ? eddy_loop_group_loop(s->workers, 0) : NULL;
     bt->p = eddy_promise_new(owner);
@@ -586,7 +577,7 @@ eddy_future_t *eddy_server_bootstrap_bind_unix(eddy_server_bootstrap_t *b, const
 {
     eddy_addr_t a;
     if (path == NULL || eddy_addr_unix(&a, path) != 0) {
-        return failed_future(EDDY_EINVAL);
+        return eddy__future_new_done(EDDY_EINVAL, NULL, NULL);
     }
     return server_bind(b, NULL, 0, &a);
 }

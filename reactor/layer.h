@@ -371,6 +371,12 @@ void eddy__taskq_await_claimed(eddy_loop_t *loop);
 size_t eddy__taskq_run(eddy_loop_t *loop, int64_t deadline, int64_t limit);
 /* Free the overflow list's entries without running them (a loop being freed). */
 void eddy__taskq_drop_overflow(eddy_loop_t *loop);
+/*
+ * Run fn(req) on loop: at once on the loop's thread, else as a task. req is a malloc'd
+ * request holding one reference to p, which fn drops with req. When the loop refuses the
+ * task, that reference goes, req is freed and p fails with the loop's error. Any thread.
+ */
+void eddy__loop_run_request(eddy_loop_t *loop, eddy_task_cb fn, void *req, eddy_promise_t *p);
 
 /* The stall watchdog (watchdog.c). */
 void eddy__watchdog_add(eddy_loop_t *loop);

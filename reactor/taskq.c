@@ -291,6 +291,21 @@ eddy_future_t *eddy_loop_submit(eddy_loop_t *loop, eddy_callable_cb fn, void *ar
     return p;
 }
 
+void eddy__loop_run_request(eddy_loop_t *loop, eddy_task_cb fn, void *req, eddy_promise_t *p)
+{
+    assert(req != NULL && p != NULL && !eddy_future_is_done(p));
+    if (eddy_loop_in_event_loop(loop)) {
+        fn(req);
+        return;
+    }
+    int err = eddy_loop_execute(loop, fn, req);
+    if (err != 0) {
+        eddy_future_release(p); /* the request's reference */
+        free(req);
+        eddy_promise_fail(p, err);
+    }
+}
+
 bool eddy__taskq_pending(eddy_loop_t *loop)
 {
     eddy__assert_on_loop(loop);

@@ -277,40 +277,24 @@ static void log_msg(eddy_ctx_t *ctx, const char *event, eddy_msg_t *msg)
  * Events, in the order of the ops table
  */
 
-static void log_registered(eddy_ctx_t *ctx)
-{
-    log_event(ctx, "REGISTERED");
-    eddy_ctx_fire_channel_registered(ctx);
-}
+/* An event with nothing to show but its name: logged, then passed on with fire. */
+#define LOG_EVENT(fn, name, fire)                                                              \
+    static void fn(eddy_ctx_t *ctx)                                                            \
+    {                                                                                          \
+        log_event(ctx, name);                                                                  \
+        fire(ctx);                                                                             \
+    }
 
-static void log_unregistered(eddy_ctx_t *ctx)
-{
-    log_event(ctx, "UNREGISTERED");
-    eddy_ctx_fire_channel_unregistered(ctx);
-}
-
-static void log_active(eddy_ctx_t *ctx)
-{
-    log_event(ctx, "ACTIVE");
-    eddy_ctx_fire_channel_active(ctx);
-}
-
-static void log_inactive(eddy_ctx_t *ctx)
-{
-    log_event(ctx, "INACTIVE");
-    eddy_ctx_fire_channel_inactive(ctx);
-}
+LOG_EVENT(log_registered, "REGISTERED", eddy_ctx_fire_channel_registered)
+LOG_EVENT(log_unregistered, "UNREGISTERED", eddy_ctx_fire_channel_unregistered)
+LOG_EVENT(log_active, "ACTIVE", eddy_ctx_fire_channel_active)
+LOG_EVENT(log_inactive, "INACTIVE", eddy_ctx_fire_channel_inactive)
+LOG_EVENT(log_read_complete, "READ COMPLETE", eddy_ctx_fire_channel_read_complete)
 
 static void log_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 {
     log_msg(ctx, "READ", msg);
     eddy_ctx_fire_channel_read(ctx, msg);
-}
-
-static void log_read_complete(eddy_ctx_t *ctx)
-{
-    log_event(ctx, "READ COMPLETE");
-    eddy_ctx_fire_channel_read_complete(ctx);
 }
 
 static const char *event_name(int event)

@@ -288,28 +288,23 @@ static void idle_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
     eddy_future_release(own);
 }
 
+/* The slots of the idle state handler but its write, which the read timeout handler (the
+ * same handler with only its reader timer) leaves NULL: writes pass it without a call. */
+#define IDLE_READ_SLOTS                                                                        \
+    .handler_added = idle_added, .handler_removed = idle_removed,                              \
+    .channel_registered = idle_registered, .channel_active = idle_active,                      \
+    .channel_inactive = idle_inactive, .channel_read = idle_read,                              \
+    .channel_read_complete = idle_read_complete
+
 static const eddy_handler_ops_t idle_ops = {
     .name = "idle_state",
-    .handler_added = idle_added,
-    .handler_removed = idle_removed,
-    .channel_registered = idle_registered,
-    .channel_active = idle_active,
-    .channel_inactive = idle_inactive,
-    .channel_read = idle_read,
-    .channel_read_complete = idle_read_complete,
+    IDLE_READ_SLOTS,
     .write = idle_write,
 };
 
-/* The same handler with only its reader timer; writes pass it without a call. */
 static const eddy_handler_ops_t read_timeout_ops = {
     .name = "read_timeout",
-    .handler_added = idle_added,
-    .handler_removed = idle_removed,
-    .channel_registered = idle_registered,
-    .channel_active = idle_active,
-    .channel_inactive = idle_inactive,
-    .channel_read = idle_read,
-    .channel_read_complete = idle_read_complete,
+    IDLE_READ_SLOTS,
 };
 
 const eddy_handler_ops_t *eddy_idle_state_handler_ops(void)

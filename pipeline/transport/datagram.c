@@ -808,16 +808,7 @@ eddy_future_t *eddy_datagram_open(const eddy_addr_t *local, const eddy_datagram_
     r->init = opts->init;
     r->arg = opts->arg;
     r->p = eddy_future_retain(p);
-    if (eddy_loop_in_event_loop(opts->loop)) {
-        open_on_loop(r);
-    } else {
-        int err = eddy_loop_execute(opts->loop, open_on_loop, r);
-        if (err != 0) {
-            eddy_future_release(r->p);
-            free(r);
-            eddy_promise_fail(p, err);
-        }
-    }
+    eddy__loop_run_request(opts->loop, open_on_loop, r, p);
     return p;
 }
 

@@ -813,16 +813,7 @@ eddy_future_t *eddy_channel_listen(const eddy_addr_t *addr, const eddy_listen_op
         r->has_config = true;
     }
     r->p = eddy_future_retain(p);
-    if (eddy_loop_in_event_loop(opts->loop)) {
-        listen_on_loop(r);
-    } else {
-        int err = eddy_loop_execute(opts->loop, listen_on_loop, r);
-        if (err != 0) {
-            eddy_future_release(r->p);
-            free(r);
-            eddy_promise_fail(p, err);
-        }
-    }
+    eddy__loop_run_request(opts->loop, listen_on_loop, r, p);
     return p;
 }
 
@@ -897,16 +888,7 @@ eddy_future_t *eddy_channel_connect(eddy_loop_t *loop, const eddy_addr_t *remote
     r->init = init;
     r->arg = arg;
     r->p = eddy_future_retain(p);
-    if (eddy_loop_in_event_loop(loop)) {
-        connect_on_loop(r);
-    } else {
-        int err = eddy_loop_execute(loop, connect_on_loop, r);
-        if (err != 0) {
-            eddy_future_release(r->p);
-            free(r);
-            eddy_promise_fail(p, err);
-        }
-    }
+    eddy__loop_run_request(loop, connect_on_loop, r, p);
     return p;
 }
 

@@ -27,6 +27,20 @@ extern const eddy__transport_t eddy__transport_readiness;
 extern const eddy__transport_t eddy__transport_uring;
 #endif
 
+/*
+ * The channel operations every transport's stream and listening channels share (socket.c),
+ * as designated initializers: a transport's tables add their I/O (begin_read, update_interest,
+ * do_close; a stream's flush and destroy).
+ */
+#define EDDY__SOCKET_STREAM_OPS                                                                \
+    .kind = "stream", .connect = eddy__socket_connect,                                         \
+    .discard_input = eddy__socket_discard_input,                                               \
+    .close_after_flush = eddy__socket_close_after_flush,                                       \
+    .shutdown_output = eddy__socket_shutdown_output, .set_socket_option = eddy__socket_option
+#define EDDY__SOCKET_LISTENER_OPS                                                              \
+    .kind = "listener", .flush = eddy__listener_flush, .set_socket_option = eddy__socket_option, \
+    .destroy = eddy__listener_destroy
+
 /* The transport of loop's sockets (by its poller). */
 const eddy__transport_t *eddy__transport_of(const eddy_loop_t *loop);
 

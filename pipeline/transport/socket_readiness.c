@@ -305,16 +305,11 @@ static void stream_do_close(eddy_channel_t *ch)
 }
 
 static const eddy__channel_ops_t stream_ops = {
-    .kind = "stream",
-    .connect = eddy__socket_connect,
+    EDDY__SOCKET_STREAM_OPS,
     .begin_read = begin_read,
     .update_interest = update_interest,
     .flush = stream_flush,
-    .discard_input = eddy__socket_discard_input,
-    .close_after_flush = eddy__socket_close_after_flush,
     .do_close = stream_do_close,
-    .shutdown_output = eddy__socket_shutdown_output,
-    .set_socket_option = eddy__socket_option,
     .destroy = eddy__socket_destroy,
 };
 
@@ -383,13 +378,10 @@ void eddy__readiness_on_io(eddy_channel_t *ch, unsigned events)
 }
 
 static const eddy__channel_ops_t listener_ops = {
-    .kind = "listener",
+    EDDY__SOCKET_LISTENER_OPS,
     .begin_read = begin_read,
     .update_interest = update_interest,
-    .flush = eddy__listener_flush,
     .do_close = listener_do_close,
-    .set_socket_option = eddy__socket_option,
-    .destroy = eddy__listener_destroy,
 };
 
 const eddy__transport_t eddy__transport_readiness = {
