@@ -401,7 +401,7 @@ eddy_channel_t *eddy__channel_new(eddy_loop_t *loop, const eddy__channel_ops_t *
 {
     /* A kind with a state of its own is allocated up to the end of that state: the watcher
      * it takes the place of is not needed (internal.h). */
-    assert(ops->state_size <= sizeof(eddy_io_t));
+    assert(loop != NULL && ops->state_size <= sizeof(eddy_io_t));
     size_t size = ops->state_size > 0 ? offsetof(eddy_channel_t, transport_state) + ops->state_size
                                       : sizeof(eddy_channel_t);
     eddy_channel_t *ch = calloc(1, size);
@@ -456,6 +456,9 @@ void eddy_channel_release(eddy_channel_t *ch)
     if (!eddy__refcnt_sub(&ch->refs, 1)) {
         return;
     }
+    /* The open channel's reference goes at close: the last one finds it closed or never
+     * registered, and inactive. */
+    assert((ch->flags & (EDDY__CH_REGISTERED | EDDY__CH_ACTIVE)) == 0);
     if (ch->ops->destroy != NULL) {
         ch->ops->destroy(ch);
     }
@@ -482,6 +485,8 @@ void eddy_channel_release(eddy_channel_t *ch)
 
 void eddy__channel_registered(eddy_channel_t *ch)
 {
+    eddy__assert_on_loop(eddy__loop_of(ch));
+    assert(!(ch->flags & (EDDY__CH_REGISTERED | EDDY__CH_ACTIVE | EDDY__CH_CLOSED)));
     ch->flags |= EDDY__CH_REGISTERED;
     eddy__channel_show_state(ch);
     eddy__pipeline_fire_registered(&ch->pipeline);
@@ -492,6 +497,8 @@ void eddy__channel_activate(eddy_channel_t *ch)
     if (ch->flags & EDDY__CH_CLOSED) {
         return;
     }
+    /* Registered, then active, once: Netty's order of channel states. */
+    assert((ch->flags & (EDDY__CH_REGISTERED | EDDY__CH_ACTIVE)) == EDDY__CH_REGISTERED);
     ch->flags |= EDDY__CH_ACTIVE;
     eddy__channel_show_state(ch);
     eddy__pipeline_fire_active(&ch->pipeline);
@@ -519,6 +526,7 @@ void eddy__channel_do_close(eddy_channel_t *ch, int why, eddy_promise_t *p)
             return;
         }
     }
+    assert(atomic_load_explicit(&ch->refs, memory_order_relaxed) > 0); /* the open one's */
     ch->flags |= EDDY__CH_CLOSED;
     eddy__loop_closer_remove(&ch->closer);
     bool was_active = (ch->flags & EDDY__CH_ACTIVE) != 0;
@@ -543,6 +551,7 @@ void eddy__channel_do_close(eddy_channel_t *ch, int why, eddy_promise_t *p)
     }
     eddy__pipeline_destroy(&ch->pipeline);
     eddy__pipeline_leave(&ch->pipeline);
+    assert((ch->flags & (EDDY__CH_REGISTERED | EDDY__CH_ACTIVE)) == 0); /* no handler reopens */
     if (ch->close_hook != NULL) {
         ch->close_hook->closed(ch, ch->close_hook->arg);
     }
@@ -566,6 +575,7 @@ typedef struct on_loop_s {
 static void on_loop_run(void *arg)
 {
     on_loop_t *t = arg;
+    eddy__assert_on_loop(eddy__loop_of(t->ch));
     eddy__pipeline_enter(&t->ch->pipeline); /* the task holds the channel: unhold drops it */
     t->fn(t->ch, t->arg);
     eddy__channel_unhold(t->ch);
@@ -574,6 +584,7 @@ static void on_loop_run(void *arg)
 
 void eddy__channel_on_loop(eddy_channel_t *ch, void (*fn)(eddy_channel_t *, void *), void *arg)
 {
+    assert(ch != NULL && fn != NULL);
     if (eddy_loop_in_event_loop(eddy__loop_of(ch))) {
         fn(ch, arg);
         return;
@@ -623,19 +634,11 @@ void eddy__channel_on_loop(eddy_channel_t *ch, void (*fn)(eddy_channel_t *, void
 
 void eddy_channel_write(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
 {
-    if (msg == NULL) {
-        eddy__promise_done(p, EDDY_EINVAL);
-        return;
-    }
-    eddy__pipeline_write(&ch->pipeline, msg, p, false);
+    eddy__pipeline_write(&ch->pipeline, msg, p, false); /* a NULL msg fails p there */
 }
 
 void eddy_channel_write_and_flush(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
 {
-    if (msg == NULL) {
-        eddy__promise_done(p, EDDY_EINVAL);
-        return;
-    }
     eddy__pipeline_write(&ch->pipeline, msg, p, true);
 }
 
@@ -662,6 +665,7 @@ void eddy_channel_close_after_flush(eddy_channel_t *ch, eddy_promise_t *p)
 static void shutdown_output_on_loop(eddy_channel_t *ch, void *arg)
 {
     eddy_promise_t *p = arg;
+    eddy__assert_on_loop(eddy__loop_of(ch));
     if (ch->flags & EDDY__CH_CLOSED) {
         eddy__promise_done(p, EDDY_ECLOSED);
     } else if (ch->ops->shutdown_output == NULL) {
@@ -735,6 +739,7 @@ static eddy__addrs_t *addrs_get(eddy_channel_t *ch)
 
 void eddy__channel_set_addr(eddy_channel_t *ch, bool remote, const eddy_addr_t *a)
 {
+    assert(a != NULL && a->len <= sizeof(a->u));
     eddy__ip_addr_t *ip = remote ? &ch->remote_ip : &ch->local_ip;
     sa_family_t f = a->len > 0 ? a->u.sa.sa_family : AF_UNSPEC;
     memset(ip, 0, sizeof(*ip));
@@ -830,6 +835,7 @@ eddy_future_t *eddy_channel_close_future(eddy_channel_t *ch)
 
 void eddy__channel_set_close_hook(eddy_channel_t *ch, const eddy__close_hook_t *hook)
 {
+    assert(hook == NULL || ch->close_hook == NULL || ch->close_hook == hook); /* one owner */
     ch->close_hook = hook;
 }
 

@@ -109,6 +109,7 @@ static void member_closed(eddy_future_t *f, void *arg)
     (void)f;
     member_t *m = arg;
     eddy_channel_group_t *g = m->g;
+    assert(eddy_future_is_done(f));
     eddy_channel_t *ch = NULL;
     pthread_mutex_lock(&g->lock);
     if (m->member) {
@@ -280,7 +281,9 @@ static void gather_done(gather_t *a, int err)
     if (err != 0) {
         gather_error(a, err);
     }
-    if (atomic_fetch_sub_explicit(&a->left, 1, memory_order_acq_rel) == 1) {
+    size_t left = atomic_fetch_sub_explicit(&a->left, 1, memory_order_acq_rel);
+    assert(left > 0); /* one count per operation, and the issuer's */
+    if (left == 1) {
         int first = atomic_load_explicit(&a->err, memory_order_relaxed);
         eddy__promise_done(a->p, first);
         eddy_future_release(a->p);

@@ -5,11 +5,13 @@
  */
 #include "pipeline/internal.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 static bool q_push(eddy__msgq_t *q, eddy_msg_t *msg)
 {
+    assert(msg != NULL && q->n <= q->cap);
     if (q->n == q->cap) {
         size_t cap = q->cap ? q->cap * 2 : 16;
         eddy_msg_t **items = malloc(cap * sizeof(*items));
@@ -34,6 +36,7 @@ static eddy_msg_t *q_pop(eddy__msgq_t *q)
     if (q->n == 0) {
         return NULL;
     }
+    assert(q->head < q->cap);
     eddy_msg_t *msg = q->items[q->head];
     q->head = (q->head + 1) % q->cap;
     q->n--;
@@ -81,6 +84,7 @@ static void embedded_begin_read(eddy_channel_t *ch)
 
 static void embedded_shutdown_output(eddy_channel_t *ch, eddy_promise_t *p)
 {
+    assert(ch->flags & EDDY__CH_EMBEDDED);
     ch->flags |= EDDY__CH_OUTPUT_SHUTDOWN;
     eddy_pipeline_fire_user_event(&ch->pipeline, EDDY_EVENT_OUTPUT_SHUTDOWN, NULL);
     eddy__promise_done(p, 0);
@@ -166,6 +170,7 @@ eddy_channel_t *eddy_embedded_channel_new(void)
 
 bool eddy_embedded_write_inbound(eddy_channel_t *ch, eddy_msg_t *msg)
 {
+    assert(ch->embedded != NULL && msg != NULL);
     scope_t s = enter(ch);
     if (ch->flags & EDDY__CH_CLOSED) {
         eddy_msg_release(msg);

@@ -448,7 +448,7 @@ void eddy__pipeline_fire_unregistered(eddy_pipeline_t *p);
 void eddy__pipeline_fire_active(eddy_pipeline_t *p);
 void eddy__pipeline_fire_inactive(eddy_pipeline_t *p);
 void eddy__pipeline_fire_writability(eddy_pipeline_t *p);
-/* Outbound from the tail. */
+/* Outbound from the tail; a NULL msg fails pr with EDDY_EINVAL. */
 void eddy__pipeline_write(eddy_pipeline_t *p, eddy_msg_t *msg, eddy_promise_t *pr, bool flush);
 void eddy__pipeline_flush(eddy_pipeline_t *p);
 /* A close from the tail; graceful: a close after flush (eddy_channel_close_after_flush). */

@@ -89,6 +89,7 @@ static void complete_entry(eddy_channel_t *ch, eddy__entry_t *e, int err,
                            void (*sink)(eddy_channel_t *ch, eddy_msg_t *m))
 {
     eddy__outbound_t *ob = &ch->out;
+    assert(e->done <= e->bytes && e->bytes - e->done <= pending(ob) && e->msg != NULL);
     pending_set(ob, pending(ob) - (e->bytes - e->done));
     if (err == 0) {
         atomic_fetch_add_explicit(&ch->msgs_written, 1, memory_order_relaxed);
@@ -109,6 +110,7 @@ static void complete_entry(eddy_channel_t *ch, eddy__entry_t *e, int err,
 static eddy__entry_t *take_head(eddy__outbound_t *ob)
 {
     eddy__entry_t *e = ob->head;
+    assert(e != NULL && (e->next != NULL || ob->tail == e));
     ob->head = e->next;
     if (ob->head == NULL) {
         ob->tail = NULL;
@@ -253,6 +255,7 @@ size_t eddy__outbound_iovec(const eddy_channel_t *ch, struct iovec *iov, int max
             k += got;
         }
     }
+    assert(k <= max);
     *n = k;
     return total;
 }
@@ -384,6 +387,7 @@ void eddy__outbound_fail_unflushed(eddy_channel_t *ch, int err)
         eddy__entry_t *prev = ob->head;
         while (prev->next != e) {
             prev = prev->next;
+            assert(prev != NULL); /* unflushed is on the list */
         }
         prev->next = NULL;
         ob->tail = prev;
@@ -400,6 +404,7 @@ void eddy__outbound_fail_unflushed(eddy_channel_t *ch, int err)
 void eddy__outbound_destroy(eddy_channel_t *ch)
 {
     eddy__outbound_t *ob = &ch->out;
+    assert(ob->head == NULL || !(ch->flags & EDDY__CH_CLOSED)); /* the close failed them all */
     while (ob->head != NULL) {
         complete_entry(ch, take_head(ob), EDDY_ECLOSED, NULL);
     }

@@ -207,10 +207,25 @@ static const char *ctx_name(const eddy_ctx_t *ctx)
 
 static void ctx_free(eddy_ctx_t *ctx)
 {
+    assert(ctx->ops != &end_ops && ctx->mask == 0); /* unlinked, and never the end */
     if (ctx->free_state != NULL && ctx->state != NULL) {
         ctx->free_state(ctx->state);
     }
     free(ctx);
+}
+
+/* An event record on its way to a carrier or to the loop keeps its context unburied. */
+static inline void in_flight_add(eddy_pipeline_t *p)
+{
+    atomic_fetch_add_explicit(&p->offloaded, 1, memory_order_relaxed);
+}
+
+/* The record's use of its context is over. Release: pairs with the acquire in bury_dead(). */
+static inline void in_flight_done(eddy_pipeline_t *p)
+{
+    unsigned was = atomic_fetch_sub_explicit(&p->offloaded, 1, memory_order_release);
+    assert(was > 0);
+    (void)was;
 }
 
 static void bury_dead(eddy_pipeline_t *p)
@@ -227,6 +242,7 @@ static void bury_dead(eddy_pipeline_t *p)
 
 void eddy__pipeline_free(eddy_pipeline_t *p)
 {
+    assert(p->depth == 0 && atomic_load_explicit(&p->offloaded, memory_order_acquire) == 0);
     while (p->end.grave_next != NULL) {
         eddy_ctx_t *ctx = p->end.grave_next;
         p->end.grave_next = ctx->grave_next;
@@ -255,6 +271,7 @@ static bool offload_removal(eddy_ctx_t *ctx);
  * removal of an offloaded ctx went to its carrier, where it runs behind the queued events. */
 static bool unlink_ctx(eddy_pipeline_t *p, eddy_ctx_t *ctx)
 {
+    assert(ctx != &p->end && ctx->prev->next == ctx && ctx->next->prev == ctx); /* linked */
     ctx->prev->next = ctx->next;
     ctx->next->prev = ctx->prev;
     ctx->mask = 0; /* out of the list: walks from an earlier removed context pass over it */
@@ -347,6 +364,7 @@ typedef struct change_s {
 static int apply_add(change_t *c)
 {
     eddy_pipeline_t *p = c->p;
+    eddy__assert_on_loop(eddy__loop_of(eddy__pipeline_channel(p)));
     int err = 0;
     eddy_ctx_t *base = NULL;
     char gen[32];
@@ -423,6 +441,7 @@ static int apply_add(change_t *c)
         prev = base;
         break;
     }
+    assert(prev->pipeline == p && prev->next->prev == prev);
     ctx->prev = prev;
     ctx->next = prev->next;
     prev->next->prev = ctx;
@@ -461,6 +480,7 @@ static void change_on_loop(eddy_channel_t *ch, void *arg)
 {
     (void)ch;
     change_t *c = arg;
+    assert(c->p == &ch->pipeline);
     int err = c->remove ? apply_remove(c) : apply_add(c);
     if (err != 0) {
         eddy__log(EDDY_LOG_DEBUG, "pipeline change from another thread failed: %s",
@@ -746,6 +766,7 @@ static int offload_run(void *arg, void **result)
 {
     offload_t *o = arg;
     eddy_ctx_t *ctx = o->ctx;
+    assert(ctx->on_carrier);
     eddy_pipeline_t *p = ctx->pipeline;
     eddy_channel_t *ch = eddy__pipeline_channel(p);
     if (o->kind == OFF_REMOVED) {
@@ -765,7 +786,7 @@ static int offload_run(void *arg, void **result)
     free(o);
     *result = NULL;
     /* Release: pairs with the acquire in bury_dead(): our use of ctx is over. */
-    atomic_fetch_sub_explicit(&p->offloaded, 1, memory_order_release);
+    in_flight_done(p);
     eddy_channel_release(ch);
     return 0;
 }
@@ -777,6 +798,7 @@ static bool offload(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event
 {
     eddy_pipeline_t *p = ctx->pipeline;
     eddy_channel_t *ch = eddy__pipeline_channel(p);
+    assert(ctx->on_carrier);
     offload_t *o = malloc(sizeof(*o));
     if (o == NULL) {
         offload_t lost = {ctx, kind, msg, event, data, err, arg};
@@ -787,7 +809,7 @@ static bool offload(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event
         return false;
     }
     *o = (offload_t){ctx, kind, msg, event, data, err, arg};
-    atomic_fetch_add_explicit(&p->offloaded, 1, memory_order_relaxed);
+    in_flight_add(p);
     eddy_channel_retain(ch);
     eddy_future_t *f = eddy_carrier_execute(ctx_carrier(ctx), ch->id, offload_run, o);
     if (f == NULL || (eddy_future_is_done(f) && eddy_future_error(f) != 0)) {
@@ -798,7 +820,7 @@ static bool offload(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event
         }
         offload_drop(o);
         free(o);
-        atomic_fetch_sub_explicit(&p->offloaded, 1, memory_order_release);
+        in_flight_done(p);
         eddy_channel_release(ch);
         eddy__log(EDDY_LOG_ERROR, "channel %llu: handler %s: its carrier refused an event",
                   (unsigned long long)ch->id, ctx_name(ctx));
@@ -825,12 +847,22 @@ void eddy__ctx_offload_call(eddy_ctx_t *ctx, eddy__ctx_call_fn fn, void *arg)
  * Inbound events
  */
 
+static const unsigned kind_bit[] = {
+    [OFF_REGISTERED] = EDDY__EV_REGISTERED,   [OFF_UNREGISTERED] = EDDY__EV_UNREGISTERED,
+    [OFF_ACTIVE] = EDDY__EV_ACTIVE,           [OFF_INACTIVE] = EDDY__EV_INACTIVE,
+    [OFF_READ] = EDDY__EV_READ,               [OFF_READ_COMPLETE] = EDDY__EV_READ_COMPLETE,
+    [OFF_USER_EVENT] = EDDY__EV_USER_EVENT,   [OFF_WRITABILITY] = EDDY__EV_WRITABILITY,
+    [OFF_EXCEPTION] = EDDY__EV_EXCEPTION,     [OFF_REMOVED] = 0,
+    [OFF_CALL] = 0,
+};
+
 /* Call the handler's slot for an inbound event: on the loop a context is only reached for the
  * slots it has (its mask), so the slot is there. */
 static void call_inbound(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event,
                          void *data, int err)
 {
     const eddy_handler_ops_t *o = ctx->ops;
+    assert(!ctx->on_carrier && !ctx->removed && (ctx->mask & kind_bit[kind]));
     switch (kind) {
     case OFF_REGISTERED:
         o->channel_registered(ctx);
@@ -911,14 +943,6 @@ static void call_or_pass_inbound(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *m
     }
 }
 
-static const unsigned kind_bit[] = {
-    [OFF_REGISTERED] = EDDY__EV_REGISTERED,   [OFF_UNREGISTERED] = EDDY__EV_UNREGISTERED,
-    [OFF_ACTIVE] = EDDY__EV_ACTIVE,           [OFF_INACTIVE] = EDDY__EV_INACTIVE,
-    [OFF_READ] = EDDY__EV_READ,               [OFF_READ_COMPLETE] = EDDY__EV_READ_COMPLETE,
-    [OFF_USER_EVENT] = EDDY__EV_USER_EVENT,   [OFF_WRITABILITY] = EDDY__EV_WRITABILITY,
-    [OFF_EXCEPTION] = EDDY__EV_EXCEPTION,     [OFF_REMOVED] = 0,
-    [OFF_CALL] = 0,
-};
 
 
 /* The loop's watchdog names the handler it finds running (reactor/watchdog.c): set around
@@ -942,6 +966,7 @@ static void fire_from(eddy_ctx_t *from, off_kind_t kind, eddy_msg_t *msg, int ev
 {
     eddy__assert_on_loop(eddy__loop_of(eddy__pipeline_channel(from->pipeline)));
     unsigned bit = kind_bit[kind];
+    assert(bit != 0); /* removals and calls go to carriers only */
     eddy_ctx_t *ctx = from->next;
     while (!(ctx->mask & bit)) {
         ctx = ctx->next;
@@ -967,7 +992,7 @@ static void hop_inbound(eddy_channel_t *ch, void *arg)
     (void)ch;
     offload_t *h = arg; /* the same event record the carrier path uses */
     fire_from(h->ctx, h->kind, h->msg, h->event, h->data, h->err);
-    atomic_fetch_sub_explicit(&h->ctx->pipeline->offloaded, 1, memory_order_release);
+    in_flight_done(h->ctx->pipeline);
     free(h);
 }
 
@@ -990,7 +1015,7 @@ static void fire(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event, v
     }
     *h = (offload_t){ctx, kind, msg, event, data, err, NULL};
     /* The context stays (not buried) until the hop ran. */
-    atomic_fetch_add_explicit(&p->offloaded, 1, memory_order_relaxed);
+    in_flight_add(p);
     eddy__channel_on_loop(ch, hop_inbound, h);
 }
 
@@ -1170,6 +1195,7 @@ static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_pr
     eddy_pipeline_t *p = from->pipeline;
     eddy__assert_on_loop(eddy__loop_of(eddy__pipeline_channel(p)));
     eddy_ctx_t *ctx = prev_with(from, out_bit[kind]);
+    assert(!ctx->removed); /* a removed context's mask is 0: no walk stops there */
     const eddy_handler_ops_t *o = ctx->ops;
     unsigned depth = ++p->depth;
     eddy__running_t was = handler_enter(ctx);
@@ -1223,7 +1249,7 @@ static void out_hop(eddy_channel_t *ch, void *arg)
     out_t *h = arg;
     out_from(h->ctx, h->kind, h->msg, h->p, &h->a, h->has_b ? &h->b : NULL);
     eddy_future_release(h->p);
-    atomic_fetch_sub_explicit(&h->ctx->pipeline->offloaded, 1, memory_order_release);
+    in_flight_done(h->ctx->pipeline);
     free(h);
 }
 
@@ -1268,7 +1294,7 @@ static void out(eddy_ctx_t *ctx, out_kind_t kind, eddy_msg_t *msg, eddy_promise_
         h->b = *b;
         h->has_b = true;
     }
-    atomic_fetch_add_explicit(&p->offloaded, 1, memory_order_relaxed);
+    in_flight_add(p);
     eddy__channel_on_loop(ch, out_hop, h);
 }
 
@@ -1308,13 +1334,20 @@ void eddy_ctx_read(eddy_ctx_t *ctx)
     out(ctx, OUT_READ, NULL, NULL, NULL, NULL);
 }
 
-void eddy_ctx_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
+/* A write from ctx, and a flush after it if flush: every write call's, a NULL message failing
+ * p at once. */
+static void write_from(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p, bool flush)
 {
     if (msg == NULL) {
         eddy__promise_done(p, EDDY_EINVAL);
         return;
     }
-    out(ctx, OUT_WRITE, msg, p, NULL, NULL);
+    out(ctx, flush ? OUT_WRITE_FLUSH : OUT_WRITE, msg, p, NULL, NULL);
+}
+
+void eddy_ctx_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    write_from(ctx, msg, p, false);
 }
 
 void eddy_ctx_flush(eddy_ctx_t *ctx)
@@ -1324,16 +1357,12 @@ void eddy_ctx_flush(eddy_ctx_t *ctx)
 
 void eddy_ctx_write_and_flush(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
 {
-    if (msg == NULL) {
-        eddy__promise_done(p, EDDY_EINVAL);
-        return;
-    }
-    out(ctx, OUT_WRITE_FLUSH, msg, p, NULL, NULL);
+    write_from(ctx, msg, p, true);
 }
 
 void eddy__pipeline_write(eddy_pipeline_t *p, eddy_msg_t *msg, eddy_promise_t *pr, bool flush)
 {
-    out(&p->end, flush ? OUT_WRITE_FLUSH : OUT_WRITE, msg, pr, NULL, NULL);
+    write_from(&p->end, msg, pr, flush);
 }
 
 void eddy__pipeline_flush(eddy_pipeline_t *p)

@@ -265,6 +265,7 @@ static void drop_pending(eddy_tls_handler_t *s, int err)
 {
     while (s->head != NULL) {
         pending_t *e = s->head;
+        assert(e->msg != NULL && (e->next != NULL || s->tail == e));
         s->head = e->next;
         eddy_msg_release(e->msg);
         eddy__promise_done(e->p, err);
@@ -535,6 +536,7 @@ static void seal_pending(eddy_tls_handler_t *s)
 /* close_notify into the write BIO and out, p on it. */
 static void send_close_notify(eddy_tls_handler_t *s, eddy_promise_t *p)
 {
+    assert(s->done && !s->cn_sent && s->ssl != NULL); /* once, after the handshake */
     s->cn_sent = true;
     ERR_clear_error();
     SSL_shutdown(s->ssl); /* 0: sent, the peer's not yet received; fine either way */
@@ -546,6 +548,7 @@ static void send_close_notify(eddy_tls_handler_t *s, eddy_promise_t *p)
 /* Hand on what OpenSSL produced by itself (handshake messages, tickets, alerts). */
 static void send_output(eddy_tls_handler_t *s)
 {
+    assert(s->ssl != NULL && s->wbio != NULL);
     if (BIO_ctrl_pending(s->wbio) > 0 && emit(s, NULL) == 0) {
         eddy_ctx_flush(s->ctx);
     }
@@ -630,6 +633,7 @@ static void schedule_trim(eddy_tls_handler_t *s)
 
 static void fire_handshake_event(eddy_tls_handler_t *s, int err)
 {
+    assert((err == 0) == s->done); /* success once done, a failure before */
     s->hs_event = (eddy_tls_handshake_event_t){
         .error = err,
         .reason = err != 0 && s->error != NULL ? s->error : "",
@@ -650,6 +654,7 @@ static void tls_fail(eddy_tls_handler_t *s, int err)
     if (s->failed || s->ssl == NULL) {
         return;
     }
+    assert(err < 0);
     s->failed = true;
     stop_timer(s);
     if (s->error == NULL) {
@@ -675,6 +680,7 @@ static void tls_fail(eddy_tls_handler_t *s, int err)
 
 static void handshake_done(eddy_tls_handler_t *s)
 {
+    assert(s->started && !s->done && !s->failed);
     s->done = true;
     stop_timer(s);
     s->protocol = SSL_get_version(s->ssl);     /* a literal */
@@ -701,6 +707,7 @@ static void handshake_done(eddy_tls_handler_t *s)
 /* One step: answer what the read BIO holds. */
 static void handshake_step(eddy_tls_handler_t *s)
 {
+    assert(s->started && !s->done && s->ssl != NULL);
     ERR_clear_error();
     int r = SSL_do_handshake(s->ssl);
     send_output(s);
@@ -735,6 +742,7 @@ static void start_handshake(eddy_tls_handler_t *s)
     if (s->started || s->failed || s->ssl == NULL) {
         return;
     }
+    assert(!s->done && s->timer == 0);
     s->started = true;
     if (s->hs_timeout_ms > 0) {
         s->timer = eddy_ctx_schedule(s->ctx, s->hs_timeout_ms, handshake_timed_out, s);
@@ -768,6 +776,7 @@ static void start_handshake(eddy_tls_handler_t *s)
  * close_notify and the close (as a FIN closes a channel without half-closure). */
 static void close_notify_received(eddy_tls_handler_t *s)
 {
+    assert(s->done && !s->cn_received); /* tls_read drops what comes after it */
     s->cn_received = true;
     eddy_ctx_fire_user_event(s->ctx, EDDY_EVENT_TLS_CLOSE_NOTIFY, NULL);
     if (eddy_ctx_is_removed(s->ctx)) {
@@ -798,6 +807,7 @@ static void close_notify_received(eddy_tls_handler_t *s)
 static void unseal(eddy_tls_handler_t *s)
 {
     eddy_ctx_t *ctx = s->ctx;
+    assert(s->done && !s->failed && s->ssl != NULL); /* application data after the handshake */
     eddy_buf_t *buf = NULL;
     for (;;) {
         if (buf == NULL) {
@@ -1006,6 +1016,7 @@ static void tls_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
         eddy_ctx_fail_write(ctx, msg, p, err); /* with no promise: raised, closed after */
         return;
     }
+    assert((s->head == NULL) == (s->tail == NULL));
     e->next = NULL;
     e->msg = msg;
     e->p = p != NULL ? eddy_future_retain(p) : NULL;
@@ -1049,6 +1060,7 @@ typedef struct closer_s {
 /* Drops n of c's references; the last frees it. */
 static void closer_put(closer_t *c, unsigned n)
 {
+    assert(n > 0 && c->refs >= n);
     c->refs -= n;
     if (c->refs > 0) {
         return;
@@ -1146,6 +1158,7 @@ static void tls_close(eddy_ctx_t *ctx, eddy_promise_t *p)
 static void tls_added(eddy_ctx_t *ctx)
 {
     eddy_tls_handler_t *s = state_of(ctx);
+    assert(s->ssl != NULL && !s->started && (s->ctx == NULL || s->ctx == ctx)); /* added once */
     s->ctx = ctx;
     eddy_channel_t *ch = eddy_ctx_channel(ctx);
     if (!s->start_on_demand && eddy_channel_is_active(ch) && eddy_channel_is_registered(ch)) {

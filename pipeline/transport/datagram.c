@@ -49,6 +49,7 @@ struct eddy_datagram_s {
 
 static void datagram_free(eddy_msg_t *msg)
 {
+    assert(msg->type == EDDY_MSG_DATAGRAM);
     eddy_datagram_t *d = (eddy_datagram_t *)msg;
     if (d->content != NULL) {
         eddy_buf_release(d->content);
@@ -155,9 +156,11 @@ const eddy_addr_t *eddy_datagram_recipient(const eddy_datagram_t *d)
 
 static void update_interest(eddy_channel_t *ch)
 {
+    eddy__assert_on_loop(eddy__loop_of(ch));
     if (ch->flags & EDDY__CH_CLOSED) {
         return;
     }
+    assert(ch->fd >= 0); /* datagram_do_close() lets go of it at close */
     unsigned ev = 0;
     if ((ch->flags & EDDY__CH_READING) && !(ch->flags & EDDY__CH_PAUSED)) {
         ev |= EDDY_IO_READ;
@@ -225,6 +228,7 @@ static bool received(eddy_channel_t *ch, eddy_buf_t *buf, size_t n, struct msghd
         eddy_pipeline_fire_exception(&ch->pipeline, EDDY_EMSGSIZE);
         return !(ch->flags & EDDY__CH_CLOSED);
     }
+    assert(n <= eddy_buf_capacity(buf)); /* not truncated: it fit the buffer */
     eddy_buf_set_writer_index(buf, n);
     size_t seg = gro_segment(mh);
     if (seg == 0 || seg >= n) {
@@ -248,6 +252,7 @@ static bool received(eddy_channel_t *ch, eddy_buf_t *buf, size_t n, struct msghd
  * came back full, within the per-read cap. */
 static unsigned batch_size(const eddy_channel_t *ch, int64_t left)
 {
+    assert(left > 0);
     unsigned want = ch->recv_index ? ch->recv_index : 1;
     if (want > MAX_BATCH) {
         want = MAX_BATCH;
@@ -257,6 +262,7 @@ static unsigned batch_size(const eddy_channel_t *ch, int64_t left)
 
 static void record_batch(eddy_channel_t *ch, unsigned asked, unsigned got)
 {
+    assert(got <= asked && asked <= MAX_BATCH);
     unsigned next = got >= asked ? asked * 2 : got + 1;
     ch->recv_index = (uint8_t)(next > MAX_BATCH ? MAX_BATCH : next < 1 ? 1 : next);
 }

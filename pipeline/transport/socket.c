@@ -148,6 +148,7 @@ static void linger_after_fin(eddy_channel_t *ch, int err);
 
 void eddy__socket_finish_shutdown_output(eddy_channel_t *ch)
 {
+    assert(!(ch->flags & EDDY__CH_OUTPUT_SHUTDOWN) && ch->fd >= 0); /* one FIN, on an open fd */
     ch->flags &= ~EDDY__CH_SHUTDOWN_PENDING;
     ch->flags |= EDDY__CH_OUTPUT_SHUTDOWN;
     int err = shutdown(ch->fd, SHUT_WR) == 0 ? 0 : -errno;
@@ -161,6 +162,7 @@ void eddy__socket_finish_shutdown_output(eddy_channel_t *ch)
 
 void eddy__socket_shutdown_output(eddy_channel_t *ch, eddy_promise_t *p)
 {
+    eddy__assert_on_loop(eddy__loop_of(ch));
     if (ch->flags & (EDDY__CH_OUTPUT_SHUTDOWN | EDDY__CH_SHUTDOWN_PENDING)) {
         eddy__promise_done(p, 0);
         return;
@@ -327,8 +329,10 @@ static eddy_promise_t *connect_end(eddy_channel_t *ch);
 
 void eddy__socket_close_parts(eddy_channel_t *ch)
 {
+    assert(ch->flags & EDDY__CH_CLOSED); /* a part of eddy__channel_do_close() */
     if (ch->flags & EDDY__CH_LINGERING) {
         eddy__lingering_t *l = ch->lingering;
+        assert(l != NULL);
         ch->lingering = NULL;
         ch->flags &= ~EDDY__CH_LINGERING;
         if (l->timer != NULL) {
@@ -353,6 +357,7 @@ void eddy__socket_close_parts(eddy_channel_t *ch)
 
 void eddy__socket_input_end(eddy_channel_t *ch, int err, bool eof)
 {
+    assert(err <= 0 && !(ch->flags & EDDY__CH_CLOSED));
     if (err != 0) {
         /* ECONNRESET and friends: exception_caught, then close (Netty does the same). */
         eddy_pipeline_fire_exception(&ch->pipeline, err);
@@ -387,6 +392,7 @@ void eddy__socket_destroy(eddy_channel_t *ch)
 static eddy_promise_t *connect_end(eddy_channel_t *ch)
 {
     eddy__connecting_t *c = ch->connecting;
+    assert(c != NULL || !(ch->flags & EDDY__CH_CONNECTING)); /* connecting has its record */
     ch->flags &= ~EDDY__CH_CONNECTING;
     if (c == NULL) {
         return NULL;
@@ -403,6 +409,7 @@ static eddy_promise_t *connect_end(eddy_channel_t *ch)
 
 static void connect_done(eddy_channel_t *ch, int err)
 {
+    assert(err <= 0 && !(ch->flags & EDDY__CH_ACTIVE));
     eddy_promise_t *p = connect_end(ch);
     if (err != 0) {
         if (p != NULL) {
@@ -457,6 +464,7 @@ void eddy__socket_connect(eddy_channel_t *ch, const eddy_addr_t *remote, const e
         eddy__channel_do_close(ch, err, NULL);
         return;
     }
+    assert(ch->connecting == NULL && remote != NULL && remote->len > 0);
     eddy__connecting_t *c = calloc(1, sizeof(*c));
     if (c == NULL) {
         eddy__promise_done(p, EDDY_ENOMEM);
@@ -508,6 +516,7 @@ static void on_io(eddy_io_t *io, unsigned events, void *arg)
 static void close_with_loop(eddy__closer_t *c)
 {
     eddy_channel_t *ch = eddy__channel_hold(EDDY_CONTAINER_OF(c, eddy_channel_t, closer));
+    assert(!(ch->flags & EDDY__CH_CLOSED)); /* a closed channel left the closers' ring */
     eddy__channel_do_close(ch, EDDY_ESHUTDOWN, NULL);
     eddy__channel_unhold(ch);
 }

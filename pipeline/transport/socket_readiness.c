@@ -26,9 +26,11 @@
 
 static void update_interest(eddy_channel_t *ch)
 {
+    eddy__assert_on_loop(eddy__loop_of(ch));
     if (ch->flags & EDDY__CH_CLOSED) {
         return;
     }
+    assert(ch->fd >= 0); /* an open channel has its descriptor: close_fd() runs at close */
     unsigned ev = 0;
     if ((ch->flags & EDDY__CH_READING) && !(ch->flags & EDDY__CH_PAUSED) &&
         !(ch->flags & EDDY__CH_INPUT_SHUTDOWN)) {
@@ -126,6 +128,7 @@ static void socket_read(eddy_channel_t *ch)
         linger_read(ch); /* closing: what comes now is dropped, never handed on */
         return;
     }
+    assert(!(ch->flags & (EDDY__CH_CLOSED | EDDY__CH_LISTENER)) && ch->fd >= 0);
     eddy_pipeline_t *p = &ch->pipeline;
     int64_t max_msgs = ch->opt[EDDY_MAX_MESSAGES_PER_READ];
     eddy_allocator_t *alloc = eddy_allocator_default();
@@ -147,6 +150,7 @@ static void socket_read(eddy_channel_t *ch)
         }
         ssize_t n = read(ch->fd, eddy_buf_write_ptr(buf), size);
         if (n > 0) {
+            assert((size_t)n <= size);
             eddy_buf_set_writer_index(buf, eddy_buf_writer_index(buf) + (size_t)n);
             atomic_fetch_add_explicit(&ch->bytes_read, (uint64_t)n, memory_order_relaxed);
             atomic_fetch_add_explicit(&ch->msgs_read, 1, memory_order_relaxed);
@@ -228,6 +232,7 @@ static void stream_flush(eddy_channel_t *ch)
             }
             break;
         }
+        assert((size_t)w <= total);
         eddy__outbound_written(ch, (size_t)w);
         if ((size_t)w < total) {
             blocked = true; /* a short write: the socket buffer is full */
@@ -283,6 +288,7 @@ static void close_fd(eddy_channel_t *ch)
 /* Readable while lingering: drop it, up to the per-read budget; the peer's FIN ends it. */
 static void linger_read(eddy_channel_t *ch)
 {
+    assert((ch->flags & EDDY__CH_LINGERING) && ch->fd >= 0);
     char sink[16384];
     for (int64_t i = ch->opt[EDDY_MAX_MESSAGES_PER_READ]; i > 0; i--) {
         ssize_t n = recv(ch->fd, sink, sizeof(sink), MSG_DONTWAIT);
@@ -325,6 +331,7 @@ static void listener_do_close(eddy_channel_t *ch)
 
 static void listener_accept(eddy_channel_t *ch)
 {
+    assert((ch->flags & EDDY__CH_LISTENER) && ch->listener != NULL);
     eddy__listener_t *l = ch->listener;
     unsigned cap = l->accepts_per_wakeup ? l->accepts_per_wakeup : 64;
     for (unsigned i = 0; i < cap && !(ch->flags & EDDY__CH_CLOSED); i++) {

@@ -117,6 +117,7 @@ static void fail(eddy_channel_t *ch, int err)
 static bool arm(eddy_channel_t *ch, uring_ch_t *u)
 {
     eddy_loop_t *loop = eddy__loop_of(ch);
+    assert(!(u->state & RECV_ARMED) && ch->fd >= 0); /* one receive (or accept) at a time */
     struct io_uring_sqe *sqe = eddy__uring_sqe(loop, &u->recv);
     if (sqe == NULL) {
         return false;
@@ -166,6 +167,7 @@ static bool wants_input(const eddy_channel_t *ch)
 
 static void update_interest(eddy_channel_t *ch)
 {
+    eddy__assert_on_loop(eddy__loop_of(ch));
     if (ch->flags & EDDY__CH_CLOSED) {
         return;
     }
@@ -257,6 +259,7 @@ static void on_read_done(void *arg)
  * pipeline, channel_read_complete after the batch. */
 static void got_bytes(eddy_channel_t *ch, uring_ch_t *u, eddy_buf_t *buf, int res)
 {
+    assert(res > 0 && buf != NULL && !(ch->flags & EDDY__CH_CLOSED));
     if (ch->flags & EDDY__CH_LINGERING) {
         eddy_buf_release(buf);
         eddy__socket_linger_input(ch, res);
@@ -351,6 +354,7 @@ static void on_recv(eddy__uring_op_t *op, int res, unsigned flags)
 static void release_held(uring_ch_t *u)
 {
     send_block_t *sb = u->sb;
+    assert(sb != NULL && sb->nheld >= 0);
     for (int i = 0; i < sb->nheld; i++) {
         eddy_msg_release(sb->held[i]);
     }
@@ -419,6 +423,7 @@ static void on_send(eddy__uring_op_t *op, int res, unsigned flags)
     (void)flags;
     eddy_channel_t *ch = eddy__channel_hold(EDDY_CONTAINER_OF(op, send_block_t, op)->ch);
     uring_ch_t *u = uring_of(ch);
+    assert((u->state & SENDING) && &u->sb->op == op); /* the one send in flight */
     u->state &= ~SENDING;
     release_held(u);
     if (!(ch->flags & EDDY__CH_CLOSED)) {
@@ -456,6 +461,7 @@ static void write_rest_now(eddy_channel_t *ch, send_block_t *sb)
         if (w <= 0) {
             return;
         }
+        assert((size_t)w <= total);
         eddy__outbound_written(ch, (size_t)w);
         if ((size_t)w < total) {
             return;
@@ -474,6 +480,7 @@ static void write_rest_now(eddy_channel_t *ch, send_block_t *sb)
 static void last_try(eddy_channel_t *ch, uring_ch_t *u)
 {
     eddy_loop_t *loop = eddy__loop_of(ch);
+    assert((u->state & SENDING) && u->sb != NULL);
     eddy__uring_submit(loop);
     int res;
     unsigned flags;
@@ -502,6 +509,7 @@ static void let_go(eddy_channel_t *ch)
 {
     eddy_loop_t *loop = eddy__loop_of(ch);
     uring_ch_t *u = uring_of(ch);
+    assert(ch->flags & EDDY__CH_CLOSED); /* a part of the close */
     if (u->state & SENDING) {
         last_try(ch, u);
     }
