@@ -14,6 +14,7 @@
 #include "bootstrap/internal.h"
 #include "pipeline/layer.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -143,6 +144,7 @@ static void client_release(client_t *c)
     if (!eddy__refcnt_sub(&c->refcnt, 1)) {
         return;
     }
+    assert(c->stopped && c->jobs == NULL); /* freed, and every job ended (each holds c) */
     pthread_mutex_destroy(&c->lock);
     free(c->attrs);
     free(c);
@@ -162,6 +164,9 @@ static void job_release(job_t *j)
     }
     client_t *c = j->c;
     eddy_loop_t *loop = j->loop;
+    /* Finished, which unlinked it: c->jobs never holds a freed job. */
+    assert(atomic_load_explicit(&j->finished, memory_order_relaxed) && j->prev == NULL);
+    assert(j->timer == NULL && j->he_timer == NULL && j->connected == NULL);
     eddy_future_release(j->lookup);
     eddy_future_release(j->p);
     free(j->attempts);
@@ -174,6 +179,7 @@ static void job_release(job_t *j)
 
 static job_t *job_new(client_t *c, const char *host, uint16_t port, const eddy_addr_t *unix_addr)
 {
+    assert(c->group != NULL && (host != NULL) != (unix_addr != NULL));
     job_t *j = calloc(1, sizeof(*j));
     if (j == NULL) {
         return NULL;
@@ -207,6 +213,7 @@ static job_t *job_new(client_t *c, const char *host, uint16_t port, const eddy_a
 /* Unlink from c->jobs; the caller holds c->lock. */
 static void job_unlink(job_t *j)
 {
+    assert(j->prev == NULL || *j->prev == j); /* on the list, or off it already */
     if (j->prev != NULL) {
         *j->prev = j->next;
         if (j->next != NULL) {
@@ -220,6 +227,7 @@ static void job_unlink(job_t *j)
  * can receive any more (the future was cancelled) is closed. */
 static void job_finish(job_t *j, eddy_channel_t *ch, int err)
 {
+    assert((ch == NULL) == (err != 0)); /* a channel, or why there is none */
     if (atomic_exchange_explicit(&j->finished, true, memory_order_acq_rel)) {
         return;
     }
@@ -255,6 +263,7 @@ static int attempt_init(eddy_channel_t *ch, void *arg)
 {
     attempt_t *a = arg;
     client_t *c = a->j->c;
+    assert(a->ch == NULL); /* one channel per try */
     /* Held until the try is over: see release_later(). */
     a->ch = eddy_channel_retain(ch);
     int rc = 0;
@@ -277,6 +286,7 @@ static void job_connected(void *arg)
 {
     job_t *j = arg;
     eddy_channel_t *ch = j->connected;
+    assert(ch != NULL && j->won);
     j->connected = NULL;
     job_finish(j, ch, 0);
     eddy_channel_release(ch);
@@ -315,6 +325,8 @@ static void job_stop_tries(job_t *j)
 static void job_won(job_t *j, eddy_channel_t *ch, eddy_channel_t *tried)
 {
     client_t *c = j->c;
+    eddy__assert_on_loop(j->loop);
+    assert(!j->won && ch != NULL); /* one try wins */
     j->won = true;
     job_stop_tries(j);
     if (client_stopped(c)) {
@@ -349,6 +361,7 @@ static void attempt_done(eddy_future_t *f, void *arg)
     int err = eddy_future_error(f);
     eddy_channel_t *ch = eddy_future_channel(f);
     eddy_channel_t *tried = a->ch;
+    assert(a->live && j->live > 0);
     a->ch = NULL;
     a->live = false;
     j->live--;
@@ -384,6 +397,7 @@ static void attempt_done(eddy_future_t *f, void *arg)
 
 static int64_t backoff_ms(const eddy_reconnect_options_t *r, unsigned attempt)
 {
+    assert(attempt > 0 && r->backoff <= EDDY_BACKOFF_EXPONENTIAL);
     int64_t base = r->base_ms > 0 ? r->base_ms : 100;
     int64_t cap = r->max_ms > 0 ? r->max_ms : 30000;
     int64_t d = base;
@@ -465,6 +479,7 @@ static void job_round_failed(job_t *j, int err)
 static void delay_passed(eddy_timer_t *t, void *arg)
 {
     job_t *j = arg;
+    assert(j->he_timer == t);
     eddy_timer_release(t);
     j->he_timer = NULL;
     job_try_next(j);
@@ -569,6 +584,8 @@ static void interleave(eddy_addr_t *addrs, size_t n)
 static void job_resolved(void *arg, eddy_addr_t *addrs, size_t n, int err)
 {
     job_t *j = arg;
+    eddy__assert_on_loop(j->loop);
+    assert(j->live == 0 && (err != 0 || n > 0)); /* no try of the last round under way */
     eddy_future_release(j->lookup);
     j->lookup = NULL;
     free(j->addrs);

@@ -220,6 +220,7 @@ static uint32_t unlink_node(eddy_channel_pool_t *pool, node_t *node)
     if (node->state == NODE_IDLE) {
         idle_remove(pool, node);
     } else {
+        assert(pool->out > 0);
         pool->out--;
     }
     node_t *last = pool->nodes[--pool->n];
@@ -244,6 +245,8 @@ static void idle_expired(eddy_timer_t *t, void *arg);
 /* Put node on top of the idle stack, its idle timer started. */
 static void push_idle(eddy_channel_pool_t *pool, node_t *node)
 {
+    assert(node->state == NODE_OUT && node->timer == NULL);
+    assert(pool->out > 0 && pool->nidle < pool->n); /* the idle stack has room for all */
     node->state = NODE_IDLE;
     pool->out--;
     pool->idle[pool->nidle++] = node;
@@ -254,7 +257,9 @@ static void push_idle(eddy_channel_pool_t *pool, node_t *node)
         if (node->timer == NULL) {
             /* The loop is going away (or no memory): the node stays idle without a deadline,
              * and its channel will close with its loop. */
-            atomic_fetch_sub_explicit(&node->refs, 1, memory_order_relaxed);
+            bool last = eddy__refcnt_sub(&node->refs, 1);
+            assert(!last); /* the record's stays */
+            (void)last;
         }
     }
 }
@@ -263,7 +268,9 @@ static void push_idle(eddy_channel_pool_t *pool, node_t *node)
  * *bad set, *drops its references to drop (the caller closes it after the lock). */
 static node_t *pop_idle(eddy_channel_pool_t *pool, node_t **bad, uint32_t *drops)
 {
+    assert(pool->nidle > 0);
     node_t *node = pool->idle[--pool->nidle];
+    assert(node->state == NODE_IDLE && pool->nodes[node->index] == node);
     pool->idle[pool->nidle] = NULL;
     node->state = NODE_OUT;
     pool->out++;
@@ -307,6 +314,7 @@ static void node_closed(eddy_future_t *f, void *arg)
     pthread_mutex_lock(&pool->lock);
     pool->closed++;
     if (node->open) {
+        assert(pool->open > 0);
         node->open = false;
         pool->open--;
     }
@@ -327,11 +335,13 @@ static void connected(eddy_future_t *f, void *arg)
     connect_t *c = arg;
     eddy_channel_pool_t *pool = c->pool;
     eddy_promise_t *p = c->p;
+    assert(eddy_future_is_done(f) && p != NULL);
     free(c);
     int err = eddy_future_error(f);
     eddy_channel_t *ch = err == 0 ? eddy_future_channel(f) : NULL;
     node_t *node = ch != NULL ? calloc(1, sizeof(*node)) : NULL;
     pthread_mutex_lock(&pool->lock);
+    assert(pool->connecting > 0);
     pool->connecting--;
     if (ch != NULL) {
         pool->created++;
@@ -433,6 +443,7 @@ static void serve(eddy_channel_pool_t *pool)
             continue;
         }
         waiter_t *w = pool->head;
+        assert(w->queued && w->p != NULL && pool->pending > 0);
         pool->head = w->next;
         if (pool->head == NULL) {
             pool->tail = NULL;
@@ -474,6 +485,7 @@ static void waiter_expired(eddy_timer_t *t, void *arg)
         while (*link != w) {
             prev = *link;
             link = &(*link)->next;
+            assert(*link != NULL); /* a queued waiter is on the queue */
         }
         *link = w->next;
         if (pool->tail == w) {

@@ -82,9 +82,11 @@ eddy_channel_pool_map_t *eddy_channel_pool_map_new(eddy_channel_pool_factory_cb 
 /* The link that points at key's entry (or at the NULL ending its bucket). Under the lock. */
 static entry_t **find(eddy_channel_pool_map_t *m, const eddy_channel_pool_key_t *key, uint64_t h)
 {
+    assert(((m->mask + 1) & m->mask) == 0); /* a power of two buckets */
     entry_t **link = &m->buckets[h & m->mask];
     for (; *link != NULL; link = &(*link)->next) {
         entry_t *e = *link;
+        assert((e->hash & m->mask) == (h & m->mask)); /* every entry in its own bucket */
         if (e->hash == h && e->port == key->port && e->tls == key->tls &&
             strcmp(e->host, host_of(key)) == 0) {
             break;
@@ -120,6 +122,7 @@ static void grow(eddy_channel_pool_map_t *m)
 eddy_channel_pool_t *eddy_channel_pool_map_get(eddy_channel_pool_map_t *m,
                                                const eddy_channel_pool_key_t *key)
 {
+    assert(key != NULL);
     uint64_t h = key_hash(key);
     pthread_mutex_lock(&m->lock);
     if (m->closing) {
@@ -180,6 +183,7 @@ eddy_future_t *eddy_channel_pool_map_remove(eddy_channel_pool_map_t *m,
     entry_t **link = find(m, key, h);
     entry_t *e = *link;
     if (e != NULL) {
+        assert(m->n > 0 && e->pool != NULL);
         *link = e->next;
         m->n--;
     }

@@ -14,6 +14,7 @@
 #include "bootstrap/internal.h" /* eddy__bootstrap_resolve */
 #include "pipeline/layer.h"  /* the close hook */
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -62,6 +63,7 @@ static void server_release(server_t *s)
     if (!eddy__refcnt_sub(&s->refcnt, 1)) {
         return;
     }
+    assert(atomic_load_explicit(&s->active, memory_order_relaxed) == 0); /* children hold s */
     free(s->attrs);
     free(s->child_attrs);
     free(s);
@@ -134,7 +136,9 @@ static void child_closed(eddy_channel_t *ch, void *arg)
 {
     (void)ch;
     server_t *s = arg;
-    atomic_fetch_sub_explicit(&s->active, 1, memory_order_relaxed);
+    uint64_t was = atomic_fetch_sub_explicit(&s->active, 1, memory_order_relaxed);
+    assert(was > 0); /* admitted children only: a refused one has no hook */
+    (void)was;
     server_release(s);
 }
 
@@ -143,6 +147,7 @@ static void child_closed(eddy_channel_t *ch, void *arg)
 static int child_init(eddy_channel_t *ch, void *arg)
 {
     server_t *s = arg;
+    assert(s->child_init != NULL); /* bind refuses to start without it */
     atomic_fetch_add_explicit(&s->accepted, 1, memory_order_relaxed);
     if (s->accepts_per_second > 0 && !rate_admit(s)) {
         atomic_fetch_add_explicit(&s->rejected_rate, 1, memory_order_relaxed);
@@ -239,6 +244,7 @@ static void close_siblings(eddy_future_t *f, void *arg)
 {
     (void)f;
     siblings_t *sib = arg;
+    assert(sib->n > 0);
     for (size_t i = 0; i < sib->n; i++) {
         eddy_channel_close(sib->ch[i], NULL);
         eddy_channel_release(sib->ch[i]);
@@ -269,11 +275,13 @@ static void bind_fail(bind_t *bt, int err)
 /* Every listener reported: complete the bind. */
 static void bind_complete(bind_t *bt)
 {
+    assert(bt->done == bt->want); /* every listener reported */
     if (bt->err != 0) {
         bind_fail(bt, bt->err);
         return;
     }
     eddy_channel_t *first = bt->slot[0].ch;
+    assert(first != NULL); /* no error: every slot bound */
     if (bt->want > 1) {
         siblings_t *sib = malloc(sizeof(*sib) + (bt->want - 1) * sizeof(sib->ch[0]));
         if (sib == NULL) {
@@ -304,6 +312,7 @@ static void listener_bound(eddy_future_t *f, void *arg)
     slot_t *slot = arg;
     bind_t *bt = slot->bt;
     server_t *s = bt->s;
+    assert(slot->ch == NULL && slot->i < bt->want);
     int err = eddy_future_error(f);
     eddy_channel_t *ch = eddy_future_channel(f);
     eddy_future_release(f);
@@ -361,6 +370,7 @@ static void listener_bound(eddy_future_t *f, void *arg)
     if (slot->i == 0 && bt->reuseport && err != 0) {
         bt->done = bt->want; /* the others never start */
     }
+    assert(bt->done <= bt->want);
     bool all = bt->done == bt->want;
     pthread_mutex_unlock(&bt->lock);
     if (all) {
@@ -371,6 +381,7 @@ static void listener_bound(eddy_future_t *f, void *arg)
 static void start_listener(bind_t *bt, size_t i)
 {
     server_t *s = bt->s;
+    assert(i < bt->want && (i == 0 || bt->reuseport)); /* one listener, or one per loop */
     eddy_channel_config_t cfg = s->config;
     eddy_listen_options_t opts = {
         .child_init = child_init,
