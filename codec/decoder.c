@@ -19,6 +19,7 @@
 
 #include "buffer/layer.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,6 +110,7 @@ static void cum_clear(eddy_cumulation_t *c)
 /* Merge a composite's bytes into one buffer of our own (room for extra more bytes). */
 static int cum_flatten(eddy_cumulation_t *c, size_t extra)
 {
+    assert(c->comp != NULL && c->buf == NULL);
     size_t n = eddy_composite_readable(c->comp);
     if (extra > SIZE_MAX - n) {
         return EDDY_ENOMEM;
@@ -133,6 +135,7 @@ static int cum_flatten(eddy_cumulation_t *c, size_t extra)
 static int cum_merge(eddy_cumulation_t *c, eddy_buf_t *in)
 {
     size_t n = eddy_buf_readable(in);
+    assert((c->buf != NULL) != (c->comp != NULL)); /* something to append to, one form */
     int err = 0;
     if (c->comp != NULL) {
         err = cum_flatten(c, n); /* the cumulator changed mid-stream */
@@ -169,6 +172,7 @@ static int cum_merge(eddy_cumulation_t *c, eddy_buf_t *in)
  * when the composite is full. */
 static int cum_add(eddy_cumulation_t *c, eddy_buf_t *in)
 {
+    assert((c->buf != NULL) != (c->comp != NULL));
     if (c->comp == NULL) {
         c->comp = eddy_composite_new(COMPOSITE_MAX_COMPONENTS);
         if (c->comp == NULL) {
@@ -212,6 +216,7 @@ static int cumulate(eddy_decoder_t *d, eddy_ctx_t *ctx, eddy_msg_t *msg)
     } else {
         in = eddy_buf_of(msg);
     }
+    assert(in != NULL); /* channel_read passes other messages on */
     if (eddy_buf_readable(in) == 0) {
         eddy_buf_release(in);
         return 0;
@@ -245,6 +250,7 @@ static eddy_msg_t *cum_take(eddy_cumulation_t *c)
 
 size_t eddy_cumulation_readable(const eddy_cumulation_t *in)
 {
+    assert(in->buf == NULL || in->comp == NULL); /* never both */
     if (in->buf != NULL) {
         return eddy_buf_readable(in->buf);
     }
@@ -361,6 +367,7 @@ static void out_init(eddy_decoder_out_t *out)
 
 static int out_push(eddy_decoder_out_t *out, eddy_msg_t *msg, int err)
 {
+    assert(out->n <= out->cap && (msg != NULL) != (err != 0)); /* a message or an error */
     if (out->n == out->cap) {
         size_t cap = out->cap * 2;
         entry_t *v = malloc(cap * sizeof(*v));
@@ -409,6 +416,7 @@ void eddy_decoder_raise(eddy_decoder_out_t *out, int err)
 static void out_deliver(eddy_ctx_t *ctx, eddy_decoder_out_t *out)
 {
     for (size_t i = 0; i < out->n; i++) {
+        assert(out->v[i].msg != NULL || out->v[i].err < 0);
         if (out->v[i].msg != NULL) {
             eddy_ctx_fire_channel_read(ctx, out->v[i].msg);
         } else {
@@ -473,6 +481,7 @@ static bool decode_once(eddy_ctx_t *ctx, eddy_decoder_t *d, eddy_decode_cb fn, p
     eddy_decoder_out_t out;
     out_init(&out);
     size_t before = eddy_cumulation_readable(&d->cum);
+    assert(d->active == NULL); /* decode never runs inside itself */
     d->active = &out;
     int err = fn(ctx, d->self, &d->cum, &out);
     bool removed = eddy_ctx_is_removed(ctx);
@@ -696,6 +705,7 @@ static void resume(eddy_ctx_t *ctx, void *arg)
 {
     (void)arg;
     eddy_decoder_t *d = eddy_ctx_state(ctx);
+    assert(d != NULL && d->resume_queued);
     d->resume_queued = false;
     if (!d->held || held_back(ctx)) {
         return; /* decoded meanwhile, or unwritable again: the next drain resumes */

@@ -12,6 +12,7 @@
  */
 #include <eddy/codec.h>
 
+#include <assert.h>
 #include <string.h>
 
 typedef struct delim_s {
@@ -57,6 +58,7 @@ static bool may_be_beaten(delimiter_t *dd, const eddy_cumulation_t *in, size_t r
                           size_t best, size_t winner)
 {
     size_t have = dd->longest - 1 < readable ? dd->longest - 1 : readable;
+    assert(best < readable && winner < dd->n);
     if (have == 0) {
         return false;
     }
@@ -83,6 +85,7 @@ static bool may_be_beaten(delimiter_t *dd, const eddy_cumulation_t *in, size_t r
 static int64_t find_delimiter(delimiter_t *dd, eddy_cumulation_t *in, size_t readable, size_t *len)
 {
     size_t from = dd->scanned <= readable ? dd->scanned : 0;
+    assert(dd->n > 0 && dd->longest > 0); /* the options had a delimiter */
     int64_t best = EDDY_ENOENT;
     if (dd->lines) {
         best = find_line_end(in, from, len);
@@ -148,6 +151,7 @@ static int delimiter_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in,
     }
     if (at >= 0) {
         size_t len = (size_t)at;
+        assert(delim > 0 && delim <= dd->longest && len + delim <= readable);
         if (dd->discarding || len > dd->max) {
             eddy_cumulation_skip(in, len + delim);
             bool was_discarding = dd->discarding;
@@ -165,6 +169,7 @@ static int delimiter_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in,
         return eddy_decoder_emit_buf(out, frame);
     }
     size_t keep = partial_delimiter(dd, in, readable);
+    assert(keep < dd->longest && keep <= readable);
     if (!dd->discarding && readable - keep <= dd->max) {
         return 0; /* the frame may still end in time */
     }

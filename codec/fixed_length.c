@@ -4,11 +4,14 @@
  */
 #include <eddy/codec.h>
 
+#include <assert.h>
+
 static int fixed_length_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in,
                                eddy_decoder_out_t *out)
 {
     (void)ctx;
     size_t n = *(const size_t *)self;
+    assert(n > 0); /* eddy_fixed_length_decoder_new() refuses 0 */
     if (eddy_cumulation_readable(in) < n) {
         return 0;
     }

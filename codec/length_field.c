@@ -11,6 +11,7 @@
 
 #include <eddy/codec.h>
 
+#include <assert.h>
 #include <stdlib.h>
 
 static bool field_length_ok(unsigned n)
@@ -52,6 +53,7 @@ static int frame_length(const length_field_t *lf, uint64_t value, uint64_t *len)
 /* Skip what has come of a too-long frame; raise at its end unless raised when it began. */
 static int discard(length_field_t *lf, eddy_cumulation_t *in, eddy_decoder_out_t *out)
 {
+    assert(lf->discarding && lf->to_discard > 0);
     size_t readable = eddy_cumulation_readable(in);
     size_t n = lf->to_discard < readable ? (size_t)lf->to_discard : readable;
     eddy_cumulation_skip(in, n);
@@ -70,6 +72,7 @@ static int length_field_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *i
 {
     (void)ctx;
     length_field_t *lf = self;
+    assert(field_length_ok(lf->field) && lf->end == lf->offset + lf->field); /* options */
     if (lf->discarding) {
         return discard(lf, in, out); /* the base calls again for what follows */
     }
@@ -78,7 +81,9 @@ static int length_field_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *i
         return 0;
     }
     uint64_t value, len;
-    eddy_cumulation_get_uint(in, lf->offset, lf->field, lf->little_endian, &value);
+    int got = eddy_cumulation_get_uint(in, lf->offset, lf->field, lf->little_endian, &value);
+    assert(got == 0); /* the header is there: readable >= end */
+    (void)got;
     int err = frame_length(lf, value, &len);
     if (err != 0) {
         return err; /* out of step with the stream: the base discards what it holds */

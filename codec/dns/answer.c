@@ -107,6 +107,7 @@ static bool put_name(answer_t *a, const uint8_t *name, size_t n)
 
 static bool put_bytes(answer_t *a, const void *p, size_t n)
 {
+    assert(a->len <= a->limit);
     if (a->limit - a->len < n) {
         return false;
     }
@@ -136,10 +137,12 @@ static bool put_rr(answer_t *a, const uint8_t *owner, size_t n, const eddy__dns_
             ok = put_name(a, rd, rr->rdlen);
             break;
         case EDDY_DNS_TYPE_MX:
+            assert(rr->rdlen > 2); /* the loader checked the zone's records */
             ok = put_bytes(a, rd, 2) && put_name(a, rd + 2, rr->rdlen - 2u);
             break;
         case EDDY_DNS_TYPE_SOA: {
             size_t m = eddy__dns_name_len(rd), r = eddy__dns_name_len(rd + m);
+            assert(m + r + 20 == rr->rdlen); /* two names and five 32-bit fields */
             ok = put_name(a, rd, m) && put_name(a, rd + m, r) && put_bytes(a, rd + m + r, 20);
             break;
         }

@@ -118,6 +118,7 @@ static size_t make_key(const uint8_t *q, size_t qlen, size_t max_len, uint8_t *k
         h ^= h >> 32;
     }
     *hash = h ^ (h >> 29);
+    assert(n <= KEY_MAX && *qname_len <= n); /* the checks above bound both */
     return n;
 }
 
@@ -133,10 +134,12 @@ int eddy_dns_cache_answer(eddy_dns_cache_t *c, const uint8_t *query, size_t qlen
         return eddy_dns_answer(c != NULL ? c->zone : NULL, query, qlen, max_len, out, outcap,
                                outlen);
     }
+    assert(((c->mask + 1) & c->mask) == 0); /* a power of two slots */
     slot_t *s = &c->slot[h & c->mask];
     if (s->hash == h && s->key_len == klen && s->max_len == max_len && s->outcap == outcap &&
         memcmp(s->key, key, klen) == 0) {
         c->hits++;
+        assert(s->answer_len <= outcap && s->answer_len <= ANSWER_MAX && s->answer_len >= 2);
         memcpy(out, s->answer, s->answer_len);
         memcpy(out, query, 2); /* the ID */
         if (s->qname_len == qname_len) {

@@ -679,6 +679,7 @@ static bool in_zone(const uint8_t *n, size_t len, const uint8_t *apex, size_t ap
 
 const eddy__dns_node_t *eddy__dns_zone_find(const eddy_dns_zone_t *z, const uint8_t *name, size_t n)
 {
+    assert(((z->mask + 1) & z->mask) == 0); /* a power of two slots, never full */
     for (size_t i = eddy__dns_hash(name, n) & z->mask;; i = (i + 1) & z->mask) {
         uint32_t s = z->slots[i];
         if (s == 0) {
@@ -695,6 +696,7 @@ const eddy__dns_node_t *eddy__dns_zone_find(const eddy_dns_zone_t *z, const uint
 static void slot_put(eddy_dns_zone_t *z, uint32_t k)
 {
     const eddy__dns_node_t *node = &z->nodes[k];
+    assert(node->name_len > 0 && node->name_len <= EDDY_DNS_NAME_MAX);
     size_t i = eddy__dns_hash(z->bytes + node->name, node->name_len) & z->mask;
     while (z->slots[i] != 0) {
         i = (i + 1) & z->mask;

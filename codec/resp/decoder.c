@@ -12,6 +12,7 @@
 
 #include "buffer/layer.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,6 +162,7 @@ bool eddy_resp_parse_int(const uint8_t *p, size_t n, int64_t *out)
 
 static void reset(resp_t *r)
 {
+    assert(r->nspans <= r->spans_cap);
     r->argc = -1;
     r->bulk = -1;
     r->pos = 0;
@@ -399,6 +401,7 @@ static int header_line(resp_t *r, const uint8_t *p, size_t n, int64_t *v, bool *
 
 static int push_span(resp_t *r, size_t off, size_t len)
 {
+    assert(r->argc > 0 && (int64_t)r->nspans < r->argc); /* room left in the command */
     if (r->nspans == r->spans_cap) {
         span_t *s = eddy__array_grow(r->spans, &r->spans_cap, sizeof(*s), 16);
         if (s == NULL) {
@@ -480,6 +483,7 @@ static int decode_multibulk(resp_t *r, eddy_cumulation_t *in, eddy_decoder_out_t
         r->pos += len + 2;
         r->bulk = -1;
     }
+    assert(r->argc > 0 && (int64_t)r->nspans == r->argc && r->bulk < 0 && r->pos <= n);
     eddy_resp_cmd_t *cmd = cmd_new(r->nspans, 0);
     if (cmd == NULL) {
         return EDDY_ENOMEM;
@@ -513,6 +517,7 @@ static int resp_decode(eddy_ctx_t *ctx, void *self, eddy_cumulation_t *in, eddy_
             return 0; /* a bulk still coming in: no need to look, or to merge components */
         }
         eddy_buf_t *b = eddy_cumulation_buf(in);
+        assert(b == NULL || eddy_buf_readable(b) == readable); /* the whole input, flat */
         bool more = false;
         int err = EDDY_ENOMEM;
         if (b != NULL) {

@@ -8,6 +8,7 @@
 #include <eddy/channel.h>
 #include <eddy/resp.h>
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,6 +48,7 @@ static int write_header(eddy_buf_t *out, char type, int64_t v, size_t extra)
     char *p = format_int(end, v);
     *--p = type;
     size_t n = (size_t)(tmp + sizeof(tmp) - p);
+    assert(p >= tmp && n <= HEADER_MAX); /* INT64_MIN fits */
     memcpy(eddy_buf_write_ptr(out), p, n);
     eddy_buf_produce(out, n);
     return 0;
