@@ -66,6 +66,16 @@ static EDDY__NOINLINE eddy_buf_t *hdr_get_slow(eddy__tls_t *t)
     return batch;
 }
 
+static inline eddy_buf_t *hdr_get(eddy__tls_t *t);
+
+/* A recycled header, the calling thread's state in *tp; NULL without memory. */
+static inline eddy_buf_t *hdr_take(eddy__tls_t **tp)
+{
+    eddy__tls_t *t = eddy__tls();
+    *tp = t;
+    return t != NULL ? hdr_get(t) : NULL;
+}
+
 static inline eddy_buf_t *hdr_get(eddy__tls_t *t)
 {
     eddy_buf_t *b = t->hdr_free;
@@ -194,11 +204,8 @@ eddy_buf_t *eddy_buf_alloc(eddy_allocator_t *a, size_t initial, size_t max_capac
     if (a == NULL) {
         a = eddy__allocator_default();
     }
-    eddy__tls_t *t = eddy__tls();
-    if (t == NULL) {
-        return NULL;
-    }
-    eddy_buf_t *b = hdr_get(t);
+    eddy__tls_t *t;
+    eddy_buf_t *b = hdr_take(&t);
     if (b == NULL) {
         return NULL;
     }
@@ -792,11 +799,8 @@ static eddy_buf_t *make_view(eddy_buf_t *b, size_t i, size_t len, size_t rd, siz
     if (!range_ok(i, len, b->_cap)) {
         return NULL;
     }
-    eddy__tls_t *t = eddy__tls();
-    if (t == NULL) {
-        return NULL;
-    }
-    eddy_buf_t *v = hdr_get(t);
+    eddy__tls_t *t;
+    eddy_buf_t *v = hdr_take(&t);
     if (v == NULL) {
         return NULL;
     }

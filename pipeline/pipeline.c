@@ -959,6 +959,19 @@ static inline void handler_leave(const eddy_ctx_t *ctx, eddy__running_t was)
     eddy__loop_handler_leave(eddy__loop_of(eddy__pipeline_channel(ctx->pipeline)), was);
 }
 
+/* A handler's call is over: the watchdog's mark given back, the pipeline left at the depth
+ * it was entered with, and the removed contexts buried when this was the outermost entry. */
+static inline void handler_done(const eddy_ctx_t *ctx, eddy__running_t was, unsigned depth)
+{
+    eddy_pipeline_t *p = ctx->pipeline;
+    handler_leave(ctx, was);
+    assert(p->depth == depth); /* balanced: every entry inside the handler has left */
+    (void)depth;               /* read by the assert only */
+    if (--p->depth == 0 && p->end.grave_next != NULL) {
+        bury_dead(p);
+    }
+}
+
 /* Hand an inbound event to the first context after `from` that implements it (the loop's
  * thread). */
 static void fire_from(eddy_ctx_t *from, off_kind_t kind, eddy_msg_t *msg, int event, void *data,
@@ -979,12 +992,7 @@ static void fire_from(eddy_ctx_t *from, off_kind_t kind, eddy_msg_t *msg, int ev
     unsigned depth = ++p->depth;
     eddy__running_t was = handler_enter(ctx);
     call_inbound(ctx, kind, msg, event, data, err);
-    handler_leave(ctx, was);
-    assert(p->depth == depth); /* balanced: every entry inside the handler has left */
-    (void)depth;               /* read by the assert only */
-    if (--p->depth == 0 && p->end.grave_next != NULL) {
-        bury_dead(p);
-    }
+    handler_done(ctx, was, depth);
 }
 
 static void hop_inbound(eddy_channel_t *ch, void *arg)
@@ -1235,12 +1243,7 @@ static void out_from(eddy_ctx_t *from, out_kind_t kind, eddy_msg_t *msg, eddy_pr
         close_after_flush_from(from, pr);
         break;
     }
-    handler_leave(ctx, was);
-    assert(p->depth == depth); /* balanced: every entry inside the handler has left */
-    (void)depth;               /* read by the assert only */
-    if (--p->depth == 0 && p->end.grave_next != NULL) {
-        bury_dead(p);
-    }
+    handler_done(ctx, was, depth);
 }
 
 static void out_hop(eddy_channel_t *ch, void *arg)
