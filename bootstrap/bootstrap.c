@@ -842,25 +842,6 @@ eddy_future_t *eddy_bootstrap_connect_unix(eddy_bootstrap_t *b, const char *path
  * port the first one got.
  */
 
-typedef struct dgram_bind_s dgram_bind_t;
-
-typedef struct dgram_slot_s {
-    dgram_bind_t *d;
-    size_t i;
-    eddy_channel_t *ch; /* retained once open */
-} dgram_slot_t;
-
-struct dgram_bind_s {
-    client_t *c; /* one reference */
-    eddy_promise_t *p;
-    eddy_addr_t addr;
-    bool reuseport;
-    pthread_mutex_t lock; /* guards done and err: channels open on different loops */
-    size_t want, done;
-    int err;
-    dgram_slot_t slot[];
-};
-
 int eddy_bootstrap_datagram(eddy_bootstrap_t *b, bool on)
 {
     b->c->datagram = on;
@@ -892,136 +873,45 @@ static int dgram_init(eddy_channel_t *ch, void *arg)
     return rc;
 }
 
-static void dgram_bind_free(dgram_bind_t *d)
+/* The fan-out's release of the client. */
+static void client_put(void *c)
 {
-    pthread_mutex_destroy(&d->lock);
-    eddy_future_release(d->p);
-    client_release(d->c);
-    free(d);
+    client_release(c);
 }
 
-/* The first channel closed: close its siblings (a NULL-terminated array, retained). */
-static void close_siblings(eddy_future_t *f, void *arg)
-{
-    (void)f;
-    eddy_channel_t **sib = arg;
-    for (size_t i = 0; sib[i] != NULL; i++) {
-        eddy_channel_close(sib[i], NULL);
-        eddy_channel_release(sib[i]);
-    }
-    free(sib);
-}
-
-/* Every channel reported: complete the bind, or close what opened and fail it. */
-static void dgram_bind_complete(dgram_bind_t *d)
-{
-    int err = d->err;
-    if (err == 0 && d->want > 1) {
-        eddy_channel_t **sib = calloc(d->want, sizeof(*sib));
-        eddy_future_t *cf = sib != NULL ? eddy_channel_close_future(d->slot[0].ch) : NULL;
-        for (size_t i = 1; cf != NULL && i < d->want; i++) {
-            sib[i - 1] = d->slot[i].ch;
-        }
-        if (cf == NULL || eddy_future_add_listener(cf, close_siblings, sib) != 0) {
-            free(sib);
-            err = EDDY_ENOMEM;
-        }
-    }
-    if (err != 0) {
-        for (size_t i = 0; i < d->want; i++) {
-            if (d->slot[i].ch != NULL) {
-                eddy_channel_close(d->slot[i].ch, NULL);
-                eddy_channel_release(d->slot[i].ch);
-            }
-        }
-        eddy_promise_fail(d->p, err);
-    } else {
-        eddy__promise_succeed_channel(d->p, d->slot[0].ch);
-        eddy_channel_release(d->slot[0].ch);
-    }
-    dgram_bind_free(d);
-}
-
-/* A slot is over (err: it failed); the last one completes the bind. */
-static void dgram_slot_done(dgram_bind_t *d, int err, bool others_never_start)
-{
-    pthread_mutex_lock(&d->lock);
-    if (err != 0 && d->err == 0) {
-        d->err = err;
-    }
-    d->done = others_never_start ? d->want : d->done + 1;
-    bool all = d->done == d->want;
-    pthread_mutex_unlock(&d->lock);
-    if (all) {
-        dgram_bind_complete(d);
-    }
-}
-
-static void dgram_open(dgram_bind_t *d, size_t i);
+static void dgram_open(eddy__fanout_t *fo, size_t i);
 
 /* One channel of the bind opened or failed, on its loop. */
 static void dgram_opened(eddy_future_t *f, void *arg)
 {
-    dgram_slot_t *slot = arg;
-    dgram_bind_t *d = slot->d;
+    eddy__fanout_slot_t *slot = arg;
     int err = eddy_future_error(f);
     eddy_channel_t *ch = eddy_future_channel(f);
-    if (ch != NULL) {
-        slot->ch = eddy_channel_retain(ch);
-    }
+    eddy_channel_t *held = ch != NULL ? eddy_channel_retain(ch) : NULL;
     eddy_future_release(f);
-    bool first = slot->i == 0;
-    if (first && err == 0 && d->want > 1) {
-        /* Port 0 chose a port for the first socket: the others share it. The first counts
-         * as done only after they are started, so that d outlives this call. */
-        d->addr = *eddy_channel_local_addr(ch);
-        for (size_t i = 1; i < d->want; i++) {
-            dgram_open(d, i);
-        }
-    }
-    dgram_slot_done(d, err, first && err != 0);
+    eddy__fanout_opened(slot->fo, slot->i, held, err);
 }
 
-static void dgram_open(dgram_bind_t *d, size_t i)
+/* The fan-out's open: channel i, on the group's next loop, or on its loop i with REUSEPORT. */
+static void dgram_open(eddy__fanout_t *fo, size_t i)
 {
-    client_t *c = d->c;
+    client_t *c = fo->owner;
     eddy_channel_config_t cfg = c->config;
-    if (d->reuseport) {
+    if (fo->reuseport) {
         eddy_channel_config_set(&cfg, EDDY_SO_REUSEPORT, 1);
     }
     eddy_datagram_options_t o = {
-        .loop = d->reuseport ? eddy_loop_group_loop(c->group, i) : eddy_loop_group_next(c->group),
+        .loop = fo->reuseport ? eddy_loop_group_loop(c->group, i) : eddy_loop_group_next(c->group),
         .config = &cfg,
         .init = dgram_init,
         .arg = c,
     };
-    dgram_slot_t *slot = &d->slot[i];
-    slot->d = d;
-    slot->i = i;
-    eddy_future_t *f = eddy_datagram_open(&d->addr, &o);
-    if (f == NULL || eddy_future_add_listener(f, dgram_opened, slot) != 0) {
+    eddy_future_t *f = eddy_datagram_open(&fo->addr, &o);
+    if (f == NULL || eddy_future_add_listener(f, dgram_opened, &fo->slot[i]) != 0) {
         /* Without memory: a channel that still opens is left to its loop. */
         eddy_future_release(f);
-        dgram_slot_done(d, EDDY_ENOMEM, i == 0);
+        eddy__fanout_opened(fo, i, NULL, EDDY_ENOMEM);
     }
-}
-
-static void dgram_resolved(void *arg, eddy_addr_t *addrs, size_t n, int err)
-{
-    dgram_bind_t *d = arg;
-    if (err == 0 && n == 0) {
-        err = EDDY_ENOENT;
-    }
-    if (err == 0) {
-        d->addr = addrs[0];
-    }
-    free(addrs);
-    if (err != 0) {
-        eddy_promise_fail(d->p, err);
-        dgram_bind_free(d);
-        return;
-    }
-    dgram_open(d, 0);
 }
 
 static eddy_future_t *dgram_bind(eddy_bootstrap_t *b, const char *host, uint16_t port,
@@ -1036,37 +926,17 @@ static eddy_future_t *dgram_bind(eddy_bootstrap_t *b, const char *host, uint16_t
     }
     bool reuseport = c->reuseport && unix_addr == NULL;
     size_t want = reuseport ? eddy_loop_group_size(c->group) : 1;
-    dgram_bind_t *d = calloc(1, sizeof(*d) + want * sizeof(d->slot[0]));
-    if (d == NULL || pthread_mutex_init(&d->lock, NULL) != 0) {
-        free(d);
+    eddy_loop_t *owner = reuseport ? eddy_loop_group_loop(c->group, 0) : NULL;
+    eddy__refcnt_add(&c->refcnt); /* the bind's */
+    eddy__fanout_t *fo = eddy__fanout_new(want, reuseport, owner, c, dgram_open, client_put);
+    if (fo == NULL) {
         return eddy__future_new_done(EDDY_ENOMEM, NULL, NULL);
-    }
-    d->p = eddy_promise_new(reuseport ? eddy_loop_group_loop(c->group, 0) : NULL);
-    if (d->p == NULL) {
-        pthread_mutex_destroy(&d->lock);
-        free(d);
-        return NULL;
-    }
-    eddy_future_t *f = eddy_future_retain(d->p);
-    eddy__refcnt_add(&c->refcnt);
-    d->c = c;
-    d->reuseport = reuseport;
-    d->want = want;
-    if (unix_addr != NULL) {
-        d->addr = *unix_addr;
-        dgram_open(d, 0);
-        return f;
     }
     if (host == NULL || host[0] == '\0') {
         host = "0.0.0.0";
     }
-    eddy_loop_t *loop = reuseport ? eddy_loop_group_loop(c->group, 0) : eddy_loop_group_next(c->group);
-    int rc = eddy__bootstrap_resolve(loop, host, port, true, dgram_resolved, d, NULL);
-    if (rc != 0) {
-        eddy_promise_fail(d->p, rc);
-        dgram_bind_free(d);
-    }
-    return f;
+    eddy_loop_t *loop = reuseport ? owner : eddy_loop_group_next(c->group);
+    return eddy__fanout_start(fo, loop, host, port, unix_addr);
 }
 
 eddy_future_t *eddy_bootstrap_bind(eddy_bootstrap_t *b, const char *host, uint16_t port)

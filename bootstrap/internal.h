@@ -6,9 +6,12 @@
 #ifndef EDDY_BOOTSTRAP_INTERNAL_H
 #define EDDY_BOOTSTRAP_INTERNAL_H
 
+#include <eddy/channel.h>
 #include <eddy/resolver.h>
 
 #include "reactor/layer.h"
+
+#include <pthread.h>
 
 /* The settings a resolver runs with: a copy of the process-wide configuration. */
 typedef struct eddy__resolver_settings_s {
@@ -70,5 +73,47 @@ void eddy__query_done(eddy__query_t *q, const eddy_addr_t *addrs, size_t n, uint
 typedef void (*eddy__resolved_cb)(void *arg, eddy_addr_t *addrs, size_t n, int err);
 int eddy__bootstrap_resolve(eddy_loop_t *loop, const char *host, uint16_t port, bool passive,
                             eddy__resolved_cb cb, void *arg, eddy_future_t **lookup);
+
+/* ---------------------------------------------------------------------------------------
+ * Fan-out binds (fanout.c): one channel, or with SO_REUSEPORT one per loop of a group, all on
+ * the port the first one got. The server bootstrap's listeners and the client bootstrap's
+ * datagram binds are both one.
+ */
+typedef struct eddy__fanout_s eddy__fanout_t;
+
+typedef struct eddy__fanout_slot_s {
+    eddy__fanout_t *fo;
+    size_t i;
+    eddy_channel_t *ch; /* retained once open */
+} eddy__fanout_slot_t;
+
+struct eddy__fanout_s {
+    void *owner;                                /* one reference, dropped with release */
+    void (*open)(eddy__fanout_t *fo, size_t i); /* start slot i: it reports to _opened() */
+    void (*release)(void *owner);
+    eddy_promise_t *p;
+    eddy_addr_t addr; /* where the slots bind: once the first is bound, its address */
+    bool reuseport;
+    pthread_mutex_t lock; /* guards done and err: slots report on different loops */
+    size_t want, done;
+    int err;
+    eddy__fanout_slot_t slot[];
+};
+
+/* A fan-out of want slots (1 unless reuseport), its future owned by owner_loop (NULL: none),
+ * holding the owner reference the caller took for it. NULL without memory, that reference
+ * dropped then. */
+eddy__fanout_t *eddy__fanout_new(size_t want, bool reuseport, eddy_loop_t *owner_loop,
+                                 void *owner, void (*open)(eddy__fanout_t *fo, size_t i),
+                                 void (*release)(void *owner));
+/* Start slot 0 at unix_addr, or at host and port looked up (passive) on loop. Returns the
+ * bind's future: it completes with the first channel, whose close closes the others, or
+ * fails with the first error, every channel that opened closed. */
+eddy_future_t *eddy__fanout_start(eddy__fanout_t *fo, eddy_loop_t *loop, const char *host,
+                                  uint16_t port, const eddy_addr_t *unix_addr);
+/* Slot i reported: its channel (retained, taken over; NULL when there is none) or err. The
+ * first slot bound starts the others on its address; the first failing means they never
+ * start. The last report completes the bind and frees fo. Any thread. */
+void eddy__fanout_opened(eddy__fanout_t *fo, size_t i, eddy_channel_t *ch, int err);
 
 #endif /* EDDY_BOOTSTRAP_INTERNAL_H */

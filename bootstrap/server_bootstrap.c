@@ -180,6 +180,7 @@ typedef struct closer_s {
     eddy__close_hook_t hook;     /* listener_closed */
 } closer_t;
 
+/* A loop task dropping a reference to the server state; also the fan-out's release. */
 static void release_task(void *arg)
 {
     server_release(arg);
@@ -215,107 +216,18 @@ static void listener_close_future_done(eddy_future_t *f, void *arg)
     listener_closed(NULL, arg);
 }
 
-typedef struct bind_s bind_t;
-
-typedef struct slot_s {
-    bind_t *bt;
-    size_t i;
-    eddy_channel_t *ch; /* retained once bound */
-} slot_t;
-
-struct bind_s {
-    server_t *s; /* one reference */
-    eddy_promise_t *p;
-    eddy_addr_t addr;
-    bool reuseport;
-    pthread_mutex_t lock; /* guards done and err: listeners complete on different loops */
-    size_t done;
-    int err;
-    size_t want;
-    slot_t slot[];
-};
-
-typedef struct siblings_s {
-    size_t n;
-    eddy_channel_t *ch[];
-} siblings_t;
-
-static void close_siblings(eddy_future_t *f, void *arg)
-{
-    (void)f;
-    siblings_t *sib = arg;
-    assert(sib->n > 0);
-    for (size_t i = 0; i < sib->n; i++) {
-        eddy_channel_close(sib->ch[i], NULL);
-        eddy_channel_release(sib->ch[i]);
-    }
-    free(sib);
-}
-
-static void bind_free(bind_t *bt)
-{
-    pthread_mutex_destroy(&bt->lock);
-    eddy_future_release(bt->p);
-    server_release(bt->s);
-    free(bt);
-}
-
-static void bind_fail(bind_t *bt, int err)
-{
-    for (size_t i = 0; i < bt->want; i++) {
-        if (bt->slot[i].ch != NULL) {
-            eddy_channel_close(bt->slot[i].ch, NULL);
-            eddy_channel_release(bt->slot[i].ch);
-        }
-    }
-    eddy_promise_fail(bt->p, err);
-    bind_free(bt);
-}
-
-/* Every listener reported: complete the bind. */
-static void bind_complete(bind_t *bt)
-{
-    assert(bt->done == bt->want); /* every listener reported */
-    if (bt->err != 0) {
-        bind_fail(bt, bt->err);
-        return;
-    }
-    eddy_channel_t *first = bt->slot[0].ch;
-    assert(first != NULL); /* no error: every slot bound */
-    if (bt->want > 1) {
-        siblings_t *sib = malloc(sizeof(*sib) + (bt->want - 1) * sizeof(sib->ch[0]));
-        if (sib == NULL) {
-            bind_fail(bt, EDDY_ENOMEM);
-            return;
-        }
-        sib->n = bt->want - 1;
-        for (size_t i = 1; i < bt->want; i++) {
-            sib->ch[i - 1] = bt->slot[i].ch;
-        }
-        eddy_future_t *cf = eddy_channel_close_future(first); /* NULL without memory */
-        if (cf == NULL || eddy_future_add_listener(cf, close_siblings, sib) != 0) {
-            free(sib);
-            bind_fail(bt, EDDY_ENOMEM);
-            return;
-        }
-    }
-    eddy__promise_succeed_channel(bt->p, first);
-    eddy_channel_release(first);
-    bind_free(bt);
-}
-
-static void start_listener(bind_t *bt, size_t i);
+static void start_listener(eddy__fanout_t *fo, size_t i);
 
 /* On the listener's loop, once eddy_channel_listen completed. */
 static void listener_bound(eddy_future_t *f, void *arg)
 {
-    slot_t *slot = arg;
-    bind_t *bt = slot->bt;
-    server_t *s = bt->s;
-    assert(slot->ch == NULL && slot->i < bt->want);
+    eddy__fanout_slot_t *slot = arg;
+    eddy__fanout_t *fo = slot->fo;
+    server_t *s = fo->owner;
     int err = eddy_future_error(f);
     eddy_channel_t *ch = eddy_future_channel(f);
     eddy_future_release(f);
+    eddy_channel_t *held = NULL; /* the bind's reference, once bound */
     if (ch == NULL) {
         server_release(s); /* the listener's reference: it never accepted */
     } else {
@@ -326,7 +238,7 @@ static void listener_bound(eddy_future_t *f, void *arg)
             server_release(s); /* nothing was accepted yet: this loop turn bound it */
         } else {
             cl->s = s;
-            cl->children = bt->reuseport ? NULL : s->workers;
+            cl->children = fo->reuseport ? NULL : s->workers;
             cl->hook = (eddy__close_hook_t){listener_closed, cl};
             bool on_loop = eddy_loop_in_event_loop(eddy_channel_loop(ch));
             eddy_future_t *cf = NULL;
@@ -345,7 +257,7 @@ static void listener_bound(eddy_future_t *f, void *arg)
                 eddy_channel_close(ch, NULL);
                 server_release(s);
             } else {
-                slot->ch = eddy_channel_retain(ch);
+                held = eddy_channel_retain(ch);
                 err = attrs_apply(ch, s->attrs, s->nattrs);
                 if (err == 0 && s->handler != NULL) {
                     err = s->handler(ch, s->handler_arg);
@@ -353,35 +265,13 @@ static void listener_bound(eddy_future_t *f, void *arg)
             }
         }
     }
-    bool fan_out = slot->i == 0 && bt->reuseport && bt->want > 1 && err == 0;
-    if (fan_out) {
-        /* Port 0 chose a port for the first socket: the others share it. The first counts
-         * as done only after they are started, so that bt outlives this loop. */
-        bt->addr = *eddy_channel_local_addr(ch);
-        for (size_t i = 1; i < bt->want; i++) {
-            start_listener(bt, i);
-        }
-    }
-    pthread_mutex_lock(&bt->lock);
-    if (err != 0 && bt->err == 0) {
-        bt->err = err;
-    }
-    bt->done++;
-    if (slot->i == 0 && bt->reuseport && err != 0) {
-        bt->done = bt->want; /* the others never start */
-    }
-    assert(bt->done <= bt->want);
-    bool all = bt->done == bt->want;
-    pthread_mutex_unlock(&bt->lock);
-    if (all) {
-        bind_complete(bt);
-    }
+    eddy__fanout_opened(fo, slot->i, held, err);
 }
 
-static void start_listener(bind_t *bt, size_t i)
+/* The fan-out's open: listener i, on the boss group, or on worker loop i in REUSEPORT mode. */
+static void start_listener(eddy__fanout_t *fo, size_t i)
 {
-    server_t *s = bt->s;
-    assert(i < bt->want && (i == 0 || bt->reuseport)); /* one listener, or one per loop */
+    server_t *s = fo->owner;
     eddy_channel_config_t cfg = s->config;
     eddy_listen_options_t opts = {
         .child_init = child_init,
@@ -389,49 +279,24 @@ static void start_listener(bind_t *bt, size_t i)
         .config = &cfg,
         .child_config = &s->child_config,
     };
-    if (bt->reuseport) {
+    if (fo->reuseport) {
         opts.loop = eddy_loop_group_loop(s->workers, i);
         eddy_channel_config_set(&cfg, EDDY_SO_REUSEPORT, 1);
     } else {
         opts.loop = eddy_loop_group_next(s->boss);
         opts.children = s->workers;
     }
-    slot_t *slot = &bt->slot[i];
-    slot->bt = bt;
-    slot->i = i;
     server_retain(s); /* the listener's */
-    eddy_future_t *f = eddy_channel_listen(&bt->addr, &opts);
-    if (f == NULL || eddy_future_add_listener(f, listener_bound, slot) != 0) {
+    eddy_future_t *f = eddy_channel_listen(&fo->addr, &opts);
+    if (f == NULL || eddy_future_add_listener(f, listener_bound, &fo->slot[i]) != 0) {
         /* Without memory. A listener that still comes up is left to its loop, with the
          * state referenced for good: its children need it. */
         if (f == NULL) {
             server_release(s);
         }
         eddy_future_release(f);
-        pthread_mutex_lock(&bt->lock);
-        if (bt->err == 0) {
-            bt->err = EDDY_ENOMEM;
-        }
-        bt->done = i == 0 ? bt->want : bt->done + 1;
-        bool all = bt->done == bt->want;
-        pthread_mutex_unlock(&bt->lock);
-        if (all) {
-            bind_complete(bt);
-        }
+        eddy__fanout_opened(fo, i, NULL, EDDY_ENOMEM);
     }
-}
-
-static void bind_resolved(void *arg, eddy_addr_t *addrs, size_t n, int err)
-{
-    bind_t *bt = arg;
-    if (err != 0 || n == 0) {
-        free(addrs);
-        bind_fail(bt, err != 0 ? err : EDDY_ENOENT);
-        return;
-    }
-    bt->addr = addrs[0];
-    free(addrs);
-    start_listener(bt, 0);
 }
 
 static eddy_future_t *server_bind(eddy_server_bootstrap_t *b, const char *host, uint16_t port,
@@ -446,35 +311,15 @@ static eddy_future_t *server_bind(eddy_server_bootstrap_t *b, const char *host, 
     }
     bool reuseport = s->reuseport && unix_addr == NULL;
     size_t want = reuseport ? eddy_loop_group_size(s->workers) : 1;
-    bind_t *bt = calloc(1, sizeof(*bt) + want * sizeof(bt->slot[0]));
-    if (bt == NULL || pthread_mutex_init(&bt->lock, NULL) != 0) {
-        free(bt);
-        return eddy__future_new_done(EDDY_ENOMEM, NULL, NULL);
-    }
     eddy_loop_t *owner = reuseport ? eddy_loop_group_loop(s->workers, 0) : NULL;
-    bt->p = eddy_promise_new(owner);
-    if (bt->p == NULL) {
-        pthread_mutex_destroy(&bt->lock);
-        free(bt);
-        return NULL;
-    }
-    eddy_future_t *f = eddy_future_retain(bt->p);
-    server_retain(s);
-    bt->s = s;
-    bt->reuseport = reuseport;
-    bt->want = want;
-    if (unix_addr != NULL) {
-        bt->addr = *unix_addr;
-        start_listener(bt, 0);
-        return f;
+    server_retain(s); /* the bind's */
+    eddy__fanout_t *fo = eddy__fanout_new(want, reuseport, owner, s, start_listener, release_task);
+    if (fo == NULL) {
+        return eddy__future_new_done(EDDY_ENOMEM, NULL, NULL);
     }
     /* A name is looked up on the loop the first listener goes to. */
     eddy_loop_t *loop = reuseport ? owner : eddy_loop_group_loop(s->boss, 0);
-    int rc = eddy__bootstrap_resolve(loop, host, port, true, bind_resolved, bt, NULL);
-    if (rc != 0) {
-        bind_fail(bt, rc);
-    }
-    return f;
+    return eddy__fanout_start(fo, loop, host, port, unix_addr);
 }
 
 /* ---------------------------------------------------------------------------------------
