@@ -196,6 +196,22 @@ static inline void msg_init(eddy_buf_t *b, uint32_t refcnt)
     b->_msg._free = NULL;
 }
 
+/* What every new header starts with, root or view: its indexes and capacities, a message
+ * header with refcnt, no views of its own, no leak record. */
+static inline void hdr_init(eddy_buf_t *b, uint32_t refcnt, size_t rd, size_t wr, size_t cap,
+                            size_t max_cap)
+{
+    assert(rd <= wr && wr <= cap && cap <= max_cap);
+    msg_init(b, refcnt);
+    b->_rd = rd;
+    b->_wr = wr;
+    b->_cap = cap;
+    b->_max_cap = max_cap;
+    b->_views = NULL;
+    b->_leak = NULL;
+    b->_had_views = 0;
+}
+
 eddy_buf_t *eddy_buf_alloc(eddy_allocator_t *a, size_t initial, size_t max_capacity)
 {
     if (initial > max_capacity) {
@@ -227,18 +243,11 @@ eddy_buf_t *eddy_buf_alloc(eddy_allocator_t *a, size_t initial, size_t max_capac
         b->_mem = mem;
         b->_base = mem;
     }
-    msg_init(b, 1);
-    b->_rd = 0;
-    b->_wr = 0;
-    b->_cap = initial;
-    b->_max_cap = max_capacity;
+    hdr_init(b, 1, 0, 0, initial, max_capacity);
     b->_parent = NULL;
     b->_alloc = a;
-    b->_views = NULL;
     b->_next_view = NULL;
-    b->_leak = NULL;
     b->_flags = 0;
-    b->_had_views = 0;
     live_add(t, 1);
     if (atomic_load_explicit(&eddy__leak_paranoid, memory_order_relaxed)) {
         eddy__leak_track(b);
@@ -818,20 +827,14 @@ static eddy_buf_t *make_view(eddy_buf_t *b, size_t i, size_t len, size_t rd, siz
     if (!__atomic_load_n(&root->_had_views, __ATOMIC_RELAXED)) {
         __atomic_store_n(&root->_had_views, 1, __ATOMIC_RELAXED);
     }
+    /* A plain view's count is unused: its owner's counts. */
+    hdr_init(v, retained ? 1 : 0, rd, wr, len, len);
     v->_base = b->_base + i;
-    v->_rd = rd;
-    v->_wr = wr;
-    v->_cap = len;
-    v->_max_cap = len;
     v->_alloc = NULL;
     v->_mem = NULL;
     v->_mem_size = 0;
     v->_class = EDDY__CLASS_NONE;
-    v->_views = NULL;
-    v->_leak = NULL;
-    v->_had_views = 0;
     if (retained) {
-        msg_init(v, 1);
         v->_flags = EDDY__BUF_RETAINED;
         v->_parent = root;
         v->_next_view = NULL;
@@ -839,7 +842,6 @@ static eddy_buf_t *make_view(eddy_buf_t *b, size_t i, size_t len, size_t rd, siz
             eddy__leak_track(v);
         }
     } else {
-        msg_init(v, 0); /* the count is unused: the owner's counts */
         v->_flags = EDDY__BUF_VIEW;
         v->_parent = owner;
         /* Views of one owner may be made on different threads (each holding its own view),
