@@ -856,13 +856,13 @@ static const unsigned kind_bit[] = {
     [OFF_CALL] = 0,
 };
 
-/* Call the handler's slot for an inbound event: on the loop a context is only reached for the
- * slots it has (its mask), so the slot is there. */
+/* Call the handler's slot for an inbound event: a context is only reached for the slots it
+ * has (on the loop its mask says so; on a carrier, call_or_pass_inbound checks). */
 static void call_inbound(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event,
                          void *data, int err)
 {
     const eddy_handler_ops_t *o = ctx->ops;
-    assert(!ctx->on_carrier && !ctx->removed && (ctx->mask & kind_bit[kind]));
+    assert(!ctx->removed && (mask_of(o) & kind_bit[kind]) != 0);
     switch (kind) {
     case OFF_REGISTERED:
         o->channel_registered(ctx);
@@ -897,53 +897,22 @@ static void call_inbound(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int 
     }
 }
 
+static void fire(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event, void *data,
+                 int err);
+
 /* The same on an offloaded context's carrier, which receives every inbound event, so that
  * what it passes on keeps its order with what it emits (a read_complete must not overtake the
- * reads still queued there): a slot it leaves NULL passes the event on from there. */
+ * reads still queued there): a slot it leaves NULL passes the event on from there. The mask
+ * of its own slots is worked out here, not kept: a carrier's hop costs far more. */
 static void call_or_pass_inbound(eddy_ctx_t *ctx, off_kind_t kind, eddy_msg_t *msg, int event,
                                  void *data, int err)
 {
-    const eddy_handler_ops_t *o = ctx->ops;
-    switch (kind) {
-    case OFF_REGISTERED:
-        o->channel_registered ? o->channel_registered(ctx)
-                              : eddy_ctx_fire_channel_registered(ctx);
-        break;
-    case OFF_UNREGISTERED:
-        o->channel_unregistered ? o->channel_unregistered(ctx)
-                                : eddy_ctx_fire_channel_unregistered(ctx);
-        break;
-    case OFF_ACTIVE:
-        o->channel_active ? o->channel_active(ctx) : eddy_ctx_fire_channel_active(ctx);
-        break;
-    case OFF_INACTIVE:
-        o->channel_inactive ? o->channel_inactive(ctx) : eddy_ctx_fire_channel_inactive(ctx);
-        break;
-    case OFF_READ:
-        o->channel_read ? o->channel_read(ctx, msg) : eddy_ctx_fire_channel_read(ctx, msg);
-        break;
-    case OFF_READ_COMPLETE:
-        o->channel_read_complete ? o->channel_read_complete(ctx)
-                                 : eddy_ctx_fire_channel_read_complete(ctx);
-        break;
-    case OFF_USER_EVENT:
-        o->user_event_triggered ? o->user_event_triggered(ctx, event, data)
-                                : eddy_ctx_fire_user_event(ctx, event, data);
-        break;
-    case OFF_WRITABILITY:
-        o->channel_writability_changed ? o->channel_writability_changed(ctx)
-                                       : eddy_ctx_fire_channel_writability_changed(ctx);
-        break;
-    case OFF_EXCEPTION:
-        o->exception_caught ? o->exception_caught(ctx, err) : eddy_ctx_fire_exception(ctx, err);
-        break;
-    case OFF_REMOVED:
-    case OFF_CALL:
-        break; /* offload_run() handles them */
+    if (mask_of(ctx->ops) & kind_bit[kind]) {
+        call_inbound(ctx, kind, msg, event, data, err);
+    } else {
+        fire(ctx, kind, msg, event, data, err);
     }
 }
-
-
 
 /* The loop's watchdog names the handler it finds running (reactor/watchdog.c): set around
  * every handler's call, the end's (the channel's own work) as none. */
