@@ -23,7 +23,7 @@ trap 'rm -rf "$out"' EXIT
 one() {
     local tree=$1 label=$2 round=$3 f=$out/$2.$3.json
     bash "$here/echo/run.sh" "$tree" --rounds 1 --seconds 2 --warmup 0.5 \
-        --cases 64x16x64,1x1x64 --servers eddy,epoll_raw 2>&1 | grep '^{"bench"' >>"$f" || true
+        --cases 64x16x64,1x1x64 --servers eddy,epoll_raw --chart "$out/echo.png" 2>&1 | grep '^{"bench"' >>"$f" || true
     bash "$here/http/run.sh" "$tree" --rounds 1 --seconds 3 --warmup 1 \
         --servers eddy,nginx 2>&1 | grep '^{"bench"' >>"$f" || true
     bash "$here/ws/run.sh" "$tree" --rounds 1 --seconds 2 --warmup 0.5 --java-warmup 2 \
