@@ -5,7 +5,7 @@
 #include "eddy_config.h"
 
 #if defined(EDDY_HAVE_EPOLL) || defined(EDDY_HAVE_IO_URING)
-#include "reactor/layer.h"
+#include "reactor/internal.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -9,7 +9,7 @@
  * variable: completion broadcasts and every waiter re-checks its own future's `done`.
  */
 #include "buffer/layer.h"
-#include "reactor/layer.h"
+#include "reactor/internal.h"
 
 #include <assert.h>
 #include <stdalign.h>

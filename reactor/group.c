@@ -2,7 +2,7 @@
  * Loop groups (Netty's MultithreadEventLoopGroup): N loops on N threads, a chooser, and one
  * termination future for all of them.
  */
-#include "reactor/layer.h"
+#include "reactor/internal.h"
 
 #include <assert.h>
 #include <stdio.h>

@@ -1,9 +1,21 @@
 /*
- * reactor internals shared across files: the sequencer and barrier layouts that the wait
- * strategies and processors read on their hot paths, and small helpers. Private.
+ * reactor/internal.h: the reactor's insides, for the reactor's own files only (and tests that
+ * take them apart); the layers above see reactor/layer.h, which this includes. The build
+ * does not put this header in their include trees (docs/architecture.md).
+ *
+ * - The sequence ring (sequence.c, ring.c, ring_builder.c, wait.c, processor.c, and the
+ *   loop's task queue on it): the sequencer and barrier layouts that the wait strategies and
+ *   processors read on their hot paths, fences and small helpers.
+ * - The loop (loop.c and the files it is split into): the poller interface and its backends,
+ *   the wake-up eventfd, descriptor dispatch, loop states, the task queue's slots and its
+ *   run side, the marks the stall watchdog reads, the loop's clock, the timer heap, futures
+ *   without an owner loop, the stall watchdog's list, and the reference counts that tests
+ *   take to their limits.
  */
 #ifndef EDDY_REACTOR_INTERNAL_H
 #define EDDY_REACTOR_INTERNAL_H
+
+#include "reactor/layer.h"
 
 #include <eddy/ring.h>
 
@@ -339,5 +351,173 @@ static inline int64_t eddy__barrier_wait_for(eddy_barrier_t *b, int64_t seq)
         b->cached = avail;
     return avail;
 }
+
+/* ---------------------------------------------------------------------------------------
+ * The loop's insides (loop.c, the pollers, eventfd.c, taskq.c, timer.c, future.c,
+ * watchdog.c, shutdown.c, group.c)
+ */
+
+/* How a backend does I/O: it reports readiness (epoll, kqueue, poll), or it also runs
+ * operations that complete later (io_uring). Channels pick their transport by it. */
+enum { EDDY__IO_READINESS = 0, EDDY__IO_COMPLETION = 1 };
+
+/* The poller interface (docs/style.md, "Interfaces with several backends"): one const table
+ * per backend. */
+typedef struct eddy__poller_ops_s {
+    const char *name;
+    int model; /* EDDY__IO_READINESS or EDDY__IO_COMPLETION */
+    int (*init)(eddy_loop_t *loop);
+    void (*destroy)(eddy_loop_t *loop);
+    /* Set io's interest to events; 0 removes it. The loop's thread. */
+    int (*update)(eddy_loop_t *loop, eddy_io_t *io, unsigned events);
+    /* Wait up to timeout_ns (negative: forever), then hand every ready descriptor to
+     * eddy__io_dispatch(). Returns how many were ready, or a negative EDDY_E*. */
+    int (*wait)(eddy_loop_t *loop, int64_t timeout_ns);
+    /* Make a blocked wait return. The one operation allowed off the loop's thread. */
+    int (*wakeup)(eddy_loop_t *loop);
+    /* Operations the backend ran for the loop have not all completed, or some it prepared
+     * are not yet with the kernel: the loop must not terminate yet. NULL: never (readiness
+     * backends run none). */
+    bool (*busy)(eddy_loop_t *loop);
+} eddy__poller_ops_t;
+
+extern const eddy__poller_ops_t eddy__poller_uring;
+extern const eddy__poller_ops_t eddy__poller_epoll;
+extern const eddy__poller_ops_t eddy__poller_poll;
+extern const eddy__poller_ops_t eddy__poller_kqueue;
+
+/* The wake-up eventfd of the epoll and io_uring backends (eventfd.c): the watcher callback
+ * that drains it, and the bump that wakes the loop (0 or -errno). */
+void eddy__eventfd_drain(eddy_io_t *io, unsigned events, void *arg);
+int eddy__eventfd_wake(int fd);
+
+/* The backends built here, best first; NULL-terminated. */
+extern const eddy__poller_ops_t *const eddy__pollers[];
+
+/* Hand a ready descriptor to its io, unless the io left (or fd was reused) meanwhile. */
+void eddy__io_dispatch(eddy_loop_t *loop, int fd, uint32_t gen, unsigned events);
+/* The same, for a poller whose event carries the socket's error (err, a negative EDDY_E*; 0:
+ * none): the callback gets it from eddy__io_socket_error(). */
+void eddy__io_dispatch_error(eddy_loop_t *loop, int fd, uint32_t gen, unsigned events, int err);
+
+/* The io watching fd now, or NULL. */
+static inline eddy_io_t *eddy__io_of(eddy_loop_t *loop, int fd)
+{
+    return (fd >= 0 && (size_t)fd < loop->nwatchers) ? loop->watchers[fd] : NULL;
+}
+
+/* Loop states, in order. */
+enum {
+    EDDY__LOOP_NEW = 0,
+    EDDY__LOOP_RUNNING,
+    EDDY__LOOP_SHUTTING_DOWN, /* refuses outside tasks, drains, waits for quiet */
+    EDDY__LOOP_SHUTDOWN,      /* quiet or timed out: refuses every task, runs what it took */
+    EDDY__LOOP_TERMINATED
+};
+
+#define EDDY__NO_LIMIT INT64_MIN
+
+/*
+ * A task slot, alone on its 64-byte line: two producers that claim neighbouring sequences
+ * write different lines, and a slot carries its own publication (seq), so that nothing else
+ * a producer writes per task is shared with another producer either (taskq.c).
+ */
+typedef struct eddy__task_slot_s {
+    alignas(64) eddy_task_cb fn;
+    void *arg;
+    int64_t stamp_ns; /* when queued, on sampled slots (lag); 0 elsewhere */
+    /* The sequence last published in this slot, stored (release) after the fields above;
+     * -1 before the first. */
+    _Atomic int64_t seq;
+} eddy__task_slot_t;
+
+typedef struct eddy__overflow_s {
+    struct eddy__overflow_s *next;
+    eddy_task_cb fn;
+    void *arg;
+} eddy__overflow_t;
+
+/* The task queue (taskq.c). The loop's thread, or one that entered the loop, for all but
+ * the producers' side (eddy_loop_execute and its variants). */
+/* Tasks are waiting, in the ring (claimed, published or not) or in the overflow list. */
+bool eddy__taskq_pending(eddy_loop_t *loop);
+/* The next ring slot is claimed but not yet published: spin briefly, then yield once. */
+void eddy__taskq_await_claimed(eddy_loop_t *loop);
+/* Run queued tasks until the deadline (INT64_MAX: none), ring slots up to limit: only those
+ * queued before the call. Returns how many ran. */
+size_t eddy__taskq_run(eddy_loop_t *loop, int64_t deadline, int64_t limit);
+/* Free the overflow list's entries without running them (a loop being freed). */
+void eddy__taskq_drop_overflow(eddy_loop_t *loop);
+
+/* Relaxed read-modify-write by the single writer: a plain add, visible to readers. */
+static inline void eddy__stat_add(_Atomic uint64_t *v, uint64_t d)
+{
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + d,
+                          memory_order_relaxed);
+}
+
+static inline void eddy__stat_max(_Atomic uint64_t *v, uint64_t x)
+{
+    if (x > atomic_load_explicit(v, memory_order_relaxed)) {
+        atomic_store_explicit(v, x, memory_order_relaxed);
+    }
+}
+
+/* Mark user code running on the loop (the stall watchdog looks). */
+static inline void eddy__callback_begin(eddy_loop_t *loop, eddy__fnptr_t fn)
+{
+    atomic_store_explicit(&loop->running_fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&loop->activity,
+                          atomic_load_explicit(&loop->activity, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    atomic_store_explicit(&loop->in_callback, true, memory_order_relaxed);
+}
+
+static inline void eddy__callback_end(eddy_loop_t *loop)
+{
+    atomic_store_explicit(&loop->in_callback, false, memory_order_relaxed);
+}
+
+/* The loop's clock (eddy_loop_now_ns). */
+static inline int64_t eddy__loop_now(const eddy_loop_t *loop)
+{
+    int64_t v = atomic_load_explicit(&loop->clock_offset_ns, memory_order_relaxed);
+    /* A manual loop's clock is purely virtual: it moves only when its driver moves it. */
+    return loop->manual ? v : eddy_now_ns() + v;
+}
+
+typedef struct eddy__timer_entry_s {
+    int64_t deadline;
+    uint64_t id; /* the start counter: ties fire in scheduling order */
+    eddy_timer_t *timer;
+} eddy__timer_entry_t;
+
+/* Timers (timer.c). */
+int eddy__timers_init(eddy__timer_heap_t *h);
+/* Cancel and release every pending timer (shutdown, free). */
+void eddy__timers_cancel_all(eddy_loop_t *loop);
+void eddy__timers_destroy(eddy__timer_heap_t *h);
+/* The earliest deadline, or INT64_MAX. */
+int64_t eddy__timers_next_deadline(const eddy__timer_heap_t *h);
+/* Run timers due at loop->now_ns until deadline_ns passes; returns how many ran. */
+size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns);
+
+/* A block of eddy__loop_local()'s (loop.c). */
+typedef struct eddy__local_s eddy__local_t;
+
+/* Futures (future.c). */
+eddy_future_t *eddy__future_new_unowned(void);
+
+/* The reference counts of timers and futures, for tests that take them to their limits
+ * (UINT32_MAX would take four billion retains). */
+_Atomic uint32_t *eddy__timer_refcnt(eddy_timer_t *t);
+_Atomic uint32_t *eddy__future_refcnt(eddy_future_t *f);
+
+/* The stall watchdog (watchdog.c). */
+void eddy__watchdog_add(eddy_loop_t *loop);
+void eddy__watchdog_remove(eddy_loop_t *loop);
+/* End the watchdog thread and wait for it (eddy_library_shutdown()): 0, or EDDY_EBUSY, and
+ * nothing done, while a loop is watched. One thread at a time. */
+int eddy__watchdog_shutdown(void);
 
 #endif /* EDDY_REACTOR_INTERNAL_H */

@@ -1,10 +1,25 @@
 /*
- * reactor/layer.h: what the reactor layer offers the layers above it (docs/architecture.md),
- * and its loop's insides, shared by loop.c, the pollers, timers, futures and groups. The
- * channels' transports run on the loop's watchers, closers and (reactor/uring.h, included at
- * the end where liburing is built) its io_uring operations, and inline on the hot path what
- * reads the loop's struct, so the struct is here; the ring's insides stay in
- * reactor/internal.h. Not installed.
+ * reactor/layer.h: what the reactor layer offers the layers above it, besides its public
+ * headers (docs/architecture.md, "Dependencies run downward only"). Not installed.
+ *
+ * - pipeline/: the checks that a caller runs as the loop (eddy__assert_on_loop); the socket
+ *   error of a watcher's event and the loop's closers, for the transports; running a request
+ *   on the loop that fails its promise when refused; the handler the watchdog names
+ *   (pipeline.c, around every handler call); a loop's uses, for channels that outlive it;
+ *   manual loops, for the embedded channel; timers with storage of their own (scoped
+ *   timers); promises that own their result; and, where liburing is built, the io_uring
+ *   poller's operations for the io_uring transport (reactor/uring.h, included at the end).
+ * - bootstrap/: closers and storage per loop (the resolver), a loop's uses, futures born
+ *   complete, whether a timer was cancelled, promises that own their result.
+ * - codec/: storage per loop (the HTTP Date cache), promises that own their result.
+ *
+ * The loop's struct is here only because eddy__loop_handler_enter() and _leave(), inline on
+ * the handler hot path, write its running_handler and running_channel; nothing above the
+ * reactor reads another member. So are the types it holds by value (the closer, the timer
+ * heap, the metrics); the types it only points to (the poller's ops table, overflow tasks,
+ * timer entries, eddy__loop_local()'s blocks) are in reactor/internal.h, with everything else
+ * that only the reactor's own files use: the pollers, the run loop's helpers, the timer heap,
+ * the task queue, the watchdog, and the sequence ring's insides.
  */
 #ifndef EDDY_REACTOR_LAYER_H
 #define EDDY_REACTOR_LAYER_H
@@ -17,79 +32,8 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 
-/* A block of eddy__loop_local()'s (loop.c). */
-typedef struct eddy__local_s eddy__local_t;
-
 /* Any function, for the stall report (function pointers do not convert to void *). */
 typedef void (*eddy__fnptr_t)(void);
-
-/* How a backend does I/O: it reports readiness (epoll, kqueue, poll), or it also runs
- * operations that complete later (io_uring). Channels pick their transport by it. */
-enum { EDDY__IO_READINESS = 0, EDDY__IO_COMPLETION = 1 };
-
-/* The poller interface (docs/style.md, "Interfaces with several backends"): one const table
- * per backend. */
-typedef struct eddy__poller_ops_s {
-    const char *name;
-    int model; /* EDDY__IO_READINESS or EDDY__IO_COMPLETION */
-    int (*init)(eddy_loop_t *loop);
-    void (*destroy)(eddy_loop_t *loop);
-    /* Set io's interest to events; 0 removes it. The loop's thread. */
-    int (*update)(eddy_loop_t *loop, eddy_io_t *io, unsigned events);
-    /* Wait up to timeout_ns (negative: forever), then hand every ready descriptor to
-     * eddy__io_dispatch(). Returns how many were ready, or a negative EDDY_E*. */
-    int (*wait)(eddy_loop_t *loop, int64_t timeout_ns);
-    /* Make a blocked wait return. The one operation allowed off the loop's thread. */
-    int (*wakeup)(eddy_loop_t *loop);
-    /* Operations the backend ran for the loop have not all completed, or some it prepared
-     * are not yet with the kernel: the loop must not terminate yet. NULL: never (readiness
-     * backends run none). */
-    bool (*busy)(eddy_loop_t *loop);
-} eddy__poller_ops_t;
-
-extern const eddy__poller_ops_t eddy__poller_uring;
-extern const eddy__poller_ops_t eddy__poller_epoll;
-extern const eddy__poller_ops_t eddy__poller_poll;
-extern const eddy__poller_ops_t eddy__poller_kqueue;
-
-/* The wake-up eventfd of the epoll and io_uring backends (eventfd.c): the watcher callback
- * that drains it, and the bump that wakes the loop (0 or -errno). */
-void eddy__eventfd_drain(eddy_io_t *io, unsigned events, void *arg);
-int eddy__eventfd_wake(int fd);
-
-/* The backends built here, best first; NULL-terminated. */
-extern const eddy__poller_ops_t *const eddy__pollers[];
-
-/* Loop states, in order. */
-enum {
-    EDDY__LOOP_NEW = 0,
-    EDDY__LOOP_RUNNING,
-    EDDY__LOOP_SHUTTING_DOWN, /* refuses outside tasks, drains, waits for quiet */
-    EDDY__LOOP_SHUTDOWN,      /* quiet or timed out: refuses every task, runs what it took */
-    EDDY__LOOP_TERMINATED
-};
-
-#define EDDY__NO_LIMIT INT64_MIN
-
-/*
- * A task slot, alone on its 64-byte line: two producers that claim neighbouring sequences
- * write different lines, and a slot carries its own publication (seq), so that nothing else
- * a producer writes per task is shared with another producer either (taskq.c).
- */
-typedef struct eddy__task_slot_s {
-    alignas(64) eddy_task_cb fn;
-    void *arg;
-    int64_t stamp_ns; /* when queued, on sampled slots (lag); 0 elsewhere */
-    /* The sequence last published in this slot, stored (release) after the fields above;
-     * -1 before the first. */
-    _Atomic int64_t seq;
-} eddy__task_slot_t;
-
-typedef struct eddy__overflow_s {
-    struct eddy__overflow_s *next;
-    eddy_task_cb fn;
-    void *arg;
-} eddy__overflow_t;
 
 /* Something on the loop to close when the loop shuts down (a channel): Netty's closeAll. */
 typedef struct eddy__closer_s {
@@ -97,14 +41,9 @@ typedef struct eddy__closer_s {
     void (*close)(struct eddy__closer_s *c); /* on the loop; must not re-add itself */
 } eddy__closer_t;
 
-typedef struct eddy__timer_entry_s {
-    int64_t deadline;
-    uint64_t id; /* the start counter: ties fire in scheduling order */
-    eddy_timer_t *timer;
-} eddy__timer_entry_t;
-
+/* The loop's timers: a binary heap of entries (timer.c, reactor/internal.h). */
 typedef struct eddy__timer_heap_s {
-    eddy__timer_entry_t *items;
+    struct eddy__timer_entry_s *items;
     size_t n;
     size_t cap;
     uint64_t next_id;
@@ -140,7 +79,7 @@ struct eddy_loop_s {
      * the loop's per-task writes below do not pull it away from them. */
     alignas(128) eddy_ring_t *ring;
     eddy_sequencer_t *sequencer;
-    const eddy__poller_ops_t *poller;
+    const struct eddy__poller_ops_s *poller;
     void *poller_data;
     /* eddy_loop_in_event_loop() and the task's lag stamp read these from every producer: on
      * the loop's busy line below, each turn's writes made every producer miss there. */
@@ -150,7 +89,7 @@ struct eddy_loop_s {
     alignas(128) eddy_wait_strategy_t *ws;
     eddy_sequence_t *consumed; /* the loop's sequence: gates the producers */
     int64_t next_seq;          /* the first sequence not yet run */
-    eddy__overflow_t *overflow_head, *overflow_tail;
+    struct eddy__overflow_s *overflow_head, *overflow_tail;
     int64_t last_self_seq;     /* the last ring slot the loop filled for itself */
     int64_t overflow_after;    /* overflow tasks run once the ring is read past this */
 
@@ -172,7 +111,8 @@ struct eddy_loop_s {
     char name[16];
     size_t index;          /* in its group; 0 outside one (set before the loop starts) */
     _Atomic(void *) data;  /* eddy_loop_set_data(): the user's, never read here */
-    eddy__local_t *locals; /* eddy__loop_local()'s blocks (the loop's thread) */
+    /* eddy__loop_local()'s blocks (the loop's thread) */
+    struct eddy__local_s *locals;
     unsigned io_ratio;
     int64_t max_task_quantum_ns;
     int64_t stall_threshold_ns;
@@ -209,48 +149,14 @@ struct eddy_loop_s {
  */
 #define eddy__assert_on_loop(loop) assert(eddy_loop_in_event_loop(loop))
 
-/* Hand a ready descriptor to its io, unless the io left (or fd was reused) meanwhile. */
-void eddy__io_dispatch(eddy_loop_t *loop, int fd, uint32_t gen, unsigned events);
-/* The same, for a poller whose event carries the socket's error (err, a negative EDDY_E*; 0:
- * none): the callback gets it from eddy__io_socket_error(). */
-void eddy__io_dispatch_error(eddy_loop_t *loop, int fd, uint32_t gen, unsigned events, int err);
 /* The error pending on io's socket as a negative EDDY_E*, or 0, and clear it: the one its
  * event carried when called from io's callback and the poller gave one, else SO_ERROR. */
 int eddy__io_socket_error(eddy_io_t *io);
-/* The io watching fd now, or NULL. */
-static inline eddy_io_t *eddy__io_of(eddy_loop_t *loop, int fd)
-{
-    return (fd >= 0 && (size_t)fd < loop->nwatchers) ? loop->watchers[fd] : NULL;
-}
 
-/* Relaxed read-modify-write by the single writer: a plain add, visible to readers. */
-static inline void eddy__stat_add(_Atomic uint64_t *v, uint64_t d)
-{
-    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + d,
-                          memory_order_relaxed);
-}
-
-static inline void eddy__stat_max(_Atomic uint64_t *v, uint64_t x)
-{
-    if (x > atomic_load_explicit(v, memory_order_relaxed)) {
-        atomic_store_explicit(v, x, memory_order_relaxed);
-    }
-}
-
-/* Mark user code running on the loop (the stall watchdog looks). */
-static inline void eddy__callback_begin(eddy_loop_t *loop, eddy__fnptr_t fn)
-{
-    atomic_store_explicit(&loop->running_fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&loop->activity,
-                          atomic_load_explicit(&loop->activity, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-    atomic_store_explicit(&loop->in_callback, true, memory_order_relaxed);
-}
-
-static inline void eddy__callback_end(eddy_loop_t *loop)
-{
-    atomic_store_explicit(&loop->in_callback, false, memory_order_relaxed);
-}
+/* Register c to be closed when the loop starts shutting down, or take it off (closed
+ * before). The loop's thread. */
+void eddy__loop_closer_add(eddy_loop_t *loop, eddy__closer_t *c);
+void eddy__loop_closer_remove(eddy__closer_t *c);
 
 /* The handler a callback is in, for the watchdog: set around a handler's call, the one it
  * interrupts given back after (eddy__loop_handler_leave). The loop's thread. */
@@ -276,24 +182,21 @@ static inline void eddy__loop_handler_leave(eddy_loop_t *loop, eddy__running_t w
     atomic_store_explicit(&loop->running_channel, was.channel, memory_order_relaxed);
 }
 
-/* Register c to be closed when the loop starts shutting down, or take it off (closed
- * before). The loop's thread. */
-void eddy__loop_closer_add(eddy_loop_t *loop, eddy__closer_t *c);
+/*
+ * Run fn(req) on loop: at once on the loop's thread, else as a task. req is a malloc'd
+ * request holding one reference to p, which fn drops with req. When the loop refuses the
+ * task, that reference goes, req is freed and p fails with the loop's error. Any thread.
+ */
+void eddy__loop_run_request(eddy_loop_t *loop, eddy_task_cb fn, void *req, eddy_promise_t *p);
 
-/* Futures (future.c): succeed with a result the future owns one reference to, dropped with
- * release(result) when the future is freed, so eddy_future_result() stays valid for as long as
- * the caller holds the future. When p had completed already, release(result) runs at once and
- * EDDY_EALREADY is returned. */
-int eddy__promise_succeed_owned(eddy_promise_t *p, void *result, void (*release)(void *));
-void eddy__loop_closer_remove(eddy__closer_t *c);
-
-/* The loop's clock (eddy_loop_now_ns). */
-static inline int64_t eddy__loop_now(const eddy_loop_t *loop)
-{
-    int64_t v = atomic_load_explicit(&loop->clock_offset_ns, memory_order_relaxed);
-    /* A manual loop's clock is purely virtual: it moves only when its driver moves it. */
-    return loop->manual ? v : eddy_now_ns() + v;
-}
+/*
+ * A channel keeps a pointer to its loop for its whole life, and an offloaded handler or a
+ * user's reference can make it outlive eddy_loop_free(). Such objects hold a use: freeing
+ * the loop stops it and joins its thread, and its memory (queue, poller, timers) stays until
+ * the last use is dropped. A task given to it then is refused as to any terminated loop.
+ */
+void eddy__loop_retain(eddy_loop_t *loop);
+void eddy__loop_release(eddy_loop_t *loop);
 
 /*
  * Manual loops, for the embedded channel: no thread, no poller wait. The caller enters the
@@ -313,27 +216,9 @@ void eddy__loop_advance(eddy_loop_t *loop, int64_t ns);
 /* Run what is pending, refuse new tasks, cancel timers, free. The caller has not entered. */
 void eddy__loop_free_manual(eddy_loop_t *loop);
 
-/*
- * A channel keeps a pointer to its loop for its whole life, and an offloaded handler or a
- * user's reference can make it outlive eddy_loop_free(). Such objects hold a use: freeing
- * the loop stops it and joins its thread, and its memory (queue, poller, timers) stays until
- * the last use is dropped. A task given to it then is refused as to any terminated loop.
- */
-void eddy__loop_retain(eddy_loop_t *loop);
-void eddy__loop_release(eddy_loop_t *loop);
-
-/* Timers (timer.c). */
-int eddy__timers_init(eddy__timer_heap_t *h);
-/* Cancel and release every pending timer (shutdown, free). */
-void eddy__timers_cancel_all(eddy_loop_t *loop);
-void eddy__timers_destroy(eddy__timer_heap_t *h);
-/* The earliest deadline, or INT64_MAX. */
-int64_t eddy__timers_next_deadline(const eddy__timer_heap_t *h);
-/* Run timers due at loop->now_ns until deadline_ns passes; returns how many ran. */
-size_t eddy__timers_run_due(eddy_loop_t *loop, int64_t deadline_ns);
-/* A one-shot timer was cancelled (by a call, or dropped by its loop's shutdown) rather than
- * run: its callback never runs. eddy_timer_cancel's EDDY_EALREADY does not tell the two apart.
- * Any thread. */
+/* Timers (timer.c). A one-shot timer was cancelled (by a call, or dropped by its loop's
+ * shutdown) rather than run: its callback never runs. eddy_timer_cancel's EDDY_EALREADY does
+ * not tell the two apart. Any thread. */
 bool eddy__timer_cancelled(const eddy_timer_t *t);
 /* A timer whose callback's argument is extra bytes of storage inside it (eddy__timer_data),
  * aligned for any type and freed with it; dtor (may be NULL) runs on that storage at the
@@ -347,43 +232,16 @@ void *eddy__timer_data(eddy_timer_t *t);
  * with the timer cancelled (the caller's reference stays). Any thread. */
 int eddy__timer_start(eddy_timer_t *t, int64_t delay_ns, int64_t period_ns);
 
-/* Futures (future.c). */
-eddy_future_t *eddy__future_new_unowned(void);
+/* Futures (future.c): succeed with a result the future owns one reference to, dropped with
+ * release(result) when the future is freed, so eddy_future_result() stays valid for as long as
+ * the caller holds the future. When p had completed already, release(result) runs at once and
+ * EDDY_EALREADY is returned. */
+int eddy__promise_succeed_owned(eddy_promise_t *p, void *result, void (*release)(void *));
 /* A future born complete: failed with err (< 0), or succeeded with result, which it owns as
  * eddy__promise_succeed_owned() says (release NULL: not owned). It skips the lock completion
  * takes, as nobody can wait on it yet: for calls that know their answer at once. One
  * reference, the caller's. NULL without memory (result is not released then). Any thread. */
 eddy_future_t *eddy__future_new_done(int err, void *result, void (*release)(void *));
-
-/* The reference counts of timers and futures, for tests that take them to their limits
- * (UINT32_MAX would take four billion retains). */
-_Atomic uint32_t *eddy__timer_refcnt(eddy_timer_t *t);
-_Atomic uint32_t *eddy__future_refcnt(eddy_future_t *f);
-
-/* The task queue (taskq.c). The loop's thread, or one that entered the loop, for all but
- * the producers' side (eddy_loop_execute and its variants). */
-/* Tasks are waiting, in the ring (claimed, published or not) or in the overflow list. */
-bool eddy__taskq_pending(eddy_loop_t *loop);
-/* The next ring slot is claimed but not yet published: spin briefly, then yield once. */
-void eddy__taskq_await_claimed(eddy_loop_t *loop);
-/* Run queued tasks until the deadline (INT64_MAX: none), ring slots up to limit: only those
- * queued before the call. Returns how many ran. */
-size_t eddy__taskq_run(eddy_loop_t *loop, int64_t deadline, int64_t limit);
-/* Free the overflow list's entries without running them (a loop being freed). */
-void eddy__taskq_drop_overflow(eddy_loop_t *loop);
-/*
- * Run fn(req) on loop: at once on the loop's thread, else as a task. req is a malloc'd
- * request holding one reference to p, which fn drops with req. When the loop refuses the
- * task, that reference goes, req is freed and p fails with the loop's error. Any thread.
- */
-void eddy__loop_run_request(eddy_loop_t *loop, eddy_task_cb fn, void *req, eddy_promise_t *p);
-
-/* The stall watchdog (watchdog.c). */
-void eddy__watchdog_add(eddy_loop_t *loop);
-void eddy__watchdog_remove(eddy_loop_t *loop);
-/* End the watchdog thread and wait for it (eddy_library_shutdown()): 0, or EDDY_EBUSY, and
- * nothing done, while a loop is watched. One thread at a time. */
-int eddy__watchdog_shutdown(void);
 
 /*
  * Storage per loop for the library's own layers above the reactor (the HTTP codec's cached

@@ -3,7 +3,6 @@
  * registration, shutdown and metrics. Its task queue is taskq.c, its stall watchdog
  * watchdog.c.
  */
-#include "reactor/layer.h"
 #include "reactor/internal.h"
 #include "buffer/layer.h"
 #include "eddy_config.h"

@@ -10,7 +10,7 @@
 #include "eddy_config.h"
 
 #ifdef EDDY_HAVE_EPOLL
-#include "reactor/layer.h"
+#include "reactor/internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

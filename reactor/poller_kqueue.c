@@ -6,7 +6,7 @@
 #include "eddy_config.h"
 
 #ifdef EDDY_HAVE_KQUEUE
-#include "reactor/layer.h"
+#include "reactor/internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

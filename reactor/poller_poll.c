@@ -3,7 +3,7 @@
  * against. A pollfd array with each io's slot index; removal swaps the last entry in. The
  * wake-up is a non-blocking pipe.
  */
-#include "reactor/layer.h"
+#include "reactor/internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

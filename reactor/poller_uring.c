@@ -20,7 +20,7 @@
 #include "eddy_config.h"
 
 #ifdef EDDY_HAVE_IO_URING
-#include "reactor/layer.h"
+#include "reactor/internal.h"
 #include "buffer/layer.h"
 
 #include <errno.h>

@@ -6,7 +6,7 @@
 #include <eddy/common.h>
 
 #include "buffer/layer.h"
-#include "reactor/layer.h"
+#include "reactor/internal.h"
 
 int eddy_library_shutdown(void)
 {

@@ -14,7 +14,6 @@
  * (tasks_2p_split: 25-26 M tasks/s at 59-63 ns per task in the producers, 34-36 M at 36-40 ns
  * after; bench/RESULTS.md).
  */
-#include "reactor/layer.h"
 #include "reactor/internal.h"
 
 #include <sched.h>

@@ -7,7 +7,7 @@
  * so timers with one deadline fire in the order they were scheduled.
  */
 #include "buffer/layer.h"
-#include "reactor/layer.h"
+#include "reactor/internal.h"
 
 #include <assert.h>
 

@@ -10,7 +10,7 @@
  * only in eddy__watchdog_shutdown(), which joins it: a thread still alive at exit is memory
  * that valgrind reports as lost, and one that ended unjoined is a leak to TSan.
  */
-#include "reactor/layer.h"
+#include "reactor/internal.h"
 #include "buffer/layer.h"
 
 #include <inttypes.h>

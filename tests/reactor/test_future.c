@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include <eddy/loop.h>
-#include "reactor/layer.h"
+#include "reactor/internal.h" /* the reference count */
 
 #include <errno.h>
 #include <pthread.h>
