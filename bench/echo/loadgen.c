@@ -375,6 +375,7 @@ int main(int argc, char **argv)
     }
 
     bench_window_init(&win, &opts, t0, bench_proc_cpu_s);
+    bench_window_count(&win, churn ? &conns_done : &msgs_done);
     bench_lg_run(&win, ep, 100, on_event, NULL, conns);
     long hwm = bench_proc_status_kb(opts.pid, "VmHWM");
     for (int i = 0; i < nconns; i++)
@@ -398,5 +399,5 @@ int main(int argc, char **argv)
     free(conns);
     free(in);
     free(pattern);
-    return msgs_done > 0 ? 0 : 1;
+    return bench_window_verdict(&win, churn ? "connection" : "message");
 }

@@ -125,6 +125,28 @@ void bench_window_init(bench_window_t *w, const bench_lg_opts_t *o, uint64_t sta
     w->t_end = (uint64_t)(o->seconds * 1e9);
 }
 
+void bench_window_count(bench_window_t *w, const uint64_t *count)
+{
+    w->count = count;
+}
+
+/* Past its length: a counted window that measured nothing yet stays open a while longer. */
+static bool bench_window_wants_more(const bench_window_t *w, uint64_t now)
+{
+    return w->count != NULL && *w->count == 0 &&
+           now < w->t_end + (uint64_t)(BENCH_WINDOW_EMPTY_MAX_S * 1e9);
+}
+
+int bench_window_verdict(const bench_window_t *w, const char *what)
+{
+    if (w->count == NULL || *w->count > 0)
+        return 0;
+    fprintf(stderr, "%s: no %s came back in the %.1f s measured (the window waited %.0f s past "
+                    "its length for one)\n",
+            bench_lg_name, what, bench_window_seconds(w), BENCH_WINDOW_EMPTY_MAX_S);
+    return 1;
+}
+
 bool bench_window_tick(bench_window_t *w, uint64_t now)
 {
     if (!w->measuring && w->t_stop == 0 && now >= w->t_measure) {
@@ -133,7 +155,7 @@ bool bench_window_tick(bench_window_t *w, uint64_t now)
         w->t_end += now;
         w->srv0 = w->server_cpu_s(w->pid);
         w->cli0 = bench_process_cpu_s();
-    } else if (w->measuring && now >= w->t_end) {
+    } else if (w->measuring && now >= w->t_end && !bench_window_wants_more(w, now)) {
         w->measuring = false;
         w->t_stop = bench_now_ns();
         w->srv1 = w->server_cpu_s(w->pid);

@@ -76,17 +76,31 @@ uint8_t *bench_pattern_new(size_t period, size_t extra);
  * The measured window: it opens when the warm-up after start ends (the server's CPU time and
  * ours read then), and closes after o->seconds (read again). The server's CPU time comes from
  * server_cpu_s (bench_proc_cpu_s, or bench_proc_sched_cpu_s for windows of a second or two).
+ * A window given the count of what it measures (bench_window_count) stays open past its
+ * length until that count is above zero, for at most BENCH_WINDOW_EMPTY_MAX_S more: a short
+ * window on a loaded machine (a smoke run, a JVM still compiling) would otherwise measure
+ * nothing. Rates divide by the seconds actually measured, so the extension is accounted for.
  */
+#define BENCH_WINDOW_EMPTY_MAX_S 20.0
+
 typedef struct bench_window_s {
     long pid;
     double (*server_cpu_s)(long pid);
     uint64_t t_measure, t_begin, t_end, t_stop; /* monotonic ns */
     bool measuring;                             /* the window is open: count what comes back */
     double srv0, srv1, cli0, cli1;              /* CPU seconds at both ends */
+    const uint64_t *count;                      /* what it measures; NULL: time alone */
 } bench_window_t;
 
 void bench_window_init(bench_window_t *w, const bench_lg_opts_t *o, uint64_t start_ns,
                        double (*server_cpu_s)(long pid));
+/* Keep the window open until *count (the caller's count of what it measured, updated while
+ * w->measuring) is above zero; see above. */
+void bench_window_count(bench_window_t *w, const uint64_t *count);
+/* The window closed having measured nothing: says so on stderr, naming what (the counted
+ * unit, "messages") and how long it waited, and returns 1 (the load generator's exit
+ * status); returns 0 when something was measured. */
+int bench_window_verdict(const bench_window_t *w, const char *what);
 /* Opens the window when its time has come; false once it is over (closed: its figures read). */
 bool bench_window_tick(bench_window_t *w, uint64_t now);
 /* Seconds measured, the server's CPU seconds over them (-1: unknown) and our CPU's share. */

@@ -314,6 +314,7 @@ int main(int argc, char **argv)
 
     t_scan = t0 + SCAN_NS;
     bench_window_init(&win, &opts, t0, bench_proc_cpu_s);
+    bench_window_count(&win, &done);
     bench_lg_run(&win, ep, 10, on_event, on_tick, socks);
     long hwm = bench_proc_status_kb(opts.pid, "VmHWM");
     for (int id = 0; id < nsocks; id++)
@@ -337,5 +338,5 @@ int main(int argc, char **argv)
     free(slots);
     free(socks);
     free(pattern);
-    return done > 0 ? 0 : 1;
+    return bench_window_verdict(&win, "datagram");
 }

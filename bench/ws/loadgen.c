@@ -164,6 +164,7 @@ int main(int argc, char **argv)
     }
 
     bench_window_init(&win, &opts, bench_now_ns(), bench_proc_sched_cpu_s);
+    bench_window_count(&win, &msgs_counted);
     bench_lg_run(&win, ep, 100, on_event, NULL, conns);
     long rss = bench_proc_status_kb(opts.pid, "VmRSS");
     long hwm = bench_proc_status_kb(opts.pid, "VmHWM");
@@ -186,5 +187,5 @@ int main(int argc, char **argv)
     free(conns);
     free(in);
     free(pattern);
-    return msgs_counted > 0 ? 0 : 1;
+    return bench_window_verdict(&win, "message");
 }
