@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # scripts/test.sh all|check: build the test trees and run their tests (make test, make check).
 #   all    the normal tree (every test), the ASan+UBSan tree (every test but the install
-#          check) and the TSan tree (the tests labelled concurrency or serverfuzz). Each tree's
-#          tests start as soon as it is built, while the next tree builds: tests mostly wait
-#          on sockets, timers and child processes, builds compute.
+#          check) and the TSan tree (the tests labelled concurrency or serverfuzz; only the
+#          programs they run are built there). Each tree's tests start as soon as it is
+#          built, while the next tree builds: tests mostly wait on sockets, timers and child
+#          processes, builds compute.
 #   check  the normal tree alone, without the build-type matrix and the install check: the
 #          inner loop, a minute or two once built.
 # JOBS: build jobs (default: the processors nproc counts). SLOTS: ctest's parallel slots
@@ -16,6 +17,7 @@ mode=${1:-all}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 slots=${SLOTS:-$((jobs * 3))}
 start=$(date +%s)
+python=$(command -v /usr/bin/python3 || command -v python3) # pyenv's shim costs a second a start
 
 # since: seconds since the start.
 since() { echo $(($(date +%s) - start)); }
@@ -27,6 +29,61 @@ build() {
     cmake -S . -B "$tree" "$@" >/dev/null || return 1
     cmake --build "$tree" -j "$jobs" || return 1
     echo "== $tree built ($(since) s)"
+}
+
+# build_for_tests TREE CTEST_ARGS... -- FLAGS...: configure TREE and build only the targets
+# whose programs the tests ctest selects with CTEST_ARGS run: those their commands and their
+# REQUIRED_FILES name (with what those link). Builds everything when ctest can't say.
+build_for_tests() {
+    local tree=$1 args=() targets
+    shift
+    while [ "$1" != "--" ]; do
+        args+=("$1")
+        shift
+    done
+    shift
+    cmake -S . -B "$tree" "$@" >/dev/null || return 1
+    targets=$(targets_of "$tree" "${args[@]}")
+    if [ -z "$targets" ]; then
+        build "$tree" "$@"
+        return
+    fi
+    # shellcheck disable=SC2086 # one word per target
+    cmake --build "$tree" -j "$jobs" --target $targets || return 1
+    echo "== $tree built for its tests: $(echo $targets | wc -w) targets ($(since) s)"
+}
+
+# targets_of TREE CTEST_ARGS...: the build targets named by the selected tests' commands (as
+# the tree's CTestTestfile.cmake files hold them: ctest leaves out a program not yet built)
+# and REQUIRED_FILES: a path in the tree whose file name is a target's. One line; empty when
+# the generator lists no targets.
+targets_of() {
+    local tree=$1
+    shift
+    local known
+    known=$(cmake --build "$tree" --target help 2>/dev/null | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
+    [ -n "$known" ] || return 0
+    (cd "$tree" && ctest --show-only=json-v1 "$@" 2>/dev/null) |
+        "$python" -c '
+import json, os, re, sys
+tree, known = os.path.realpath(sys.argv[1]), set(sys.argv[2].split())
+commands = {}
+for top, _, files in os.walk(tree):
+    if "CTestTestfile.cmake" in files:
+        for line in open(os.path.join(top, "CTestTestfile.cmake")):
+            m = re.match(r"add_test\(\[=\[(.*?)\]=\] (.*)\)$", line)
+            if m:
+                commands[m.group(1)] = re.findall(r"\"([^\"]*)\"", m.group(2))
+found = set()
+for test in json.load(sys.stdin).get("tests", []):
+    paths = commands.get(test["name"], [])
+    for prop in test.get("properties", []):
+        if prop["name"] == "REQUIRED_FILES":
+            paths += prop["value"]
+    for p in paths:
+        if p.startswith(tree + "/") and os.path.basename(p) in known:
+            found.add(os.path.basename(p))
+print(" ".join(sorted(found)))' "$tree" "$known"
 }
 
 # run_tests TREE ENV CTEST_ARGS...: the tree's tests, output to TREE/ctest.log, in the
@@ -74,7 +131,8 @@ case $mode in
         run_tests build/debug ""
         build "${ASAN_TREE:-build/asan}" "${asan_flags[@]}" || { finish; exit 1; }
         run_tests "${ASAN_TREE:-build/asan}" "${ASAN_ENV:-}" -LE install
-        build "${TSAN_TREE:-build/tsan}" "${tsan_flags[@]}" || { finish; exit 1; }
+        build_for_tests "${TSAN_TREE:-build/tsan}" -L 'concurrency|serverfuzz' -- \
+            "${tsan_flags[@]}" || { finish; exit 1; }
         run_tests "${TSAN_TREE:-build/tsan}" "${TSAN_ENV:-}" -L 'concurrency|serverfuzz'
         finish
         ;;
