@@ -34,42 +34,17 @@
 # (scripts/deps.sh --bench). Other --options (bench/run.sh passes its arguments to every
 # benchmark) are ignored with a word.
 set -euo pipefail
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # parse_options, stop_server...
 
-usage() {
-    sed -n '23,26p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2 # the usage lines above
-    exit 2
-}
 [[ $# -ge 1 ]] || usage
 build_dir=$1
 shift
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 rounds=5 seconds=5 clients=8 outstanding=100 rate=20000 lat_seconds=3 cpu=0 client_cpu=1
 servers=nsd,knot,eddy zone='' costs=1 pin=1
-while [[ $# -gt 0 ]]; do
-    case $1 in
-    --no-pin | --no-costs)
-        if [[ $1 == --no-pin ]]; then pin=0; else costs=0; fi
-        shift
-        continue
-        ;;
-    esac
-    [[ $# -ge 2 ]] || usage
-    case $1 in
-    --rounds) rounds=$2 ;;
-    --seconds) seconds=$2 ;;
-    --clients) clients=$2 ;;
-    --outstanding) outstanding=$2 ;;
-    --rate) rate=$2 ;;
-    --latency-seconds) lat_seconds=$2 ;;
-    --cpu) cpu=$2 ;;
-    --client-cpu) client_cpu=$2 ;;
-    --servers) servers=$2 ;;
-    --zone) zone=$2 ;;
-    --*) echo "bench/dns/run.sh: $1 $2 ignored (an option of another benchmark?)" >&2 ;;
-    *) usage ;;
-    esac
-    shift 2
-done
+parse_options bench/dns/run.sh "no-pin no-costs rounds seconds clients outstanding rate \
+    latency-seconds=lat_seconds cpu client-cpu servers zone others" "$@"
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
 
 for tool in dnsperf nsd dig; do
@@ -94,53 +69,11 @@ if [[ -z $origin ]]; then
 fi
 origin=${origin%.}. # absolute
 
-hz=$(getconf CLK_TCK)
-tmp=$(mktemp -d)
-server_pid= # the process group's leader: the server started last
-# Stops the server started last: its whole process group (NSD forks), then waits for it.
-stop_server() {
-    if [[ -n $server_pid ]]; then
-        kill -TERM -- "-$server_pid" 2>/dev/null || true
-        for _ in $(seq 100); do
-            pgrep -g "$server_pid" >/dev/null || break
-            sleep 0.05
-        done
-        kill -KILL -- "-$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-        server_pid=
-    fi
-}
-cleanup() {
-    stop_server
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+scratch_dir
 trap 'exit 130' INT TERM
-
-# utime + stime of every process in the server's group, in clock ticks.
-group_ticks() {
-    local t=0 pid v
-    for pid in $(pgrep -g "$server_pid"); do
-        # fields 14 and 15, counted after the ")" that ends the command name
-        v=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{ print $12 + $13 }')
-        t=$((t + ${v:-0}))
-    done
-    echo "$t"
-}
-
-# A port that nothing listens on, UDP or TCP, from a random start below the ephemeral range.
-free_port() {
-    local p
-    for _ in $(seq 200); do
-        p=$((20000 + RANDOM % 12000))
-        if [[ -z $(ss -Hlnut "sport = :$p" 2>/dev/null) ]]; then
-            echo "$p"
-            return 0
-        fi
-    done
-    echo "bench/dns/run.sh: no free port found" >&2
-    exit 1
-}
+# Each server leads a process group of its own (start_server), which stop_server stops whole:
+# NSD forks.
+server_group=1
 
 # The configuration of server $1 on port $2 in $tmp/$1, and the command that runs it (in cmd).
 configure() {
@@ -219,11 +152,10 @@ EOF
 # server_pid and port once it answers for the zone's SOA.
 start_server() {
     local name=$1 log=$tmp/server.log
-    port=$(free_port)
+    port=$(free_port bench/dns/run.sh)
     configure "$name" "$port"
     : >"$log"
-    # shellcheck disable=SC2086 # pin_server holds several words on purpose
-    setsid $pin_server "${cmd[@]}" >"$log" 2>&1 </dev/null &
+    setsid "${pin_server[@]}" "${cmd[@]}" >"$log" 2>&1 </dev/null &
     server_pid=$!
     for _ in $(seq 200); do
         if [[ -n $(dig +short +time=1 +tries=1 -p "$port" @127.0.0.1 "$origin" SOA 2>/dev/null) ]]
@@ -240,13 +172,7 @@ start_server() {
     exit 1
 }
 
-pin_server='' pin_client='' where="servers on CPU $cpu, dnsperf on CPU $client_cpu"
-if ((pin)); then
-    pin_server="taskset -c $cpu"
-    pin_client="taskset -c $client_cpu"
-else
-    where="nothing pinned"
-fi
+pin_setup dnsperf
 
 # The servers that run here, in the order asked.
 eddy=$build_dir/examples/eddy-dns-server
@@ -301,13 +227,11 @@ if ((nq < 2)); then
     exit 1
 fi
 
-model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "bench dns: authoritative servers on one serving thread each, over UDP:" \
     "$(nsd -v 2>&1 | head -1)$(command -v knotd >/dev/null && echo ", $(knotd -V | head -1)")"
 echo "zone: ${zone#"$root"/} ($origin, $(grep -c . "$tmp/axfr.txt") records); queries: $nq" \
     "lines, every name and type once, 1 in 5 NXDOMAIN"
-echo "cpu: $model; $where; load average" \
-    "$(cut -d' ' -f1 /proc/loadavg) at start"
+echo "cpu: $(cpu_model); $where; load average $(load_average) at start"
 echo "$rounds rounds, servers alternating: ${subjects[*]}; throughput: dnsperf -c $clients" \
     "-q $outstanding -l $seconds; latency: dnsperf -Q $rate -l $lat_seconds -v"
 if ((costs)) && [[ -x $build_dir/bench/udp/udp_report ]]; then
@@ -322,49 +246,49 @@ dnsperf_value() {
 }
 
 : >"$tmp/rounds.txt"
-for ((r = 0; r < rounds; r++)); do
-    for s in "${subjects[@]}"; do
-        start_server "$s"
-        t0=$(group_ticks)
-        # shellcheck disable=SC2086 # pin_client holds several words on purpose
-        if ! out=$($pin_client dnsperf -s 127.0.0.1 -p "$port" -d "$tmp/queries.txt" \
-            -c "$clients" -q "$outstanding" -l "$seconds" -t 1 2>&1); then
-            echo "bench/dns/run.sh: dnsperf failed against $s: $out" >&2
-            exit 1
-        fi
-        t1=$(group_ticks)
-        done_q=$(dnsperf_value "$out" "Queries completed")
-        qps=$(dnsperf_value "$out" "Queries per second")
-        lost=$(dnsperf_value "$out" "Queries lost")
-        avg=$(dnsperf_value "$out" "Average Latency (s)")
-        # What the answers were: the response codes' shares and the average response size,
-        # so that a server answering less (errors, smaller answers) shows.
-        codes=$(sed -n 's/^ *Response codes: *//p' <<<"$out" | tr -d ' ' | tr ',' ' ')
-        rsize=$(sed -n 's/^ *Average packet size:.*response \([0-9]*\).*/\1/p' <<<"$out")
-        # The fixed-rate pass: one "> RCODE name type seconds" line per answer.
-        # shellcheck disable=SC2086
-        if ! $pin_client dnsperf -s 127.0.0.1 -p "$port" -d "$tmp/queries.txt" \
-            -Q "$rate" -l "$lat_seconds" -t 1 -v >"$tmp/latency.txt" 2>&1; then
-            echo "bench/dns/run.sh: dnsperf -Q $rate failed against $s" >&2
-            cat "$tmp/latency.txt" >&2
-            exit 1
-        fi
-        pcts=$(awk '/^> [A-Z]+ / { print $NF * 1e6 }' "$tmp/latency.txt" | sort -n |
-            awk '{ v[NR] = $1 } END {
-                if (NR == 0) { print "0 0 0 0"; exit }
-                printf "%.1f %.1f %.1f %d\n", v[int(NR * 0.5) + 1], v[int(NR * 0.99) + 1],
-                    v[int(NR * 0.999) + 1], NR }')
-        stop_server
-        # server round qps cpu_ns_per_query cpu_util avg_us lost p50 p99 p999 samples
-        # response_bytes codes (NOERROR12(75.00%) NXDOMAIN4(25.00%) ...)
-        awk -v s="$s" -v r="$r" -v qps="$qps" -v n="$done_q" -v ticks=$((t1 - t0)) \
-            -v hz="$hz" -v secs="$seconds" -v avg="$avg" -v lost="$lost" -v p="$pcts" \
-            -v rsize="${rsize:-0}" -v codes="$codes" \
-            'BEGIN { printf "%s %d %.0f %.1f %.3f %.1f %d %s %d %s\n", s, r, qps,
-                (n > 0 ? ticks * 1e9 / hz / n : 0), ticks / hz / secs, avg * 1e6, lost, p,
-                rsize, codes }' >>"$tmp/rounds.txt"
-    done
-done
+# One round (its number $2) of server $3 (the case, $1, is udp alone): started, dnsperf's two
+# passes, stopped; a line of $tmp/rounds.txt.
+run_round() {
+    local r=$2 s=$3 t0 t1 out done_q qps lost avg codes rsize pcts
+    start_server "$s"
+    t0=$(group_cpu_ticks "$server_pid")
+    if ! out=$("${pin_client[@]}" dnsperf -s 127.0.0.1 -p "$port" -d "$tmp/queries.txt" \
+        -c "$clients" -q "$outstanding" -l "$seconds" -t 1 2>&1); then
+        echo "bench/dns/run.sh: dnsperf failed against $s: $out" >&2
+        exit 1
+    fi
+    t1=$(group_cpu_ticks "$server_pid")
+    done_q=$(dnsperf_value "$out" "Queries completed")
+    qps=$(dnsperf_value "$out" "Queries per second")
+    lost=$(dnsperf_value "$out" "Queries lost")
+    avg=$(dnsperf_value "$out" "Average Latency (s)")
+    # What the answers were: the response codes' shares and the average response size,
+    # so that a server answering less (errors, smaller answers) shows.
+    codes=$(sed -n 's/^ *Response codes: *//p' <<<"$out" | tr -d ' ' | tr ',' ' ')
+    rsize=$(sed -n 's/^ *Average packet size:.*response \([0-9]*\).*/\1/p' <<<"$out")
+    # The fixed-rate pass: one "> RCODE name type seconds" line per answer.
+    if ! "${pin_client[@]}" dnsperf -s 127.0.0.1 -p "$port" -d "$tmp/queries.txt" \
+        -Q "$rate" -l "$lat_seconds" -t 1 -v >"$tmp/latency.txt" 2>&1; then
+        echo "bench/dns/run.sh: dnsperf -Q $rate failed against $s" >&2
+        cat "$tmp/latency.txt" >&2
+        exit 1
+    fi
+    pcts=$(awk '/^> [A-Z]+ / { print $NF * 1e6 }' "$tmp/latency.txt" | sort -n |
+        awk '{ v[NR] = $1 } END {
+            if (NR == 0) { print "0 0 0 0"; exit }
+            printf "%.1f %.1f %.1f %d\n", v[int(NR * 0.5) + 1], v[int(NR * 0.99) + 1],
+                v[int(NR * 0.999) + 1], NR }')
+    stop_server
+    # server round qps cpu_ns_per_query cpu_util avg_us lost p50 p99 p999 samples
+    # response_bytes codes (NOERROR12(75.00%) NXDOMAIN4(25.00%) ...)
+    awk -v s="$s" -v r="$r" -v qps="$qps" -v n="$done_q" -v ticks=$((t1 - t0)) \
+        -v hz="$hz" -v secs="$seconds" -v avg="$avg" -v lost="$lost" -v p="$pcts" \
+        -v rsize="${rsize:-0}" -v codes="$codes" \
+        'BEGIN { printf "%s %d %.0f %.1f %.3f %.1f %d %s %d %s\n", s, r, qps,
+            (n > 0 ? ticks * 1e9 / hz / n : 0), ticks / hz / secs, avg * 1e6, lost, p,
+            rsize, codes }' >>"$tmp/rounds.txt"
+}
+rounds_loop udp run_round
 
 # Medians (the middle value; the mean of the two middle ones when even), min-max, ratios to
 # NSD, JSON.
@@ -459,4 +383,4 @@ END {
         if (i in json)
             print json[i]
 }' "$tmp/rounds.txt"
-echo "load average $(cut -d' ' -f1 /proc/loadavg) at the end"
+echo "load average $(load_average) at the end"

@@ -55,9 +55,32 @@ cpu_ticks() {
     sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
 }
 
-# Stop the server started last (SIGTERM) and wait for it.
+# group_cpu_ticks PGID: cpu_ticks summed over every process of process group PGID (a server
+# started with setsid that forks: NSD serves from a child); a process gone meanwhile counts 0.
+group_cpu_ticks() {
+    local t=0 pid v
+    for pid in $(pgrep -g "$1"); do
+        v=$(cpu_ticks "$pid" 2>/dev/null) || v=0
+        t=$((t + ${v:-0}))
+    done
+    echo "$t"
+}
+
+# Stop the server started last and wait for it: SIGTERM, then SIGKILL if it is still there
+# after 5 s. With server_group=1 both go to its whole process group: a server started with
+# setsid leads a group of its own, and one that forks (NSD) would leave its children running.
+server_group=0
 stop_server() {
-    kill "$server_pid" 2>/dev/null || true
+    local target=$server_pid _
+    if ((server_group)); then
+        target=-$server_pid
+    fi
+    kill -TERM -- "$target" 2>/dev/null || true
+    for _ in $(seq 100); do
+        kill -0 -- "$target" 2>/dev/null || break
+        sleep 0.05
+    done
+    kill -KILL -- "$target" 2>/dev/null || true
     wait "$server_pid" 2>/dev/null || true
     server_pid=
 }
@@ -119,6 +142,22 @@ run_port() {
     else
         echo "$1"
     fi
+}
+
+# free_port DRIVER: a port nothing listens on, UDP or TCP (ss), from a random start below the
+# ephemeral range, for a driver that takes a fresh port for each server it starts (bench/dns);
+# exits 1, saying so as DRIVER, when 200 tries find none.
+free_port() {
+    local p _
+    for _ in $(seq 200); do
+        p=$((20000 + RANDOM % 12000))
+        if [[ -z $(ss -Hlnut "sport = :$p" 2>/dev/null) ]]; then
+            echo "$p"
+            return 0
+        fi
+    done
+    echo "$1: no free port found" >&2
+    exit 1
 }
 
 # raise_nofile N: at least N descriptors for this shell and what it starts (servers inherit
