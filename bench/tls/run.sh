@@ -15,52 +15,24 @@
 # the hot path), server on CPU 0, load on CPU 1. Without a JDK or Netty the eddy rows run
 # alone and no ratio is printed.
 set -euo pipefail
+# shellcheck source=bench/support/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh" # parse_options, stop_server...
 
-usage() {
-    sed -n '11,12p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
-    exit 2
-}
 [[ $# -ge 1 ]] || usage
 build_dir=$(cd "$1" && pwd)
 shift
 rounds=3 seconds=3 warmup=1 java_warmup=4 cpu=0 client_cpu=1 pin=1 port=17400
 servers=eddy,netty_ssl
-while [[ $# -gt 0 ]]; do
-    if [[ $1 == --no-pin ]]; then
-        pin=0
-        shift
-        continue
-    fi
-    [[ $# -ge 2 ]] || usage
-    case $1 in
-    --rounds) rounds=$2 ;;
-    --seconds) seconds=$2 ;;
-    --warmup) warmup=$2 ;;
-    --java-warmup) java_warmup=$2 ;;
-    --cpu) cpu=$2 ;;
-    --client-cpu) client_cpu=$2 ;;
-    --port) port=$2 ;;
-    --servers) servers=$2 ;;
-    *) usage ;;
-    esac
-    shift 2
-done
+parse_options bench/tls/run.sh "no-pin rounds seconds warmup java-warmup cpu client-cpu port \
+    servers" "$@"
+port=$(run_port "$port")
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bench=$build_dir/bench/tls/bench_tls
-[[ -x $bench ]] || { echo "bench/tls: $bench not built" >&2; exit 1; }
+require_built bench/tls/run.sh "$bench"
 command -v openssl >/dev/null || { echo "bench/tls: needs the openssl tool" >&2; exit 1; }
 
-tmp=$(mktemp -d)
-server_pid=
-cleanup() {
-    if [[ -n $server_pid ]]; then
-        kill -9 "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+scratch_dir
 
 # One self-signed EC P-256 certificate for both servers (a PKCS#8 key, which the JDK reads).
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$tmp/key.pem" \
@@ -69,88 +41,60 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$t
 # Netty: compiled here against Debian's jars (netty-all.jar is only a manifest there).
 netty_cp=
 if [[ ,$servers, == *,netty_ssl,* ]]; then
-    for j in common buffer transport handler codec resolver; do
-        if [[ -r /usr/share/java/netty-$j.jar ]]; then
-            netty_cp+=/usr/share/java/netty-$j.jar:
-        else
-            netty_cp=
-            break
-        fi
-    done
-    if [[ -n $netty_cp ]] && command -v javac >/dev/null && command -v java >/dev/null; then
-        mkdir -p "$tmp/classes"
-        javac -nowarn -d "$tmp/classes" -cp "$netty_cp" "$here/java/TlsEchoServer.java"
-        netty_cp+=$tmp/classes
-    else
+    netty_classpath "$here/java/TlsEchoServer.java" netty-common netty-buffer netty-transport \
+        netty-handler netty-codec netty-resolver
+    if [[ -z $netty_cp ]] || ! command -v java >/dev/null; then
         echo "bench/tls: no JDK or Netty jars (bash scripts/deps.sh --bench): eddy alone" >&2
         servers=eddy
     fi
 fi
 
-# Taskset prefixes (empty with --no-pin). Servers start as plain commands in the background,
-# never through a function, so $! is the server itself (taskset execs it) and kill reaches it.
-server_pin=() client_pin=()
-if [[ $pin -eq 1 ]]; then
-    server_pin=(taskset -c "$cpu")
-    client_pin=(taskset -c "$client_cpu")
-fi
+# Taskset prefixes (pin_server, pin_client; empty with --no-pin). Servers start as plain
+# commands in the background, never through a function, so $! is the server itself (taskset
+# execs it) and kill reaches it.
+pin_setup load
 
 start_server() { # name
     local log=$tmp/server.log
     : >"$log" # here, not in the child: the wait below must not read the last server's log
     case $1 in
     eddy)
-        "${server_pin[@]}" "$bench" server "$port" "$tmp/cert.pem" "$tmp/key.pem" >"$log" 2>&1 &
+        "${pin_server[@]}" "$bench" server "$port" "$tmp/cert.pem" "$tmp/key.pem" >"$log" 2>&1 &
         ;;
     netty_ssl)
-        "${server_pin[@]}" java -XX:+UseParallelGC -Xms256m -Xmx256m \
+        "${pin_server[@]}" java -XX:+UseParallelGC -Xms256m -Xmx256m \
             -Dio.netty.leakDetection.level=disabled -cp "$netty_cp" TlsEchoServer "$port" \
             "$tmp/cert.pem" "$tmp/key.pem" >"$log" 2>&1 &
         ;;
     esac
     server_pid=$!
-    for _ in $(seq 200); do
-        grep -q "listening on" "$log" 2>/dev/null && return 0
-        kill -0 "$server_pid" 2>/dev/null || break
-        sleep 0.05
-    done
+    wait_for_log "$log" "listening on" 200 && return 0
     echo "bench/tls: the $1 server did not start: $(cat "$log")" >&2
     exit 1
 }
 
-stop_server() {
-    kill -TERM "$server_pid" 2>/dev/null || true
-    for _ in $(seq 100); do
-        kill -0 "$server_pid" 2>/dev/null || break
-        sleep 0.05
-    done
-    kill -9 "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=
-}
-
-IFS=, read -r -a server_list <<<"$servers"
+IFS=, read -r -a subjects <<<"$servers"
 results=$tmp/results.txt # case server round value protocol cipher
 : >"$results"
-for round in $(seq "$rounds"); do
-    for s in "${server_list[@]}"; do
-        start_server "$s"
-        w=$warmup
-        [[ $s == netty_ssl ]] && w=$java_warmup
-        for case in stream handshakes; do
-            line=$("${client_pin[@]}" "$bench" load "$case" "$port" "$seconds" "$w" |
-                grep '^RESULT' || true)
-            [[ -n $line ]] || { echo "bench/tls: no result from $s $case" >&2; exit 1; }
-            read -r _ name value proto cipher <<<"$line"
-            echo "$name $s $round $value $proto $cipher" >>"$results"
-            printf '  round %s %-10s %-11s %14.6g  %s %s\n' "$round" "$s" "$name" "$value" \
-                "$proto" "$cipher"
-            w=0.5 # the server is warm after the first case
-        done
-        stop_server
-        port=$((port + 1)) # no TIME_WAIT left on the next server's port
+# One round (its number $2, from 0) of server $3: both cases ($1, "both") against one start.
+run_round() {
+    local round=$(($2 + 1)) s=$3 w=$warmup case line name value proto cipher
+    start_server "$s"
+    [[ $s == netty_ssl ]] && w=$java_warmup
+    for case in stream handshakes; do
+        line=$("${pin_client[@]}" "$bench" load "$case" "$port" "$seconds" "$w" |
+            grep '^RESULT' || true)
+        [[ -n $line ]] || { echo "bench/tls: no result from $s $case" >&2; exit 1; }
+        read -r _ name value proto cipher <<<"$line"
+        echo "$name $s $round $value $proto $cipher" >>"$results"
+        printf '  round %s %-10s %-11s %14.6g  %s %s\n' "$round" "$s" "$name" "$value" \
+            "$proto" "$cipher"
+        w=0.5 # the server is warm after the first case
     done
-done
+    stop_server
+    port=$((port + 1)) # no TIME_WAIT left on the next server's port
+}
+rounds_loop both run_round
 
 # Medians, min-max, ratios and JSON lines.
 awk -v servers="$servers" '
