@@ -46,23 +46,9 @@ scratch_dir
 
 pin_setup redis-benchmark
 
-# A port nothing listens on, from a random start.
-free_port() {
-    local p
-    for _ in $(seq 200); do
-        p=$((20000 + RANDOM % 20000))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-            echo "$p"
-            return 0
-        fi
-    done
-    echo "bench/resp/run.sh: no free port found" >&2
-    exit 1
-}
-
 # Starts server $1 on a free port pinned; sets server_pid and port once it answers PING.
 start_server() {
-    port=$(free_port)
+    port=$(free_port bench/resp/run.sh)
     local log=$tmp/server.log
     : >"$log" # here, not in the child: the wait below must not read the last server's log
     if [[ $1 == eddy || $1 == eddy_uring ]]; then
