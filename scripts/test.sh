@@ -2,9 +2,9 @@
 # scripts/test.sh all|check: build the test trees and run their tests (make test, make check).
 #   all    the normal tree (every test), the ASan+UBSan tree (every test but the install
 #          check) and the TSan tree (the tests labelled concurrency or serverfuzz; only the
-#          programs they run are built there). Each tree's tests start as soon as it is
-#          built, while the next tree builds: tests mostly wait on sockets, timers and child
-#          processes, builds compute.
+#          programs they run, and the examples, are built there). Each tree's tests start as
+#          soon as it is built, while the next tree builds: tests mostly wait on sockets,
+#          timers and child processes, builds compute.
 #   check  the normal tree alone, without the build-type matrix and the install check: the
 #          inner loop, a minute or two once built.
 # JOBS: build jobs (default: the processors nproc counts). SLOTS: ctest's parallel slots
@@ -31,12 +31,13 @@ build() {
     echo "== $tree built ($(since) s)"
 }
 
-# build_for_tests TREE CTEST_ARGS... -- FLAGS...: configure TREE and build only the targets
-# whose programs the tests ctest selects with CTEST_ARGS run: those their commands and their
-# REQUIRED_FILES name (with what those link). Builds everything when ctest can't say.
+# build_for_tests TREE EXTRA CTEST_ARGS... -- FLAGS...: configure TREE and build only the
+# targets whose programs the tests ctest selects with CTEST_ARGS run (those their commands and
+# their REQUIRED_FILES name, with what those link), and the targets EXTRA names (one word,
+# comma-separated). Builds everything when ctest can't say.
 build_for_tests() {
-    local tree=$1 args=() targets
-    shift
+    local tree=$1 extra=${2//,/ } args=() targets
+    shift 2
     while [ "$1" != "--" ]; do
         args+=("$1")
         shift
@@ -49,8 +50,8 @@ build_for_tests() {
         return
     fi
     # shellcheck disable=SC2086 # one word per target
-    cmake --build "$tree" -j "$jobs" --target $targets || return 1
-    echo "== $tree built for its tests: $(echo $targets | wc -w) targets ($(since) s)"
+    cmake --build "$tree" -j "$jobs" --target $targets $extra || return 1
+    echo "== $tree built for its tests: $(wc -w <<<"$targets") targets ($(since) s)"
 }
 
 # targets_of TREE CTEST_ARGS...: the build targets named by the selected tests' commands (as
@@ -131,7 +132,7 @@ case $mode in
         run_tests build/debug ""
         build "${ASAN_TREE:-build/asan}" "${asan_flags[@]}" || { finish; exit 1; }
         run_tests "${ASAN_TREE:-build/asan}" "${ASAN_ENV:-}" -LE install
-        build_for_tests "${TSAN_TREE:-build/tsan}" -L 'concurrency|serverfuzz' -- \
+        build_for_tests "${TSAN_TREE:-build/tsan}" eddy-examples -L 'concurrency|serverfuzz' -- \
             "${tsan_flags[@]}" || { finish; exit 1; }
         run_tests "${TSAN_TREE:-build/tsan}" "${TSAN_ENV:-}" -L 'concurrency|serverfuzz'
         finish
