@@ -1522,18 +1522,33 @@ static uint16_t free_port(void)
     return eddy_addr_port(&a);
 }
 
+/* Start `openssl s_server -rev` for one connection on a free port; returns the port. The port
+ * is free when chosen but may be taken before s_server binds it (tests run side by side):
+ * then s_server exits, and another port is tried. */
+static uint16_t s_server_start(child_t *child)
+{
+    for (int attempt = 0; attempt < 5; attempt++) {
+        uint16_t port = free_port();
+        char accept[64];
+        snprintf(accept, sizeof(accept), "127.0.0.1:%u", port);
+        const char *const argv[] = {
+            "openssl", "s_server",         "-accept",  accept, "-cert", cert("server.pem"),
+            "-key",    cert("server.key"), "-naccept", "1",    "-rev",  NULL};
+        child_start(child, argv);
+        if (child_expect(child, "ACCEPT", DEADLINE_MS)) {
+            return port;
+        }
+        child_finish(child, DEADLINE_MS);
+    }
+    fail_msg("openssl s_server did not start on any of five ports");
+    return 0;
+}
+
 static void test_tls_eddy_client_to_openssl_s_server(void **state)
 {
     (void)state;
-    uint16_t port = free_port();
-    char accept[64];
-    snprintf(accept, sizeof(accept), "127.0.0.1:%u", port);
-    const char *const argv[] = {
-        "openssl", "s_server",         "-accept",  accept, "-cert", cert("server.pem"),
-        "-key",    cert("server.key"), "-naccept", "1",    "-rev",  NULL};
     child_t child;
-    child_start(&child, argv);
-    assert_true(child_expect(&child, "ACCEPT", DEADLINE_MS));
+    uint16_t port = s_server_start(&child);
 
     eddy_loop_group_t *g = clients_new();
     eddy_tls_context_t *cc = client_context("ca.pem");
