@@ -1,11 +1,21 @@
 /*
- * eddy-http-server: an HTTP/1.1 server on eddy's HTTP codec (include/eddy/http.h).
+ * eddy-http-server: an HTTP/1.1 and HTTP/2 server on eddy's HTTP codecs (include/eddy/http.h,
+ * include/eddy/http2.h).
  *
  *   eddy-http-server [--host ADDR] [--port N] [--threads N] [--idle-timeout S]
+ *                    [--tls CERT KEY] [--max-body BYTES]
  *
- *   GET /        200 "Hello, World!" as text/plain, keep-alive
- *   GET /stats   the server's counters as JSON: connections, requests, each loop's metrics
- *   otherwise    404
+ *   GET /          200 "Hello, World!" as text/plain, keep-alive
+ *   GET /stats     the server's counters as JSON: connections, requests, each loop's metrics
+ *   POST /echo     200 with the request's body (at most --max-body bytes: 413 past it)
+ *   GET /bytes/N   200 with N bytes (N at most 64 MiB)
+ *   otherwise      404
+ *
+ * One port speaks HTTP/1.1 and HTTP/2: h2c by prior knowledge (curl --http2-prior-knowledge,
+ * h2load, gRPC clients) and by "Upgrade: h2c" (curl --http2), and with --tls, h2 chosen by
+ * ALPN. The handler below is the same for both versions: eddy_h2_server_upgrade() swaps the
+ * HTTP/1.1 handlers for HTTP/2's when the client speaks it, and the adapter hands the handler
+ * the same request objects.
  *
  * Bad requests are answered (400, 413, 414, 431, 501, 505) with "Connection: close" and the
  * connection closes once the answer is written; the others go on being served. Pipelined
@@ -47,6 +57,7 @@ static loop_stats_t *stats;
 static eddy_server_bootstrap_t *server;
 static int64_t idle_timeout_ms = 60000;
 static int64_t request_timeout_ms = 30000; /* --request-timeout; 0: none */
+static size_t max_body = (size_t)1 << 20;  /* --max-body */
 static _Atomic uint64_t timeouts;          /* connections closed by either timeout */
 
 /* The answer to GET / with keep-alive, pre-encoded per loop thread and rebuilt when the
@@ -99,8 +110,8 @@ static void respond(eddy_ctx_t *ctx, conn_t *c, const eddy_http_request_t *req, 
                     const char *type, eddy_buf_t *body)
 {
     eddy_http_response_t *r = eddy_http_response_new(status);
-    eddy_buf_t *out = conn_out(ctx, c);
-    if (r == NULL || out == NULL) {
+    eddy_buf_t *out = req->version == 20 ? NULL : conn_out(ctx, c);
+    if (r == NULL || (out == NULL && req->version != 20)) {
         if (r != NULL) {
             eddy_msg_release(eddy_http_response_msg(r));
         }
@@ -119,6 +130,13 @@ static void respond(eddy_ctx_t *ctx, conn_t *c, const eddy_http_request_t *req, 
         eddy_http_response_add_header(r, "Content-Type", type);
     }
     eddy_http_response_set_body(r, body);
+    if (req->version == 20) {
+        /* HTTP/2: the response object goes to the adapter, on the request's stream. */
+        r->stream_id = req->stream_id;
+        eddy_ctx_write(ctx, eddy_http_response_msg(r), NULL);
+        c->wrote = true;
+        return;
+    }
     if (eddy_http_response_encode(r, out) != 0 || !r->keep_alive) {
         c->closing = true;
     }
@@ -177,6 +195,31 @@ static eddy_buf_t *stats_json(void)
     return b;
 }
 
+/* GET /bytes/N: N bytes of a repeating pattern, or 400 for a bad N. */
+static void bytes(eddy_ctx_t *ctx, conn_t *c, const eddy_http_request_t *req)
+{
+    char digits[16];
+    size_t k = req->target.len - 7;
+    unsigned long n = 0;
+    if (k == 0 || k >= sizeof(digits)) {
+        respond(ctx, c, req, 400, "text/plain", eddy_buf_from_str("Bad Request\n"));
+        return;
+    }
+    memcpy(digits, req->target.p + 7, k);
+    digits[k] = '\0';
+    if (!example_parse_uint(digits, 64ul << 20, &n)) {
+        respond(ctx, c, req, 400, "text/plain", eddy_buf_from_str("Bad Request\n"));
+        return;
+    }
+    eddy_buf_t *b = eddy_buf_alloc(eddy_ctx_alloc(ctx), n > 0 ? n : 1, n > 0 ? n : 1);
+    if (b != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            eddy_buf_write_u8(b, (uint8_t)('a' + i % 26));
+        }
+    }
+    respond(ctx, c, req, 200, "application/octet-stream", b);
+}
+
 static void handle(eddy_ctx_t *ctx, conn_t *c, const eddy_http_request_t *req)
 {
     hello_refresh(eddy_ctx_loop(ctx));
@@ -202,6 +245,11 @@ static void handle(eddy_ctx_t *ctx, conn_t *c, const eddy_http_request_t *req)
         respond(ctx, c, req, 200, "text/plain", eddy_buf_from(hello_body, sizeof(hello_body) - 1));
     } else if (get && eddy_http_str_eq(req->target, "/stats")) {
         respond(ctx, c, req, 200, "application/json", stats_json());
+    } else if (req->method == EDDY_HTTP_POST && eddy_http_str_eq(req->target, "/echo")) {
+        eddy_buf_t *body = req->body != NULL ? eddy_buf_retain(req->body) : NULL;
+        respond(ctx, c, req, 200, "application/octet-stream", body);
+    } else if (get && req->target.len > 7 && memcmp(req->target.p, "/bytes/", 7) == 0) {
+        bytes(ctx, c, req);
     } else {
         respond(ctx, c, req, 404, "text/plain", eddy_buf_from_str("Not Found\n"));
     }
@@ -275,21 +323,53 @@ static conn_t *conn_new(eddy_channel_t *ch)
 }
 
 /* A timeout of 0 makes its handler never fire. A failed constructor (no memory) fails the
- * add, which frees the rest. */
+ * add, which frees the rest. arg: the TLS context, or NULL; TLS goes first, nearest the
+ * socket. eddy_h2_server_upgrade() takes the HTTP/1.1 decoder's place when the client speaks
+ * HTTP/2. */
 static int init_child(eddy_channel_t *ch, void *arg)
 {
-    (void)arg;
+    eddy_tls_context_t *tls = arg;
+    if (tls != NULL) {
+        int rc = eddy_tls_add(ch, tls, NULL, NULL);
+        if (rc != 0) {
+            return rc;
+        }
+    }
     return EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch),
                                   eddy_message_deadline_handler(request_timeout_ms),
                                   eddy_read_timeout_handler(idle_timeout_ms),
-                                  eddy_http_request_decoder(NULL), eddy_http_aggregator(0),
+                                  eddy_h2_server_upgrade(NULL, max_body),
+                                  eddy_http_request_decoder(NULL), eddy_http_aggregator(max_body),
                                   eddy_handler("http", &http_ops, conn_new(ch), eddy_free_state));
+}
+
+/* The server's TLS context from PEM files, offering h2 and http/1.1 by ALPN, or NULL (said
+ * on stderr). */
+static eddy_tls_context_t *tls_context(const char *cert, const char *key)
+{
+    eddy_tls_context_t *c = example_tls_context(EDDY_TLS_SERVER, "eddy-http-server");
+    if (c == NULL) {
+        return NULL;
+    }
+    size_t n;
+    const char *const *alpn = eddy_h2_alpn_protocols(&n);
+    int rc = eddy_tls_context_use_certificate_file(c, cert, key);
+    if (rc == 0) {
+        rc = eddy_tls_context_alpn(c, alpn, n);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "eddy-http-server: TLS: %s: %s\n", eddy_strerror(rc),
+                eddy_tls_context_error(c));
+        eddy_tls_context_release(c);
+        return NULL;
+    }
+    return c;
 }
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: eddy-http-server [--host ADDR] [--port N] [--threads N] [--idle-timeout S]\n"
-               "                        [--request-timeout S]\n"
+               "                        [--request-timeout S] [--tls CERT KEY] [--max-body BYTES]\n"
                "  --host ADDR   address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
                "  --port N      port (default 8080; 0 picks one)\n"
                "  --threads N   loops, one of which also accepts (default: one per CPU)\n"
@@ -297,14 +377,20 @@ static void usage(FILE *f)
                "                (default 60; 0: never)\n"
                "  --request-timeout S  close connections whose request has not arrived whole\n"
                "                S seconds after its first bytes (default 30; 0: never)\n"
-               "GET / answers \"Hello, World!\", GET /stats the counters as JSON, the rest 404.\n"
+               "  --tls CERT KEY  serve https (h2 or http/1.1 by ALPN) with this certificate\n"
+               "                chain and key (PEM)\n"
+               "  --max-body BYTES  the largest request body (default 1048576): 413 past it\n"
+               "GET / answers \"Hello, World!\", GET /stats the counters as JSON, POST /echo the\n"
+               "request's body, GET /bytes/N N bytes, the rest 404. HTTP/1.1 and HTTP/2 (h2c by\n"
+               "prior knowledge or Upgrade; h2 by ALPN with --tls) on the same port.\n"
                "SIGINT or SIGTERM stop it gracefully.\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
-    unsigned long port = 8080, threads = 0, idle = 60, request = 30;
+    unsigned long port = 8080, threads = 0, idle = 60, request = 30, body = max_body;
+    const char *tls_cert = NULL, *tls_key = NULL;
     for (int i = 1; i < argc; i += 2) { /* each option and its value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -320,11 +406,21 @@ int main(int argc, char **argv)
                    example_parse_uint(v, 86400, &idle)) {
         } else if (strcmp(a, "--request-timeout") == 0 && v != NULL &&
                    example_parse_uint(v, 86400, &request)) {
+        } else if (strcmp(a, "--max-body") == 0 && v != NULL &&
+                   example_parse_uint(v, 1ul << 30, &body)) {
+        } else if (strcmp(a, "--tls") == 0 && v != NULL && i + 2 < argc) {
+            tls_cert = v;
+            tls_key = argv[++i]; /* two values */
         } else {
             usage(stderr);
             return 2;
         }
     }
+    eddy_tls_context_t *tls = NULL;
+    if (tls_cert != NULL && (tls = tls_context(tls_cert, tls_key)) == NULL) {
+        return 1;
+    }
+    max_body = body;
     eddy_stop_signals_block(); /* before any loop thread: they inherit it */
     idle_timeout_ms = (int64_t)idle * 1000;
     request_timeout_ms = (int64_t)request * 1000;
@@ -342,7 +438,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "eddy-http-server: out of memory or threads\n");
         return 1;
     }
-    example_configure(server, loops, NULL, init_child, NULL);
+    example_configure(server, loops, NULL, init_child, tls);
     eddy_server_bootstrap_child_option(server, EDDY_LINGER_MS, LINGER_MS);
 
     eddy_channel_t *listener = example_bind(server, host, port, "eddy-http-server");
@@ -365,6 +461,9 @@ int main(int argc, char **argv)
     }
     int rc = example_shutdown(server, loops, NULL);
     free(stats);
+    if (tls != NULL) {
+        eddy_tls_context_release(tls);
+    }
     printf("eddy-http-server: stopped by %s; %llu connections, %llu requests served, "
            "%llu closed at a timeout\n",
            sig == SIGINT ? "SIGINT" : "SIGTERM", (unsigned long long)c.accepted,

@@ -19,14 +19,19 @@ PACKAGES=(
     libck-dev           # bench/ring's ck_ring baseline (the benchmarks build in make test)
     libcmocka-dev       # the tests
     libjemalloc-dev     # bench/buffer's jemalloc baseline
+    libnghttp2-dev      # HTTP/2 (codec/http2/), on nghttp2 1.52 or later
     libssl-dev          # OpenSSL 3: TLS, and SHA-1 for the WebSocket handshake
     liburing-dev        # the io_uring poller (built when found)
     libuv1-dev          # the libuv baselines of bench/reactor and bench/echo (built in make test)
     make                # CMake's generator, and the Makefile's targets
+    nghttp2-client      # nghttp and h2load: the HTTP/2 server's tests drive it with them
     nodejs              # tests/examples/ws.sh: node's ws package is the WebSocket peer
     openssl             # the TLS tests make their certificates with the openssl tool
     pkg-config          # how CMake finds liburing, c-ares and libuv
     python3             # tests/examples/hostile.py, the hostile clients
+    python3-h2          # tests/examples/h2_hostile.py: hostile HTTP/2 clients (with
+    python3-hpack       # hpack and hyperframe, raw frames and header blocks)
+    python3-hyperframe
     redis-tools         # redis-cli and redis-benchmark: the RESP server's tests and benchmark
     valgrind            # examples.echo_valgrind runs eddy-echo-server under memcheck
     zlib1g-dev          # WebSocket permessage-deflate

@@ -7,13 +7,10 @@
 #include <eddy/http.h>
 #include <eddy/http_client.h>
 
+#include "shared.h"
+
 #include <sys/types.h>
 
-/* A request (type EDDY_MSG_HTTP_REQUEST, response false) or a response (type
- * EDDY_MSG_HTTP_RESPONSE_HEAD), count 1, with room for count headers in its own block, none
- * used: version 11, no body, content_length -1, the rest zero. NULL when out of memory.
- * (message.c, as all of the messages' making and freeing.) */
-eddy_msg_t *eddy__http_message_new(bool response, size_t count);
 
 /* The first of the n headers at h called name (any case), or NULL. */
 const eddy_http_header_t *eddy__http_header_find(const eddy_http_header_t *h, size_t n,
@@ -51,8 +48,6 @@ typedef struct eddy__http_limits_s {
 void eddy__http_limits_init(eddy__http_limits_t *l, size_t max_line, size_t max_header_size,
                             size_t max_header_count, size_t max_chunk);
 
-/* The method named by the n bytes at s (EDDY_HTTP_OTHER when not listed). */
-eddy_http_method_t eddy__http_method_of(const void *s, size_t n);
 
 /* What the header lines of a head say about framing and the connection. */
 typedef struct eddy__http_head_info_s {
@@ -113,9 +108,6 @@ ssize_t eddy__http_line_length(const uint8_t *p, const uint8_t *lf);
 bool eddy__http_value_ok(const uint8_t *p, size_t n);
 /* The LFs in [p, end). */
 size_t eddy__http_count_lines(const uint8_t *p, const uint8_t *end);
-/* Content-Length: digits, or a list of the same digits ("42, 42" is allowed by RFC 9110
- * section 8.6). 0 and *out, or EDDY_EDECODE. */
-int eddy__http_parse_length(eddy_http_str_t v, int64_t *out);
 /* Whether a message of version with these headers leaves the connection open: 1.1 unless
  * "Connection: close", 1.0 only with "Connection: keep-alive" (RFC 9112 section 9.3). */
 bool eddy__http_keep_alive(int version, const eddy__http_head_info_t *h);

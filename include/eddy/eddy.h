@@ -17,6 +17,7 @@
 #include <eddy/handler.h>
 #include <eddy/tls.h>
 #include <eddy/http.h>
+#include <eddy/http2.h>
 #include <eddy/resp.h>
 #include <eddy/dns.h>
 #include <eddy/websocket.h>

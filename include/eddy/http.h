@@ -104,7 +104,9 @@ typedef struct eddy_http_request_s {
     eddy_http_method_t method; /* EDDY_HTTP_OTHER for a method not listed: see method_name */
     eddy_http_str_t method_name;
     eddy_http_str_t target; /* the request target as sent ("/", "/a?b=c", "*"...) */
-    int version;            /* 10 or 11 (decoded: HTTP/1.x with x > 1 counts as 11) */
+    int version;            /* 10 or 11 (decoded: HTTP/1.x with x > 1 counts as 11), 20 for a
+                               request that came over HTTP/2 (http2.h) */
+    uint32_t stream_id;     /* HTTP/2: the stream it came on (http2.h); 0 for HTTP/1.x */
     bool keep_alive;        /* the connection stays open after the response; built: true by
                                default, false writes "Connection: close" */
     bool chunked;           /* decoded: the body came chunked; built: the body follows as
@@ -138,7 +140,10 @@ typedef struct eddy_http_response_s {
     eddy_msg_t _msg;        /* built: EDDY_MSG_HTTP_RESPONSE; decoded: EDDY_MSG_HTTP_RESPONSE_HEAD
                                or _FULL_RESPONSE */
     int status;             /* 100 to 999 */
-    int version;            /* 10 or 11: the status line's version (built: 11 by default) */
+    int version;            /* 10 or 11: the status line's version (built: 11 by default);
+                               20: it came, or goes, over HTTP/2 (http2.h) */
+    uint32_t stream_id;     /* HTTP/2: the stream it answers (built: 0 lets eddy_h2_http_adapter
+                               pick the oldest request not yet answered) */
     bool keep_alive;        /* built: true by default; false writes "Connection: close", and a
                                1.0 response that stays open gets "Connection: keep-alive".
                                Decoded: the connection may carry another request after it */

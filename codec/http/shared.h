@@ -1,0 +1,25 @@
+/*
+ * What the HTTP codec offers the HTTP/2 codec (codec/http2/), which makes the same request
+ * and response objects: making a message, naming a method, reading Content-Length. The rest
+ * of this folder is internal.h's, its own (docs/architecture.md, "Adding a protocol").
+ */
+#ifndef EDDY_CODEC_HTTP_SHARED_H
+#define EDDY_CODEC_HTTP_SHARED_H
+
+#include <eddy/http.h>
+
+/* A request (type EDDY_MSG_HTTP_REQUEST, response false) or a response (type
+ * EDDY_MSG_HTTP_RESPONSE_HEAD), count 1, with room for count headers in its own block, none
+ * used: version 11, no body, content_length -1, the rest zero. Its _head (a buffer the strings
+ * point into) and body are released with it. NULL when out of memory. (message.c, as all of
+ * the messages' making and freeing.) */
+eddy_msg_t *eddy__http_message_new(bool response, size_t count);
+
+/* The method named by the n bytes at s (EDDY_HTTP_OTHER when not listed). */
+eddy_http_method_t eddy__http_method_of(const void *s, size_t n);
+
+/* Content-Length: digits, or a list of the same digits ("42, 42" is allowed by RFC 9110
+ * section 8.6). 0 and *out, or EDDY_EDECODE. */
+int eddy__http_parse_length(eddy_http_str_t v, int64_t *out);
+
+#endif /* EDDY_CODEC_HTTP_SHARED_H */

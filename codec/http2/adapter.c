@@ -1,0 +1,443 @@
+/*
+ * The adapter between streams and HTTP/1.1's objects (Netty's
+ * Http2StreamFrameToHttpObjectCodec, without child channels): a stream's head and body become
+ * one full eddy_http_request_t; an eddy_http_response_t written back becomes the stream's
+ * HEADERS and DATA. Requests are answered by stream id, or in the order they came when the
+ * response names none, which is what a handler written for HTTP/1.1 does.
+ */
+#include "internal.h"
+
+#include "codec/http/shared.h"
+#include "pipeline/layer.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A request and its answer. */
+typedef struct exchange_s {
+    struct exchange_s *prev, *next; /* the adapter's exchanges, in the order they came */
+    eddy_h2_stream_t *stream;       /* a reference */
+    eddy_http_request_t *req;       /* being gathered; NULL once passed on */
+    bool emitted;                   /* the request went on; an answer is due */
+    bool dead;                      /* the stream ended: the answer goes nowhere */
+} exchange_t;
+
+typedef struct adapter_s {
+    size_t max;                   /* the largest body */
+    exchange_t *first, *last;
+    exchange_t *chunked;          /* the exchange whose chunked body is being written */
+} adapter_t;
+
+static void exchange_free(adapter_t *a, exchange_t *ex)
+{
+    if (ex->prev != NULL) {
+        ex->prev->next = ex->next;
+    } else {
+        a->first = ex->next;
+    }
+    if (ex->next != NULL) {
+        ex->next->prev = ex->prev;
+    } else {
+        a->last = ex->prev;
+    }
+    if (a->chunked == ex) {
+        a->chunked = NULL;
+    }
+    if (ex->req != NULL) {
+        eddy_msg_release(&ex->req->_msg);
+    }
+    if (eddy_h2_stream_user_data(ex->stream) == ex) {
+        eddy_h2_stream_set_user_data(ex->stream, NULL);
+    }
+    eddy_h2_stream_release(ex->stream);
+    free(ex);
+}
+
+static exchange_t *exchange_new(adapter_t *a, eddy_h2_stream_t *s)
+{
+    exchange_t *ex = calloc(1, sizeof(*ex));
+    if (ex == NULL) {
+        return NULL;
+    }
+    ex->stream = eddy_h2_stream_retain(s);
+    ex->prev = a->last;
+    if (a->last != NULL) {
+        a->last->next = ex;
+    } else {
+        a->first = ex;
+    }
+    a->last = ex;
+    eddy_h2_stream_set_user_data(s, ex);
+    return ex;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Requests in
+ */
+
+static bool str_is(eddy_http_str_t s, const char *lit)
+{
+    return eddy_http_str_eq(s, lit);
+}
+
+/* Take a pseudo-header field into req: 0, or 400 for one unknown or repeated. */
+static int pseudo_take(eddy_http_request_t *req, const eddy_http_header_t *f, bool *scheme,
+                       eddy_http_str_t *authority)
+{
+    if (str_is(f->name, ":method") && req->method_name.p == NULL) {
+        req->method_name = f->value;
+        req->method = eddy__http_method_of(f->value.p, f->value.len);
+    } else if (str_is(f->name, ":path") && req->target.p == NULL) {
+        req->target = f->value;
+    } else if (str_is(f->name, ":scheme") && !*scheme) {
+        *scheme = true;
+    } else if (str_is(f->name, ":authority") && authority->p == NULL) {
+        *authority = f->value;
+    } else {
+        return 400;
+    }
+    return 0;
+}
+
+/* What RFC 9113 section 8.3.1 asks of a request's pseudo-header fields. */
+static int pseudo_check(const eddy_http_request_t *req, bool scheme)
+{
+    if (req->method_name.p == NULL || req->method_name.len == 0) {
+        return 400;
+    }
+    if (req->method == EDDY_HTTP_CONNECT) {
+        return 0;
+    }
+    if (!scheme || req->target.p == NULL || req->target.len == 0) {
+        return 400;
+    }
+    return 0;
+}
+
+/* The request of a header block, its fields pointing into the block's bytes; a Host field
+ * from :authority when none came, so HTTP/1.1 handlers find it where they look. */
+static eddy_http_request_t *request_build(eddy_h2_headers_t *h)
+{
+    eddy_http_request_t *req = eddy_http_request_of(eddy__http_message_new(false, h->count + 1));
+    if (req == NULL) {
+        return NULL;
+    }
+    req->_head = eddy__h2_headers_storage(h);
+    req->version = 20;
+    req->keep_alive = true;
+    req->stream_id = eddy_h2_stream_id(h->stream);
+    bool scheme = false, host = false, regular = false;
+    eddy_http_str_t authority = {NULL, 0};
+    for (size_t i = 0; i < h->count; i++) {
+        const eddy_http_header_t *f = &h->fields[i];
+        if (f->name.len > 0 && f->name.p[0] == ':') {
+            req->error = regular ? 400 : req->error; /* pseudo after regular: malformed */
+            int err = pseudo_take(req, f, &scheme, &authority);
+            req->error = req->error != 0 ? req->error : err;
+            continue;
+        }
+        regular = true;
+        host = host || str_is(f->name, "host");
+        if (str_is(f->name, "content-length") &&
+            eddy__http_parse_length(f->value, &req->content_length) != 0) {
+            req->error = 400;
+        }
+        req->headers[req->header_count++] = *f;
+    }
+    if (!host && authority.p != NULL) {
+        req->headers[req->header_count++] =
+            (eddy_http_header_t){.name = {"host", 4}, .value = authority};
+    }
+    if (req->error == 0) {
+        req->error = pseudo_check(req, scheme);
+    }
+    return req;
+}
+
+/* Pass the gathered request on as a full one. */
+static void request_emit(eddy_ctx_t *ctx, exchange_t *ex)
+{
+    eddy_http_request_t *req = ex->req;
+    ex->req = NULL;
+    ex->emitted = true;
+    req->_msg.type = EDDY_MSG_HTTP_FULL_REQUEST;
+    if (req->error != 0 && req->body != NULL) {
+        eddy_buf_release(req->body);
+        req->body = NULL;
+    }
+    eddy_ctx_fire_channel_read(ctx, &req->_msg);
+}
+
+static void on_headers(eddy_ctx_t *ctx, adapter_t *a, eddy_h2_headers_t *h)
+{
+    exchange_t *ex = eddy_h2_stream_user_data(h->stream);
+    if (h->trailers) { /* trailers are not kept, as the HTTP/1.1 aggregator keeps none */
+        if (ex != NULL && ex->req != NULL && h->end_stream) {
+            request_emit(ctx, ex);
+        }
+        return;
+    }
+    if (ex != NULL) {
+        return; /* a second head: nghttp2 refuses it before us */
+    }
+    ex = exchange_new(a, h->stream);
+    if (ex == NULL || (ex->req = request_build(h)) == NULL) {
+        if (ex != NULL) {
+            exchange_free(a, ex);
+        }
+        eddy_h2_stream_reset(h->stream, EDDY_H2_INTERNAL_ERROR);
+        return;
+    }
+    if (h->end_stream) {
+        request_emit(ctx, ex);
+    }
+}
+
+/* Add a piece of body to the request (the stream's window comes back at once: the body is
+ * bounded by max). */
+static void body_add(eddy_ctx_t *ctx, adapter_t *a, eddy_http_request_t *req, eddy_h2_data_t *d)
+{
+    size_t n = eddy_buf_readable(d->data);
+    size_t have = req->body != NULL ? eddy_buf_readable(req->body) : 0;
+    if (req->error != 0 || n == 0) {
+        return;
+    }
+    if (n > a->max - have) {
+        req->error = 413;
+        req->keep_alive = true;
+        return;
+    }
+    if (req->body == NULL && d->end_stream) {
+        req->body = eddy_buf_retain(d->data); /* the whole body in one piece: uncopied */
+        return;
+    }
+    if (req->body == NULL) {
+        size_t first = req->content_length > 0 && (uint64_t)req->content_length <= a->max
+                           ? (size_t)req->content_length
+                           : n;
+        req->body = eddy_buf_alloc(eddy_ctx_alloc(ctx), first, a->max);
+    }
+    if (req->body == NULL || eddy_buf_write_buf(req->body, d->data, n) != 0) {
+        req->error = 500;
+    }
+}
+
+static void on_data(eddy_ctx_t *ctx, adapter_t *a, eddy_h2_data_t *d)
+{
+    exchange_t *ex = eddy_h2_stream_user_data(d->stream);
+    eddy_h2_stream_consume(d->stream, eddy_buf_readable(d->data));
+    if (ex == NULL || ex->req == NULL) {
+        return;
+    }
+    body_add(ctx, a, ex->req, d);
+    if (d->end_stream) {
+        eddy_http_request_t *req = ex->req;
+        int64_t got = req->body != NULL ? (int64_t)eddy_buf_readable(req->body) : 0;
+        if (req->error == 0 && req->content_length >= 0 && got != req->content_length) {
+            req->error = 400; /* RFC 9113 section 8.1.1: malformed */
+        }
+        request_emit(ctx, ex);
+    }
+}
+
+static void on_reset(adapter_t *a, eddy_h2_reset_t *r)
+{
+    exchange_t *ex = eddy_h2_stream_user_data(r->stream);
+    if (ex == NULL) {
+        return;
+    }
+    if (!ex->emitted) {
+        exchange_free(a, ex);
+        return;
+    }
+    ex->dead = true; /* its answer, when it comes, goes nowhere */
+    if (a->chunked == ex) {
+        exchange_free(a, ex);
+    }
+}
+
+static void adapter_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    adapter_t *a = eddy_ctx_state(ctx);
+    switch (msg->type) {
+    case EDDY_MSG_H2_HEADERS:
+        on_headers(ctx, a, eddy_h2_headers_of(msg));
+        break;
+    case EDDY_MSG_H2_DATA:
+        on_data(ctx, a, eddy_h2_data_of(msg));
+        break;
+    case EDDY_MSG_H2_RESET:
+        on_reset(a, eddy_h2_reset_of(msg));
+        break;
+    default:
+        eddy_ctx_fire_channel_read(ctx, msg);
+        return;
+    }
+    eddy_msg_release(msg);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Responses out
+ */
+
+/* The exchange a response answers: by stream id, or the oldest unanswered. */
+static exchange_t *exchange_for(adapter_t *a, uint32_t stream_id)
+{
+    for (exchange_t *ex = a->first; ex != NULL; ex = ex->next) {
+        if (ex->emitted && ex != a->chunked &&
+            (stream_id == 0 || eddy_h2_stream_id(ex->stream) == stream_id)) {
+            return ex;
+        }
+    }
+    return NULL;
+}
+
+/* Whether a response of status carries Content-Length (RFC 9110 section 8.6). */
+static bool has_length(int status)
+{
+    return status >= 200 && status != 204 && status != 304;
+}
+
+/* Send r's head on ex's stream; end_stream when nothing follows. */
+static int head_send(exchange_t *ex, const eddy_http_response_t *r, bool end_stream)
+{
+    eddy_http_header_t stack[32];
+    size_t n = r->header_count + 2;
+    eddy_http_header_t *f = n <= 32 ? stack : malloc(n * sizeof(*f));
+    if (f == NULL) {
+        return EDDY_ENOMEM;
+    }
+    char status[8], length[24];
+    snprintf(status, sizeof(status), "%d", r->status);
+    size_t k = 0;
+    f[k++] = (eddy_http_header_t){.name = {":status", 7}, .value = {status, strlen(status)}};
+    for (size_t i = 0; i < r->header_count; i++) {
+        if (!eddy_http_str_eq_nocase(r->headers[i].name, "connection") &&
+            !eddy_http_str_eq_nocase(r->headers[i].name, "keep-alive") &&
+            !eddy_http_str_eq_nocase(r->headers[i].name, "transfer-encoding") &&
+            !eddy_http_str_eq_nocase(r->headers[i].name, "upgrade") &&
+            !eddy_http_str_eq_nocase(r->headers[i].name, "proxy-connection")) {
+            f[k++] = r->headers[i];
+        }
+    }
+    if (!r->chunked && has_length(r->status)) {
+        size_t len = r->body != NULL ? eddy_buf_readable(r->body) : 0;
+        snprintf(length, sizeof(length), "%zu", len);
+        f[k++] = (eddy_http_header_t){.name = {"content-length", 14},
+                                      .value = {length, strlen(length)}};
+    }
+    int err = eddy_h2_stream_send_headers(ex->stream, f, k, end_stream);
+    if (f != stack) {
+        free(f);
+    }
+    return err;
+}
+
+static void on_response(eddy_ctx_t *ctx, adapter_t *a, eddy_http_response_t *r,
+                        eddy_promise_t *p)
+{
+    exchange_t *ex = exchange_for(a, r->stream_id);
+    int err = EDDY_ECLOSED;
+    if (ex != NULL && !ex->dead) {
+        bool interim = r->status < 200;
+        bool body = !interim && !r->head_only && !r->chunked && r->body != NULL &&
+                    eddy_buf_readable(r->body) > 0;
+        err = head_send(ex, r, !interim && !body && !r->chunked);
+        if (err == 0 && body) {
+            eddy_buf_t *b = r->body;
+            r->body = NULL;
+            err = eddy_h2_stream_send_data(ex->stream, b, true, p);
+            p = NULL; /* completed by the stream, either way */
+        }
+        if (interim) {
+            ex = NULL; /* the final answer is still due */
+        } else if (r->chunked && err == 0) {
+            a->chunked = ex;
+            ex = NULL;
+        }
+    }
+    if (ex != NULL) {
+        exchange_free(a, ex);
+    }
+    eddy_msg_release(&r->_msg);
+    eddy__promise_done(p, err);
+    (void)ctx;
+}
+
+static void on_content(adapter_t *a, eddy_http_content_t *c, eddy_promise_t *p)
+{
+    exchange_t *ex = a->chunked;
+    if (ex == NULL || ex->dead) {
+        eddy_msg_release(&c->_msg);
+        eddy__promise_done(p, EDDY_ECLOSED);
+        return;
+    }
+    eddy_buf_t *b = c->data;
+    c->data = NULL;
+    bool last = c->last;
+    eddy_msg_release(&c->_msg);
+    eddy_h2_stream_send_data(ex->stream, b, last, p);
+    if (last) {
+        exchange_free(a, ex);
+    }
+}
+
+static void adapter_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    adapter_t *a = eddy_ctx_state(ctx);
+    eddy_http_response_t *r = eddy_http_response_of(msg);
+    if (r != NULL && msg->type == EDDY_MSG_HTTP_RESPONSE) {
+        on_response(ctx, a, r, p);
+    } else if (msg->type == EDDY_MSG_HTTP_CONTENT) {
+        on_content(a, eddy_http_content_of(msg), p);
+    } else {
+        /* Bytes (a pre-encoded HTTP/1.1 answer) or anything else: no place in HTTP/2. */
+        eddy_ctx_fail_write(ctx, msg, p, EDDY_ENOTSUP);
+    }
+}
+
+static void adapter_removed(eddy_ctx_t *ctx)
+{
+    adapter_t *a = eddy_ctx_state(ctx);
+    while (a->first != NULL) {
+        exchange_free(a, a->first);
+    }
+}
+
+static const eddy_handler_ops_t adapter_ops = {
+    .name = "h2-http",
+    .handler_removed = adapter_removed,
+    .channel_read = adapter_read,
+    .write = adapter_write,
+};
+
+eddy_handler_t eddy_h2_http_adapter(size_t max_content_length)
+{
+    adapter_t *a = calloc(1, sizeof(*a));
+    if (a != NULL) {
+        a->max = max_content_length != 0 ? max_content_length : EDDY_HTTP_MAX_CONTENT_LENGTH;
+    }
+    return eddy_handler("h2-http", &adapter_ops, a, eddy_free_state);
+}
+
+int eddy__h2_adapter_upgraded(eddy_pipeline_t *p, eddy_http_request_t *req, eddy_h2_stream_t *s)
+{
+    eddy_ctx_t *ctx = eddy_pipeline_context_ops(p, &adapter_ops);
+    if (ctx == NULL) {
+        eddy_msg_release(&req->_msg);
+        return EDDY_ENOENT;
+    }
+    exchange_t *ex = exchange_new(eddy_ctx_state(ctx), s);
+    if (ex == NULL) {
+        eddy_msg_release(&req->_msg);
+        return EDDY_ENOMEM;
+    }
+    req->version = 20;
+    req->stream_id = eddy_h2_stream_id(s);
+    req->keep_alive = true;
+    ex->req = req;
+    request_emit(ctx, ex);
+    return 0;
+}

@@ -1,0 +1,167 @@
+/*
+ * What the HTTP/2 codec's files share (not API): the connection handler's state, the stream
+ * object, and the functions between them.
+ */
+#ifndef EDDY_CODEC_HTTP2_INTERNAL_H
+#define EDDY_CODEC_HTTP2_INTERNAL_H
+
+#include <eddy/http2.h>
+
+#include <nghttp2/nghttp2.h>
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct eddy__h2_conn_s eddy__h2_conn_t;
+
+/* A piece of a stream's outbound body, queued until DATA frames carry it. */
+typedef struct eddy__h2_chunk_s {
+    struct eddy__h2_chunk_s *next;
+    eddy_buf_t *data;    /* the bytes not sent yet (its reader index moves) */
+    eddy_promise_t *p;   /* completes when the last byte went; may be NULL */
+} eddy__h2_chunk_t;
+
+/* A stream timer (eddy_h2_stream_schedule), kept on its stream until it ran or was
+ * cancelled, so the stream's end cancels it. */
+typedef struct eddy__h2_timer_s {
+    struct eddy__h2_timer_s *next;
+    eddy_h2_stream_t *stream;
+    void (*cb)(eddy_h2_stream_t *s, void *arg);
+    void *arg;
+    uint64_t id;
+} eddy__h2_timer_t;
+
+struct eddy_h2_stream_s {
+    _Atomic uint32_t refs;   /* the session's one while open, the messages', the application's */
+    int32_t id;
+    eddy__h2_conn_t *conn;   /* NULL once closed */
+    void *user_data;
+    struct eddy_h2_stream_s *prev, *next; /* the connection's open streams */
+
+    /* The header block being received. */
+    eddy_buf_t *hbuf;        /* names and values, copied, one after the other */
+    uint32_t *hidx;          /* per field: name offset, name length, value offset, length */
+    size_t hcount;           /* fields so far */
+    size_t hcap;             /* fields hidx has room for */
+    size_t hsize;            /* their size as SETTINGS_MAX_HEADER_LIST_SIZE counts it */
+    int reject;              /* 431 or 400: the request is refused, the fields dropped */
+    bool head_received;      /* the first block came (later ones are trailers) */
+
+    /* Sending. */
+    bool head_sent;          /* the response's (or request's) head was submitted */
+    bool body_ended;         /* end_stream was queued: nothing more may be sent */
+    bool provider_on;        /* nghttp2 has our data provider for the stream */
+    bool deferred;           /* ... and it returned NGHTTP2_ERR_DEFERRED */
+    bool writable;           /* what eddy_h2_stream_is_writable() said last time we fired */
+    bool closed;
+    bool reset_by_peer;      /* an RST_STREAM came for it */
+    eddy__h2_chunk_t *head, *tail; /* the body queued */
+    size_t pending;          /* bytes in that queue */
+    nghttp2_nv *trailers;    /* submitted once the body is out (nghttp2#269) */
+    size_t trailer_count;
+    eddy_buf_t *trailer_buf; /* their names and values */
+    int64_t stalled_since;   /* loop ns when bytes were queued and the peer's window was 0 */
+
+    eddy__h2_timer_t *timers;
+};
+
+struct eddy__h2_conn_s {
+    nghttp2_session *session;
+    eddy_ctx_t *ctx;
+    eddy_h2_options_t o;
+    nghttp2_mem mem;
+    size_t mem_used;          /* bytes nghttp2 holds now */
+    size_t streams_open;
+    eddy_h2_stream_t *streams; /* open streams, newest first */
+
+    /* Inbound. */
+    eddy_buf_t *in;           /* the buffer mem_recv is reading (data slices come from it) */
+    eddy_msg_t **events;      /* messages made while mem_recv ran, fired after it */
+    size_t nevents, cap_events;
+    bool in_recv;             /* inside mem_recv: sends wait until it returns */
+    bool in_read_batch;       /* between channel_read and channel_read_complete: one flush */
+    bool writability_dirty;   /* a window or the channel changed: look at the streams */
+    size_t buffered;          /* DATA bytes passed on and not yet consumed */
+    uint32_t empty_frames;    /* consecutive DATA frames with no byte and no END_STREAM */
+    int64_t header_block_since; /* loop ns when the block being received began; 0: none */
+
+    /* Outbound. */
+    eddy_buf_t *out;          /* frames being gathered for one write */
+    bool wrote;               /* something was written since the last flush */
+    bool sending;             /* inside conn_send */
+    bool fatal;               /* a connection error: GOAWAY out, then close */
+    bool closing;             /* the close was passed on */
+    bool paused;              /* reading stopped while the channel is unwritable */
+    bool closed;              /* the channel went inactive or the handler was removed */
+    bool goaway_sent;         /* graceful shutdown began */
+    eddy_promise_t *close_promise; /* the close that waits for streams to end */
+    bool goaway_received;     /* the peer's GOAWAY, fired as EDDY_EVENT_H2_GOAWAY */
+    uint32_t goaway_last_id;
+    uint32_t goaway_code;
+
+    /* Limits. */
+    uint32_t resets_sent;     /* RST_STREAMs sent in the window starting at resets_since */
+    int64_t resets_since;
+    int64_t settings_sent_at; /* loop ns; 0: acknowledged */
+    int64_t last_activity;    /* loop ns of the last read or stream end */
+    int64_t shutdown_at;      /* loop ns the graceful shutdown began */
+    uint64_t timer;           /* the housekeeping timer (eddy_ctx_schedule_at_fixed_rate) */
+};
+
+/* The connection handler's ops (connection.c): the adapter and the upgrade find it by them. */
+extern const eddy_handler_ops_t eddy__h2_connection_ops;
+
+/* Streams (stream.c). */
+eddy_h2_stream_t *eddy__h2_stream_new(eddy__h2_conn_t *c, int32_t id);
+/* The stream's end: called from nghttp2's on_stream_close (or at the connection's end):
+ * fails what is queued, cancels its timers, unlinks it, drops the session's reference. */
+void eddy__h2_stream_closed(eddy_h2_stream_t *s, uint32_t error_code);
+/* What was sent of the body: n bytes from the head of the queue, as retained slices, written
+ * after the 9-byte frame header (send_data_callback). */
+int eddy__h2_stream_write_data(eddy_h2_stream_t *s, const uint8_t *framehd, size_t n);
+/* The stream looked up by id in c's session, or NULL. */
+eddy_h2_stream_t *eddy__h2_stream_get(eddy__h2_conn_t *c, int32_t id);
+/* Note that streams' writability may have changed (inside mem_recv: nothing fires there). */
+void eddy__h2_streams_writability(eddy__h2_conn_t *c);
+/* Fire EDDY_EVENT_H2_STREAM_WRITABLE for the streams that became writable since. */
+void eddy__h2_streams_fire_writable(eddy__h2_conn_t *c);
+/* The frames gathered for the next write: append bytes, write them. */
+int eddy__h2_out_append(eddy__h2_conn_t *c, const void *p, size_t n);
+void eddy__h2_out_write(eddy__h2_conn_t *c);
+
+/* The connection (connection.c). */
+/* Send what nghttp2 has queued, unless inside mem_recv (it runs when that returns). */
+void eddy__h2_conn_send(eddy__h2_conn_t *c);
+/* Queue an inbound message to fire once mem_recv returns. Takes msg. */
+void eddy__h2_conn_emit(eddy__h2_conn_t *c, eddy_msg_t *msg);
+/* A connection error of ours: GOAWAY with code and the reason in its debug data, a line in
+ * the log, and close once it is out. */
+void eddy__h2_conn_fail(eddy__h2_conn_t *c, uint32_t code, const char *why);
+/* Count an RST_STREAM we sent, against max_resets_sent. */
+void eddy__h2_conn_count_reset(eddy__h2_conn_t *c);
+/* The connection handler state of the pipeline p, or NULL. */
+eddy__h2_conn_t *eddy__h2_conn_of(eddy_pipeline_t *p);
+/* Make stream 1 from an HTTP/1.1 Upgrade (settings: the HTTP2-Settings payload, decoded;
+ * head_request: the request was HEAD). 0 or an EDDY_E code. */
+int eddy__h2_conn_upgrade(eddy__h2_conn_t *c, const uint8_t *settings, size_t len,
+                          bool head_request);
+
+/* nghttp2's callbacks (session.c). */
+int eddy__h2_session_new(eddy__h2_conn_t *c);
+
+/* Messages (message.c). */
+eddy_msg_t *eddy__h2_headers_new(eddy_h2_stream_t *s, bool end_stream, bool trailers);
+eddy_msg_t *eddy__h2_data_new(eddy_h2_stream_t *s, eddy_buf_t *data, bool end_stream);
+eddy_msg_t *eddy__h2_reset_new(eddy_h2_stream_t *s, uint32_t code, bool by_peer);
+/* The bytes h's fields point into, retained. */
+eddy_buf_t *eddy__h2_headers_storage(eddy_h2_headers_t *h);
+
+/* The adapter (adapter.c): after an Upgrade, serve req (taken) as stream s's request, fired
+ * from the adapter of pipeline p. 0, or EDDY_ENOENT (no adapter), EDDY_ENOMEM. */
+int eddy__h2_adapter_upgraded(eddy_pipeline_t *p, eddy_http_request_t *req, eddy_h2_stream_t *s);
+
+/* The loop's clock. */
+int64_t eddy__h2_now(const eddy__h2_conn_t *c);
+
+#endif /* EDDY_CODEC_HTTP2_INTERNAL_H */

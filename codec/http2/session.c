@@ -1,0 +1,440 @@
+/*
+ * The nghttp2 session of a connection: its allocator (counted against max_memory), its
+ * options and settings, and the callbacks that turn frames into stream messages.
+ *
+ * Callbacks never call into the application: what they make is queued
+ * (eddy__h2_conn_emit) and fired once nghttp2_session_mem_recv() returned, so a handler that
+ * closes the channel or sends on a stream never re-enters the session mid-frame.
+ */
+#include "internal.h"
+
+#include "buffer/layer.h"
+#include "eddy_config.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------
+ * The allocator: each block carries its size in front, so the session's bytes are known.
+ */
+
+#define MEM_HEAD 16
+
+static void *mem_malloc(size_t n, void *ud)
+{
+    eddy__h2_conn_t *c = ud;
+    if (n > c->o.max_memory || c->mem_used > c->o.max_memory - n) {
+        return NULL; /* nghttp2 fails the operation with NGHTTP2_ERR_NOMEM */
+    }
+    size_t *p = malloc(n + MEM_HEAD);
+    if (p == NULL) {
+        return NULL;
+    }
+    p[0] = n;
+    c->mem_used += n;
+    return (char *)p + MEM_HEAD;
+}
+
+static void mem_free(void *ptr, void *ud)
+{
+    if (ptr == NULL) {
+        return;
+    }
+    eddy__h2_conn_t *c = ud;
+    size_t *p = (size_t *)((char *)ptr - MEM_HEAD);
+    assert(c->mem_used >= p[0]);
+    c->mem_used -= p[0];
+    free(p);
+}
+
+static void *mem_calloc(size_t k, size_t n, void *ud)
+{
+    if (n != 0 && k > SIZE_MAX / n) {
+        return NULL;
+    }
+    void *p = mem_malloc(k * n, ud);
+    if (p != NULL) {
+        memset(p, 0, k * n);
+    }
+    return p;
+}
+
+static void *mem_realloc(void *ptr, size_t n, void *ud)
+{
+    if (ptr == NULL) {
+        return mem_malloc(n, ud);
+    }
+    size_t old = ((size_t *)((char *)ptr - MEM_HEAD))[0];
+    void *p = mem_malloc(n, ud);
+    if (p != NULL) {
+        memcpy(p, ptr, old < n ? old : n);
+        mem_free(ptr, ud);
+    }
+    return p;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Receiving header blocks
+ */
+
+static eddy_h2_stream_t *stream_of(nghttp2_session *session, int32_t id)
+{
+    return nghttp2_session_get_stream_user_data(session, id);
+}
+
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
+{
+    eddy__h2_conn_t *c = ud;
+    if (frame->hd.type != NGHTTP2_HEADERS) {
+        return 0;
+    }
+    c->header_block_since = eddy__h2_now(c);
+    eddy_h2_stream_t *s = stream_of(session, frame->hd.stream_id);
+    if (s != NULL) {
+        return 0; /* trailers */
+    }
+    if (frame->headers.cat != NGHTTP2_HCAT_REQUEST || c->goaway_sent) {
+        return 0;
+    }
+    if (c->mem_used > c->o.max_memory / 4 * 3) {
+        /* Past three quarters of the budget: no new work until streams end. */
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                  NGHTTP2_REFUSED_STREAM);
+        return 0;
+    }
+    s = eddy__h2_stream_new(c, frame->hd.stream_id);
+    if (s == NULL) {
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                  NGHTTP2_REFUSED_STREAM);
+        return 0;
+    }
+    nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
+    return 0;
+}
+
+/* Keep one field of s's block, or mark the request refused past the limits. */
+static void header_keep(eddy__h2_conn_t *c, eddy_h2_stream_t *s, const uint8_t *name,
+                        size_t nlen, const uint8_t *value, size_t vlen)
+{
+    s->hsize += nlen + vlen + 32;
+    s->hcount++;
+    if (s->hsize > c->o.max_header_list_size || s->hcount > c->o.max_header_count) {
+        s->reject = 431;
+    }
+    if (s->hbuf == NULL && s->reject == 0) {
+        s->hbuf = eddy_buf_alloc(eddy_ctx_alloc(c->ctx), 256, c->o.max_header_list_size + 64);
+    }
+    if (s->hcount > s->hcap && s->reject == 0) {
+        size_t cap = s->hcap == 0 ? 16 : 2 * s->hcap;
+        uint32_t *idx = realloc(s->hidx, cap * 4 * sizeof(uint32_t));
+        if (idx != NULL) {
+            s->hidx = idx;
+            s->hcap = cap;
+        }
+    }
+    if (s->reject != 0 || s->hbuf == NULL || s->hcount > s->hcap) {
+        s->reject = s->reject != 0 ? s->reject : 431;
+        return;
+    }
+    uint32_t *idx = &s->hidx[4 * (s->hcount - 1)];
+    idx[0] = (uint32_t)eddy_buf_readable(s->hbuf);
+    idx[1] = (uint32_t)nlen;
+    idx[2] = idx[0] + (uint32_t)nlen;
+    idx[3] = (uint32_t)vlen;
+    if (eddy_buf_write_bytes(s->hbuf, name, nlen) != 0 ||
+        eddy_buf_write_bytes(s->hbuf, value, vlen) != 0) {
+        s->reject = 431;
+    }
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *ud)
+{
+    (void)flags;
+    eddy_h2_stream_t *s = stream_of(session, frame->hd.stream_id);
+    if (s != NULL && s->reject == 0) {
+        header_keep(ud, s, name, nlen, value, vlen);
+    }
+    return 0;
+}
+
+/* Drop what a refused block gathered, and answer it: 431 (or 400), then the stream ends. */
+static void headers_refuse(eddy__h2_conn_t *c, eddy_h2_stream_t *s)
+{
+    if (s->hbuf != NULL) {
+        eddy_buf_release(s->hbuf);
+        s->hbuf = NULL;
+    }
+    uint8_t name[] = ":status";
+    uint8_t status[4];
+    snprintf((char *)status, sizeof(status), "%d", s->reject);
+    nghttp2_nv nv[] = {{name, status, 7, 3, NGHTTP2_NV_FLAG_NONE}};
+    eddy__log(EDDY_LOG_DEBUG, "http2: stream %d refused with %s (header limits)", s->id,
+              status);
+    s->head_sent = true;
+    s->body_ended = true;
+    nghttp2_submit_response(c->session, s->id, nv, 1, NULL);
+}
+
+static void headers_received(eddy__h2_conn_t *c, eddy_h2_stream_t *s, const nghttp2_frame *f)
+{
+    bool end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+    if (s->reject != 0) {
+        if (!s->head_received) {
+            s->head_received = true;
+            headers_refuse(c, s);
+        } else {
+            nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, s->id,
+                                      NGHTTP2_ENHANCE_YOUR_CALM);
+        }
+        return;
+    }
+    if (s->hbuf == NULL) { /* an empty block: nghttp2 rejects it before us, but be sure */
+        s->hbuf = eddy_buf_alloc(eddy_ctx_alloc(c->ctx), 16, 64);
+        if (s->hbuf == NULL) {
+            nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, s->id,
+                                      NGHTTP2_INTERNAL_ERROR);
+            return;
+        }
+    }
+    bool trailers = s->head_received;
+    s->head_received = true;
+    eddy_msg_t *m = eddy__h2_headers_new(s, end, trailers);
+    if (m == NULL) {
+        nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        return;
+    }
+    eddy__h2_conn_emit(c, m);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Receiving DATA
+ */
+
+static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *ud)
+{
+    (void)flags;
+    eddy__h2_conn_t *c = ud;
+    eddy_h2_stream_t *s = stream_of(session, id);
+    if (s == NULL || s->reject != 0) {
+        nghttp2_session_consume(session, id, len); /* nobody reads it */
+        return 0;
+    }
+    eddy_buf_t *b = NULL;
+    const uint8_t *base = c->in != NULL ? eddy_buf_read_ptr(c->in) : NULL;
+    if (base != NULL && data >= base && data + len <= base + eddy_buf_readable(c->in)) {
+        b = eddy_buf_retained_slice(c->in, eddy_buf_reader_index(c->in) + (size_t)(data - base),
+                                    len);
+    } else {
+        b = eddy_buf_from(data, len);
+    }
+    eddy_msg_t *m = b != NULL ? eddy__h2_data_new(s, b, false) : NULL;
+    if (m == NULL) {
+        nghttp2_session_consume(session, id, len);
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+        return 0;
+    }
+    /* The connection's window comes back at once, so a paused stream never starves the
+     * others (curl#10988); the stream's only as the application consumes. Streams are
+     * bounded by their windows, so the buffered bytes are at most streams x window. */
+    nghttp2_session_consume_connection(session, len);
+    c->buffered += len;
+    eddy__h2_conn_emit(c, m);
+    return 0;
+}
+
+static void data_received(eddy__h2_conn_t *c, eddy_h2_stream_t *s, const nghttp2_frame *f)
+{
+    bool end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+    if (f->hd.length == 0 && !end) {
+        if (++c->empty_frames > c->o.max_empty_frames) {
+            eddy__h2_conn_fail(c, NGHTTP2_ENHANCE_YOUR_CALM, "too many empty DATA frames");
+        }
+        return;
+    }
+    c->empty_frames = 0;
+    if (!end || s == NULL || s->reject != 0) {
+        return;
+    }
+    /* END_STREAM: mark the piece this frame brought, or send an empty one. */
+    eddy_h2_data_t *last = c->nevents > 0 ? eddy_h2_data_of(c->events[c->nevents - 1]) : NULL;
+    if (last != NULL && last->stream == s && f->hd.length > 0) {
+        last->end_stream = true;
+        return;
+    }
+    eddy_buf_t *b = eddy_buf_new(0);
+    eddy_msg_t *m = b != NULL ? eddy__h2_data_new(s, b, true) : NULL;
+    if (m == NULL) {
+        nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        return;
+    }
+    eddy__h2_conn_emit(c, m);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Frames received and sent, streams closed
+ */
+
+static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
+{
+    eddy__h2_conn_t *c = ud;
+    eddy_h2_stream_t *s = stream_of(session, frame->hd.stream_id);
+    switch (frame->hd.type) {
+    case NGHTTP2_HEADERS:
+        c->header_block_since = 0;
+        c->empty_frames = 0;
+        if (s != NULL) {
+            headers_received(c, s, frame);
+        }
+        break;
+    case NGHTTP2_DATA:
+        data_received(c, s, frame);
+        break;
+    case NGHTTP2_SETTINGS:
+        if (frame->hd.flags & NGHTTP2_FLAG_ACK) {
+            c->settings_sent_at = 0;
+        }
+        eddy__h2_streams_writability(c); /* INITIAL_WINDOW_SIZE may have opened windows */
+        break;
+    case NGHTTP2_WINDOW_UPDATE:
+        eddy__h2_streams_writability(c);
+        break;
+    case NGHTTP2_RST_STREAM:
+        if (s != NULL) {
+            s->reset_by_peer = true;
+        }
+        break;
+    case NGHTTP2_GOAWAY:
+        c->goaway_received = true;
+        c->goaway_last_id = (uint32_t)frame->goaway.last_stream_id;
+        c->goaway_code = frame->goaway.error_code;
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
+{
+    (void)session;
+    eddy__h2_conn_t *c = ud;
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+        eddy__h2_conn_count_reset(c);
+    } else if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+        c->settings_sent_at = eddy__h2_now(c);
+    }
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t code, void *ud)
+{
+    eddy__h2_conn_t *c = ud;
+    eddy_h2_stream_t *s = stream_of(session, id);
+    if (s == NULL) {
+        return 0;
+    }
+    nghttp2_session_set_stream_user_data(session, id, NULL);
+    if (code != NGHTTP2_NO_ERROR || !s->body_ended) {
+        eddy_msg_t *m = eddy__h2_reset_new(s, code != 0 ? code : NGHTTP2_CANCEL,
+                                           s->reset_by_peer);
+        if (m != NULL) {
+            eddy__h2_conn_emit(c, m);
+        }
+    }
+    eddy__h2_stream_closed(s, code);
+    return 0;
+}
+
+static int send_data(nghttp2_session *session, nghttp2_frame *frame, const uint8_t *framehd,
+                     size_t length, nghttp2_data_source *source, void *ud)
+{
+    (void)session;
+    (void)ud;
+    assert(frame->data.padlen == 0); /* we never ask for padding */
+    return eddy__h2_stream_write_data(source->ptr, framehd, length);
+}
+
+static int on_invalid_frame(nghttp2_session *session, const nghttp2_frame *frame, int err,
+                            void *ud)
+{
+    (void)session;
+    (void)ud;
+    eddy__log(EDDY_LOG_DEBUG, "http2: invalid frame type %u on stream %d: %s",
+              frame->hd.type, frame->hd.stream_id, nghttp2_strerror(err));
+    return 0;
+}
+
+static nghttp2_session_callbacks *callbacks;
+static pthread_once_t callbacks_once = PTHREAD_ONCE_INIT;
+
+static void callbacks_init(void)
+{
+    if (nghttp2_session_callbacks_new(&callbacks) != 0) {
+        callbacks = NULL;
+        return;
+    }
+    nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
+    nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
+    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
+    nghttp2_session_callbacks_set_send_data_callback(callbacks, send_data);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks, on_invalid_frame);
+}
+
+/* The session's options: what docs/http2.md's limits table says. */
+static nghttp2_option *options_new(const eddy_h2_options_t *o)
+{
+    nghttp2_option *opt;
+    if (nghttp2_option_new(&opt) != 0) {
+        return NULL;
+    }
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    nghttp2_option_set_no_closed_streams(opt, 1);
+    nghttp2_option_set_max_outbound_ack(opt, 1000);
+    nghttp2_option_set_max_settings(opt, 32);
+    nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+#ifdef EDDY_HAVE_NGHTTP2_RESET_RATE
+    nghttp2_option_set_stream_reset_rate_limit(opt, o->reset_burst, o->reset_rate);
+#endif
+#ifdef EDDY_HAVE_NGHTTP2_MAX_CONTINUATIONS
+    nghttp2_option_set_max_continuations(opt, o->max_continuations);
+#endif
+    (void)o;
+    return opt;
+}
+
+int eddy__h2_session_new(eddy__h2_conn_t *c)
+{
+    pthread_once(&callbacks_once, callbacks_init);
+    nghttp2_option *opt = callbacks != NULL ? options_new(&c->o) : NULL;
+    if (opt == NULL) {
+        return EDDY_ENOMEM;
+    }
+    c->mem = (nghttp2_mem){c, mem_malloc, mem_free, mem_calloc, mem_realloc};
+    int rv = nghttp2_session_server_new3(&c->session, callbacks, c, opt, &c->mem);
+    nghttp2_option_del(opt);
+    if (rv != 0) {
+        c->session = NULL;
+        return EDDY_ENOMEM;
+    }
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, c->o.max_concurrent_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, c->o.initial_window_size},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, c->o.max_header_list_size},
+        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+        {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, c->o.max_frame_size},
+    };
+    rv = nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
+    if (rv == 0 && c->o.connection_window > NGHTTP2_INITIAL_CONNECTION_WINDOW_SIZE) {
+        rv = nghttp2_session_set_local_window_size(c->session, NGHTTP2_FLAG_NONE, 0,
+                                                   (int32_t)c->o.connection_window);
+    }
+    return rv == 0 ? 0 : EDDY_ENOMEM;
+}
