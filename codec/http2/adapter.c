@@ -7,6 +7,7 @@
  */
 #include "internal.h"
 
+#include "buffer/layer.h"
 #include "codec/http/shared.h"
 #include "pipeline/layer.h"
 
@@ -294,6 +295,20 @@ static exchange_t *exchange_for(adapter_t *a, uint32_t stream_id)
     return NULL;
 }
 
+/* A body that could not be queued after its head: the stream cannot end well, so it is
+ * reset (the client sees RST_STREAM INTERNAL_ERROR, never a body cut short in silence), and
+ * the log says why. */
+static void stream_failed(eddy_ctx_t *ctx, exchange_t *ex, int err)
+{
+    if (err == 0 || err == EDDY_ECLOSED) {
+        return;
+    }
+    eddy__log(EDDY_LOG_WARN, "http2: channel %llu: stream %u reset: its body could not be "
+              "queued: %s", (unsigned long long)eddy_channel_id(eddy_ctx_channel(ctx)),
+              eddy_h2_stream_id(ex->stream), eddy_strerror(err));
+    eddy_h2_stream_reset(ex->stream, EDDY_H2_INTERNAL_ERROR);
+}
+
 /* Whether a response of status carries Content-Length (RFC 9110 section 8.6). */
 static bool has_length(int status)
 {
@@ -348,8 +363,9 @@ static void on_response(eddy_ctx_t *ctx, adapter_t *a, eddy_http_response_t *r,
         if (err == 0 && body) {
             eddy_buf_t *b = r->body;
             r->body = NULL;
-            err = eddy_h2_stream_send_data(ex->stream, b, true, p);
+            err = eddy__h2_stream_send(ex->stream, b, true, p, false);
             p = NULL; /* completed by the stream, either way */
+            stream_failed(ctx, ex, err);
         }
         if (interim) {
             ex = NULL; /* the final answer is still due */
@@ -363,10 +379,9 @@ static void on_response(eddy_ctx_t *ctx, adapter_t *a, eddy_http_response_t *r,
     }
     eddy_msg_release(&r->_msg);
     eddy__promise_done(p, err);
-    (void)ctx;
 }
 
-static void on_content(adapter_t *a, eddy_http_content_t *c, eddy_promise_t *p)
+static void on_content(eddy_ctx_t *ctx, adapter_t *a, eddy_http_content_t *c, eddy_promise_t *p)
 {
     exchange_t *ex = a->chunked;
     if (ex == NULL || ex->dead) {
@@ -378,7 +393,7 @@ static void on_content(adapter_t *a, eddy_http_content_t *c, eddy_promise_t *p)
     c->data = NULL;
     bool last = c->last;
     eddy_msg_release(&c->_msg);
-    eddy_h2_stream_send_data(ex->stream, b, last, p);
+    stream_failed(ctx, ex, eddy_h2_stream_send_data(ex->stream, b, last, p));
     if (last) {
         exchange_free(a, ex);
     }
@@ -391,7 +406,7 @@ static void adapter_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
     if (r != NULL && msg->type == EDDY_MSG_HTTP_RESPONSE) {
         on_response(ctx, a, r, p);
     } else if (msg->type == EDDY_MSG_HTTP_CONTENT) {
-        on_content(a, eddy_http_content_of(msg), p);
+        on_content(ctx, a, eddy_http_content_of(msg), p);
     } else {
         /* Bytes (a pre-encoded HTTP/1.1 answer) or anything else: no place in HTTP/2. */
         eddy_ctx_fail_write(ctx, msg, p, EDDY_ENOTSUP);

@@ -120,6 +120,10 @@ void eddy__h2_stream_closed(eddy_h2_stream_t *s, uint32_t error_code);
 /* What was sent of the body: n bytes from the head of the queue, as retained slices, written
  * after the 9-byte frame header (send_data_callback). */
 int eddy__h2_stream_write_data(eddy_h2_stream_t *s, const uint8_t *framehd, size_t n);
+/* eddy_h2_stream_send_data(), past max_stream_pending when not capped: for bodies that are
+ * whole in memory already (the adapter's), which queueing costs nothing more. */
+int eddy__h2_stream_send(eddy_h2_stream_t *s, eddy_buf_t *data, bool end_stream,
+                         eddy_promise_t *p, bool capped);
 /* The stream looked up by id in c's session, or NULL. */
 eddy_h2_stream_t *eddy__h2_stream_get(eddy__h2_conn_t *c, int32_t id);
 /* Note that streams' writability may have changed (inside mem_recv: nothing fires there). */

@@ -348,13 +348,19 @@ int eddy__h2_stream_write_data(eddy_h2_stream_t *s, const uint8_t *framehd, size
 int eddy_h2_stream_send_data(eddy_h2_stream_t *s, eddy_buf_t *data, bool end_stream,
                              eddy_promise_t *p)
 {
+    return eddy__h2_stream_send(s, data, end_stream, p, true);
+}
+
+int eddy__h2_stream_send(eddy_h2_stream_t *s, eddy_buf_t *data, bool end_stream,
+                         eddy_promise_t *p, bool capped)
+{
     int err = 0;
     size_t n = data != NULL ? eddy_buf_readable(data) : 0;
     if (s->closed || s->conn == NULL || s->body_ended) {
         err = EDDY_ECLOSED;
     } else if (!s->head_sent || !s->provider_on) {
         err = EDDY_EINVAL;
-    } else if (s->pending + n > s->conn->o.max_stream_pending) {
+    } else if (capped && s->pending + n > s->conn->o.max_stream_pending) {
         err = EDDY_ENOBUFS;
     }
     eddy__h2_chunk_t *ch = err == 0 && n > 0 ? malloc(sizeof(*ch)) : NULL;
