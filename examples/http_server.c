@@ -413,7 +413,8 @@ int main(int argc, char **argv)
                    example_parse_uint(v, 1ul << 30, &body)) {
         } else if (strcmp(a, "--tls") == 0 && v != NULL && i + 2 < argc) {
             tls_cert = v;
-            tls_key = argv[++i]; /* two values */
+            tls_key = argv[i + 2];
+            i++; /* two values */
         } else {
             usage(stderr);
             return 2;
