@@ -60,7 +60,7 @@ eddy__h2_conn_t *eddy__h2_conn_of(eddy_pipeline_t *p)
 
 static void conn_close(eddy__h2_conn_t *c)
 {
-    if (c->closing) {
+    if (c->closing || c->closed) {
         return;
     }
     c->closing = true;
@@ -154,14 +154,11 @@ void eddy__h2_conn_fail(eddy__h2_conn_t *c, uint32_t code, const char *why)
                           nghttp2_session_get_last_proc_stream_id(c->session), code,
                           (const uint8_t *)why, strlen(why));
     c->goaway_sent = true;
-    /* Out with the GOAWAY (nghttp2 stops reading once it is queued), then close. */
-    bool in_recv = c->in_recv;
-    c->in_recv = false;
-    eddy__h2_conn_send(c);
-    c->in_recv = in_recv;
-    c->fatal = true;
-    if (!in_recv) {
-        conn_close(c);
+    c->fatal = true; /* conn_send sends the GOAWAY, then closes */
+    /* Inside nghttp2 (a callback of mem_recv or mem_send) the session must not be entered
+     * again: the caller's own conn_send does it when nghttp2 returns. */
+    if (!c->in_recv && !c->sending) {
+        eddy__h2_conn_send(c);
     }
 }
 
