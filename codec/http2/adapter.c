@@ -309,6 +309,17 @@ static void stream_failed(eddy_ctx_t *ctx, exchange_t *ex, int err)
     eddy_h2_stream_reset(ex->stream, EDDY_H2_INTERNAL_ERROR);
 }
 
+/* v in decimal, written at the end of buf (cap bytes, enough for it). */
+static eddy_http_str_t decimal(size_t v, char *buf, size_t cap)
+{
+    char *p = buf + cap;
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0 && p > buf);
+    return (eddy_http_str_t){p, (size_t)(buf + cap - p)};
+}
+
 /* Whether a response of status carries Content-Length (RFC 9110 section 8.6). */
 static bool has_length(int status)
 {
@@ -325,23 +336,19 @@ static int head_send(exchange_t *ex, const eddy_http_response_t *r, bool end_str
         return EDDY_ENOMEM;
     }
     char status[8], length[24];
-    snprintf(status, sizeof(status), "%d", r->status);
     size_t k = 0;
-    f[k++] = (eddy_http_header_t){.name = {":status", 7}, .value = {status, strlen(status)}};
+    f[k++] = (eddy_http_header_t){.name = {":status", 7},
+                                  .value = decimal((size_t)r->status, status, sizeof(status))};
     for (size_t i = 0; i < r->header_count; i++) {
-        if (!eddy_http_str_eq_nocase(r->headers[i].name, "connection") &&
-            !eddy_http_str_eq_nocase(r->headers[i].name, "keep-alive") &&
-            !eddy_http_str_eq_nocase(r->headers[i].name, "transfer-encoding") &&
-            !eddy_http_str_eq_nocase(r->headers[i].name, "upgrade") &&
-            !eddy_http_str_eq_nocase(r->headers[i].name, "proxy-connection")) {
-            f[k++] = r->headers[i];
+        const eddy_http_header_t *h = &r->headers[i];
+        if (!eddy__h2_connection_specific(h->name.p, h->name.len)) {
+            f[k++] = *h;
         }
     }
     if (!r->chunked && has_length(r->status)) {
         size_t len = r->body != NULL ? eddy_buf_readable(r->body) : 0;
-        snprintf(length, sizeof(length), "%zu", len);
         f[k++] = (eddy_http_header_t){.name = {"content-length", 14},
-                                      .value = {length, strlen(length)}};
+                                      .value = decimal(len, length, sizeof(length))};
     }
     int err = eddy_h2_stream_send_headers(ex->stream, f, k, end_stream);
     if (f != stack) {

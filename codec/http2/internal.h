@@ -124,6 +124,9 @@ int eddy__h2_stream_write_data(eddy_h2_stream_t *s, const uint8_t *framehd, size
  * whole in memory already (the adapter's), which queueing costs nothing more. */
 int eddy__h2_stream_send(eddy_h2_stream_t *s, eddy_buf_t *data, bool end_stream,
                          eddy_promise_t *p, bool capped);
+/* Whether the n bytes at name name a connection-specific field (RFC 9113 section 8.2.2:
+ * connection, keep-alive, proxy-connection, transfer-encoding, upgrade), any case. */
+bool eddy__h2_connection_specific(const char *name, size_t n);
 /* The stream looked up by id in c's session, or NULL. */
 eddy_h2_stream_t *eddy__h2_stream_get(eddy__h2_conn_t *c, int32_t id);
 /* Note that streams' writability may have changed (inside mem_recv: nothing fires there). */

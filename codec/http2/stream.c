@@ -91,53 +91,104 @@ eddy_h2_stream_t *eddy__h2_stream_get(eddy__h2_conn_t *c, int32_t id)
  * Header blocks out
  */
 
-/* Connection-specific fields, which HTTP/2 forbids (RFC 9113 section 8.2.2). */
-static bool connection_specific(const char *name, size_t n)
+bool eddy__h2_connection_specific(const char *name, size_t n)
 {
-    static const char *const names[] = {"connection", "keep-alive", "proxy-connection",
-                                        "transfer-encoding", "upgrade"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (strlen(names[i]) == n && strncasecmp(names[i], name, n) == 0) {
+    switch (n) {
+    case 7:
+        return strncasecmp(name, "upgrade", 7) == 0;
+    case 10:
+        return strncasecmp(name, "connection", 10) == 0 ||
+               strncasecmp(name, "keep-alive", 10) == 0;
+    case 16:
+        return strncasecmp(name, "proxy-connection", 16) == 0;
+    case 17:
+        return strncasecmp(name, "transfer-encoding", 17) == 0;
+    default:
+        return false;
+    }
+}
+
+/* Whether a field may go out: a name, no connection-specific one, no CR or LF in the value
+ * (nghttp2 checks names and values byte by byte once more as it encodes). */
+static bool field_ok(const eddy_http_header_t *f)
+{
+    return f->name.len > 0 && !eddy__h2_connection_specific(f->name.p, f->name.len) &&
+           memchr(f->value.p, '\n', f->value.len) == NULL &&
+           memchr(f->value.p, '\r', f->value.len) == NULL;
+}
+
+static bool has_upper(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] >= 'A' && p[i] <= 'Z') {
             return true;
         }
     }
     return false;
 }
 
-/* The n fields as nghttp2's pairs in one block, names in lower case: *store holds the bytes
- * (its own), the array is returned (free it). NULL: a bad field (*err EDDY_EINVAL) or no
- * memory (EDDY_ENOMEM). */
-static nghttp2_nv *nv_build(const eddy_http_header_t *f, size_t n, eddy_buf_t **store, int *err)
+/* The n fields as nghttp2's pairs in nv (room for n), pointing at the caller's bytes, which
+ * nghttp2 copies as it submits; names with capitals are lowered into *scratch (the caller
+ * frees it; NULL when none needed). 0, EDDY_EINVAL (a bad field), EDDY_ENOMEM. */
+static int nv_fill(nghttp2_nv *nv, const eddy_http_header_t *f, size_t n, char **scratch)
 {
-    size_t bytes = 0;
+    size_t lower = 0;
+    *scratch = NULL;
     for (size_t i = 0; i < n; i++) {
-        if (f[i].name.len == 0 || connection_specific(f[i].name.p, f[i].name.len) ||
-            memchr(f[i].value.p, '\n', f[i].value.len) != NULL ||
-            memchr(f[i].value.p, '\r', f[i].value.len) != NULL) {
-            *err = EDDY_EINVAL;
-            return NULL;
+        if (!field_ok(&f[i])) {
+            return EDDY_EINVAL;
         }
-        bytes += f[i].name.len + f[i].value.len;
+        lower += has_upper(f[i].name.p, f[i].name.len) ? f[i].name.len : 0;
     }
-    *err = EDDY_ENOMEM;
+    char *q = lower > 0 ? (*scratch = malloc(lower)) : NULL;
+    if (lower > 0 && q == NULL) {
+        return EDDY_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *name = f[i].name.p;
+        if (q != NULL && has_upper(name, f[i].name.len)) {
+            for (size_t k = 0; k < f[i].name.len; k++) {
+                q[k] = (char)tolower((unsigned char)name[k]);
+            }
+            name = q;
+            q += f[i].name.len;
+        }
+        nv[i] = (nghttp2_nv){(uint8_t *)(uintptr_t)name, (uint8_t *)(uintptr_t)f[i].value.p,
+                             f[i].name.len, f[i].value.len, NGHTTP2_NV_FLAG_NONE};
+    }
+    return 0;
+}
+
+/* The n fields copied into one block of their own, for trailers, which wait until the body is
+ * out: the pairs are returned (free them), their bytes in *store. NULL: *err says why. */
+static nghttp2_nv *nv_copy(const eddy_http_header_t *f, size_t n, eddy_buf_t **store, int *err)
+{
     nghttp2_nv *nv = malloc((n > 0 ? n : 1) * sizeof(*nv));
-    eddy_buf_t *b = eddy_buf_new(bytes > 0 ? bytes : 1);
-    if (nv == NULL || b == NULL) {
+    char *scratch = NULL;
+    *err = nv == NULL ? EDDY_ENOMEM : nv_fill(nv, f, n, &scratch);
+    size_t bytes = 0;
+    for (size_t i = 0; *err == 0 && i < n; i++) {
+        bytes += nv[i].namelen + nv[i].valuelen;
+    }
+    eddy_buf_t *b = *err == 0 ? eddy_buf_new(bytes > 0 ? bytes : 1) : NULL;
+    if (*err == 0 && b == NULL) {
+        *err = EDDY_ENOMEM;
+    }
+    if (*err != 0) {
         free(nv);
-        eddy_buf_release(b);
+        free(scratch);
         return NULL;
     }
     uint8_t *p = eddy_buf_write_ptr(b);
     for (size_t i = 0; i < n; i++) {
-        nv[i] = (nghttp2_nv){p, p + f[i].name.len, f[i].name.len, f[i].value.len,
-                             NGHTTP2_NV_FLAG_NONE};
-        for (size_t k = 0; k < f[i].name.len; k++) {
-            p[k] = (uint8_t)tolower((unsigned char)f[i].name.p[k]);
-        }
-        memcpy(p + f[i].name.len, f[i].value.p, f[i].value.len);
-        p += f[i].name.len + f[i].value.len;
+        memcpy(p, nv[i].name, nv[i].namelen);
+        memcpy(p + nv[i].namelen, nv[i].value, nv[i].valuelen);
+        nv[i].name = p;
+        nv[i].value = p + nv[i].namelen;
+        p += nv[i].namelen + nv[i].valuelen;
     }
     eddy_buf_produce(b, bytes);
+    free(scratch);
     *store = b;
     return nv;
 }
@@ -169,37 +220,48 @@ static void provider_resume(eddy_h2_stream_t *s)
     }
 }
 
+/* Trailers: held until the body is out (nghttp2#269). */
+static int trailers_hold(eddy_h2_stream_t *s, const eddy_http_header_t *fields, size_t n)
+{
+    eddy_buf_t *store = NULL;
+    int err;
+    nghttp2_nv *nv = nv_copy(fields, n, &store, &err);
+    if (nv == NULL) {
+        return err;
+    }
+    s->trailers = nv;
+    s->trailer_count = n;
+    s->trailer_buf = store;
+    s->body_ended = true;
+    provider_resume(s);
+    eddy__h2_conn_send(s->conn);
+    return 0;
+}
+
 int eddy_h2_stream_send_headers(eddy_h2_stream_t *s, const eddy_http_header_t *fields, size_t n,
                                 bool end_stream)
 {
     if (s->closed || s->conn == NULL || s->body_ended) {
         return EDDY_ECLOSED;
     }
-    eddy_buf_t *store = NULL;
-    int err;
-    nghttp2_nv *nv = nv_build(fields, n, &store, &err);
-    if (nv == NULL) {
-        return err;
+    if (s->head_sent) {
+        return trailers_hold(s, fields, n);
     }
-    int rv = 0;
-    bool interim = !s->head_sent && n > 0 && fields[0].value.len == 3 &&
-                   fields[0].value.p[0] == '1';
-    if (interim) { /* 1xx: a head that does not end the head */
+    nghttp2_nv stack[32];
+    nghttp2_nv *nv = n <= 32 ? stack : malloc(n * sizeof(*nv));
+    char *scratch = NULL;
+    int rv = nv == NULL ? EDDY_ENOMEM : nv_fill(nv, fields, n, &scratch);
+    bool interim = n > 0 && fields[0].value.len == 3 && fields[0].value.p[0] == '1';
+    if (rv == 0 && interim) { /* 1xx: a head that does not end the head */
         rv = nghttp2_submit_headers(s->conn->session, NGHTTP2_FLAG_NONE, s->id, NULL, nv, n,
                                     NULL) < 0 ? EDDY_EINVAL : 0;
-    } else if (!s->head_sent) {
+    } else if (rv == 0) {
         rv = head_submit(s, nv, n, end_stream);
-    } else { /* trailers: held until the body is out (nghttp2#269) */
-        s->trailers = nv;
-        s->trailer_count = n;
-        s->trailer_buf = store;
-        s->body_ended = true;
-        provider_resume(s);
-        eddy__h2_conn_send(s->conn);
-        return 0;
     }
-    free(nv);
-    eddy_buf_release(store);
+    if (nv != stack) {
+        free(nv);
+    }
+    free(scratch);
     if (rv == 0) {
         eddy__h2_conn_send(s->conn);
     }
