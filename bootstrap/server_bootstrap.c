@@ -46,6 +46,7 @@ typedef struct server_s {
     _Atomic int64_t window_s;      /* the accept-rate window: its second */
     _Atomic uint64_t window_count; /* accepts in it */
     _Atomic int64_t last_log_ns;
+    _Atomic(eddy_promise_t *) shutdown; /* eddy_server_bootstrap_shutdown()'s, until done */
 } server_t;
 
 struct eddy_server_bootstrap_s {
@@ -132,13 +133,29 @@ static void log_rejected(server_t *s, const char *why, uint64_t limit)
               (unsigned long long)atomic_load_explicit(&s->rejected_rate, memory_order_relaxed));
 }
 
+/* The shutdown's promise, once no child is left: completed and released by whoever takes it
+ * first. */
+static void shutdown_check(server_t *s)
+{
+    if (atomic_load(&s->active) != 0 || atomic_load(&s->shutdown) == NULL) {
+        return;
+    }
+    eddy_promise_t *p = atomic_exchange(&s->shutdown, NULL);
+    if (p != NULL) {
+        eddy_promise_succeed(p, NULL);
+        eddy_future_release(p);
+    }
+}
+
 static void child_closed(eddy_channel_t *ch, void *arg)
 {
     (void)ch;
     server_t *s = arg;
-    uint64_t was = atomic_fetch_sub_explicit(&s->active, 1, memory_order_relaxed);
+    uint64_t was = atomic_fetch_sub(&s->active, 1); /* seq_cst: against shutdown_check */
     assert(was > 0); /* admitted children only: a refused one has no hook */
-    (void)was;
+    if (was == 1) {
+        shutdown_check(s);
+    }
     server_release(s);
 }
 
@@ -348,8 +365,58 @@ void eddy_server_bootstrap_free(eddy_server_bootstrap_t *b)
     if (b == NULL) {
         return;
     }
+    eddy_promise_t *p = atomic_exchange(&b->s->shutdown, NULL);
+    if (p != NULL) { /* freed before its children were gone */
+        eddy_promise_fail(p, EDDY_ECANCELED);
+        eddy_future_release(p);
+    }
     server_release(b->s);
     free(b);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Closing the children gracefully
+ */
+
+static void close_child(eddy_channel_t *ch, void *arg)
+{
+    (void)arg;
+    eddy_channel_close(ch, NULL); /* from the tail: each handler's close op takes part */
+}
+
+static void close_children_task(void *arg)
+{
+    server_t *s = arg;
+    for (size_t i = 0; i < eddy_loop_group_size(s->workers); i++) {
+        eddy_loop_t *loop = eddy_loop_group_loop(s->workers, i);
+        if (eddy_loop_in_event_loop(loop)) {
+            eddy__loop_each_hooked(loop, &s->child_hook, close_child, NULL);
+        }
+    }
+    server_release(s);
+}
+
+eddy_future_t *eddy_server_bootstrap_shutdown(eddy_server_bootstrap_t *b)
+{
+    server_t *s = b->s;
+    eddy_promise_t *p = eddy_promise_new(NULL);
+    if (p == NULL) {
+        return NULL;
+    }
+    eddy_promise_t *expected = NULL;
+    if (!atomic_compare_exchange_strong(&s->shutdown, &expected, eddy_future_retain(p))) {
+        eddy_future_release(p); /* the one s would have held */
+        eddy_promise_fail(p, EDDY_EALREADY);
+        return p;
+    }
+    for (size_t i = 0; s->workers != NULL && i < eddy_loop_group_size(s->workers); i++) {
+        server_retain(s);
+        if (eddy_loop_execute(eddy_loop_group_loop(s->workers, i), close_children_task, s) != 0) {
+            server_release(s); /* shutting down already: its loop closes them */
+        }
+    }
+    shutdown_check(s);
+    return p;
 }
 
 int eddy_server_bootstrap_group(eddy_server_bootstrap_t *b, eddy_loop_group_t *boss,

@@ -460,6 +460,10 @@ int main(int argc, char **argv)
 
     int sig = eddy_stop_signals_wait(-1);
     example_unbind(listener);
+    /* HTTP/2 connections say GOAWAY and finish the streams in flight; 5 s at most. */
+    eddy_future_t *closed = eddy_server_bootstrap_shutdown(server);
+    eddy_future_await(closed, 5000);
+    eddy_future_release(closed);
     eddy_server_counters_t c;
     eddy_server_bootstrap_counters(server, &c);
     uint64_t requests = 0;

@@ -52,6 +52,11 @@ typedef struct eddy__close_hook_s {
 /* Set ch's close hook (the loop, before it closes; one per channel). */
 void eddy__channel_set_close_hook(eddy_channel_t *ch, const eddy__close_hook_t *hook);
 
+/* Call fn(ch, arg) for each socket channel of loop whose close hook is hook (a server
+ * bootstrap's children), as a snapshot: fn may close them. The loop's thread. */
+void eddy__loop_each_hooked(eddy_loop_t *loop, const eddy__close_hook_t *hook,
+                            void (*fn)(eddy_channel_t *ch, void *arg), void *arg);
+
 /* Call fn(state, arg) with the state of every handler of p whose channel_read is read (the
  * decoders on the decoder base: eddy_decoder_channel_read), head to tail. The loop's thread. */
 void eddy__pipeline_each_state(eddy_pipeline_t *p, void (*read)(eddy_ctx_t *, eddy_msg_t *),

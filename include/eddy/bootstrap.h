@@ -103,6 +103,18 @@ typedef struct eddy_server_counters_s {
     uint64_t rejected_rate; /* closed at once: accepts_per_second reached */
 } eddy_server_counters_t;
 
+/**
+ * Close every child connection through its pipeline, from the tail, so that each handler's
+ * close op takes part: a protocol handler may end its connection gracefully (HTTP/2 sends
+ * GOAWAY and lets the streams in flight finish, http2.h), others close at once. Returns a
+ * future (the caller releases it) that completes once no child is left; wait on it with the
+ * deadline you allow (eddy_future_await(f, ms)), then shut the loop groups down, which closes
+ * whatever is still open. Close the listeners first, or new children keep arriving. A second
+ * call fails with EDDY_EALREADY; eddy_server_bootstrap_free() before completion fails it with
+ * EDDY_ECANCELED. NULL only without memory. Any thread but a worker loop's own.
+ */
+EDDY_EXTERN eddy_future_t *eddy_server_bootstrap_shutdown(eddy_server_bootstrap_t *b);
+
 /** A snapshot of the server's counters (all its binds). Any thread. */
 EDDY_EXTERN void eddy_server_bootstrap_counters(const eddy_server_bootstrap_t *b,
                                                 eddy_server_counters_t *c);

@@ -548,6 +548,34 @@ void eddy__socket_flush_later(eddy_channel_t *ch)
     }
 }
 
+void eddy__loop_each_hooked(eddy_loop_t *loop, const eddy__close_hook_t *hook,
+                            void (*fn)(eddy_channel_t *ch, void *arg), void *arg)
+{
+    eddy__assert_on_loop(loop);
+    size_t n = 0, cap = 0;
+    eddy_channel_t **chs = NULL;
+    for (eddy__closer_t *c = loop->closers.next; c != &loop->closers; c = c->next) {
+        eddy_channel_t *ch = EDDY_CONTAINER_OF(c, eddy_channel_t, closer);
+        if (c->close != close_with_loop || ch->close_hook != hook) {
+            continue;
+        }
+        if (n == cap) {
+            cap = cap == 0 ? 64 : 2 * cap;
+            eddy_channel_t **grown = realloc(chs, cap * sizeof(*chs));
+            if (grown == NULL) {
+                break; /* the rest closes with the loop */
+            }
+            chs = grown;
+        }
+        chs[n++] = eddy__channel_hold(ch);
+    }
+    for (size_t i = 0; i < n; i++) {
+        fn(chs[i], arg);
+        eddy__channel_unhold(chs[i]);
+    }
+    free(chs);
+}
+
 /* Register a socket channel with its loop (on the loop). */
 void eddy__socket_register_io(eddy_channel_t *ch, eddy_io_cb cb)
 {
