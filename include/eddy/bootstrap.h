@@ -109,9 +109,9 @@ typedef struct eddy_server_counters_s {
  * GOAWAY and lets the streams in flight finish, http2.h), others close at once. Returns a
  * future (the caller releases it) that completes once no child is left; wait on it with the
  * deadline you allow (eddy_future_await(f, ms)), then shut the loop groups down, which closes
- * whatever is still open. Close the listeners first, or new children keep arriving. A second
- * call fails with EDDY_EALREADY; eddy_server_bootstrap_free() before completion fails it with
- * EDDY_ECANCELED. NULL only without memory. Any thread but a worker loop's own.
+ * whatever is still open. Close the listeners first, or new children keep arriving. A call
+ * while another one waits fails with EDDY_EALREADY; eddy_server_bootstrap_free() before
+ * completion fails it with EDDY_ECANCELED. NULL only without memory. Any thread but a worker loop's own.
  */
 EDDY_EXTERN eddy_future_t *eddy_server_bootstrap_shutdown(eddy_server_bootstrap_t *b);
 

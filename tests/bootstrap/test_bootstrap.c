@@ -2,7 +2,7 @@
  * The bootstraps (bootstrap/bootstrap.c, bootstrap/server_bootstrap.c) on real loopback
  * sockets: echo through a ServerBootstrap and a Bootstrap (by address and by name), one group
  * for boss and workers, missing configuration, the connection limit, SO_REUSEPORT mode, a
- * refused connect, reconnecting with backoff, stopping it on free, the connect timeout and
+ * refused connect, the graceful shutdown of children, reconnecting with backoff, stopping it on free, the connect timeout and
  * Unix sockets. Every test is bounded in time and closes and frees what it made.
  */
 #include <stdarg.h>
@@ -369,6 +369,70 @@ static void test_max_connections_closes_the_extra_one(void **state)
     raw_echo(fd3, "third");
     close(fd3);
     close_channel(server);
+    eddy_server_bootstrap_free(sb);
+    group_finish(g);
+}
+
+/* A child's close op that says goodbye before it passes the close on, as a protocol's
+ * graceful close (HTTP/2's GOAWAY) does. */
+static void bye_close(eddy_ctx_t *ctx, eddy_promise_t *p)
+{
+    eddy_ctx_write(ctx, eddy_buf_msg(eddy_buf_from_str("bye")), NULL);
+    eddy_ctx_close_after_flush(ctx, p);
+}
+
+static const eddy_handler_ops_t bye_ops = {
+    .name = "bye",
+    .sharable = true,
+    .channel_read = echo_read,
+    .channel_read_complete = echo_read_complete,
+    .close = bye_close,
+};
+
+static int init_bye_child(eddy_channel_t *ch, void *arg)
+{
+    (void)arg;
+    return eddy_pipeline_add_last(eddy_channel_pipeline(ch), "bye", &bye_ops, NULL, NULL);
+}
+
+static void test_shutdown_closes_children_through_their_pipelines(void **state)
+{
+    (void)state;
+    eddy_loop_group_t *g = group_new(2);
+    eddy_server_bootstrap_t *sb = eddy_server_bootstrap_new();
+    eddy_server_bootstrap_group(sb, g, NULL);
+    eddy_server_bootstrap_child_init(sb, init_bye_child, NULL);
+    eddy_channel_t *server = await_channel(eddy_server_bootstrap_bind(sb, "127.0.0.1", 0));
+    uint16_t port = port_of(server);
+    int fds[3];
+    for (int i = 0; i < 3; i++) {
+        fds[i] = raw_connect(port);
+        raw_echo(fds[i], "hello");
+    }
+    close_channel(server);
+
+    eddy_future_t *f = eddy_server_bootstrap_shutdown(sb);
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(f), 0);
+    eddy_server_counters_t cn;
+    eddy_server_bootstrap_counters(sb, &cn);
+    assert_int_equal(cn.active, 0);
+    for (int i = 0; i < 3; i++) { /* each said goodbye, then closed */
+        char buf[8] = {0};
+        size_t got = 0;
+        ssize_t r;
+        while (got < sizeof(buf) && (r = recv(fds[i], buf + got, sizeof(buf) - got, 0)) > 0) {
+            got += (size_t)r;
+        }
+        assert_int_equal(got, 3);
+        assert_memory_equal(buf, "bye", 3);
+        close(fds[i]);
+    }
+    eddy_future_t *again = eddy_server_bootstrap_shutdown(sb); /* nothing left: done at once */
+    assert_true(eddy_future_is_done(again));
+    assert_int_equal(eddy_future_error(again), 0);
+    eddy_future_release(again);
+    eddy_future_release(f);
     eddy_server_bootstrap_free(sb);
     group_finish(g);
 }
@@ -954,6 +1018,7 @@ int main(void)
         cmocka_unit_test(test_missing_configuration_fails_with_einval),
         cmocka_unit_test(test_max_connections_closes_the_extra_one),
         cmocka_unit_test(test_init_callbacks_that_fail_close_the_channel),
+        cmocka_unit_test(test_shutdown_closes_children_through_their_pipelines),
         cmocka_unit_test(test_accept_rate_limit_closes_the_excess),
         cmocka_unit_test(test_workers_freed_right_after_the_listener_closed),
         cmocka_unit_test(test_reuseport_mode_serves_clients),
