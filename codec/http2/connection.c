@@ -382,12 +382,37 @@ static void conn_recv(eddy__h2_conn_t *c, eddy_buf_t *b)
     }
 }
 
+/* The bytes of msg as one buffer (a composite is copied); other messages pass on (NULL). */
+static eddy_buf_t *bytes_of(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    eddy_buf_t *b = eddy_buf_of(msg);
+    eddy_composite_t *comp = b == NULL ? eddy_composite_of(msg) : NULL;
+    if (comp != NULL) {
+        size_t n = eddy_composite_readable(comp);
+        b = eddy_buf_alloc(eddy_ctx_alloc(ctx), n > 0 ? n : 1, n > 0 ? n : 1);
+        if (b != NULL && eddy_composite_read_bytes(comp, eddy_buf_write_ptr(b), n) == 0) {
+            eddy_buf_produce(b, n);
+        } else if (b != NULL) {
+            eddy_buf_release(b);
+            b = NULL;
+        }
+        eddy_msg_release(msg);
+        if (b == NULL) {
+            eddy_ctx_close(ctx, NULL); /* bytes lost: the framing cannot go on */
+        }
+        return b;
+    }
+    if (b == NULL) {
+        eddy_ctx_fire_channel_read(ctx, msg); /* not bytes: not ours */
+    }
+    return b;
+}
+
 static void h2_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 {
     eddy__h2_conn_t *c = eddy_ctx_state(ctx);
-    eddy_buf_t *b = eddy_buf_of(msg);
+    eddy_buf_t *b = bytes_of(ctx, msg);
     if (b == NULL) {
-        eddy_ctx_fire_channel_read(ctx, msg); /* not bytes: not ours */
         return;
     }
     if (c->session == NULL || c->fatal || c->closing) {

@@ -9,6 +9,8 @@
 #include "internal.h"
 
 #include "buffer/layer.h"
+
+#include <eddy/channel.h>
 #include "eddy_config.h"
 
 #include <assert.h>
@@ -324,6 +326,11 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
     eddy__h2_conn_t *c = ud;
     if (frame->hd.type == NGHTTP2_RST_STREAM) {
         eddy__h2_conn_count_reset(c);
+    } else if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != 0 && !c->fatal) {
+        /* nghttp2's own limits (rapid reset, CONTINUATION, floods) and protocol errors. */
+        eddy__log(EDDY_LOG_INFO, "http2: channel %llu: GOAWAY %s sent by nghttp2",
+                  (unsigned long long)eddy_channel_id(eddy_ctx_channel(c->ctx)),
+                  nghttp2_http2_strerror(frame->goaway.error_code));
     } else if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
         c->settings_sent_at = eddy__h2_now(c);
     }
