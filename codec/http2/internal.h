@@ -104,7 +104,7 @@ struct eddy__h2_conn_s {
     uint32_t resets_sent;     /* RST_STREAMs sent in the window starting at resets_since */
     int64_t resets_since;
     int64_t settings_sent_at; /* loop ns; 0: acknowledged */
-    int64_t last_activity;    /* loop ns of the last read or stream end */
+    int64_t last_activity;    /* loop ns of the last read, or of the last open stream's end */
     int64_t shutdown_at;      /* loop ns the graceful shutdown began */
     uint64_t timer;           /* the housekeeping timer (eddy_ctx_schedule_at_fixed_rate) */
 };

@@ -92,7 +92,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     if (frame->hd.type != NGHTTP2_HEADERS) {
         return 0;
     }
-    c->header_block_since = eddy__h2_now(c);
+    c->header_block_since = c->last_activity; /* the read under way began then */
     eddy_h2_stream_t *s = stream_of(session, frame->hd.stream_id);
     if (s != NULL) {
         return 0; /* trailers */

@@ -631,8 +631,9 @@ void eddy__h2_stream_closed(eddy_h2_stream_t *s, uint32_t error_code)
     }
     s->prev = s->next = NULL;
     assert(c->streams_open > 0);
-    c->streams_open--;
-    c->last_activity = eddy__h2_now(c);
+    if (--c->streams_open == 0) {
+        c->last_activity = eddy__h2_now(c); /* idle from now: one clock read, not per stream */
+    }
     s->conn = NULL;
     eddy_h2_stream_release(s); /* the session's */
 }
