@@ -126,6 +126,8 @@ void eddy__h2_conn_send(eddy__h2_conn_t *c)
     }
 }
 
+static void events_due(eddy_ctx_t *ctx, void *arg);
+
 void eddy__h2_conn_emit(eddy__h2_conn_t *c, eddy_msg_t *msg)
 {
     if (c->nevents == c->cap_events) {
@@ -140,6 +142,11 @@ void eddy__h2_conn_emit(eddy__h2_conn_t *c, eddy_msg_t *msg)
         c->cap_events = cap;
     }
     c->events[c->nevents++] = msg;
+    /* Made outside a read (a reset we sent closed a stream in mem_send): no read's
+     * events_fire will pass it on soon, a task does. */
+    if (!c->in_recv && !c->firing && !c->events_task && !c->closed) {
+        c->events_task = eddy_ctx_execute(c->ctx, events_due, c) == 0;
+    }
 }
 
 void eddy__h2_conn_fail(eddy__h2_conn_t *c, uint32_t code, const char *why)
@@ -335,13 +342,14 @@ static void h2_inactive(eddy_ctx_t *ctx)
     eddy_ctx_fire_channel_inactive(ctx);
 }
 
-/* Fire what mem_recv made, in order, stopping if the channel closed meanwhile. */
+/* Fire what mem_recv made, in order, and what the handlers' sends make meanwhile, stopping
+ * if the channel closed. */
 static void events_fire(eddy__h2_conn_t *c)
 {
-    size_t n = c->nevents;
-    for (size_t i = 0; i < n; i++) {
+    c->firing = true;
+    for (size_t i = 0; i < c->nevents; i++) {
         if (c->closed) {
-            for (size_t k = i; k < n; k++) {
+            for (size_t k = i; k < c->nevents; k++) {
                 eddy_msg_release(c->events[k]);
             }
             break;
@@ -349,6 +357,7 @@ static void events_fire(eddy__h2_conn_t *c)
         eddy_ctx_fire_channel_read(c->ctx, c->events[i]);
     }
     c->nevents = 0;
+    c->firing = false;
 }
 
 static void goaway_fire(eddy__h2_conn_t *c)
@@ -359,6 +368,18 @@ static void goaway_fire(eddy__h2_conn_t *c)
     c->goaway_received = false;
     eddy_h2_goaway_t g = {.last_stream_id = c->goaway_last_id, .error_code = c->goaway_code};
     eddy_ctx_fire_user_event(c->ctx, EDDY_EVENT_H2_GOAWAY, &g);
+}
+
+/* The task of eddy__h2_conn_emit: what was made outside a read goes on now. */
+static void events_due(eddy_ctx_t *ctx, void *arg)
+{
+    (void)ctx;
+    eddy__h2_conn_t *c = arg;
+    c->events_task = false;
+    if (!c->closed) {
+        events_fire(c);
+        eddy__h2_conn_send(c);
+    }
 }
 
 /* Feed n bytes at p to the session. */

@@ -80,6 +80,8 @@ struct eddy__h2_conn_s {
     eddy_msg_t **events;      /* messages made while mem_recv ran, fired after it */
     size_t nevents, cap_events;
     bool in_recv;             /* inside mem_recv: sends wait until it returns */
+    bool firing;              /* events_fire is passing them on */
+    bool events_task;         /* a task will fire what was made outside a read */
     bool in_read_batch;       /* between channel_read and channel_read_complete: one flush */
     bool writability_dirty;   /* a window or the channel changed: look at the streams */
     size_t buffered;          /* DATA bytes passed on and not yet consumed */
