@@ -301,6 +301,20 @@ eddy_future_t *eddy_http_send(eddy_channel_t *ch, eddy_http_request_t *req)
     return p;
 }
 
+bool eddy__http_send_take(eddy_msg_t *msg, eddy_http_request_t **req, eddy_promise_t **p)
+{
+    if (msg->type != MSG_HTTP_SEND) {
+        return false;
+    }
+    send_t *w = EDDY_CONTAINER_OF(msg, send_t, _msg);
+    *req = w->req;
+    *p = w->p;
+    w->req = NULL;
+    w->p = NULL;
+    eddy_msg_release(msg);
+    return true;
+}
+
 eddy_http_response_t *eddy_future_http_response(const eddy_future_t *f)
 {
     return eddy_future_is_done(f) && eddy_future_error(f) == 0 ? eddy_future_result(f) : NULL;

@@ -22,4 +22,9 @@ eddy_http_method_t eddy__http_method_of(const void *s, size_t n);
  * section 8.6). 0 and *out, or EDDY_EDECODE. */
 int eddy__http_parse_length(eddy_http_str_t v, int64_t *out);
 
+/* eddy_http_send()'s message (exchange.c): when msg is one, take its request and the promise
+ * of its response out of it (both the caller's now), release msg and return true; else
+ * false, msg untouched. The HTTP/2 client adapter answers sends as the exchange handler does. */
+bool eddy__http_send_take(eddy_msg_t *msg, eddy_http_request_t **req, eddy_promise_t **p);
+
 #endif /* EDDY_CODEC_HTTP_SHARED_H */

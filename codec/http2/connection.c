@@ -543,6 +543,21 @@ eddy_handler_t eddy_h2_connection(const eddy_h2_options_t *o)
     if (c != NULL) {
         c->o = o != NULL ? *o : (eddy_h2_options_t){0};
         options_default(&c->o);
+        c->server = true;
+    }
+    return eddy_handler("h2-connection", &eddy__h2_connection_ops, c, h2_free);
+}
+
+/* The client side: the same handler with a client session (client.c opens its streams). */
+eddy_handler_t eddy_h2_client_connection(const eddy_h2_options_t *o)
+{
+    eddy__h2_conn_t *c = calloc(1, sizeof(*c));
+    if (c != NULL) {
+        c->o = o != NULL ? *o : (eddy_h2_options_t){0};
+        options_default(&c->o);
+        if (c->o.max_queued_streams == 0) {
+            c->o.max_queued_streams = 1000;
+        }
     }
     return eddy_handler("h2-connection", &eddy__h2_connection_ops, c, h2_free);
 }

@@ -110,3 +110,26 @@ int eddy_h2_stream_cancel(eddy_h2_stream_t *s, uint64_t id)
     (void)s, (void)id;
     return EDDY_EALREADY;
 }
+
+/* The client side refuses the same way. */
+eddy_handler_t eddy_h2_client_connection(const eddy_h2_options_t *o)
+{
+    (void)o;
+    return refused();
+}
+
+eddy_handler_t eddy_h2_http_client_adapter(size_t max_content_length, int64_t response_timeout_ms)
+{
+    (void)max_content_length, (void)response_timeout_ms;
+    return refused();
+}
+
+eddy_h2_stream_t *eddy_h2_stream_open(eddy_channel_t *ch, const eddy_http_header_t *fields,
+                                      size_t n, bool end_stream, int *err)
+{
+    (void)ch, (void)fields, (void)n, (void)end_stream;
+    if (err != NULL) {
+        *err = EDDY_ENOTSUP;
+    }
+    return NULL;
+}

@@ -109,6 +109,10 @@ struct eddy__h2_conn_s {
     int64_t last_activity;    /* loop ns of the last read, or of the last open stream's end */
     int64_t shutdown_at;      /* loop ns the graceful shutdown began */
     uint64_t timer;           /* the housekeeping timer (eddy_ctx_schedule_at_fixed_rate) */
+
+    /* Client (client.c). */
+    bool server;              /* eddy_h2_connection(); false: eddy_h2_client_connection() */
+    bool refused;             /* client: a GOAWAY came: no stream opens any more */
 };
 
 /* The connection handler's ops (connection.c): the adapter and the upgrade find it by them. */
@@ -169,6 +173,23 @@ eddy_buf_t *eddy__h2_headers_storage(eddy_h2_headers_t *h);
 /* The adapter (adapter.c): after an Upgrade, serve req (taken) as stream s's request, fired
  * from the adapter of pipeline p. 0, or EDDY_ENOENT (no adapter), EDDY_ENOMEM. */
 int eddy__h2_adapter_upgraded(eddy_pipeline_t *p, eddy_http_request_t *req, eddy_h2_stream_t *s);
+
+/* The client side (client.c): what the shared files call when !c->server. */
+/* A response header block of s was received whole: whether it is an interim (1xx) head,
+ * after which the final head is still to come. */
+bool eddy__h2_client_interim(const eddy_h2_stream_t *s);
+/* The peer's GOAWAY: no more streams; those still queued end (REFUSED_STREAM). */
+void eddy__h2_client_goaway(eddy__h2_conn_t *c);
+/* eddy_h2_stream_reset() of a stream whose HEADERS have not gone out: they never will, and
+ * the stream ends now. Whether s was such a stream. */
+bool eddy__h2_client_reset_queued(eddy_h2_stream_t *s, uint32_t error_code);
+
+/* What stream.c lends client.c: header fields as nghttp2's pairs in nv (room for n),
+ * pointing at the caller's bytes, names with capitals lowered into *scratch (free it after
+ * the submit): 0, EDDY_EINVAL, EDDY_ENOMEM (nv_fill); and the data provider that sends a
+ * stream's queued body. */
+int eddy__h2_nv_fill(nghttp2_nv *nv, const eddy_http_header_t *f, size_t n, char **scratch);
+nghttp2_data_provider eddy__h2_stream_provider(eddy_h2_stream_t *s);
 
 /* The loop's clock. */
 int64_t eddy__h2_now(const eddy__h2_conn_t *c);

@@ -183,6 +183,15 @@ static void headers_refuse(eddy__h2_conn_t *c, eddy_h2_stream_t *s)
 static void headers_received(eddy__h2_conn_t *c, eddy_h2_stream_t *s, const nghttp2_frame *f)
 {
     bool end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+    if (s->reject != 0 && !c->server) { /* a response past our limits: the stream ends */
+        if (s->hbuf != NULL) {
+            eddy_buf_release(s->hbuf);
+            s->hbuf = NULL;
+        }
+        nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, s->id,
+                                  NGHTTP2_ENHANCE_YOUR_CALM);
+        return;
+    }
     if (s->reject != 0) {
         if (!s->head_received) {
             s->head_received = true;
@@ -203,6 +212,9 @@ static void headers_received(eddy__h2_conn_t *c, eddy_h2_stream_t *s, const nght
     }
     bool trailers = s->head_received;
     s->head_received = true;
+    if (!c->server && !trailers && eddy__h2_client_interim(s)) {
+        s->head_received = false; /* 1xx: the final head is still to come */
+    }
     eddy_msg_t *m = eddy__h2_headers_new(s, end, trailers);
     if (m == NULL) {
         nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
@@ -313,6 +325,9 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         c->goaway_received = true;
         c->goaway_last_id = (uint32_t)frame->goaway.last_stream_id;
         c->goaway_code = frame->goaway.error_code;
+        if (!c->server) {
+            eddy__h2_client_goaway(c);
+        }
         break;
     default:
         break;
@@ -395,7 +410,7 @@ static void callbacks_init(void)
 }
 
 /* The session's options: what docs/http2.md's limits table says. */
-static nghttp2_option *options_new(const eddy_h2_options_t *o)
+static nghttp2_option *options_new(const eddy_h2_options_t *o, bool server)
 {
     nghttp2_option *opt;
     if (nghttp2_option_new(&opt) != 0) {
@@ -407,24 +422,28 @@ static nghttp2_option *options_new(const eddy_h2_options_t *o)
     nghttp2_option_set_max_settings(opt, 32);
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
 #ifdef EDDY_HAVE_NGHTTP2_RESET_RATE
-    nghttp2_option_set_stream_reset_rate_limit(opt, o->reset_burst, o->reset_rate);
+    if (server) { /* rapid reset is a server's worry */
+        nghttp2_option_set_stream_reset_rate_limit(opt, o->reset_burst, o->reset_rate);
+    }
 #endif
 #ifdef EDDY_HAVE_NGHTTP2_MAX_CONTINUATIONS
     nghttp2_option_set_max_continuations(opt, o->max_continuations);
 #endif
     (void)o;
+    (void)server;
     return opt;
 }
 
 int eddy__h2_session_new(eddy__h2_conn_t *c)
 {
     pthread_once(&callbacks_once, callbacks_init);
-    nghttp2_option *opt = callbacks != NULL ? options_new(&c->o) : NULL;
+    nghttp2_option *opt = callbacks != NULL ? options_new(&c->o, c->server) : NULL;
     if (opt == NULL) {
         return EDDY_ENOMEM;
     }
     c->mem = (nghttp2_mem){c, mem_malloc, mem_free, mem_calloc, mem_realloc};
-    int rv = nghttp2_session_server_new3(&c->session, callbacks, c, opt, &c->mem);
+    int rv = c->server ? nghttp2_session_server_new3(&c->session, callbacks, c, opt, &c->mem)
+                       : nghttp2_session_client_new3(&c->session, callbacks, c, opt, &c->mem);
     nghttp2_option_del(opt);
     if (rv != 0) {
         c->session = NULL;

@@ -196,6 +196,17 @@ static nghttp2_nv *nv_copy(const eddy_http_header_t *f, size_t n, eddy_buf_t **s
 static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length,
                          uint32_t *flags, nghttp2_data_source *source, void *ud);
 
+/* For the client (client.c): its requests' fields and bodies go the responses' way. */
+int eddy__h2_nv_fill(nghttp2_nv *nv, const eddy_http_header_t *f, size_t n, char **scratch)
+{
+    return nv_fill(nv, f, n, scratch);
+}
+
+nghttp2_data_provider eddy__h2_stream_provider(eddy_h2_stream_t *s)
+{
+    return (nghttp2_data_provider){.source = {.ptr = s}, .read_callback = data_read};
+}
+
 /* The response's (server) head, with the data provider unless it ends the stream. */
 static int head_submit(eddy_h2_stream_t *s, nghttp2_nv *nv, size_t n, bool end_stream)
 {
@@ -465,6 +476,9 @@ int eddy_h2_stream_reset(eddy_h2_stream_t *s, uint32_t error_code)
 {
     if (s->closed || s->conn == NULL) {
         return EDDY_ECLOSED;
+    }
+    if (!s->conn->server && eddy__h2_client_reset_queued(s, error_code)) {
+        return 0;
     }
     nghttp2_submit_rst_stream(s->conn->session, NGHTTP2_FLAG_NONE, s->id, error_code);
     eddy__h2_conn_send(s->conn);

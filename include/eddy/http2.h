@@ -113,6 +113,10 @@ typedef struct eddy_h2_options_s {
                                         at zero is reset after (30 s) */
     int64_t shutdown_timeout_ms;     /* after a graceful GOAWAY, streams in flight get this long
                                         before the connection closes (30 s) */
+    uint32_t max_queued_streams;     /* client: streams opened past the peer's
+                                        MAX_CONCURRENT_STREAMS wait for one to end, up to this
+                                        many (1000); past it eddy_h2_stream_open() fails with
+                                        EDDY_EBUSY */
 } eddy_h2_options_t;
 
 /* ---------------------------------------------------------------------------------------
@@ -173,6 +177,31 @@ EDDY_EXTERN const eddy_http_header_t *eddy_h2_headers_get(const eddy_h2_headers_
 /* ---------------------------------------------------------------------------------------
  * Streams. The loop's thread, but retain and release (any thread).
  */
+
+/**
+ * Open a stream on ch, whose pipeline holds eddy_h2_client_connection(), and send its request
+ * head: fields (n of them, copied) are the pseudo-header fields first (":method", ":scheme",
+ * ":authority", ":path"; CONNECT: ":method" and ":authority"), then the regular ones, names
+ * in lower case; connection-specific fields are refused as eddy_h2_stream_send_headers()
+ * refuses them. end_stream: the request has no body; else send it with
+ * eddy_h2_stream_send_data() (and trailers with eddy_h2_stream_send_headers()). The stream's
+ * id is reserved at once (eddy_h2_stream_id(); ids rise in the order streams are opened) and
+ * its HEADERS go out in that order; while the peer's SETTINGS_MAX_CONCURRENT_STREAMS streams
+ * are open, new ones wait for one of them to end (Netty's StreamBufferingEncoder), at most
+ * max_queued_streams of them. The response arrives as the messages above, naming the stream:
+ * EDDY_MSG_H2_HEADERS (an interim 1xx head, then the head, then trailers, if any),
+ * EDDY_MSG_H2_DATA, or EDDY_MSG_H2_RESET; a stream still waiting when the peer's GOAWAY comes
+ * ends with EDDY_MSG_H2_RESET of EDDY_H2_REFUSED_STREAM (the peer never saw it: safe to send
+ * again elsewhere). Returns the stream with one reference, the caller's (release it), or NULL
+ * with *err (err may be NULL): EDDY_EINVAL (no client connection handler in ch's pipeline, a
+ * bad field, no ":method" first), EDDY_ENOTCONN (ch is not active yet), EDDY_ECLOSED (the
+ * connection is closing or closed), EDDY_ECONNABORTED (the peer's GOAWAY came: open it on
+ * another connection), EDDY_EBUSY (max_queued_streams wait already), EDDY_ENOMEM. The loop's
+ * thread.
+ */
+EDDY_EXTERN eddy_h2_stream_t *eddy_h2_stream_open(eddy_channel_t *ch,
+                                                  const eddy_http_header_t *fields, size_t n,
+                                                  bool end_stream, int *err);
 
 /** Take a reference to s (returns s). */
 EDDY_EXTERN eddy_h2_stream_t *eddy_h2_stream_retain(eddy_h2_stream_t *s);
@@ -249,6 +278,56 @@ EDDY_EXTERN int eddy_h2_stream_cancel(eddy_h2_stream_t *s, uint64_t id);
  * fail (EDDY_ENOTSUP).
  */
 EDDY_EXTERN eddy_handler_t eddy_h2_connection(const eddy_h2_options_t *o);
+
+/**
+ * The connection handler, client side (Netty's Http2FrameCodec for a client; o borrowed, NULL:
+ * the defaults; reset_burst and reset_rate do not apply). The same handler as
+ * eddy_h2_connection() with a client session: when the channel is active (or when added to an
+ * active one, as after a TLS handshake that chose "h2" by ALPN) it sends the client
+ * connection preface and its SETTINGS; streams are opened with eddy_h2_stream_open(), and
+ * what the server sends arrives as the stream messages above. A close from the tail is
+ * graceful as on the server: GOAWAY, then the streams in flight end (within
+ * shutdown_timeout_ms). The peer's GOAWAY fires EDDY_EVENT_H2_GOAWAY; no stream opens after
+ * it, and the connection closes once its last stream ended. idle_timeout_ms applies as on
+ * the server (no stream open for so long: GOAWAY and close).
+ */
+EDDY_EXTERN eddy_handler_t eddy_h2_client_connection(const eddy_h2_options_t *o);
+
+/**
+ * The client's adapter from HTTP/1.1's messages to streams, after
+ * eddy_h2_client_connection(): the HTTP/2 counterpart of the client codec, the aggregator and
+ * eddy_http_exchange() in one (http_client.h), so eddy_http_send() works on such a channel
+ * unchanged. Each eddy_http_request_t written (EDDY_MSG_HTTP_CLIENT_REQUEST, or through
+ * eddy_http_send()) opens a stream: ":method" and ":path" from the request, ":scheme" "https"
+ * when the pipeline holds a TLS handler (else "http"), ":authority" from its Host header
+ * (which is not sent), the other headers in lower case without the connection-specific ones
+ * (Connection, Keep-Alive, Proxy-Connection, Transfer-Encoding, Upgrade, TE but "trailers"),
+ * content-length when there is a body, and the body; Expect: 100-continue is not sent (the
+ * body goes at once). A chunked request's content messages (EDDY_MSG_HTTP_CONTENT) follow it
+ * on its stream, the last one ending it; another request may not be written before that last
+ * one (EDDY_EBUSY). Requests are multiplexed: their responses come in whatever order the
+ * server answers.
+ *
+ * A response is aggregated into one eddy_http_response_t, EDDY_MSG_HTTP_FULL_RESPONSE
+ * (version 20, stream_id set, reason the registry's phrase, headers in lower case as sent,
+ * no pseudo-header fields, trailers dropped, body at most max_content_length bytes: 0 means
+ * EDDY_HTTP_MAX_CONTENT_LENGTH); interim 1xx responses are dropped. It completes the future of
+ * the eddy_http_send() that sent its request, or, for a request written by hand, passes on
+ * to the next handler. The future fails with: EDDY_ECONNABORTED when the server did not
+ * process the request (RST_STREAM or GOAWAY with REFUSED_STREAM, or a stream that could not
+ * open after the peer's GOAWAY: safe to send again, whatever the method); EDDY_ECONNRESET when
+ * the stream was reset otherwise (by the peer, or by the connection for a protocol error in
+ * it); EDDY_ETOOLONGFRAME for a body past max_content_length or a head past the connection's
+ * header limits (the stream is reset, CANCEL); EDDY_ETIMEDOUT when no whole response came
+ * within response_timeout_ms of the request's write (<= 0: no limit; the stream is reset,
+ * CANCEL); EDDY_ECLOSED (or the error that ended the connection, from exception_caught) when
+ * the connection closed first; what eddy_h2_stream_open() fails with (EDDY_EBUSY,
+ * EDDY_ECONNABORTED...). Cancelling the future resets its stream (CANCEL), leaving the other
+ * streams and the connection as they are. Other messages pass unchanged both ways, but raw
+ * bytes written to it fail with EDDY_ENOTSUP. ops NULL without memory.
+ */
+EDDY_EXTERN eddy_handler_t eddy_h2_http_client_adapter(size_t max_content_length,
+                                                       int64_t response_timeout_ms);
 
 /**
  * The adapter from streams to HTTP/1.1's messages, after eddy_h2_connection(): each stream's
