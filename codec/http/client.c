@@ -15,7 +15,21 @@
  * A request that fails because its connection went away is tried once more on another when
  * its method is idempotent (RFC 9110 section 9.2.2): a server may close a kept-alive
  * connection at any time, and the close can cross the request on the wire.
+ *
+ * HTTP/2 (http2.h): a route that may speak it (https offering "h2" by ALPN, or http:// with
+ * prior knowledge) ends its pipelines with a small handler, the connection's "http-client",
+ * which knows which protocol the connection speaks once the TLS handshake said so (at once
+ * for prior knowledge), puts that protocol's handlers before itself, and completes the
+ * connection's ready future. An HTTP/1.1 connection serves one call at a time from the pool,
+ * as above. An HTTP/2 one becomes the route's mux: every call sends on it at once (the
+ * connection handler queues streams above the server's limit), without a trip through the
+ * pool, which only counts it as one connection held out until it closes. While a route does
+ * not know yet what its origin speaks, or lost its mux, one call connects and the others wait
+ * for it (curl's PIPEWAIT), so a burst of calls makes one connection, not one each. A mux
+ * stops taking calls at the peer's GOAWAY, and closes once its streams ended; a stream the
+ * server never processed (EDDY_ECONNABORTED) is sent again on another, whatever its method.
  */
+#include <eddy/http2.h>
 #include <eddy/http_client.h>
 
 #include "buffer/layer.h"
@@ -34,13 +48,51 @@
 #define DEFAULT_RESPONSE_TIMEOUT_MS 30000
 #define DEFAULT_IDLE_TIMEOUT_MS 60000
 
+typedef struct conn_s conn_t;
+typedef struct waiter_s waiter_t;
+
 typedef struct route_s {
     struct route_s *next;
     eddy_http_client_t *client;
     eddy_bootstrap_t *b;
     char *host; /* the name TLS sends and verifies */
+    uint16_t port;
     bool tls;
+    bool h2;    /* it may speak HTTP/2: its connections end with the "http-client" handler */
+    /* The rest under the client's lock. */
+    int proto;          /* what its origin speaks: 0 not known yet, 1 HTTP/1.1, 2 HTTP/2 */
+    conn_t *conns;      /* its connections' handler states (h2 only) */
+    conn_t *mux;        /* the HTTP/2 connection its calls share, or NULL */
+    bool probing;       /* a call is making the connection the others wait for */
+    waiter_t *waiters;  /* ... those others */
 } route_t;
+
+/* A call waiting for its route's probe: the promise completes when the probe ended (0: try
+ * again; an error: the connect's, to fail with). */
+struct waiter_s {
+    waiter_t *next;
+    eddy_promise_t *p; /* one reference */
+};
+
+/* The "http-client" handler's state: one connection of an h2 route. */
+struct conn_s {
+    conn_t *prev, *next;    /* route->conns, under the client's lock */
+    route_t *route;
+    eddy_channel_t *ch;     /* the handler's channel: valid while the conn is linked */
+    eddy_promise_t *ready;  /* done once the protocol is known (&speaks_h1 or &speaks_h2), or
+                               failed with what ended the connection first */
+    bool linked;            /* in route->conns (the client's lock) */
+    bool going_away;        /* GOAWAY came or it closed: no new calls (the client's lock) */
+    eddy_future_t *acquired; /* the client's lock: the pool's acquire, held while the
+                                connection is (or was) its route's mux, until it closes */
+    eddy_channel_pool_t *pool; /* ... and the pool to give it back to */
+    eddy_h2_options_t h2;   /* for an HTTP/2 connection handler, made at the handshake */
+    size_t max_content;
+    int64_t response_timeout_ms;
+};
+
+/* The results of a conn's ready future. */
+static char speaks_h1, speaks_h2;
 
 typedef struct call_s call_t;
 
@@ -159,6 +211,158 @@ static char *target_of(const eddy_url_t *u)
 }
 
 /* ---------------------------------------------------------------------------------------
+ * Connections of routes that may speak HTTP/2: the "http-client" handler
+ */
+
+/* The conn of ch among r's, or NULL (it closed). The client's lock. */
+static conn_t *conn_find(route_t *r, const eddy_channel_t *ch)
+{
+    for (conn_t *k = r->conns; k != NULL; k = k->next) {
+        if (k->ch == ch) {
+            return k;
+        }
+    }
+    return NULL;
+}
+
+/* k takes no more calls: it is no longer its route's mux. The client's lock. */
+static void conn_retire(conn_t *k)
+{
+    k->going_away = true;
+    if (k->route->mux == k) {
+        k->route->mux = NULL;
+    }
+}
+
+/* Add h before the handler base of p. */
+static int add_before(eddy_pipeline_t *p, const char *base, eddy_handler_t h)
+{
+    if (h.ops == NULL) {
+        return h.error;
+    }
+    return eddy_pipeline_add_before(p, base, h.name, h.ops, h.state, h.free_state);
+}
+
+/* Put the handlers of the protocol the handshake chose before ours, and say which. */
+static void conn_install(eddy_ctx_t *ctx, conn_t *k, const char *alpn)
+{
+    eddy_pipeline_t *p = eddy_ctx_pipeline(ctx);
+    const char *self = eddy_ctx_name(ctx);
+    bool h2 = strcmp(alpn, "h2") == 0;
+    int err;
+    if (h2) {
+        err = add_before(p, self, eddy_h2_client_connection(&k->h2));
+        if (err == 0) {
+            err = add_before(p, self,
+                             eddy_h2_http_client_adapter(k->max_content, k->response_timeout_ms));
+        }
+    } else {
+        err = add_before(p, self, eddy_http_client_codec(NULL));
+        if (err == 0) {
+            err = add_before(p, self, eddy_http_response_aggregator(k->max_content));
+        }
+        if (err == 0) {
+            err = add_before(p, self, eddy_http_exchange(k->response_timeout_ms));
+        }
+    }
+    if (err != 0) {
+        eddy_promise_fail(k->ready, err);
+        eddy_ctx_close(ctx, NULL);
+        return;
+    }
+    eddy_promise_succeed(k->ready, h2 ? &speaks_h2 : &speaks_h1);
+}
+
+static void conn_added(eddy_ctx_t *ctx)
+{
+    conn_t *k = eddy_ctx_state(ctx);
+    eddy_http_client_t *c = k->route->client;
+    k->ch = eddy_ctx_channel(ctx);
+    pthread_mutex_lock(&c->lock);
+    k->linked = true;
+    k->next = k->route->conns;
+    if (k->next != NULL) {
+        k->next->prev = k;
+    }
+    k->route->conns = k;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* The connection ends (inactive, or its handler removed): out of the route, and the pool
+ * gets back the slot it held as a mux. */
+static void conn_end(conn_t *k)
+{
+    eddy_http_client_t *c = k->route->client;
+    pthread_mutex_lock(&c->lock);
+    eddy_future_t *acquired = k->acquired;
+    k->acquired = NULL;
+    if (k->linked) {
+        conn_retire(k);
+        k->linked = false;
+        if (k->prev != NULL) {
+            k->prev->next = k->next;
+        } else {
+            k->route->conns = k->next;
+        }
+        if (k->next != NULL) {
+            k->next->prev = k->prev;
+        }
+        k->prev = k->next = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+    eddy_promise_fail(k->ready, EDDY_ECLOSED); /* nothing when it is known already */
+    if (acquired != NULL) {
+        eddy_future_release(eddy_channel_pool_release(k->pool, eddy_future_channel(acquired)));
+        eddy_future_release(acquired);
+    }
+}
+
+static void conn_inactive(eddy_ctx_t *ctx)
+{
+    conn_end(eddy_ctx_state(ctx));
+    eddy_ctx_fire_channel_inactive(ctx);
+}
+
+static void conn_removed(eddy_ctx_t *ctx)
+{
+    conn_end(eddy_ctx_state(ctx));
+}
+
+static void conn_event(eddy_ctx_t *ctx, int event, void *data)
+{
+    conn_t *k = eddy_ctx_state(ctx);
+    if (event == EDDY_EVENT_TLS_HANDSHAKE && !eddy_future_is_done(k->ready)) {
+        const eddy_tls_handshake_event_t *hs = data;
+        if (hs->error != 0) {
+            eddy_promise_fail(k->ready, hs->error);
+        } else {
+            conn_install(ctx, k, hs->alpn);
+        }
+    } else if (event == EDDY_EVENT_H2_GOAWAY) {
+        eddy_http_client_t *c = k->route->client;
+        pthread_mutex_lock(&c->lock);
+        conn_retire(k);
+        pthread_mutex_unlock(&c->lock);
+    }
+    eddy_ctx_fire_user_event(ctx, event, data);
+}
+
+static void conn_free(void *state)
+{
+    conn_t *k = state;
+    eddy_future_release(k->ready);
+    free(k);
+}
+
+static const eddy_handler_ops_t conn_ops = {
+    .name = "http-client",
+    .handler_added = conn_added,
+    .handler_removed = conn_removed,
+    .user_event_triggered = conn_event,
+    .channel_inactive = conn_inactive,
+};
+
+/* ---------------------------------------------------------------------------------------
  * Routes: the pool map's factory
  */
 
@@ -166,6 +370,7 @@ static int route_init(eddy_channel_t *ch, void *arg)
 {
     route_t *r = arg;
     eddy_http_client_t *c = r->client;
+    eddy_pipeline_t *p = eddy_channel_pipeline(ch);
     if (r->tls) {
         eddy_tls_handler_options_t to = {.server_name = r->host};
         int rc = c->tls != NULL ? eddy_tls_add(ch, c->tls, &to, NULL) : EDDY_ENOTSUP;
@@ -173,14 +378,46 @@ static int route_init(eddy_channel_t *ch, void *arg)
             return rc;
         }
     }
-    return EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch), eddy_http_client_codec(NULL),
-                                  eddy_http_response_aggregator(c->o.max_content_length),
-                                  eddy_http_exchange(c->o.response_timeout_ms));
+    if (!r->h2) {
+        return EDDY_PIPELINE_ADD_LAST(p, eddy_http_client_codec(NULL),
+                                      eddy_http_response_aggregator(c->o.max_content_length),
+                                      eddy_http_exchange(c->o.response_timeout_ms));
+    }
+    conn_t *k = calloc(1, sizeof(*k));
+    if (k == NULL || (k->ready = eddy_promise_new(eddy_channel_loop(ch))) == NULL) {
+        free(k);
+        return EDDY_ENOMEM;
+    }
+    k->route = r;
+    k->max_content = c->o.max_content_length;
+    k->response_timeout_ms = c->o.response_timeout_ms;
+    k->h2 = (eddy_h2_options_t){
+        .idle_timeout_ms = c->o.idle_timeout_ms,
+        .max_queued_streams = c->o.max_pending_acquires == 0 ? UINT32_MAX
+                              : c->o.max_pending_acquires > UINT32_MAX
+                                  ? UINT32_MAX
+                                  : (uint32_t)c->o.max_pending_acquires,
+    };
+    if (r->tls) { /* the handshake's ALPN decides (conn_event) */
+        return EDDY_PIPELINE_ADD_LAST(p, eddy_handler("http-client", &conn_ops, k, conn_free));
+    }
+    eddy_promise_succeed(k->ready, &speaks_h2); /* prior knowledge */
+    return EDDY_PIPELINE_ADD_LAST(p, eddy_h2_client_connection(&k->h2),
+                                  eddy_h2_http_client_adapter(k->max_content,
+                                                              k->response_timeout_ms),
+                                  eddy_handler("http-client", &conn_ops, k, conn_free));
 }
 
 static void route_free(route_t *r)
 {
     if (r != NULL) {
+        while (r->waiters != NULL) {
+            waiter_t *w = r->waiters;
+            r->waiters = w->next;
+            eddy_promise_fail(w->p, EDDY_ECLOSED);
+            eddy_future_release(w->p);
+            free(w);
+        }
         eddy_bootstrap_free(r->b);
         free(r->host);
         free(r);
@@ -197,7 +434,14 @@ static eddy_channel_pool_t *make_pool(const eddy_channel_pool_key_t *key, void *
         return NULL;
     }
     r->client = c;
+    r->port = key->port;
     r->tls = key->tls;
+    if (key->tls) {
+        r->h2 = c->tls != NULL && c->o.http_version != EDDY_HTTP_CLIENT_HTTP1;
+    } else if (c->o.http_version == EDDY_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE) {
+        r->h2 = true;
+        r->proto = 2;
+    }
     eddy_bootstrap_group(r->b, c->group);
     eddy_bootstrap_option(r->b, EDDY_CONNECT_TIMEOUT_MS, c->o.connect_timeout_ms);
     eddy_bootstrap_init(r->b, route_init, r);
@@ -293,6 +537,17 @@ eddy_http_client_t *eddy_http_client_new(eddy_loop_group_t *g, const eddy_http_c
         client_free(c);
         return NULL;
     }
+    if (c->tls != NULL && (o == NULL || o->tls == NULL) &&
+        c->o.http_version != EDDY_HTTP_CLIENT_HTTP1) {
+        /* Our own context offers h2 (when this build speaks it) and http/1.1 by ALPN. */
+        size_t n;
+        const char *const *alpn = eddy_h2_alpn_protocols(&n);
+        if (eddy_tls_context_alpn(c->tls, alpn, n) != 0) {
+            eddy__log(EDDY_LOG_ERROR, "http client: ALPN refused by the TLS context");
+            client_free(c);
+            return NULL;
+        }
+    }
     if (c->tls != NULL && c->o.insecure &&
         eddy_tls_context_verify(c->tls, EDDY_TLS_VERIFY_NONE) != 0) {
         /* A caller's context already in use cannot change: say so rather than verify
@@ -322,6 +577,10 @@ struct call_s {
     pthread_mutex_t lock;            /* guards step and cancelled */
     eddy_future_t *step;             /* the acquire or send in flight (one reference), or NULL */
     eddy_future_t *acquired;         /* while sending: the acquire's, holding the channel */
+    route_t *route;
+    eddy_channel_t *mux;             /* while sending on a route's HTTP/2 connection: it (a
+                                        reference), which is not the call's to give back */
+    bool probing;                    /* the call makes the connection its route waits for */
     bool cancelled;                  /* the caller's future completed before the call did */
     bool retried;
     _Atomic uint32_t refs; /* the call's way through, its future's listener, a close's hold */
@@ -332,7 +591,7 @@ static void call_put(call_t *call)
     if (atomic_fetch_sub_explicit(&call->refs, 1, memory_order_acq_rel) != 1) {
         return;
     }
-    assert(call->step == NULL && call->acquired == NULL);
+    assert(call->step == NULL && call->acquired == NULL && call->mux == NULL && !call->probing);
     eddy_http_client_t *c = call->client;
     pthread_mutex_lock(&c->lock);
     if (call->prev != NULL) {
@@ -445,8 +704,10 @@ static void give_back(call_t *call)
 {
     eddy_future_t *acquired = call->acquired;
     call->acquired = NULL;
-    eddy_future_release(eddy_channel_pool_release(call->pool, eddy_future_channel(acquired)));
-    eddy_future_release(acquired);
+    if (acquired != NULL) {
+        eddy_future_release(eddy_channel_pool_release(call->pool, eddy_future_channel(acquired)));
+        eddy_future_release(acquired);
+    }
 }
 
 static void call_acquire(call_t *call);
@@ -479,17 +740,40 @@ static bool call_retry(call_t *call)
     return true;
 }
 
+/* A stream on mux the server never processed, or a mux that closed: it is going away (its
+ * GOAWAY or its close may not have been seen yet), and the call goes elsewhere. */
+static void mux_retire(call_t *call)
+{
+    eddy_http_client_t *c = call->client;
+    pthread_mutex_lock(&c->lock);
+    conn_t *k = conn_find(call->route, call->mux);
+    if (k != NULL) {
+        conn_retire(k);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
 static void on_response(eddy_future_t *sent, void *arg)
 {
     call_t *call = arg;
     int err = eddy_future_error(sent);
     eddy_http_response_t *resp = eddy_future_http_response(sent);
-    if (err != 0 || !resp->keep_alive) {
-        /* The exchange closes it as well (after an error, or a response that does not keep
-         * alive); closing first keeps the pool from handing out a channel about to close. */
-        eddy_channel_close(eddy_future_channel(call->acquired), NULL);
+    if (call->mux != NULL) {
+        /* HTTP/2: the connection goes on for the other streams; it is not ours to give back. */
+        if (err == EDDY_ECONNABORTED || connection_lost(err)) {
+            mux_retire(call);
+        }
+        eddy_channel_release(call->mux);
+        call->mux = NULL;
+    } else {
+        if (err != 0 || !resp->keep_alive) {
+            /* The exchange closes it as well (after an error, or a response that does not
+             * keep alive); closing first keeps the pool from handing out a channel about to
+             * close. */
+            eddy_channel_close(eddy_future_channel(call->acquired), NULL);
+        }
+        give_back(call);
     }
-    give_back(call);
     bool cancelled;
     pthread_mutex_lock(&call->lock);
     cancelled = call->cancelled;
@@ -498,8 +782,9 @@ static void on_response(eddy_future_t *sent, void *arg)
         eddy_msg_retain(&resp->_msg);
         eddy__promise_succeed_owned(call->p, resp, release_response);
         call_done(call);
-    } else if (!cancelled && !call->retried && connection_lost(err) &&
-               idempotent(call->req->method)) {
+    } else if (!cancelled && !call->retried &&
+               (err == EDDY_ECONNABORTED ||
+                (connection_lost(err) && idempotent(call->req->method)))) {
         call->retried = true; /* before the second try: its answer may come on another thread */
         if (!call_retry(call)) {
             call_fail(call, err);
@@ -509,45 +794,241 @@ static void on_response(eddy_future_t *sent, void *arg)
     }
 }
 
-static void on_acquired(eddy_future_t *f, void *arg)
+/* Send the call's request on ch: the channel it acquired (call->acquired), or its route's
+ * mux (call->mux). The request is kept, for a second try. The response may come on another
+ * thread before this returns, so everything on_response reads is set before the send. */
+static void call_send(call_t *call, eddy_channel_t *ch)
 {
-    call_t *call = arg;
-    int err = eddy_future_error(f);
-    if (err != 0) {
-        call_fail(call, err);
-        return;
-    }
-    /* The acquire's future is kept until the response is in: it holds the channel. The
-     * request is kept too, for a second try. The response may come on another thread before
-     * this returns, so everything on_response reads is set before the send. */
-    call->acquired = eddy_future_retain(f);
     eddy_msg_retain(eddy_http_request_msg(call->req));
-    eddy_future_t *sent = eddy_http_send(eddy_future_channel(f), call->req);
+    eddy_future_t *sent = eddy_http_send(ch, call->req);
     if (sent == NULL) {
         give_back(call);
+        eddy_channel_release(call->mux);
+        call->mux = NULL;
         call_fail(call, EDDY_ENOMEM);
         return;
     }
     call_step(call, eddy_future_retain(sent));
     if (eddy_future_add_listener(sent, on_response, call) != 0) {
-        /* Nobody would wait for it: close the connection under it and end the call here. */
+        /* Nobody would wait for it: cancel it (HTTP/1.1 closes the connection under it,
+         * HTTP/2 resets its stream) and end the call here. */
         eddy_future_cancel(sent);
         give_back(call);
+        eddy_channel_release(call->mux);
+        call->mux = NULL;
         call_fail(call, EDDY_ENOMEM);
     }
     eddy_future_release(sent);
 }
 
+/* The end of the probe the call made: its route's waiting calls go on, to its mux or the
+ * pool (err 0, or an error that was the call's own: cancelled, the connection lost), or fail
+ * with the connect's err. */
+static void probe_end(call_t *call, int err)
+{
+    if (!call->probing) {
+        return;
+    }
+    call->probing = false;
+    eddy_http_client_t *c = call->client;
+    pthread_mutex_lock(&c->lock);
+    route_t *r = call->route;
+    r->probing = false;
+    waiter_t *w = r->waiters;
+    r->waiters = NULL;
+    pthread_mutex_unlock(&c->lock);
+    bool again = err == 0 || err == EDDY_ECANCELED || connection_lost(err);
+    while (w != NULL) {
+        waiter_t *next = w->next;
+        if (again) {
+            eddy_promise_succeed(w->p, NULL);
+        } else {
+            eddy_promise_fail(w->p, err);
+        }
+        eddy_future_release(w->p);
+        free(w);
+        w = next;
+    }
+}
+
+/* The call's connection failed before its protocol was known, or closed before its request
+ * went: give it back, then fail (or try once more, as on_response would). */
+static void call_lost(call_t *call, int err)
+{
+    give_back(call);
+    probe_end(call, err);
+    if (!call->retried && connection_lost(err) && idempotent(call->req->method)) {
+        call->retried = true;
+        if (call_retry(call)) {
+            return;
+        }
+    }
+    call_fail(call, err);
+}
+
+/* The connection the call acquired knows its protocol (ready, arg the call). */
+static void on_ready(eddy_future_t *ready, void *arg)
+{
+    call_t *call = arg;
+    eddy_http_client_t *c = call->client;
+    route_t *r = call->route;
+    int err = eddy_future_error(ready);
+    pthread_mutex_lock(&call->lock);
+    bool cancelled = call->cancelled;
+    pthread_mutex_unlock(&call->lock);
+    eddy_future_release(ready);
+    if (cancelled || err != 0) {
+        call_lost(call, cancelled ? EDDY_ECANCELED : err);
+        return;
+    }
+    eddy_channel_t *ch = eddy_future_channel(call->acquired);
+    if (eddy_future_result(ready) != &speaks_h2) {
+        pthread_mutex_lock(&c->lock);
+        r->proto = 1;
+        pthread_mutex_unlock(&c->lock);
+        probe_end(call, 0);
+        call_send(call, ch);
+        return;
+    }
+    /* HTTP/2: the connection becomes the route's mux, unless another got there first
+     * (then this one is one too many: closed). */
+    pthread_mutex_lock(&c->lock);
+    conn_t *k = conn_find(r, ch);
+    conn_t *mux = r->mux;
+    bool extra = mux != NULL && mux != k;
+    if (k != NULL && mux == NULL && !k->going_away) {
+        r->mux = mux = k;
+        k->acquired = call->acquired;
+        k->pool = call->pool;
+        call->acquired = NULL;
+    }
+    if (mux != NULL) {
+        r->proto = 2;
+        call->mux = eddy_channel_retain(mux->ch);
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (mux == NULL) {
+        call_lost(call, EDDY_ECLOSED); /* it closed or went away meanwhile */
+        return;
+    }
+    if (extra) {
+        eddy_channel_close(ch, NULL);
+        give_back(call);
+    }
+    probe_end(call, 0);
+    call_send(call, call->mux);
+}
+
+static void on_acquired(eddy_future_t *f, void *arg)
+{
+    call_t *call = arg;
+    int err = eddy_future_error(f);
+    if (err != 0) {
+        probe_end(call, err);
+        call_fail(call, err);
+        return;
+    }
+    /* The acquire's future is kept until the response is in: it holds the channel. */
+    call->acquired = eddy_future_retain(f);
+    eddy_channel_t *ch = eddy_future_channel(f);
+    if (!call->route->h2) {
+        call_send(call, ch);
+        return;
+    }
+    /* Which protocol it speaks is known once its "http-client" handler says so. */
+    eddy_http_client_t *c = call->client;
+    pthread_mutex_lock(&c->lock);
+    conn_t *k = conn_find(call->route, ch);
+    eddy_future_t *ready = k != NULL ? eddy_future_retain(k->ready) : NULL;
+    pthread_mutex_unlock(&c->lock);
+    if (ready == NULL) {
+        call_lost(call, EDDY_ECLOSED);
+    } else if (eddy_future_is_done(ready)) {
+        on_ready(ready, call);
+    } else if (eddy_future_add_listener(ready, on_ready, call) != 0) {
+        eddy_future_release(ready);
+        call_lost(call, EDDY_ENOMEM);
+    }
+}
+
+/* The probe the call waited for ended (wait, arg the call). */
+static void on_waited(eddy_future_t *wait, void *arg)
+{
+    call_t *call = arg;
+    int err = eddy_future_error(wait);
+    if (err != 0) {
+        call_fail(call, err); /* the connect's error, or the caller cancelled */
+    } else if (!call_retry(call)) {
+        call_fail(call, EDDY_ECLOSED);
+    }
+}
+
+/* Where a call of an h2 route goes: its route's mux (*mux, a reference), to wait for the probe
+ * (*wait, a reference), or to the pool (neither: maybe as the probe). The client's lock. */
+static int route_dispatch(call_t *call, eddy_channel_t **mux, eddy_promise_t **wait)
+{
+    route_t *r = call->route;
+    if (r->mux != NULL) {
+        *mux = eddy_channel_retain(r->mux->ch);
+        return 0;
+    }
+    if (r->proto == 1) {
+        return 0;
+    }
+    if (!r->probing) {
+        r->probing = true;
+        call->probing = true;
+        return 0;
+    }
+    waiter_t *w = malloc(sizeof(*w));
+    eddy_promise_t *p = w != NULL ? eddy_promise_new(NULL) : NULL;
+    if (p == NULL) {
+        free(w);
+        return EDDY_ENOMEM;
+    }
+    *w = (waiter_t){.next = r->waiters, .p = eddy_future_retain(p)};
+    r->waiters = w;
+    *wait = p;
+    return 0;
+}
+
 static void call_acquire(call_t *call)
 {
+    if (call->route->h2) {
+        eddy_channel_t *mux = NULL;
+        eddy_promise_t *wait = NULL;
+        pthread_mutex_lock(&call->client->lock);
+        int err = route_dispatch(call, &mux, &wait);
+        pthread_mutex_unlock(&call->client->lock);
+        if (err != 0) {
+            call_fail(call, err);
+            return;
+        }
+        if (mux != NULL) {
+            call->mux = mux;
+            call_send(call, mux);
+            return;
+        }
+        if (wait != NULL) {
+            call_step(call, eddy_future_retain(wait));
+            if (eddy_future_add_listener(wait, on_waited, call) != 0) {
+                eddy_future_cancel(wait);
+                call_fail(call, EDDY_ENOMEM);
+            }
+            eddy_future_release(wait);
+            return;
+        }
+    }
     eddy_future_t *f = eddy_channel_pool_acquire(call->pool);
     if (f == NULL) {
+        probe_end(call, EDDY_ENOMEM);
         call_fail(call, EDDY_ENOMEM);
         return;
     }
     call_step(call, eddy_future_retain(f));
     if (eddy_future_add_listener(f, on_acquired, call) != 0) {
         eddy_future_cancel(f);
+        probe_end(call, EDDY_ENOMEM);
         call_fail(call, EDDY_ENOMEM);
     }
     eddy_future_release(f);
@@ -601,6 +1082,25 @@ eddy_future_t *eddy_http_client_close(eddy_http_client_t *c)
             call_abort(call, EDDY_ECLOSED);
         }
     }
+    /* The HTTP/2 connections are held out of their pools until they close: close them. */
+    for (;;) {
+        eddy_channel_t *ch = NULL;
+        pthread_mutex_lock(&c->lock);
+        for (route_t *r = c->routes; r != NULL && ch == NULL; r = r->next) {
+            for (conn_t *k = r->conns; k != NULL && ch == NULL; k = k->next) {
+                if (!k->going_away) {
+                    conn_retire(k);
+                    ch = eddy_channel_retain(k->ch);
+                }
+            }
+        }
+        pthread_mutex_unlock(&c->lock);
+        if (ch == NULL) {
+            break;
+        }
+        eddy_channel_close(ch, NULL);
+        eddy_channel_release(ch);
+    }
     eddy_future_t *f = eddy_channel_pool_map_close(c->pools);
     if (f == NULL || eddy_future_add_listener(f, pools_closed, c) != 0) {
         /* Without memory nobody can tell when the pools are closed: the client stays. */
@@ -617,6 +1117,19 @@ static eddy_future_t *failed(int err)
     eddy_promise_t *p = eddy_promise_new(NULL);
     eddy_promise_fail(p, err);
     return p;
+}
+
+/* The route the factory made for key (its pool is in the map). */
+static route_t *route_of(eddy_http_client_t *c, const eddy_channel_pool_key_t *key)
+{
+    pthread_mutex_lock(&c->lock);
+    route_t *r = c->routes;
+    while (r != NULL && (r->port != key->port || r->tls != key->tls ||
+                         strcmp(r->host, key->host) != 0)) {
+        r = r->next;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return r;
 }
 
 /* Point req at u: its target and Host header. */
@@ -643,9 +1156,11 @@ eddy_future_t *eddy_http_client_send(eddy_http_client_t *c, const char *url,
         rc = route_request(req, &u);
     }
     eddy_channel_pool_t *pool = NULL;
+    route_t *route = NULL;
     if (rc == 0) {
         eddy_channel_pool_key_t key = {.host = u.host, .port = u.port, .tls = u.tls};
-        if ((pool = eddy_channel_pool_map_get(c->pools, &key)) == NULL) {
+        if ((pool = eddy_channel_pool_map_get(c->pools, &key)) == NULL ||
+            (route = route_of(c, &key)) == NULL) {
             rc = EDDY_ECLOSED; /* closed, or the route could not be made (out of memory) */
         }
     }
@@ -665,6 +1180,7 @@ eddy_future_t *eddy_http_client_send(eddy_http_client_t *c, const char *url,
     }
     call->client = c;
     call->pool = pool;
+    call->route = route;
     call->req = req;
     atomic_init(&call->refs, 2);
     pthread_mutex_lock(&c->lock);

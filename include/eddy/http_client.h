@@ -2,7 +2,9 @@
  * eddy HTTP/1.1 client: the request encoder and response decoder as one handler (Netty's
  * HttpClientCodec), the response aggregator (HttpObjectAggregator), the exchange handler that
  * matches pipelined requests to their responses as futures, and eddy_http_client_t, which
- * fetches URLs over a keyed channel pool (channel_pool.h) with keep-alive and optional TLS.
+ * fetches URLs over a keyed channel pool (channel_pool.h) with keep-alive and optional TLS,
+ * and over HTTP/2 (http2.h) where the server offers it by ALPN, or by prior knowledge when
+ * asked: then one connection per origin carries its requests side by side.
  *
  * What travels through a client pipeline:
  *
@@ -93,6 +95,12 @@ EDDY_EXTERN eddy_handler_t eddy_http_exchange(int64_t response_timeout_ms);
  * eddy_http_exchange() says; EDDY_ECLOSED when ch is closed already, EDDY_EINVAL when ch has
  * no exchange handler. Cancelling the future closes the connection (its response cannot be
  * skipped otherwise). NULL only without memory. Any thread.
+ *
+ * On an HTTP/2 channel, whose pipeline ends with eddy_h2_client_connection() and
+ * eddy_h2_http_client_adapter() (http2.h) instead, the same: each request is a stream of its
+ * own and the futures complete in whatever order the server answers (version 20 responses);
+ * they fail as that adapter says (EDDY_ECONNABORTED for a request the server did not process,
+ * EDDY_ECONNRESET for a reset stream...), and cancelling one resets its stream only.
  */
 EDDY_EXTERN eddy_future_t *eddy_http_send(eddy_channel_t *ch, eddy_http_request_t *req);
 /** The response a future of eddy_http_send() or eddy_http_client_*() completed with, else
@@ -127,18 +135,37 @@ EDDY_EXTERN int eddy_url_parse(const char *url, eddy_url_t *u);
 
 typedef struct eddy_http_client_s eddy_http_client_t;
 
+/* The HTTP versions eddy_http_client_t speaks (as curl's CURLOPT_HTTP_VERSION). */
+typedef enum {
+    /* The default (curl's CURL_HTTP_VERSION_2TLS): https offers "h2" and "http/1.1" by ALPN
+     * and speaks what the server chose; http:// speaks HTTP/1.1. */
+    EDDY_HTTP_CLIENT_H2_TLS = 0,
+    /* HTTP/1.1 only: https offers no ALPN (a context of yours offers what you set on it). */
+    EDDY_HTTP_CLIENT_HTTP1,
+    /* http:// speaks HTTP/2 from its first byte (h2c by prior knowledge, RFC 9113 section
+     * 3.3; curl's --http2-prior-knowledge); https as the default. There is no Upgrade: h2c. */
+    EDDY_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE
+} eddy_http_client_version_t;
+
 typedef struct eddy_http_client_options_s {
     size_t max_connections_per_host; /* per (host, port, TLS) (0: 8) */
-    size_t max_pending_acquires;     /* requests waiting for a connection per host (0: none) */
+    size_t max_pending_acquires;     /* requests waiting for a connection per host, and over
+                                        HTTP/2 for a stream past the server's limit (0: no
+                                        limit; past it: EDDY_EBUSY) */
     int64_t acquire_timeout_ms;      /* waiting for a pooled connection (<= 0: never) */
     int64_t connect_timeout_ms;      /* each connect (0: 10 s) */
     int64_t response_timeout_ms;     /* each response (0: 30 s; < 0: never) */
-    int64_t idle_timeout_ms;         /* pooled idle connections close after (0: 60 s; < 0 never) */
+    int64_t idle_timeout_ms;         /* pooled idle connections close after (0: 60 s; < 0
+                                        never), and HTTP/2 ones without a stream */
     size_t max_content_length;       /* per response body (0: EDDY_HTTP_MAX_CONTENT_LENGTH) */
     eddy_tls_context_t *tls;         /* https: a client context (retained); NULL: a default
-                                        one that verifies against the system's CAs (a build
-                                        without TLS: https fails with EDDY_ENOTSUP) */
+                                        one that verifies against the system's CAs and offers
+                                        ALPN as http_version says (a build without TLS: https
+                                        fails with EDDY_ENOTSUP). A context of yours offers
+                                        what you set on it: eddy_tls_context_alpn() with
+                                        eddy_h2_alpn_protocols() for HTTP/2 */
     bool insecure;                   /* https without verifying the server (tests only) */
+    eddy_http_client_version_t http_version; /* HTTP/2 or not, and how (0: by ALPN over TLS) */
 } eddy_http_client_options_t;
 
 /** A client on group g (borrowed: it must outlive the client). o NULL: the defaults. NULL
@@ -155,6 +182,15 @@ EDDY_EXTERN eddy_http_client_t *eddy_http_client_new(eddy_loop_group_t *g,
  * does not parse, a scheme other than http and https), the connect's error (EDDY_ENOENT for an
  * unknown host, EDDY_ECONNREFUSED, EDDY_ETIMEDOUT, EDDY_ETLS), the pool's (EDDY_EBUSY,
  * EDDY_ETIMEDOUT). NULL only without memory. Any thread.
+ *
+ * Over HTTP/2 (http_version; the server's choice by ALPN for https) the connection is not
+ * released per response: it is the origin's one connection, and every request goes on it
+ * as a stream of its own at once (past the server's SETTINGS_MAX_CONCURRENT_STREAMS they wait
+ * for a stream to end, at most max_pending_acquires of them: EDDY_EBUSY past it). Until the
+ * first connection to an origin says which protocol it speaks, the requests for it wait for
+ * that connection rather than each making one. A request the server did not process (its
+ * GOAWAY, or REFUSED_STREAM) is sent again once on a new connection, whatever its method;
+ * the connection that refused it takes no more. A future cancelled resets its stream only.
  */
 EDDY_EXTERN eddy_future_t *eddy_http_client_send(eddy_http_client_t *c, const char *url,
                                                  eddy_http_request_t *req);
