@@ -347,6 +347,15 @@ static void conn_event(eddy_ctx_t *ctx, int event, void *data)
     eddy_ctx_fire_user_event(ctx, event, data);
 }
 
+/* Errors end here: before the protocol is known they fail the connection's ready future
+ * (the calls waiting for it hear of them so); after, the protocol's handlers before this one
+ * have failed what they concern. Either way nobody is left to tell. */
+static void conn_exception(eddy_ctx_t *ctx, int err)
+{
+    conn_t *k = eddy_ctx_state(ctx);
+    eddy_promise_fail(k->ready, err); /* nothing once it is known */
+}
+
 static void conn_free(void *state)
 {
     conn_t *k = state;
@@ -359,6 +368,7 @@ static const eddy_handler_ops_t conn_ops = {
     .handler_added = conn_added,
     .handler_removed = conn_removed,
     .user_event_triggered = conn_event,
+    .exception_caught = conn_exception,
     .channel_inactive = conn_inactive,
 };
 
