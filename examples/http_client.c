@@ -1,21 +1,30 @@
 /*
  * eddy-http-client: fetches URLs like `curl -s`, over eddy_http_client_t (a keyed pool with
- * keep-alive and TLS), or loads a server with pipelined requests like wrk.
+ * keep-alive and TLS, HTTP/1.1 or HTTP/2), or loads a server with pipelined requests like wrk,
+ * or with concurrent HTTP/2 streams like h2load.
  *
  *   eddy-http-client [--insecure] [--cacert FILE] [--timeout-ms N] [-X METHOD] [-d BODY] [-i]
- *                    URL...
- *   eddy-http-client --load [--connections N] [--depth D] [--duration S] [--threads T]
- *                    [-X METHOD] [-d BODY] URL
+ *                    [-Z] [--http1.1 | --http2 | --http2-prior-knowledge] URL...
+ *   eddy-http-client --load [--connections N] [--depth D | --streams M] [--duration S]
+ *                    [--threads T] [--http2-prior-knowledge] [-X METHOD] [-d BODY] URL
  *
- * Fetching: each URL in turn; the body goes to stdout (with -i, the status line and headers
- * first). An error is one line on stderr, "eddy-http-client: URL: reason". Exit status 0 when
- * every URL got a response (any status), 1 when one did not, 2 for bad arguments.
+ * Fetching: each URL in turn (with -Z, as curl's --parallel, all at once, printed in order);
+ * the body goes to stdout (with -i, the status line and headers first: "HTTP/2 200 " and the
+ * names in lower case over HTTP/2, as curl prints them). An error is one line on stderr,
+ * "eddy-http-client: URL: reason". Exit status 0 when every URL got a response (any status), 1
+ * when one did not, 2 for bad arguments. As curl: https offers h2 and http/1.1 by ALPN and
+ * speaks what the server chose (--http2 asks for that, the default; --http1.1 offers no
+ * ALPN); --http2-prior-knowledge speaks HTTP/2 from the first byte on http:// (h2c). --http2
+ * on an http:// URL stays HTTP/1.1: there is no Upgrade: h2c here.
  *
  * Loading: N connections (spread over T loops), each keeping D requests in flight for S
  * seconds; then one line of requests/s and latency percentiles, and one JSON line. A
  * connection is a client codec and aggregator with a small handler that sends the next request
- * for each response: per request no future, no pool, one shared request encoded again. Exit 1
- * when a response was not 2xx-3xx or a connection failed.
+ * for each response: per request no future, no pool, one shared request encoded again. With
+ * --streams M (h2load's -m) or --http2-prior-knowledge, a connection speaks HTTP/2 (h2c by
+ * prior knowledge) and keeps M streams open, a new one for each that ends, through the
+ * connection handler's streams directly. Exit 1 when a response was not 2xx-3xx or a
+ * connection failed.
  */
 #include "example_util.h"
 
@@ -28,17 +37,24 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: " NAME " [--insecure] [--cacert FILE] [--timeout-ms N] [-X METHOD] "
-            "[-d BODY] [-i] URL...\n"
-            "       " NAME " --load [--connections N] [--depth D] [--duration S] "
-            "[--threads T] [-X METHOD] [-d BODY] URL\n");
+            "[-d BODY] [-i] [-Z]\n"
+            "       " NAME "     [--http1.1 | --http2 | --http2-prior-knowledge] URL...\n"
+            "       " NAME " --load [--connections N] [--depth D | --streams M] [--duration S] "
+            "[--threads T] [--http2-prior-knowledge] [-X METHOD] [-d BODY] URL\n"
+            "  -i  the status line and headers too       -Z  all URLs at once (curl's "
+            "--parallel)\n"
+            "  --http1.1  HTTP/1.1 only   --http2  h2 by ALPN over https (the default)\n"
+            "  --http2-prior-knowledge  HTTP/2 from the first byte on http:// (h2c)\n"
+            "  --streams M  with --load: HTTP/2, M streams in flight per connection\n");
 }
 
 typedef struct args_s {
     const char *method;
     const char *data; /* -d: the body, or NULL */
     const char *cacert;
-    bool insecure, include, load;
-    unsigned long timeout_ms, connections, depth, duration_s, threads;
+    bool insecure, include, load, parallel;
+    eddy_http_client_version_t version;
+    unsigned long timeout_ms, connections, depth, streams, duration_s, threads;
     const char **urls;
     int nurls;
 } args_t;
@@ -70,9 +86,13 @@ static eddy_http_request_t *make_request(const args_t *a, const char *target)
 
 static void print_response(const eddy_http_response_t *r, bool include)
 {
-    if (include) {
+    if (include && r->version == 20) {
+        printf("HTTP/2 %d \r\n", r->status); /* no reason phrase in HTTP/2; curl's line */
+    } else if (include) {
         printf("HTTP/1.%d %d %.*s\r\n", r->version == 10 ? 0 : 1, r->status, (int)r->reason.len,
                r->reason.p);
+    }
+    if (include) {
         for (size_t i = 0; i < r->header_count; i++) {
             const eddy_http_header_t *h = &r->headers[i];
             printf("%.*s: %.*s\r\n", (int)h->name.len, h->name.p, (int)h->value.len,
@@ -96,6 +116,11 @@ static eddy_tls_context_t *tls_context(const args_t *a)
     if (rc == 0 && a->cacert != NULL) {
         rc = eddy_tls_context_trust_file(c, a->cacert);
     }
+    if (rc == 0 && a->version != EDDY_HTTP_CLIENT_HTTP1) { /* h2 and http/1.1 by ALPN */
+        size_t n;
+        const char *const *alpn = eddy_h2_alpn_protocols(&n);
+        rc = eddy_tls_context_alpn(c, alpn, n);
+    }
     if (rc != 0) {
         fprintf(stderr, NAME ": TLS: %s: %s\n", eddy_strerror(rc), eddy_tls_context_error(c));
         eddy_tls_context_release(c);
@@ -113,16 +138,27 @@ static int fetch(const args_t *a)
     eddy_loop_options_t lo = {.name = "http-client"};
     eddy_loop_group_t *g = eddy_loop_group_new(1, &lo);
     eddy_http_client_options_t o = {.tls = tls, .response_timeout_ms = (int64_t)a->timeout_ms,
-                                    .connect_timeout_ms = (int64_t)a->timeout_ms};
+                                    .connect_timeout_ms = (int64_t)a->timeout_ms,
+                                    .http_version = a->version};
     eddy_http_client_t *client = g != NULL ? eddy_http_client_new(g, &o) : NULL;
     if (client == NULL) {
         fprintf(stderr, NAME ": out of memory or threads\n");
         return 1;
     }
+    /* In turn, or with -Z all sent first (over HTTP/2 they share one connection), then each
+     * printed in order as it completes. */
+    eddy_future_t **fs = calloc((size_t)a->nurls, sizeof(*fs));
+    if (fs == NULL) {
+        fprintf(stderr, NAME ": out of memory\n");
+        return 1;
+    }
     int rc = 0;
-    for (int i = 0; i < a->nurls; i++) {
-        eddy_http_request_t *req = make_request(a, "/");
-        eddy_future_t *f = req != NULL ? eddy_http_client_send(client, a->urls[i], req) : NULL;
+    for (int i = 0, sent = 0; i < a->nurls; i++) {
+        for (; sent < a->nurls && (sent <= i || a->parallel); sent++) {
+            eddy_http_request_t *req = make_request(a, "/");
+            fs[sent] = req != NULL ? eddy_http_client_send(client, a->urls[sent], req) : NULL;
+        }
+        eddy_future_t *f = fs[i];
         /* The client's own deadlines end every request; the wait has a bound all the same. */
         int err = f == NULL ? EDDY_ENOMEM
                   : eddy_future_await(f, (int64_t)a->timeout_ms * 3 + 1000) != 0
@@ -137,6 +173,7 @@ static int fetch(const args_t *a)
         eddy_future_cancel(f);
         eddy_future_release(f);
     }
+    free(fs);
     eddy_future_t *closed = eddy_http_client_close(client);
     eddy_future_await(closed, 5000);
     eddy_future_release(closed);
@@ -195,6 +232,10 @@ static double hist_quantile(latency_hist_t *h, double q)
 typedef struct load_s {
     eddy_http_request_t *req; /* written again for every request (retained each time) */
     unsigned long depth;
+    unsigned long streams;       /* HTTP/2: streams in flight per connection; 0: HTTP/1.1 */
+    eddy_http_header_t *fields;  /* HTTP/2: the request's head, sent again for every stream */
+    size_t nfields;
+    eddy_buf_t *body;            /* HTTP/2: -d's bytes, sent as a slice each time, or NULL */
     _Atomic bool stop;
     _Atomic uint64_t ok, bad, failed_conns;
     latency_hist_t hist;
@@ -302,9 +343,213 @@ static const eddy_handler_ops_t conn_ops = {
     .channel_inactive = conn_inactive,
 };
 
+/* ---------------------------------------------------------------------------------------
+ * Loading over HTTP/2: streams opened on the connection handler directly, as h2load does;
+ * responses counted as their last frame comes, their bytes consumed at once.
+ */
+
+typedef struct h2conn_s {
+    load_t *load;
+    int64_t *sent_at;  /* one slot per stream in flight: the stream's user data */
+    int64_t **free;    /* the slots not in use */
+    unsigned long nfree, inflight;
+    int64_t now;       /* the clock once per read batch, as conn_t's */
+    bool failed;
+    bool refused;      /* the server's GOAWAY came: no more streams here */
+} h2conn_t;
+
+static int64_t h2_now(h2conn_t *c)
+{
+    if (c->now == 0) {
+        c->now = eddy_now_ns();
+    }
+    return c->now;
+}
+
+static void h2_fail(eddy_ctx_t *ctx, h2conn_t *c, const char *why)
+{
+    if (!atomic_load(&c->load->stop) && !c->failed) {
+        fprintf(stderr, NAME ": connection failed: %s\n", why);
+        atomic_fetch_add(&c->load->failed_conns, 1);
+        c->failed = true;
+    }
+    eddy_ctx_close(ctx, NULL);
+}
+
+static void h2_open_one(eddy_ctx_t *ctx, h2conn_t *c)
+{
+    load_t *l = c->load;
+    if (c->nfree == 0 || c->refused) {
+        return;
+    }
+    int err;
+    eddy_h2_stream_t *s = eddy_h2_stream_open(eddy_ctx_channel(ctx), l->fields, l->nfields,
+                                              l->body == NULL, &err);
+    if (s == NULL) {
+        if (err == EDDY_ECONNABORTED) {
+            c->refused = true;
+        } else {
+            h2_fail(ctx, c, eddy_strerror(err));
+        }
+        return;
+    }
+    int64_t *slot = c->free[--c->nfree];
+    *slot = h2_now(c);
+    eddy_h2_stream_set_user_data(s, slot);
+    c->inflight++;
+    if (l->body != NULL) {
+        eddy_h2_stream_send_data(s, eddy_buf_retained_slice(l->body, 0, eddy_buf_readable(l->body)),
+                                 true, NULL);
+    }
+    eddy_h2_stream_release(s); /* the connection keeps it until it ends */
+}
+
+static void h2_load_active(eddy_ctx_t *ctx)
+{
+    h2conn_t *c = eddy_ctx_state(ctx);
+    for (unsigned long i = 0; i < c->load->streams; i++) {
+        h2_open_one(ctx, c);
+    }
+    eddy_ctx_fire_channel_active(ctx);
+}
+
+/* The stream's response ended (ok: a 2xx or 3xx head came): count it, open the next. */
+static void h2_stream_done(eddy_ctx_t *ctx, h2conn_t *c, eddy_h2_stream_t *s, bool ok)
+{
+    int64_t *slot = eddy_h2_stream_user_data(s);
+    if (slot == NULL) {
+        return;
+    }
+    eddy_h2_stream_set_user_data(s, NULL);
+    c->free[c->nfree++] = slot;
+    c->inflight--;
+    hist_add(&c->load->hist, h2_now(c) - *slot);
+    atomic_fetch_add_explicit(ok ? &c->load->ok : &c->load->bad, 1, memory_order_relaxed);
+    if (!atomic_load_explicit(&c->load->stop, memory_order_relaxed)) {
+        h2_open_one(ctx, c);
+    } else if (c->inflight == 0) {
+        eddy_ctx_close(ctx, NULL);
+    }
+}
+
+static void h2_load_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
+{
+    h2conn_t *c = eddy_ctx_state(ctx);
+    eddy_h2_headers_t *h = eddy_h2_headers_of(msg);
+    eddy_h2_data_t *d = eddy_h2_data_of(msg);
+    eddy_h2_reset_t *r = eddy_h2_reset_of(msg);
+    if (h != NULL && !h->trailers) {
+        const eddy_http_header_t *st = eddy_h2_headers_get(h, ":status");
+        bool ok = st != NULL && st->value.len == 3 && (st->value.p[0] == '2' ||
+                                                       st->value.p[0] == '3');
+        bool interim = st != NULL && st->value.len == 3 && st->value.p[0] == '1';
+        if (!ok && !interim) {
+            /* Counted now: the stream ends as bad, whatever follows. */
+            h2_stream_done(ctx, c, h->stream, false);
+        } else if (h->end_stream) {
+            h2_stream_done(ctx, c, h->stream, true);
+        }
+    } else if (h != NULL && h->end_stream) {
+        h2_stream_done(ctx, c, h->stream, true);
+    } else if (d != NULL) {
+        eddy_h2_stream_consume(d->stream, eddy_buf_readable(d->data));
+        if (d->end_stream) {
+            h2_stream_done(ctx, c, d->stream, true);
+        }
+    } else if (r != NULL) {
+        h2_stream_done(ctx, c, r->stream, false);
+    }
+    eddy_msg_release(msg);
+}
+
+static void h2_load_read_complete(eddy_ctx_t *ctx)
+{
+    h2conn_t *c = eddy_ctx_state(ctx);
+    c->now = 0;
+    if (c->refused && c->inflight == 0) {
+        h2_fail(ctx, c, "the server's GOAWAY");
+    }
+}
+
+static void h2_load_exception(eddy_ctx_t *ctx, int err)
+{
+    h2_fail(ctx, eddy_ctx_state(ctx), eddy_strerror(err));
+}
+
+static void h2_load_inactive(eddy_ctx_t *ctx)
+{
+    h2conn_t *c = eddy_ctx_state(ctx);
+    if (!atomic_load(&c->load->stop) && !c->failed) {
+        fprintf(stderr, NAME ": the server closed a connection\n");
+        atomic_fetch_add(&c->load->failed_conns, 1);
+    }
+    eddy_ctx_fire_channel_inactive(ctx);
+}
+
+static void h2conn_free(void *state)
+{
+    h2conn_t *c = state;
+    free(c->sent_at);
+    free(c->free);
+    free(c);
+}
+
+static const eddy_handler_ops_t h2_load_ops = {
+    .name = "load",
+    .channel_active = h2_load_active,
+    .channel_read = h2_load_read,
+    .channel_read_complete = h2_load_read_complete,
+    .exception_caught = h2_load_exception,
+    .channel_inactive = h2_load_inactive,
+};
+
+static int h2_load_init(eddy_channel_t *ch, load_t *l)
+{
+    h2conn_t *c = calloc(1, sizeof(*c));
+    if (c == NULL || (c->sent_at = calloc(l->streams, sizeof(*c->sent_at))) == NULL ||
+        (c->free = calloc(l->streams, sizeof(*c->free))) == NULL) {
+        h2conn_free(c);
+        return EDDY_ENOMEM;
+    }
+    c->load = l;
+    for (unsigned long i = 0; i < l->streams; i++) {
+        c->free[c->nfree++] = &c->sent_at[i];
+    }
+    /* The server's limit is the limit: what waits past it waits in the connection. */
+    eddy_h2_options_t o = {.max_queued_streams = (uint32_t)l->streams};
+    return EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch), eddy_h2_client_connection(&o),
+                                  eddy_handler("load", &h2_load_ops, c, h2conn_free));
+}
+
+/* The head every stream sends: what make_request() built for HTTP/1.1, as HTTP/2 fields. */
+static int h2_load_fields(load_t *l, const eddy_url_t *u, const char *target)
+{
+    eddy_http_request_t *req = l->req;
+    l->fields = calloc(req->header_count + 4, sizeof(*l->fields));
+    if (l->fields == NULL) {
+        return EDDY_ENOMEM;
+    }
+    size_t k = 0;
+    l->fields[k++] = (eddy_http_header_t){{":method", 7}, req->method_name};
+    l->fields[k++] = (eddy_http_header_t){{":scheme", 7}, {"http", 4}};
+    l->fields[k++] = (eddy_http_header_t){{":authority", 10}, {u->authority, strlen(u->authority)}};
+    l->fields[k++] = (eddy_http_header_t){{":path", 5}, {target, strlen(target)}};
+    for (size_t i = 0; i < req->header_count; i++) {
+        if (!eddy_http_str_eq_nocase(req->headers[i].name, "host")) {
+            l->fields[k++] = req->headers[i]; /* names in lower case: the handler sends them so */
+        }
+    }
+    l->nfields = k;
+    l->body = req->body;
+    return 0;
+}
+
 static int load_init(eddy_channel_t *ch, void *arg)
 {
     load_t *l = arg;
+    if (l->streams > 0) {
+        return h2_load_init(ch, l);
+    }
     conn_t *c = calloc(1, sizeof(*c));
     if (c == NULL || (c->sent_at = calloc(l->depth, sizeof(*c->sent_at))) == NULL) {
         free(c);
@@ -333,6 +578,13 @@ static int load(const args_t *a)
         return 1;
     }
     l->depth = a->depth;
+    if (a->streams > 0 || a->version == EDDY_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE) {
+        l->streams = a->streams > 0 ? a->streams : 1;
+        if (h2_load_fields(l, &u, target) != 0) {
+            fprintf(stderr, NAME ": out of memory\n");
+            return 1;
+        }
+    }
     eddy_loop_options_t lo = {.name = "http-load"};
     eddy_loop_group_t *g = eddy_loop_group_new((unsigned)a->threads, &lo);
     eddy_bootstrap_t *b = eddy_bootstrap_new();
@@ -383,13 +635,16 @@ static int load(const args_t *a)
     printf("requests/s %.0f  p50 %.1f us  p99 %.1f us  p99.9 %.1f us  errors %lu\n", rps, p50,
            p99, p999, (unsigned long)errors);
     printf("{\"bench\":\"http_client\",\"rps\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
-           "\"p999_us\":%.1f,\"errors\":%lu,\"connections\":%lu,\"depth\":%lu}\n",
-           rps, p50, p99, p999, (unsigned long)errors, a->connections, a->depth);
+           "\"p999_us\":%.1f,\"errors\":%lu,\"connections\":%lu,\"depth\":%lu,"
+           "\"http\":\"%s\",\"streams\":%lu}\n",
+           rps, p50, p99, p999, (unsigned long)errors, a->connections, a->depth,
+           l->streams > 0 ? "2" : "1.1", l->streams);
     fflush(stdout);
     eddy_bootstrap_free(b);
     eddy_future_await(eddy_loop_group_shutdown_gracefully(g, 0, 2000), 5000);
     eddy_loop_group_free(g);
     eddy_msg_release(eddy_http_request_msg(l->req));
+    free(l->fields);
     free(l);
     free(chs);
     return rc != 0 || errors != 0 ? 1 : 0;
@@ -415,6 +670,7 @@ static bool parse_args(int argc, char **argv, args_t *a)
         } nums[] = {{"--timeout-ms", 3600000, &a->timeout_ms},
                     {"--connections", 100000, &a->connections},
                     {"--depth", 1024, &a->depth},
+                    {"--streams", 100000, &a->streams},
                     {"--duration", 86400, &a->duration_s},
                     {"--threads", 64, &a->threads}};
         bool matched = false;
@@ -435,6 +691,14 @@ static bool parse_args(int argc, char **argv, args_t *a)
             a->insecure = true;
         } else if (strcmp(o, "-i") == 0) {
             a->include = true;
+        } else if (strcmp(o, "-Z") == 0 || strcmp(o, "--parallel") == 0) {
+            a->parallel = true;
+        } else if (strcmp(o, "--http1.1") == 0) {
+            a->version = EDDY_HTTP_CLIENT_HTTP1;
+        } else if (strcmp(o, "--http2") == 0) {
+            a->version = EDDY_HTTP_CLIENT_H2_TLS;
+        } else if (strcmp(o, "--http2-prior-knowledge") == 0) {
+            a->version = EDDY_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE;
         } else if (strcmp(o, "--load") == 0) {
             a->load = true;
         } else if (strcmp(o, "--cacert") == 0 && v != NULL) {
@@ -451,6 +715,9 @@ static bool parse_args(int argc, char **argv, args_t *a)
     }
     if (a->data != NULL && strcmp(a->method, "GET") == 0) {
         a->method = "POST"; /* as curl -d */
+    }
+    if (a->streams > 0 && (!a->load || a->depth > 1)) {
+        return false; /* --streams is the load's, instead of --depth */
     }
     return a->nurls > 0 && (!a->load || a->nurls == 1);
 }
