@@ -1,7 +1,10 @@
 /*
  * eddy HTTP/2 (RFC 9113) on nghttp2: the connection handler, stream handles, the adapter to
  * HTTP/1.1's request and response objects, and the server's negotiation (h2 over TLS, h2c by
- * prior knowledge and by Upgrade). docs/http2.md is the guide; this header is the manual.
+ * prior knowledge and by Upgrade); on the client's side the same connection handler with a
+ * client session, streams opened by eddy_h2_stream_open(), and the client's adapter, which
+ * eddy_http_client_t (http_client.h) puts on a connection that chose "h2" by ALPN or speaks
+ * h2c by prior knowledge. docs/http2.md is the guide; this header is the manual.
  *
  * The layers, in Netty's words:
  *
@@ -317,10 +320,10 @@ EDDY_EXTERN eddy_handler_t eddy_h2_client_connection(const eddy_h2_options_t *o)
  * process the request (RST_STREAM or GOAWAY with REFUSED_STREAM, or a stream that could not
  * open after the peer's GOAWAY: safe to send again, whatever the method); EDDY_ECONNRESET when
  * the stream was reset otherwise (by the peer, or by the connection for a protocol error in
- * it); EDDY_ETOOLONGFRAME for a body past max_content_length or a head past the connection's
- * header limits (the stream is reset, CANCEL); EDDY_ETIMEDOUT when no whole response came
- * within response_timeout_ms of the request's write (<= 0: no limit; the stream is reset,
- * CANCEL); EDDY_ECLOSED (or the error that ended the connection, from exception_caught) when
+ * it); EDDY_ETOOLONGFRAME for a body past max_content_length (the stream is reset, CANCEL)
+ * or a head past the connection's header limits (reset, ENHANCE_YOUR_CALM); EDDY_ETIMEDOUT
+ * when no whole response came within response_timeout_ms of the request's write (<= 0: no
+ * limit; the stream is reset, CANCEL); EDDY_ECLOSED (or the error that ended the connection, from exception_caught) when
  * the connection closed first; what eddy_h2_stream_open() fails with (EDDY_EBUSY,
  * EDDY_ECONNABORTED...). Cancelling the future resets its stream (CANCEL), leaving the other
  * streams and the connection as they are. Other messages pass unchanged both ways, but raw
