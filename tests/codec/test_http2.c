@@ -10,7 +10,8 @@
  * leaked.
  *
  * A test that shows a bug of codec/http2/ still runs up to what works, then skips the rest
- * with known_bug() saying what goes wrong; EDDY_H2_KNOWN_BUGS=1 runs it to the end.
+ * with known_bug() saying what goes wrong; EDDY_H2_KNOWN_BUGS=1 runs it to the end (some are
+ * memory errors: run them one at a time, EDDY_TEST_FILTER=test_name, under ASan).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -2659,6 +2660,43 @@ static void test_a_reset_from_inside_channel_read_reaches_the_application(void *
     finish(ch, live);
 }
 
+static bool answer_on_head(app_t *a, eddy_msg_t *msg)
+{
+    (void)a;
+    eddy_h2_headers_t *h = eddy_h2_headers_of(msg);
+    if (h != NULL) {
+        static const eddy_http_header_t no_content[] = {{{":status", 7}, {"204", 3}}};
+        assert_int_equal(eddy_h2_stream_send_headers(h->stream, no_content, 1, true), 0);
+    }
+    return false;
+}
+
+static void test_an_answer_from_inside_channel_read_that_ends_the_connection(void **state)
+{
+    (void)state;
+    /* Stops before it starts: what it shows is a double free. */
+    known_bug("the connection closes inside events_fire (here: the answer to the last stream "
+              "after the client's GOAWAY, read in the same bytes), h2_removed's events_drop "
+              "releases every queued message, those already passed on included: the "
+              "application's message is freed under it (heap-use-after-free, double free)");
+    int64_t live = eddy_buf_live_count();
+    app_t app = {.on_read = answer_on_head};
+    eddy_channel_t *ch = stream_channel(NULL, &app);
+    peer_t pr;
+    peer_init(&pr, ch, NULL, 0, false);
+    pump(&pr);
+    request(&pr, "GET", "/last", NULL, NULL);
+    assert_int_equal(nghttp2_submit_goaway(pr.s, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR, NULL, 0),
+                     0);
+    pump(&pr);
+    assert_int_equal(pstream(&pr, 1)->status, 204);
+    assert_false(eddy_channel_is_open(ch));
+    eddy_msg_t *m = next_msg(ch, EDDY_MSG_H2_HEADERS);
+    eddy_msg_release(m);
+    peer_free(&pr);
+    finish(ch, live);
+}
+
 static void test_a_stream_the_client_never_reads_is_reset_after_the_stall_timeout(void **state)
 {
     (void)state;
@@ -2848,10 +2886,15 @@ int main(void)
         cmocka_unit_test(test_an_upgrade_with_the_preface_in_the_same_read_is_served),
         cmocka_unit_test(test_adapter_sends_chunked_head_and_interim_responses),
         cmocka_unit_test(test_a_reset_from_inside_channel_read_reaches_the_application),
+        cmocka_unit_test(test_an_answer_from_inside_channel_read_that_ends_the_connection),
         cmocka_unit_test(test_a_stream_the_client_never_reads_is_reset_after_the_stall_timeout),
         cmocka_unit_test(test_a_peer_that_makes_us_reset_streams_gets_goaway),
         cmocka_unit_test(test_streams_past_max_concurrent_streams_after_the_ack_are_refused),
         cmocka_unit_test(test_a_refused_header_block_leaves_no_header_timeout_behind),
     };
+    const char *only = getenv("EDDY_TEST_FILTER"); /* one test by name ("*" globs) */
+    if (only != NULL) {
+        cmocka_set_test_filter(only);
+    }
     return cmocka_run_group_tests_name("codec.http2", tests, NULL, NULL);
 }
