@@ -10,7 +10,11 @@ build=${1:?usage: bash fuzz/run.sh BUILD_DIR [SECONDS]}
 seconds=${2:-60}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 status=0
-for name in http http_response resp store frame dns ws; do
+for name in http http_response resp store frame dns ws http2; do
+    if [ ! -x "$build/fuzz/fuzz_$name" ]; then
+        echo "== fuzz_$name: not built here (fuzz_http2 needs nghttp2), skipped"
+        continue
+    fi
     corpus=$build/corpus_$name artifacts=$build/artifacts_$name
     mkdir -p "$corpus" "$artifacts"
     python3 "$here/corpus.py" unpack "$here/corpus_$name.hex" "$corpus"
