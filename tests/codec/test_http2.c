@@ -2546,6 +2546,7 @@ static void test_an_upgrade_with_the_preface_in_the_same_read_is_served(void **s
                   "Upgrade: h2c request in the same read (an eager client's preface and "
                   "SETTINGS) reach the application as a raw buffer, not the connection handler, "
                   "whose next read then fails the preface");
+        fail_msg("the bytes after the request did not reach the connection handler");
     }
     eddy_http_request_t *req = eddy_http_request_of(m);
     assert_int_equal(req->stream_id, 1);
