@@ -2441,7 +2441,7 @@ def main():
     if why:
         print(f"FAIL the server is not serving before any case: {why}")
         return 1
-    failed = []
+    failed, known, skipped = [], [], []
     start = time.monotonic()
 
     def alarm(*_):
@@ -2454,6 +2454,7 @@ def main():
         if missing:
             print(f"SKIP {name}: needs {', '.join('--' + m.replace('_', '-') for m in missing)}"
                   if missing != ["echo"] else f"SKIP {name}: --no-echo", flush=True)
+            skipped.append(name)
             continue
         t0 = time.monotonic()
         ok = True
@@ -2475,10 +2476,11 @@ def main():
         if why:
             ok = False
             detail += f"; AFTER IT THE SERVER DID NOT SERVE: {why}"
-        known = name in args.known_failure
-        verdict = ("XPASS" if ok else "XFAIL") if known else ("PASS" if ok else "FAIL")
+        is_known = name in args.known_failure
+        verdict = ("XPASS" if ok else "XFAIL") if is_known else ("PASS" if ok else "FAIL")
         print(f"{verdict} {name}: {detail} [{time.monotonic() - t0:.2f} s]", flush=True)
-        if known and not why:
+        if is_known and not why:
+            known.append(verdict + " " + name)
             continue
         if not ok:
             failed.append(name)
@@ -2497,8 +2499,12 @@ def main():
             failed.append("fd-check")
         else:
             print(f"PASS fd-check: {fds0} descriptors before, {fds1} after")
-    print(f"{len(names) - len(failed)} of {len(names)} passed in "
-          f"{time.monotonic() - start:.1f} s" + (f"; failed: {' '.join(failed)}" if failed else ""))
+    ran = len(names) - len(skipped) - len(known)
+    print(f"{ran - len([f for f in failed if f in names])} of {ran} passed in "
+          f"{time.monotonic() - start:.1f} s" +
+          (f"; {len(skipped)} skipped" if skipped else "") +
+          (f"; known failures: {', '.join(known)}" if known else "") +
+          (f"; failed: {' '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 
 
