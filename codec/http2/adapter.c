@@ -227,8 +227,8 @@ static void body_add(eddy_ctx_t *ctx, adapter_t *a, eddy_http_request_t *req, ed
 
 static void on_data(eddy_ctx_t *ctx, adapter_t *a, eddy_h2_data_t *d)
 {
-    exchange_t *ex = eddy_h2_stream_user_data(d->stream);
     eddy_h2_stream_consume(d->stream, eddy_buf_readable(d->data));
+    exchange_t *ex = eddy_ctx_is_removed(ctx) ? NULL : eddy_h2_stream_user_data(d->stream);
     if (ex == NULL || ex->req == NULL) {
         return;
     }
@@ -237,7 +237,7 @@ static void on_data(eddy_ctx_t *ctx, adapter_t *a, eddy_h2_data_t *d)
         eddy_http_request_t *req = ex->req;
         int64_t got = req->body != NULL ? (int64_t)eddy_buf_readable(req->body) : 0;
         if (req->error == 0 && req->content_length >= 0 && got != req->content_length) {
-            req->error = 400; /* RFC 9113 section 8.1.1: malformed */
+            req->error = 400; /* RFC 9113 section 8.1.1 (nghttp2 resets such streams first) */
         }
         request_emit(ctx, ex);
     }
@@ -367,14 +367,18 @@ static void on_response(eddy_ctx_t *ctx, adapter_t *a, eddy_http_response_t *r,
         bool body = !interim && !r->head_only && !r->chunked && r->body != NULL &&
                     eddy_buf_readable(r->body) > 0;
         err = head_send(ex, r, !interim && !body && !r->chunked);
-        if (err == 0 && body) {
+        if (err == 0 && body && !eddy_ctx_is_removed(ctx)) {
             eddy_buf_t *b = r->body;
             r->body = NULL;
             err = eddy__h2_stream_send(ex->stream, b, true, p, false);
             p = NULL; /* completed by the stream, either way */
-            stream_failed(ctx, ex, err);
+            if (!eddy_ctx_is_removed(ctx)) {
+                stream_failed(ctx, ex, err);
+            }
         }
-        if (interim) {
+        if (eddy_ctx_is_removed(ctx)) {
+            ex = NULL; /* a send closed the channel: the exchanges went with the handler */
+        } else if (interim) {
             ex = NULL; /* the final answer is still due */
         } else if (r->chunked && err == 0) {
             a->chunked = ex;
@@ -400,7 +404,11 @@ static void on_content(eddy_ctx_t *ctx, adapter_t *a, eddy_http_content_t *c, ed
     c->data = NULL;
     bool last = c->last;
     eddy_msg_release(&c->_msg);
-    stream_failed(ctx, ex, eddy_h2_stream_send_data(ex->stream, b, last, p));
+    int err = eddy_h2_stream_send_data(ex->stream, b, last, p);
+    if (eddy_ctx_is_removed(ctx)) {
+        return; /* the send closed the channel: the exchanges went with the handler */
+    }
+    stream_failed(ctx, ex, err);
     if (last) {
         exchange_free(a, ex);
     }

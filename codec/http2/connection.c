@@ -85,6 +85,25 @@ static bool conn_done(const eddy__h2_conn_t *c)
     return c->close_promise != NULL && c->streams_open == 0;
 }
 
+static void close_due(eddy_ctx_t *ctx, void *arg)
+{
+    (void)ctx;
+    eddy__h2_conn_t *c = arg;
+    c->close_task = false;
+    conn_close(c);
+}
+
+/* The channel stopped taking bytes: the streams with bytes queued are not writable now (they
+ * hear EDDY_EVENT_H2_STREAM_WRITABLE once it drains). */
+static void streams_blocked(eddy__h2_conn_t *c)
+{
+    for (eddy_h2_stream_t *s = c->streams; s != NULL; s = s->next) {
+        if (s->pending > 0) {
+            s->writable = false;
+        }
+    }
+}
+
 void eddy__h2_conn_send(eddy__h2_conn_t *c)
 {
     if (c->in_recv || c->sending || c->session == NULL || c->closed || c->closing) {
@@ -96,6 +115,7 @@ void eddy__h2_conn_send(eddy__h2_conn_t *c)
         if (!eddy_channel_is_writable(ch)) {
             c->paused = true; /* read no more until the peer takes what we have */
             eddy_channel_set_option(ch, EDDY_AUTO_READ, 0);
+            streams_blocked(c);
             break;
         }
         const uint8_t *data;
@@ -120,9 +140,14 @@ void eddy__h2_conn_send(eddy__h2_conn_t *c)
         c->wrote = false;
         eddy_ctx_flush(c->ctx);
     }
-    /* A write or the flush may have closed the channel (the session is gone then). */
-    if (!c->closed && c->session != NULL && conn_done(c)) {
-        conn_close(c);
+    /* A write or the flush may have closed the channel (the session is gone then). The
+     * close itself waits for a task: conn_send runs under the application's calls (a stream
+     * send from inside a handler), which must not find their state freed when it returns. */
+    if (!c->closed && c->session != NULL && conn_done(c) && !c->close_task) {
+        c->close_task = eddy_ctx_execute(c->ctx, close_due, c) == 0;
+        if (!c->close_task) {
+            conn_close(c); /* no task (shutting down): the channel goes now */
+        }
     }
 }
 
@@ -300,7 +325,9 @@ static void streams_end(eddy__h2_conn_t *c, bool fire)
 static void events_drop(eddy__h2_conn_t *c, size_t from)
 {
     for (size_t i = from; i < c->nevents; i++) {
-        eddy_msg_release(c->events[i]);
+        if (c->events[i] != NULL) { /* NULL: passed on already */
+            eddy_msg_release(c->events[i]);
+        }
     }
     c->nevents = 0;
 }
@@ -349,12 +376,12 @@ static void events_fire(eddy__h2_conn_t *c)
     c->firing = true;
     for (size_t i = 0; i < c->nevents; i++) {
         if (c->closed) {
-            for (size_t k = i; k < c->nevents; k++) {
-                eddy_msg_release(c->events[k]);
-            }
+            events_drop(c, i);
             break;
         }
-        eddy_ctx_fire_channel_read(c->ctx, c->events[i]);
+        eddy_msg_t *m = c->events[i];
+        c->events[i] = NULL; /* the handlers own it now, whatever happens during the call */
+        eddy_ctx_fire_channel_read(c->ctx, m);
     }
     c->nevents = 0;
     c->firing = false;

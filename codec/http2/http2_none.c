@@ -1,7 +1,7 @@
 /*
  * HTTP/2 in a build without nghttp2 (EDDY_WITH_NGHTTP2=OFF): the handlers refuse to be made
- * (EDDY_ENOTSUP, so adding them fails), and a server that adds eddy_h2_server_upgrade() can
- * not, so it speaks HTTP/1.1 only. No stream or message ever exists.
+ * (EDDY_ENOTSUP, so adding them fails), but eddy_h2_server_upgrade() is a handler that
+ * removes itself once added, so a server that adds it speaks HTTP/1.1 only, unchanged. No stream or message ever exists.
  */
 #include <eddy/http2.h>
 
@@ -24,10 +24,21 @@ eddy_handler_t eddy_h2_http_adapter(size_t max_content_length)
     return refused();
 }
 
+static void step_aside(eddy_ctx_t *ctx)
+{
+    eddy_pipeline_remove(eddy_ctx_pipeline(ctx), eddy_ctx_name(ctx));
+}
+
+static const eddy_handler_ops_t step_aside_ops = {
+    .name = "h2-negotiate",
+    .sharable = true,
+    .handler_added = step_aside,
+};
+
 eddy_handler_t eddy_h2_server_upgrade(const eddy_h2_options_t *o, size_t max_content_length)
 {
     (void)o, (void)max_content_length;
-    return refused();
+    return eddy_handler("h2-negotiate", &step_aside_ops, NULL, NULL);
 }
 
 const char *const *eddy_h2_alpn_protocols(size_t *n)

@@ -356,6 +356,7 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t code, 
 {
     eddy__h2_conn_t *c = ud;
     eddy_h2_stream_t *s = stream_of(session, id);
+    c->header_block_since = 0; /* a block nghttp2 refused ends here, without on_frame_recv */
     if (s == NULL) {
         return 0;
     }
@@ -384,7 +385,7 @@ static int on_invalid_frame(nghttp2_session *session, const nghttp2_frame *frame
                             void *ud)
 {
     (void)session;
-    (void)ud;
+    ((eddy__h2_conn_t *)ud)->header_block_since = 0;
     eddy__log(EDDY_LOG_DEBUG, "http2: invalid frame type %u on stream %d: %s",
               frame->hd.type, frame->hd.stream_id, nghttp2_strerror(err));
     return 0;

@@ -407,6 +407,10 @@ int eddy__h2_stream_write_data(eddy_h2_stream_t *s, const uint8_t *framehd, size
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
     s->pending -= n;
+    if (s->pending > 0 &&
+        (int64_t)nghttp2_session_get_stream_remote_window_size(c->session, s->id) <= (int64_t)n) {
+        s->writable = false; /* this frame takes the last of its window */
+    }
     while (n > 0) {
         size_t avail = eddy_buf_readable(s->head->data);
         size_t k = avail < n ? avail : n;

@@ -85,7 +85,8 @@ typedef struct eddy_h2_stream_s eddy_h2_stream_t;
  */
 typedef struct eddy_h2_options_s {
     uint32_t max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS (100); past it:
-                                        RST_STREAM REFUSED_STREAM */
+                                        REFUSED_STREAM before the peer acknowledged it, GOAWAY
+                                        PROTOCOL_ERROR after (nghttp2) */
     uint32_t initial_window_size;    /* SETTINGS_INITIAL_WINDOW_SIZE, per stream (65535) */
     uint32_t connection_window;      /* the connection's receive window and the bytes it
                                         buffers for streams the application has not consumed
@@ -102,7 +103,7 @@ typedef struct eddy_h2_options_s {
                                         half of it */
     uint32_t reset_burst;            /* RST_STREAMs received: a bucket of reset_burst (1000) */
     uint32_t reset_rate;             /* refilled at reset_rate per second (33); empty: GOAWAY
-                                        ENHANCE_YOUR_CALM (CVE-2023-44487) */
+                                        (nghttp2's; CVE-2023-44487) */
     uint32_t max_resets_sent;        /* RST_STREAMs we send per 30 s (200); past it GOAWAY
                                         ENHANCE_YOUR_CALM (MadeYouReset, CVE-2025-8671) */
     uint32_t max_empty_frames;       /* consecutive DATA frames with neither bytes nor
@@ -357,7 +358,8 @@ EDDY_EXTERN eddy_handler_t eddy_h2_http_adapter(size_t max_content_length);
  * eddy_h2_http_adapter(max_content_length), fires EDDY_EVENT_H2_ACTIVE, and passes the bytes
  * on to them. Otherwise it removes itself; the HTTP/1.1 handlers go on, and the first request
  * with "Upgrade: h2c" and one HTTP2-Settings header (no body) is answered 101 and switched the
- * same way, the request served as stream 1. o borrowed (NULL: defaults).
+ * same way, the request served as stream 1. o borrowed (NULL: defaults). In a build without
+ * nghttp2 it removes itself once added: the server speaks HTTP/1.1 as before.
  */
 EDDY_EXTERN eddy_handler_t eddy_h2_server_upgrade(const eddy_h2_options_t *o,
                                                   size_t max_content_length);
