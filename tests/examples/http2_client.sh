@@ -192,7 +192,10 @@ cmp -s "$tmp/out" "$tmp/curl" || fail "h2 -Z: $(head -c 200 "$tmp/out")"
 run "$turl/"
 ((rc == 1)) && grep -q "^eddy-http-client: $turl/: TLS failure" "$tmp/err" ||
     fail "h2 without --cacert: $rc $(cat "$tmp/err")"
-[[ $(wc -l <"$tmp/err") == 1 ]] || fail "h2 without --cacert: more than one line: $(cat "$tmp/err")"
+# One line says why (the stall watchdog's own warning, when a loaded machine makes the
+# trust store's load slow, is not the client's).
+[[ $(grep -vc 'stalled: callback' "$tmp/err") == 1 ]] ||
+    fail "h2 without --cacert: more than one line: $(cat "$tmp/err")"
 
 # --- nginx: h2 over TLS and h2c by prior knowledge, static files
 mkdir -p "$tmp/www"
