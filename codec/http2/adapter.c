@@ -309,17 +309,6 @@ static void stream_failed(eddy_ctx_t *ctx, exchange_t *ex, int err)
     eddy_h2_stream_reset(ex->stream, EDDY_H2_INTERNAL_ERROR);
 }
 
-/* v in decimal, written at the end of buf (cap bytes, enough for it). */
-static eddy_http_str_t decimal(size_t v, char *buf, size_t cap)
-{
-    char *p = buf + cap;
-    do {
-        *--p = (char)('0' + v % 10);
-        v /= 10;
-    } while (v > 0 && p > buf);
-    return (eddy_http_str_t){p, (size_t)(buf + cap - p)};
-}
-
 /* Whether a response of status carries Content-Length (RFC 9110 section 8.6). */
 static bool has_length(int status)
 {
@@ -338,7 +327,7 @@ static int head_send(exchange_t *ex, const eddy_http_response_t *r, bool end_str
     char status[8], length[24];
     size_t k = 0;
     f[k++] = (eddy_http_header_t){.name = {":status", 7},
-                                  .value = decimal((size_t)r->status, status, sizeof(status))};
+                                  .value = eddy__h2_decimal((size_t)r->status, status, sizeof(status))};
     for (size_t i = 0; i < r->header_count; i++) {
         const eddy_http_header_t *h = &r->headers[i];
         if (!eddy__h2_connection_specific(h->name.p, h->name.len)) {
@@ -348,7 +337,7 @@ static int head_send(exchange_t *ex, const eddy_http_response_t *r, bool end_str
     if (!r->chunked && has_length(r->status)) {
         size_t len = r->body != NULL ? eddy_buf_readable(r->body) : 0;
         f[k++] = (eddy_http_header_t){.name = {"content-length", 14},
-                                      .value = decimal(len, length, sizeof(length))};
+                                      .value = eddy__h2_decimal(len, length, sizeof(length))};
     }
     int err = eddy_h2_stream_send_headers(ex->stream, f, k, end_stream);
     if (f != stack) {

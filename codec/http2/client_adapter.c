@@ -173,8 +173,8 @@ static eddy_h2_stream_t *head_open(client_adapter_t *a, const eddy_http_request_
     }
     char length[24];
     if (!req->chunked && (body > 0 || expects_content(req->method))) {
-        snprintf(length, sizeof(length), "%zu", body);
-        f[k++] = (eddy_http_header_t){lit("content-length"), lit(length)};
+        f[k++] = (eddy_http_header_t){lit("content-length"),
+                                      eddy__h2_decimal(body, length, sizeof(length))};
     }
     eddy_h2_stream_t *s = eddy_h2_stream_open(eddy_ctx_channel(a->ctx), f, k, end_stream, err);
     if (f != stack) {

@@ -168,6 +168,9 @@ int eddy__h2_session_new(eddy__h2_conn_t *c);
 eddy_msg_t *eddy__h2_headers_new(eddy_h2_stream_t *s, bool end_stream, bool trailers);
 eddy_msg_t *eddy__h2_data_new(eddy_h2_stream_t *s, eddy_buf_t *data, bool end_stream);
 eddy_msg_t *eddy__h2_reset_new(eddy_h2_stream_t *s, uint32_t code, bool by_peer);
+/* v in decimal, written at the end of buf (cap bytes, enough for it): a field's value
+ * (:status, content-length) without a format string. */
+eddy_http_str_t eddy__h2_decimal(size_t v, char *buf, size_t cap);
 /* The bytes h's fields point into, retained. */
 eddy_buf_t *eddy__h2_headers_storage(eddy_h2_headers_t *h);
 

@@ -120,3 +120,14 @@ eddy_buf_t *eddy__h2_headers_storage(eddy_h2_headers_t *h)
 {
     return eddy_buf_retain(((headers_msg_t *)h)->storage);
 }
+
+eddy_http_str_t eddy__h2_decimal(size_t v, char *buf, size_t cap)
+{
+    assert(cap > 0);
+    char *p = buf + cap;
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0 && p > buf);
+    return (eddy_http_str_t){p, (size_t)(buf + cap - p)};
+}

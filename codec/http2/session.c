@@ -170,11 +170,12 @@ static void headers_refuse(eddy__h2_conn_t *c, eddy_h2_stream_t *s)
         s->hbuf = NULL;
     }
     uint8_t name[] = ":status";
-    uint8_t status[4];
-    snprintf((char *)status, sizeof(status), "%d", s->reject);
-    nghttp2_nv nv[] = {{name, status, 7, 3, NGHTTP2_NV_FLAG_NONE}};
-    eddy__log(EDDY_LOG_DEBUG, "http2: stream %d refused with %s (header limits)", s->id,
-              status);
+    char digits[4];
+    eddy_http_str_t status = eddy__h2_decimal((size_t)s->reject, digits, sizeof(digits));
+    nghttp2_nv nv[] = {{name, (uint8_t *)digits + (status.p - digits), 7, status.len,
+                        NGHTTP2_NV_FLAG_NONE}};
+    eddy__log(EDDY_LOG_DEBUG, "http2: stream %d refused with %d (header limits)", s->id,
+              s->reject);
     s->head_sent = true;
     s->body_ended = true;
     nghttp2_submit_response(c->session, s->id, nv, 1, NULL);
