@@ -4,11 +4,16 @@
 
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
-# nginx_conf DIR PORT [SERVER_LINES [HTTP_LINES]]: writes DIR/nginx.conf (and makes DIR): one
-# worker, no master, listening on 127.0.0.1:PORT, GET / answered 200 "Hello, World!" as
-# text/plain, keep-alive for a million requests a connection, no access log; SERVER_LINES go
-# into the server block (a root, an access_log of its own), HTTP_LINES into the http block (a
-# log_format). Run it with: "$nginx_bin" -p DIR -c DIR/nginx.conf
+# nginx's worker_connections (a driver holding more connections open raises it).
+nginx_connections=1024
+
+# nginx_conf DIR PORT [SERVER_LINES [HTTP_LINES [LISTEN_FLAGS]]]: writes DIR/nginx.conf (and
+# makes DIR): one worker, no master, listening on 127.0.0.1:PORT, GET / answered 200 "Hello,
+# World!" as text/plain, keep-alive for a million requests a connection, no access log;
+# SERVER_LINES go into the server block (a root, an access_log of its own), HTTP_LINES into
+# the http block (a log_format), LISTEN_FLAGS after the listen address ("http2" for h2c by
+# prior knowledge, "ssl http2" for h2 by ALPN: nginx 1.22's spelling). Run it with:
+# "$nginx_bin" -p DIR -c DIR/nginx.conf
 nginx_conf() {
     mkdir -p "$1"
     cat >"$1/nginx.conf" <<CONF
@@ -17,7 +22,7 @@ master_process off;
 daemon off;
 pid $1/nginx.pid;
 error_log $1/error.log warn;
-events { worker_connections 1024; }
+events { worker_connections $nginx_connections; }
 http {
     access_log off;
     keepalive_requests 1000000;
@@ -28,13 +33,18 @@ http {
     scgi_temp_path $1/scgi;
     ${4:-}
     server {
-        listen 127.0.0.1:$2;
+        listen 127.0.0.1:$2 ${5:-};
         location = / { default_type text/plain; return 200 "Hello, World!"; }
         ${3:-}
     }
 }
 CONF
 }
+
+# How start_http_server asks whether a server is up: the URL's scheme (http_scheme) and curl's
+# options (http_probe). The defaults ask in HTTP/1.1; an HTTP/2 driver sets, e.g.,
+# http_probe=(--http2-prior-knowledge), or http_scheme=https and http_probe=(-k --http2).
+http_scheme=http http_probe=()
 
 # start_http_server NAME PORT CMD...: runs CMD in the background pinned (pin_server, may be
 # empty), its output in $tmp/server.log, as server_pid; returns once GET / on 127.0.0.1:PORT
@@ -47,7 +57,8 @@ start_http_server() {
     "${pin_server[@]}" "$@" >"$log" 2>&1 &
     server_pid=$!
     for _ in $(seq 300); do
-        if curl -s --max-time 1 -o /dev/null "http://127.0.0.1:$port/"; then
+        if curl -s --max-time 1 "${http_probe[@]}" -o /dev/null "$http_scheme://127.0.0.1:$port/"
+        then
             return 0
         fi
         if ! kill -0 "$server_pid" 2>/dev/null; then
