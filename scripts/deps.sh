@@ -24,7 +24,7 @@ PACKAGES=(
     liburing-dev        # the io_uring poller (built when found)
     libuv1-dev          # the libuv baselines of bench/reactor and bench/echo (built in make test)
     make                # CMake's generator, and the Makefile's targets
-    nghttp2-client      # nghttp and h2load: the HTTP/2 server's tests drive it with them
+    nghttp2-client      # nghttp and h2load: the HTTP/2 server's tests, and bench/http2's load
     nodejs              # tests/examples/ws.sh: node's ws package is the WebSocket peer
     openssl             # the TLS tests make their certificates with the openssl tool
     pkg-config          # how CMake finds liburing, c-ares and libuv
@@ -42,11 +42,12 @@ BENCH_PACKAGES=(
     default-jdk-headless  # the Java baselines (Disruptor, Netty) compile and run with it
     dnsperf               # bench/dns's load generator
     gnuplot-nox           # bench/echo's chart (bench/echo.png)
+    h2o                   # bench/http2's h2o 2.2 baseline
     knot                  # bench/dns's Knot DNS baseline (knotd)
     libdisruptor-java     # bench/ring's Java Disruptor baseline
     libevent-dev          # bench/echo's libevent (bufferevent) echo server
     libnetty-java         # the Netty 4.1 baselines of bench/echo, bench/rpc, bench/tls, bench/ws
-    nginx-light           # bench/http's nginx baseline
+    nginx-light           # bench/http's and bench/http2's nginx baseline (with HTTP/2)
     nsd                   # bench/dns's NSD baseline
     redis-server          # bench/resp's redis-server baseline
     wrk                   # bench/http's load generator
