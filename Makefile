@@ -4,7 +4,8 @@
 #   make bench  the benchmarks    make fuzz   fuzz the decoders    make clean  remove build/
 #   make install [PREFIX=/usr/local] [DESTDIR=]   the library, its headers and package files
 #   make soak   fuzz the example servers whole (SECONDS=300,
-#               SERVERS=echo,tls,echo_cap,tls_cap,rpc,http,resp,dns,ws,ws_chat, SANITIZER=address or thread)
+#               SERVERS=echo,tls,echo_cap,tls_cap,rpc,http,resp,dns,ws,ws_chat,http2,
+#               SANITIZER=address or thread)
 #   make soak-client   fuzz eddy-http-client whole (SECONDS=300, SANITIZER=address or thread)
 # Every target builds, and runs ctest, with JOBS parallel jobs: the processors nproc counts by
 # default (2 without nproc); `make test JOBS=2` bounds it on a small or shared machine.
@@ -106,7 +107,7 @@ install:
 # the SERVERS in turn. Each seed is printed, each failure with its trace file (in the tree's
 # soak/); exits non-zero after a failure.
 SECONDS ?= 300
-SERVERS ?= echo,tls,echo_cap,tls_cap,rpc,http,resp,dns,ws,ws_chat
+SERVERS ?= echo,tls,echo_cap,tls_cap,rpc,http,resp,dns,ws,ws_chat,http2
 SANITIZER ?= address
 SOAK_TREE = $(if $(filter thread,$(SANITIZER)),$(TSAN_TREE),$(ASAN_TREE))
 SOAK_FLAGS = $(if $(filter thread,$(SANITIZER)),$(TSAN_FLAGS),$(ASAN_FLAGS))
