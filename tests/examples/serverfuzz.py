@@ -60,8 +60,8 @@ connections open up to 200 streams (queued past the server's limit), GET / /byte
 HEAD, POST /echo with bodies cut into DATA frames at random (padding, trailers, an empty
 END_STREAM frame), with our SETTINGS varied (windows from 0 to 2^31-1, frame sizes, header
 table sizes), windows opened by hand then kept as small as 1 byte, slow readers, resets of
-streams at random points, a half-close once all is sent; every answer must come byte for
-byte. Other connections send malformed requests, frames broken (bits flipped, lengths that
+streams at random points, a half-close once all is sent, h2c by Upgrade (the first request
+stream 1); every answer must come byte for byte. Other connections send malformed requests, frames broken (bits flipped, lengths that
 lie, stream ids not allowed, frames a client may not send), garbage after the preface,
 floods (PING, SETTINGS, WINDOW_UPDATE, empty DATA, PRIORITY, streams opened and reset at
 once), or vanish, reset, trickle, idle or never read. A valid stream's answer not byte
@@ -2237,7 +2237,7 @@ class Http2(Proto):
     weights = {"h2_valid": 24, "h2_big": 4, "h2_windows": 8, "h2_slow_reader": 3,
                "h2_stream_rst": 8, "h2_bad_request": 5, "h2_mutated": 14, "h2_garbage": 5,
                "h2_flood": 10, "h2_noread": 3, "h2_reset_mid": 7, "h2_half_close": 5,
-               "h2_vanish": 5, "h2_slow": 2, "h2_idle": 2}
+               "h2_vanish": 5, "h2_slow": 2, "h2_idle": 2, "h2_upgrade": 6}
 
     @property
     def client_class(self):
@@ -2595,6 +2595,19 @@ class Http2(Proto):
             acts.append(self.request(rng, st, post=False))
             acts.append({"op": "h2_trickle", "n": rng.randint(10, 80),
                          "ms": ms(rng.uniform(1, 20))})
+            acts.append(read)
+        elif kind == "h2_upgrade":  # h2c by Upgrade: the first request becomes stream 1
+            start = self.settings(rng)
+            first = self.request(rng, st, post=False, plain=True)
+            if first["method"] == "HEAD":  # (h2 cannot know stream 1's method)
+                first["method"] = "GET"
+            up = {k: first[k] for k in ("method", "path", "hdrs") if k in first}
+            # (Not eager, the preface right behind the request, while that closes the
+            # connection after stream 1: fuzz_cases/http2-upgrade-eager-preface.json.)
+            up["eager"] = False
+            start["upgrade"] = up
+            acts.append(start)
+            self.several(rng, st, acts, 1, 4, 30)
             acts.append(read)
         elif kind == "h2_idle":
             acts.append(self.settings(rng))
@@ -3445,6 +3458,8 @@ class H2Client(Client):
         self.conn_keep = 65535  # the connection's
         self.pings = 0
         self.hold_out = None  # what h2 made, held back (h2_slow)
+        self.upgrading = False  # h2c by Upgrade: the 101 is still to come
+        self.up_eager = False
         self.trickle_n = 0
         self.trickle_ms = 0
         self.max_body = burst.proto.max_body
@@ -3477,6 +3492,11 @@ class H2Client(Client):
     def receive(self, data):
         if self.h2 is None or self.broken:
             return
+        if self.upgrading:
+            data = self.upgraded(data)
+            if not data:
+                self.pump()
+                return
         if not self.first_ok:
             self.first += data
             if len(self.first) < 9:
@@ -3597,7 +3617,9 @@ class H2Client(Client):
         data = self.h2.data_to_send()
         if not data or self.shut_sent or self.dead:
             return
-        if self.hold_out is not None:  # h2_slow: held for h2_trickle
+        if self.upgrading and not self.up_eager:  # after the 101
+            self.up_pending += data
+        elif self.hold_out is not None:  # h2_slow: held for h2_trickle
             self.hold_out += data
         else:
             self.out += data
@@ -3608,7 +3630,8 @@ class H2Client(Client):
             return
         try:
             limit = self.h2.remote_settings.max_concurrent_streams if self.remote_seen else 100
-            while self.queue and self.goaway is None and self.h2.open_outbound_streams < limit:
+            while self.queue and self.goaway is None and not self.upgrading and \
+                    self.h2.open_outbound_streams < limit:
                 self.open(self.queue.pop(0))
             for r in list(self.sending):
                 if not r.hold:
@@ -3860,7 +3883,11 @@ class H2Client(Client):
                 sm._transitions[(state, inp)] = (None, state)
         self.h2.max_inbound_frame_size = self.h2.local_settings.max_frame_size
         self.h2.decoder.max_allowed_table_size = self.h2.local_settings.header_table_size
-        self.h2.initiate_connection()
+        up = a.get("upgrade")
+        if up:
+            self.upgrade(up)
+        else:
+            self.h2.initiate_connection()
         self.auto = a.get("auto", True)
         self.keep = a.get("keep", self.h2.local_settings.initial_window_size or 65535)
         self.conn_keep = a.get("conn", 65535)
@@ -3869,6 +3896,50 @@ class H2Client(Client):
         if self.conn_keep > 65535:
             self.h2.increment_flow_control_window(self.conn_keep - 65535)
         self.emit()
+
+    def upgrade(self, up):
+        """h2c by Upgrade: an HTTP/1.1 request with Upgrade: h2c and our SETTINGS in
+        HTTP2-Settings, which becomes stream 1 once the server answers 101; the preface goes
+        after the 101, or right behind the request (eager)."""
+        settings = self.h2.initiate_upgrade_connection().decode().rstrip("=")
+        r = H2Req(dict(up, op="h2_req", i=0), self.max_body)
+        r.sid, r.state = 1, "open"
+        self.reqs.append(r)
+        self.by_sid[1] = r
+        fields = [("Host", "127.0.0.1"), ("Connection", "Upgrade, HTTP2-Settings"),
+                  ("Upgrade", "h2c"), ("HTTP2-Settings", settings)] + \
+            [tuple(f) for f in up.get("hdrs", [])]
+        self.out += (f"{r.method} {r.path} HTTP/1.1\r\n" +
+                     "".join(f"{k}: {v}\r\n" for k, v in fields) + "\r\n").encode()
+        self.upgrading = True
+        self.up_buf = bytearray()
+        self.up_eager = bool(up.get("eager"))
+        preface = self.h2.data_to_send()
+        if self.up_eager:
+            self.out += preface
+        else:
+            self.up_pending = bytearray(preface)
+
+    def upgraded(self, data):
+        """Bytes read while the Upgrade is answered: the 101's head, then HTTP/2 (returned);
+        None while the head is not whole, or when it is not a 101."""
+        self.up_buf += data
+        end = self.up_buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self.up_buf) > 16384:
+                self.fail(f"the Upgrade's answer has no end: {bytes(self.up_buf[:80])!r}")
+                self.broken = True
+            return None
+        head = bytes(self.up_buf[:end])
+        self.upgrading = False
+        if not re.match(rb"HTTP/1\.1 101 ", head):
+            self.fail(f"the Upgrade was answered {head[:80]!r}")
+            self.broken = True
+            return None
+        if not self.up_eager:
+            self.out += self.up_pending
+            self.up_pending = None
+        return bytes(self.up_buf[end + 4:])
 
 
 class Burst:
