@@ -93,6 +93,7 @@ http2 server alone was asked for (or a trace of it) without python3-h2.
 """
 import argparse
 import base64
+import collections
 import ctypes
 import errno
 import hashlib
@@ -2339,6 +2340,8 @@ class Http2(Proto):
             op["hdrs"] = hdrs
         if rng.random() < 0.1:
             op["never"] = "Bearer " + token(rng, 8, 40)
+        if rng.random() < 0.05 and not op.get("big_head"):  # HEADERS and CONTINUATIONs
+            op["cont"] = rng.choice((1, 10, 100))
         if rng.random() < 0.05:
             op["authority"] = rng.choice(("localhost", "a.example:8080", "[::1]"))
         return op
@@ -2450,13 +2453,37 @@ class Http2(Proto):
         for _ in range(lo + geometric(rng, mean, cap) - 1):
             acts.append(self.request(rng, st, big=big))
 
-    def between(self, rng, acts):
-        """Now and then a pause, or waiting for the first answers."""
+    def between(self, rng, acts, keep=65535):
+        """Now and then a pause, waiting for the first answers, a PING, new SETTINGS
+        (windows, frame size, header table: the server must follow), or a frame the server
+        must ignore."""
         r = rng.random()
         if r < 0.1:
             acts.append({"op": "sleep", "ms": ms(rng.choice((0.1, 1, 10, 50)))})
         elif r < 0.15:
             acts.append({"op": "wait_data", "ms": 500})
+        elif r < 0.17:
+            acts.append({"op": "h2_ping", "n": 1, "base": rng.getrandbits(32)})
+        elif r < 0.2:
+            new = [(H2_HEADER_TABLE_SIZE, 0), (H2_HEADER_TABLE_SIZE, 100),
+                   (H2_HEADER_TABLE_SIZE, 4096), (H2_MAX_FRAME_SIZE, 16384),
+                   (H2_MAX_FRAME_SIZE, 1 << 20)]
+            if keep <= 1 << 20:  # (windows kept near 2^31 - 1 cannot grow: a FLOW_CONTROL_ERROR)
+                new += [(H2_INITIAL_WINDOW_SIZE, 0), (H2_INITIAL_WINDOW_SIZE, 1000),
+                        (H2_INITIAL_WINDOW_SIZE, 1 << 20), (H2_INITIAL_WINDOW_SIZE, 65535)]
+            code, value = rng.choice(new)
+            acts.append({"op": "h2_settings", "set": {str(code): value}})
+        elif r < 0.23:
+            acts.append(self.ext(rng))
+
+    def ext(self, rng):
+        """h2_ext: PRIORITY_UPDATE, or a frame of an unknown type."""
+        if rng.random() < 0.5:
+            return {"op": "h2_ext", "type": 0x10, "back": rng.choice((0, 1, 3, -1)),
+                    "value": rng.choice(("u=0", "u=7, i", "i", "u=3", "x=?1, u=1"))}
+        return {"op": "h2_ext", "type": rng.choice((0x0A, 0x0C, 0x20, 0x77, 0xFF)),
+                "flags": rng.randrange(256), "on_stream": rng.random() < 0.5,
+                "hex": rng.randbytes(rng.choice((0, 1, 8, 100, 1000))).hex()}
 
     def gen_kind(self, rng, kind, plan, acts, st, budget, pre):
         mode = "strict"
@@ -2475,7 +2502,7 @@ class Http2(Proto):
                     acts.append(self.bad_request(rng, st))
                 else:
                     acts.append(self.request(rng, st))
-                self.between(rng, acts)
+                self.between(rng, acts, acts[0]["keep"])
                 for j in [j for j in rsts if j <= k and rng.random() < 0.5]:
                     acts.append({"op": "h2_rst", "req": j, "code": rng.choice((0, 8, 8, 1))})
                     rsts.discard(j)
@@ -2639,7 +2666,9 @@ class Http2(Proto):
             op.setdefault("body", {"gen": rng.getrandbits(32), "n": 10})
             op["hold"] = True
             acts.append(op)
-            acts.append({"op": "h2_empty", "req": op["i"], "n": rng.choice((1, 2, 3, 50))})
+            pad = rng.random() < 0.3  # only a pad length: not empty for the limit
+            acts.append({"op": "h2_empty", "req": op["i"], "pad": pad,
+                         "n": rng.choice((1, 2, 3, 50, 1000) if pad else (1, 2, 3, 50))})
         elif what == "rapid":
             acts.append({"op": "h2_rapid", "n": rng.choice((10, 100, 1100, 2000))})
         else:
@@ -3415,6 +3444,28 @@ class UdpClient:
                 raise ValueError(f"unknown UDP action {op!r}")
 
 
+class H2FifoSettings(h2.settings.Settings if h2 is not None else object):
+    """h2's local settings, a SETTINGS frame acknowledged at a time. h2 keeps pending values
+    per setting and pops one of each per ACK, and does not count the first SETTINGS frame:
+    its ACK would apply the next frame's values early (a smaller window, a smaller header
+    table), and the server's frames sent meanwhile would look wrong."""
+
+    def __init__(self, values):
+        super().__init__(client=True, initial_values=values)
+        self.frames = [{}]  # sent, not acknowledged yet: the first is in force already
+
+    def update(self, new):  # (update_settings: the frame it sends)
+        self.frames.append(dict(new))
+
+    def acknowledge(self):
+        changed = {}
+        for k, v in (self.frames.pop(0) if self.frames else {}).items():
+            old = self._settings[k][0] if k in self._settings else None
+            self._settings[k] = collections.deque([v])
+            changed[k] = h2.settings.ChangedSetting(k, old, v)
+        return changed
+
+
 class H2Checker:
     """What Burst.summary asks of a checker; the H2Client does the checking."""
 
@@ -3590,7 +3641,8 @@ class H2Client(Client):
                     continue
                 cur = st.inbound_flow_control_window
                 if cur <= self.keep // 2:
-                    self.h2.increment_flow_control_window(self.keep - cur, r.sid)
+                    self.h2.increment_flow_control_window(
+                        min(self.keep - cur, H2_MAX_WINDOW - max(cur, 0)), r.sid)
             cur = self.h2.inbound_flow_control_window
             if cur <= self.conn_keep // 2:
                 self.h2.increment_flow_control_window(self.conn_keep - cur)
@@ -3657,7 +3709,16 @@ class H2Client(Client):
         if op.get("pseudo_last"):  # (bad) a pseudo-header after the regular ones
             hdrs.append(hdrs.pop(0))
         body_left = r.body is not None or op.get("trailers") or op.get("end") == "empty"
-        self.h2.send_headers(sid, hdrs, end_stream=not body_left)
+        full = self.h2.max_outbound_frame_size
+        if op.get("cont"):  # the block cut into HEADERS and up to 7 CONTINUATION frames
+            est = sum(len(k) + len(v) + 6 for k, v in hdrs)
+            self.h2.max_outbound_frame_size = min(full, max(op["cont"], -(-est // 8)))
+        try:
+            self.h2.send_headers(sid, hdrs, end_stream=not body_left)
+        finally:
+            self.h2.max_outbound_frame_size = full
+            if sid in self.h2.streams:
+                self.h2.streams[sid].max_outbound_frame_size = full
         r.sid = sid
         r.state = "open"
         self.by_sid[sid] = r
@@ -3789,9 +3850,9 @@ class H2Client(Client):
         elif op == "h2_empty":  # empty DATA frames on a held request's stream, then its body
             r = self.reqs[a["req"]] if a["req"] < len(self.reqs) else None
             if r is not None and r.state == "open" and r in self.sending:
-                try:
+                try:  # (padded: a frame of only its pad length, no data)
                     for _ in range(a["n"]):
-                        self.h2.send_data(r.sid, b"")
+                        self.h2.send_data(r.sid, b"", pad_length=0 if a.get("pad") else None)
                 except h2.exceptions.ProtocolError:
                     pass
             if r is not None:
@@ -3799,9 +3860,14 @@ class H2Client(Client):
         elif op == "h2_ping":
             for k in range(a["n"]):
                 self.h2.ping(struct.pack(">Q", a.get("base", 0) + k))
-        elif op == "h2_settings":
-            for _ in range(a["n"]):
-                self.h2.update_settings({H2_MAX_CONCURRENT_STREAMS: 100, H2_ENABLE_PUSH: 0})
+        elif op == "h2_settings":  # the same SETTINGS n times, or new values once
+            new = {int(k): v for k, v in a.get("set", {}).items()} or \
+                {H2_MAX_CONCURRENT_STREAMS: 100, H2_ENABLE_PUSH: 0}
+            for _ in range(a.get("n", 1)):
+                self.h2.update_settings(new)
+        elif op == "h2_ext":  # a frame the server must ignore (RFC 9113 section 5.5)
+            self.emit()
+            self.out += self.ext_frame(a)
         elif op == "h2_window":  # WINDOW_UPDATEs of 1 on the connection or open streams
             open_ = [r.sid for r in self.reqs if r.state == "open"]
             try:
@@ -3862,6 +3928,17 @@ class H2Client(Client):
             raise ValueError(f"unknown action {op!r}")
         self.pump()
 
+    def ext_frame(self, a):
+        """An extension frame: PRIORITY_UPDATE (RFC 9218) of a stream of ours or an idle
+        one, or a frame of a type nobody defined, on the connection or an open stream."""
+        base = self.h2.highest_outbound_stream_id
+        if a["type"] == 0x10:
+            sid = max(1, base - 2 * a.get("back", 0)) if a.get("back", 0) >= 0 else base + 2
+            return h2_frame(0x10, 0, 0, struct.pack(">I", sid) + a.get("value", "u=3").encode())
+        open_ = [r.sid for r in self.reqs if r.state == "open"]
+        sid = open_[-1] if a.get("on_stream") and open_ else 0
+        return h2_frame(a["type"], a.get("flags", 0), sid, bytes.fromhex(a.get("hex", "")))
+
     def start_h2(self, a):
         s = a.get("settings", {})
         self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(
@@ -3871,7 +3948,7 @@ class H2Client(Client):
         values.update({int(k): v for k, v in s.items()})
         # Our first SETTINGS, in force from the start: the server applies them before it
         # reads anything after them.
-        self.h2.local_settings = h2.settings.Settings(client=True, initial_values=values)
+        self.h2.local_settings = H2FifoSettings(values)
         # h2 takes no frame after a GOAWAY, sent or received; but the streams up to its last
         # stream id go on (RFC 9113 section 6.8), and their answers are checked too.
         sm = self.h2.state_machine
