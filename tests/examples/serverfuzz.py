@@ -3586,7 +3586,12 @@ class H2Client(Client):
             elif isinstance(ev, h2.events.StreamReset):
                 if r is not None and r.state == "open":
                     self.drop_sending(r)
-                    if ev.error_code == H2_REFUSED_STREAM:
+                    if not ev.remote_reset:  # h2 reset it: the server broke its rules
+                        r.state = "reset_us"
+                        if not r.bad:
+                            self.fail(f"{r.name()}: h2 reset it, the server's frames broke "
+                                      f"the stream's rules ({h2_code(ev.error_code)})")
+                    elif ev.error_code == H2_REFUSED_STREAM:
                         r.state = "refused"
                     else:
                         r.state = "reset_server"
