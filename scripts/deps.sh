@@ -9,7 +9,7 @@ set -euo pipefail
 
 PACKAGES=(
     bind9-dnsutils      # dig: the DNS server's tests ask it
-    chromium            # examples.ws_browser: eddy-ws-server's chat page in a real browser
+    chromium            # examples.ws_browser and http2_browser: the servers in a real browser
     clang               # buildtypes.gcc_clang builds every build type with clang too
     cmake               # 3.20 or later
     curl                # the HTTP server's tests drive it with curl
@@ -29,7 +29,7 @@ PACKAGES=(
     openssl             # the TLS tests make their certificates with the openssl tool
     pkg-config          # how CMake finds liburing, c-ares and libuv
     python3             # tests/examples/hostile.py, the hostile clients
-    python3-h2          # tests/examples/h2_hostile.py: hostile HTTP/2 clients (with
+    python3-h2          # h2_hostile.py, serverfuzz.py http2: HTTP/2 clients (with
     python3-hpack       # hpack and hyperframe, raw frames and header blocks)
     python3-hyperframe
     redis-tools         # redis-cli and redis-benchmark: the RESP server's tests and benchmark
