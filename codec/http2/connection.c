@@ -106,7 +106,10 @@ static void streams_blocked(eddy__h2_conn_t *c)
 
 void eddy__h2_conn_send(eddy__h2_conn_t *c)
 {
-    if (c->in_recv || c->sending || c->session == NULL || c->closed || c->closing) {
+    /* Inside mem_recv, or while the events of a read reach the handlers: their answers are
+     * gathered and go out once the events are through (h2_read, events_due call again), so
+     * a read of 100 requests makes one buffer of frames, not 100. */
+    if (c->in_recv || c->firing || c->sending || c->session == NULL || c->closed || c->closing) {
         return;
     }
     c->sending = true;

@@ -391,6 +391,47 @@ static int seal_msg(eddy_tls_handler_t *s, eddy_msg_t *msg)
     return rc;
 }
 
+/*
+ * OpenSSL makes one record per SSL_write, and every record costs both ends a MAC, a header
+ * and a read: the small writes of one flush (HTTP/2 frames with their own promises, pipelined
+ * HTTP/1.1 answers) are copied together into one record's worth of plaintext first. The
+ * gathering buffer is the thread's (no memory per connection); a flush that starts while
+ * another is gathering on the same thread (from an event the records caused) seals its
+ * writes one by one.
+ */
+#define GATHER_BELOW 4096
+static _Thread_local uint8_t gather_buf[WRITE_CHUNK];
+static _Thread_local bool gather_busy;
+
+typedef struct gather_s {
+    bool on;  /* this flush owns gather_buf */
+    size_t n; /* plaintext gathered, not yet sealed */
+} gather_t;
+
+static int gather_seal(eddy_tls_handler_t *s, gather_t *g)
+{
+    size_t n = g->n;
+    g->n = 0;
+    return n > 0 ? seal(s, gather_buf, n) : 0;
+}
+
+/* Seal msg, or gather it when it is a small buffer. */
+static int seal_gathered(eddy_tls_handler_t *s, gather_t *g, eddy_msg_t *msg)
+{
+    eddy_buf_t *b = g->on ? eddy_buf_of(msg) : NULL;
+    size_t n = b != NULL ? eddy_buf_readable(b) : 0;
+    if (b != NULL && n < GATHER_BELOW) {
+        int rc = g->n + n > sizeof(gather_buf) ? gather_seal(s, g) : 0;
+        if (rc == 0) {
+            memcpy(gather_buf + g->n, eddy_buf_read_ptr(b), n);
+            g->n += n;
+        }
+        return rc;
+    }
+    int rc = gather_seal(s, g);
+    return rc != 0 ? rc : seal_msg(s, msg);
+}
+
 static void tls_fail(eddy_tls_handler_t *s, int err);
 static void tls_close(eddy_ctx_t *ctx, eddy_promise_t *p);
 
@@ -435,12 +476,14 @@ static void seal_list(eddy_tls_handler_t *s, pending_t *list)
     if (batch != NULL) {
         batch->n = 0;
     }
+    gather_t g = {.on = !gather_busy && list->next != NULL, .n = 0};
+    gather_busy |= g.on;
     while (list != NULL) {
         pending_t *e = list;
         list = e->next;
         uncount(s, e);
         if (rc == 0) {
-            rc = seal_msg(s, e->msg);
+            rc = seal_gathered(s, &g, e->msg);
         }
         eddy_msg_release(e->msg);
         if (rc != 0) {
@@ -452,6 +495,12 @@ static void seal_list(eddy_tls_handler_t *s, pending_t *list)
             last = e->p;
         }
         free(e);
+    }
+    if (rc == 0) {
+        rc = gather_seal(s, &g); /* a failure here fails the writes gathered, below */
+    }
+    if (g.on) {
+        gather_busy = false;
     }
     if (rc != 0) {
         for (size_t i = 0; batch != NULL && i < batch->n; i++) {
