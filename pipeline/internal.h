@@ -496,7 +496,12 @@ void eddy__ctx_offload_call(eddy_ctx_t *ctx, eddy__ctx_call_fn fn, void *arg);
 /* Objects made and freed once per message, reused on the thread that freed them
  * (recycle.c): get returns one of size bytes (the same size for every call of a kind), or
  * NULL without memory; put gives one back. Any thread. */
-enum { EDDY__RECYCLE_ENTRY, EDDY__RECYCLE_PACKET, EDDY__RECYCLE_KINDS };
+enum {
+    EDDY__RECYCLE_ENTRY,
+    EDDY__RECYCLE_PACKET,
+    EDDY__RECYCLE_SMALL, /* eddy__small_alloc's size classes, SMALL_CLASSES of them */
+    EDDY__RECYCLE_KINDS = EDDY__RECYCLE_SMALL + 4
+};
 void *eddy__recycle_get(unsigned kind, size_t size);
 void eddy__recycle_put(unsigned kind, void *p);
 

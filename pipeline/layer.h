@@ -38,6 +38,16 @@ void eddy__promise_done_listener(eddy_future_t *f, void *arg);
  * freed, so eddy_future_channel() is safe while the caller holds the future. */
 int eddy__promise_succeed_channel(eddy_promise_t *p, eddy_channel_t *ch);
 
+/* Small blocks made and freed per stream or request (a protocol's state, a library's own
+ * allocations), reused on the thread that frees them (recycle.c): sizes up to 512 bytes come
+ * in four classes (64, 128, 256, 512), each thread keeping at most 256 of a class; larger
+ * ones are malloc's. eddy__small_free takes the size given to eddy__small_alloc (NULL is
+ * fine). Any thread; under AddressSanitizer nothing is kept. */
+void *eddy__small_alloc(size_t size);
+void eddy__small_free(void *p, size_t size);
+/* Whether blocks of sizes a and b come from one class (a realloc between them can stay). */
+bool eddy__small_same(size_t a, size_t b);
+
 /* The readable bytes of a message the outbound buffer can write (buf, composite), else 0. */
 size_t eddy__msg_bytes(eddy_msg_t *msg);
 

@@ -94,3 +94,40 @@ void eddy__recycle_put(unsigned kind, void *p)
 #endif
     free(p);
 }
+
+/* The class of a small block of size bytes (64 << class), or -1 past the largest. */
+static int small_class(size_t size)
+{
+    int k = 0;
+    for (size_t cap = 64; cap < size; cap <<= 1) {
+        if (++k == EDDY__RECYCLE_KINDS - EDDY__RECYCLE_SMALL) {
+            return -1;
+        }
+    }
+    return k;
+}
+
+void *eddy__small_alloc(size_t size)
+{
+    int k = small_class(size);
+    return k < 0 ? malloc(size) : eddy__recycle_get(EDDY__RECYCLE_SMALL + (unsigned)k, (size_t)64 << k);
+}
+
+void eddy__small_free(void *p, size_t size)
+{
+    if (p == NULL) {
+        return;
+    }
+    int k = small_class(size);
+    if (k < 0) {
+        free(p);
+    } else {
+        eddy__recycle_put(EDDY__RECYCLE_SMALL + (unsigned)k, p);
+    }
+}
+
+bool eddy__small_same(size_t a, size_t b)
+{
+    int k = small_class(a);
+    return k >= 0 && k == small_class(b);
+}

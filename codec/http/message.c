@@ -169,6 +169,8 @@ static int built_reserve(const built_t *b, void *m, size_t want)
     return 0;
 }
 
+static int add_checked(eddy_msg_t *msg, const char *name, const char *value);
+
 /* Whether name is a token, value has no CR or LF (nor NUL: it ends there), and name is none
  * of the framing headers the encoder writes itself (expect too for a request). */
 static bool header_ok(const char *name, const char *value, bool request)
@@ -343,8 +345,7 @@ int eddy__http_client_request_route(eddy_http_request_t *r, const char *target,
 
 int eddy_http_request_add_header(eddy_http_request_t *r, const char *name, const char *value)
 {
-    return header_ok(name, value, true) ? eddy__http_add_field(&r->_msg, name, value)
-                                        : EDDY_EINVAL;
+    return header_ok(name, value, true) ? add_checked(&r->_msg, name, value) : EDDY_EINVAL;
 }
 
 void eddy_http_request_set_body(eddy_http_request_t *r, eddy_buf_t *b)
@@ -561,16 +562,16 @@ const eddy_http_header_t *eddy_http_response_header(const eddy_http_response_t *
 
 int eddy_http_response_add_header(eddy_http_response_t *r, const char *name, const char *value)
 {
-    return header_ok(name, value, false) ? eddy__http_add_field(&r->_msg, name, value)
-                                         : EDDY_EINVAL;
+    return header_ok(name, value, false) ? add_checked(&r->_msg, name, value) : EDDY_EINVAL;
 }
 
-int eddy__http_add_field(eddy_msg_t *msg, const char *name, const char *value)
+/* Add a field whose name and value were checked already. */
+static int add_checked(eddy_msg_t *msg, const char *name, const char *value)
 {
     eddy_http_request_t *req = eddy_http_request_of(msg);
     eddy_http_response_t *r = req == NULL ? eddy_http_response_of(msg) : NULL;
     bool built = req != NULL ? request_built(req) : msg->type == EDDY_MSG_HTTP_RESPONSE;
-    if (!built || !eddy__http_is_token(name, strlen(name)) || strpbrk(value, "\r\n") != NULL) {
+    if (!built) {
         return EDDY_EINVAL;
     }
     if (req != NULL) {
@@ -586,6 +587,14 @@ int eddy__http_add_field(eddy_msg_t *msg, const char *name, const char *value)
     assert(r != NULL);
     built_t b = {&r->_head, 0, &r->headers, &r->header_count, &r->_header_cap, sizeof(*r)};
     return built_add(&b, r, name, value);
+}
+
+int eddy__http_add_field(eddy_msg_t *msg, const char *name, const char *value)
+{
+    if (!eddy__http_is_token(name, strlen(name)) || strpbrk(value, "\r\n") != NULL) {
+        return EDDY_EINVAL;
+    }
+    return add_checked(msg, name, value);
 }
 
 void eddy_http_response_set_body(eddy_http_response_t *r, eddy_buf_t *b)

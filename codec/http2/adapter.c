@@ -53,15 +53,16 @@ static void exchange_free(adapter_t *a, exchange_t *ex)
         eddy_h2_stream_set_user_data(ex->stream, NULL);
     }
     eddy_h2_stream_release(ex->stream);
-    free(ex);
+    eddy__small_free(ex, sizeof(*ex));
 }
 
 static exchange_t *exchange_new(adapter_t *a, eddy_h2_stream_t *s)
 {
-    exchange_t *ex = calloc(1, sizeof(*ex));
+    exchange_t *ex = eddy__small_alloc(sizeof(*ex)); /* one per request: recycled */
     if (ex == NULL) {
         return NULL;
     }
+    memset(ex, 0, sizeof(*ex));
     ex->stream = eddy_h2_stream_retain(s);
     ex->prev = a->last;
     if (a->last != NULL) {

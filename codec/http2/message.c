@@ -4,6 +4,8 @@
  */
 #include "internal.h"
 
+#include "pipeline/layer.h"
+
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 typedef struct headers_msg_s {
     eddy_h2_headers_t h;
     eddy_buf_t *storage;
+    size_t size; /* the block's, for eddy__small_free */
     eddy_http_header_t fields[];
 } headers_msg_t;
 
@@ -20,7 +23,7 @@ static void headers_free(eddy_msg_t *msg)
     headers_msg_t *m = (headers_msg_t *)msg;
     eddy_buf_release(m->storage);
     eddy_h2_stream_release(m->h.stream);
-    free(m);
+    eddy__small_free(m, m->size);
 }
 
 /* A field of s's block as a string pair into the bytes at base. */
@@ -32,10 +35,12 @@ static eddy_http_header_t field_at(const uint32_t *idx, const char *base)
 eddy_msg_t *eddy__h2_headers_new(eddy_h2_stream_t *s, bool end_stream, bool trailers)
 {
     assert(s->hbuf != NULL);
-    headers_msg_t *m = malloc(sizeof(*m) + s->hcount * sizeof(eddy_http_header_t));
+    size_t size = sizeof(headers_msg_t) + s->hcount * sizeof(eddy_http_header_t);
+    headers_msg_t *m = eddy__small_alloc(size);
     if (m == NULL) {
         return NULL;
     }
+    m->size = size;
     const char *base = (const char *)eddy_buf_read_ptr(s->hbuf);
     for (size_t i = 0; i < s->hcount; i++) {
         m->fields[i] = field_at(&s->hidx[4 * i], base);
@@ -55,12 +60,12 @@ static void data_free(eddy_msg_t *msg)
     eddy_h2_data_t *d = (eddy_h2_data_t *)msg;
     eddy_buf_release(d->data);
     eddy_h2_stream_release(d->stream);
-    free(d);
+    eddy__small_free(d, sizeof(*d));
 }
 
 eddy_msg_t *eddy__h2_data_new(eddy_h2_stream_t *s, eddy_buf_t *data, bool end_stream)
 {
-    eddy_h2_data_t *d = malloc(sizeof(*d));
+    eddy_h2_data_t *d = eddy__small_alloc(sizeof(*d));
     if (d == NULL) {
         eddy_buf_release(data);
         return NULL;

@@ -9,6 +9,7 @@
 #include "internal.h"
 
 #include "buffer/layer.h"
+#include "pipeline/layer.h"
 
 #include <eddy/channel.h>
 #include "eddy_config.h"
@@ -30,7 +31,7 @@ static void *mem_malloc(size_t n, void *ud)
     if (n > c->o.max_memory || c->mem_used > c->o.max_memory - n) {
         return NULL; /* nghttp2 fails the operation with NGHTTP2_ERR_NOMEM */
     }
-    size_t *p = malloc(n + MEM_HEAD);
+    size_t *p = eddy__small_alloc(n + MEM_HEAD); /* nghttp2 allocates per stream and frame */
     if (p == NULL) {
         return NULL;
     }
@@ -48,7 +49,7 @@ static void mem_free(void *ptr, void *ud)
     size_t *p = (size_t *)((char *)ptr - MEM_HEAD);
     assert(c->mem_used >= p[0]);
     c->mem_used -= p[0];
-    free(p);
+    eddy__small_free(p, p[0] + MEM_HEAD);
 }
 
 static void *mem_calloc(size_t k, size_t n, void *ud)
@@ -68,7 +69,15 @@ static void *mem_realloc(void *ptr, size_t n, void *ud)
     if (ptr == NULL) {
         return mem_malloc(n, ud);
     }
-    size_t old = ((size_t *)((char *)ptr - MEM_HEAD))[0];
+    size_t *head = (size_t *)((char *)ptr - MEM_HEAD);
+    size_t old = head[0];
+    eddy__h2_conn_t *c = ud;
+    bool fits = n <= old || n - old <= c->o.max_memory - c->mem_used;
+    if (fits && eddy__small_same(old + MEM_HEAD, n + MEM_HEAD)) {
+        c->mem_used = c->mem_used - old + n; /* the block has room: it stays */
+        head[0] = n;
+        return ptr;
+    }
     void *p = mem_malloc(n, ud);
     if (p != NULL) {
         memcpy(p, ptr, old < n ? old : n);
@@ -130,8 +139,12 @@ static void header_keep(eddy__h2_conn_t *c, eddy_h2_stream_t *s, const uint8_t *
     }
     if (s->hcount > s->hcap && s->reject == 0) {
         size_t cap = s->hcap == 0 ? 16 : 2 * s->hcap;
-        uint32_t *idx = realloc(s->hidx, cap * 4 * sizeof(uint32_t));
+        uint32_t *idx = eddy__small_alloc(cap * 4 * sizeof(uint32_t));
         if (idx != NULL) {
+            if (s->hcap > 0) {
+                memcpy(idx, s->hidx, s->hcap * 4 * sizeof(uint32_t));
+            }
+            eddy__small_free(s->hidx, s->hcap * 4 * sizeof(uint32_t));
             s->hidx = idx;
             s->hcap = cap;
         }

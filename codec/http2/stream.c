@@ -18,10 +18,11 @@
 
 eddy_h2_stream_t *eddy__h2_stream_new(eddy__h2_conn_t *c, int32_t id)
 {
-    eddy_h2_stream_t *s = calloc(1, sizeof(*s));
+    eddy_h2_stream_t *s = eddy__small_alloc(sizeof(*s)); /* one per request: recycled */
     if (s == NULL) {
         return NULL;
     }
+    memset(s, 0, sizeof(*s));
     atomic_init(&s->refs, 1); /* the session's, dropped when the stream closes */
     s->id = id;
     s->conn = c;
@@ -52,8 +53,8 @@ void eddy_h2_stream_release(eddy_h2_stream_t *s)
     assert(old > 0);
     if (old == 1) {
         assert(s->closed && s->conn == NULL && s->head == NULL && s->timers == NULL);
-        free(s->hidx);
-        free(s);
+        eddy__small_free(s->hidx, s->hcap * 4 * sizeof(uint32_t));
+        eddy__small_free(s, sizeof(*s));
     }
 }
 
@@ -394,7 +395,7 @@ static int chunk_take(eddy__h2_conn_t *c, eddy_h2_stream_t *s, size_t k)
         if (ch->data != NULL) {
             eddy_buf_release(ch->data);
         }
-        free(ch);
+        eddy__small_free(ch, sizeof(*ch));
     }
     return 0;
 }
@@ -440,7 +441,7 @@ int eddy__h2_stream_send(eddy_h2_stream_t *s, eddy_buf_t *data, bool end_stream,
     } else if (capped && s->pending + n > s->conn->o.max_stream_pending) {
         err = EDDY_ENOBUFS;
     }
-    eddy__h2_chunk_t *ch = err == 0 && n > 0 ? malloc(sizeof(*ch)) : NULL;
+    eddy__h2_chunk_t *ch = err == 0 && n > 0 ? eddy__small_alloc(sizeof(*ch)) : NULL;
     if (err == 0 && n > 0 && ch == NULL) {
         err = EDDY_ENOMEM;
     }
@@ -610,7 +611,7 @@ static void stream_drop_queued(eddy_h2_stream_t *s)
             eddy_promise_fail(ch->p, EDDY_ECLOSED);
             eddy_future_release(ch->p);
         }
-        free(ch);
+        eddy__small_free(ch, sizeof(*ch));
     }
     s->tail = NULL;
     s->pending = 0;
