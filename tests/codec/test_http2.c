@@ -1253,6 +1253,55 @@ static void test_upgrade_h2c_answers_101_and_serves_the_request_as_stream_1(void
  * The adapter
  */
 
+/* The application answers each request as it arrives (on_read). */
+static bool answer_at_once(app_t *a, eddy_msg_t *msg)
+{
+    eddy_http_request_t *req = eddy_http_request_of(msg);
+    if (req == NULL) {
+        return false;
+    }
+    eddy_channel_write(a->arg, eddy_http_response_msg(response(200, req->stream_id, "hi")), NULL);
+    eddy_msg_release(msg);
+    return true;
+}
+
+/* The answers to one read's requests leave as one buffer of frames (then one TLS record, one
+ * send), not a buffer per answer. */
+static void test_the_answers_to_one_read_go_out_in_one_buffer(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    app_t app = {.on_read = answer_at_once};
+    eddy_channel_t *ch = server_channel(NULL, 0, &app);
+    app.arg = ch;
+    peer_t pr;
+    peer_init(&pr, ch, NULL, 0, false);
+    pump(&pr); /* the settings both ways */
+    enum { N = 20 };
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(request(&pr, "GET", "/", NULL, NULL), 2 * i + 1);
+    }
+    peer_send(&pr); /* the 20 requests in one read */
+    size_t buffers = 0;
+    eddy_msg_t *m;
+    while ((m = eddy_embedded_read_outbound(ch)) != NULL) {
+        eddy_buf_t *b = eddy_buf_of(m);
+        assert_non_null(b);
+        peer_take(&pr, eddy_buf_read_ptr(b), eddy_buf_readable(b));
+        eddy_msg_release(m);
+        buffers++;
+    }
+    assert_int_equal(buffers, 1);
+    for (int i = 0; i < N; i++) {
+        pstream_t *ps = pstream(&pr, 2 * i + 1);
+        assert_true(ps->closed);
+        assert_int_equal(ps->status, 200);
+        assert_body(ps, "hi");
+    }
+    peer_free(&pr);
+    finish(ch, live);
+}
+
 static void test_many_streams_answered_in_order_and_by_stream_id(void **state)
 {
     (void)state;
@@ -2829,6 +2878,7 @@ int main(void)
         cmocka_unit_test(test_a_bad_preface_after_a_partial_match_closes_the_connection),
         cmocka_unit_test(test_upgrade_h2c_answers_101_and_serves_the_request_as_stream_1),
         cmocka_unit_test(test_many_streams_answered_in_order_and_by_stream_id),
+        cmocka_unit_test(test_the_answers_to_one_read_go_out_in_one_buffer),
         cmocka_unit_test(test_post_bodies_in_many_frames_interleaved_aggregate),
         cmocka_unit_test(test_a_body_over_the_limit_arrives_as_a_413),
         cmocka_unit_test(test_a_content_length_that_disagrees_with_the_body_arrives_as_a_400),

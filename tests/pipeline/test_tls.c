@@ -752,6 +752,80 @@ static void pair_free(pair_t *p)
     eddy_tls_context_release(p->sc);
 }
 
+/* TLS records (application data or any) in the ciphertext the server flushed: each message
+ * is a buffer of whole records (the handler emits what the write BIO holds). */
+static size_t records_flushed(eddy_channel_t *ch, eddy_channel_t *to)
+{
+    size_t records = 0;
+    eddy_msg_t *m;
+    while ((m = eddy_embedded_read_outbound(ch)) != NULL) {
+        eddy_buf_t *b = eddy_buf_of(m);
+        assert_non_null(b);
+        const uint8_t *p = eddy_buf_read_ptr(b);
+        size_t n = eddy_buf_readable(b);
+        for (size_t at = 0; at < n; records++) {
+            assert_true(n - at >= 5);
+            at += 5 + ((size_t)p[at + 3] << 8 | p[at + 4]);
+            assert_true(at <= n);
+        }
+        eddy_embedded_write_inbound(to, m);
+    }
+    return records;
+}
+
+/* Small writes of one flush (HTTP/2 frames, pipelined answers) go out as one record, each
+ * promise completed; a big write among them keeps its place in the stream. */
+static void test_tls_small_writes_of_a_flush_share_a_record(void **state)
+{
+    (void)state;
+    pair_t pr = pair_new(false, NULL, NULL);
+    pump(pr.srv, pr.cli);
+    eddy_promise_t *p[100];
+    char text[100 * 41 + 1];
+    for (int i = 0; i < 100; i++) {
+        snprintf(text + 41 * i, 42, "frame %03d .............................\n", i);
+        p[i] = eddy_promise_new(eddy_channel_loop(pr.srv));
+        eddy_channel_write(pr.srv, eddy_buf_msg(eddy_buf_from(text + 41 * i, 41)), p[i]);
+    }
+    eddy_channel_flush(pr.srv);
+    assert_int_equal(records_flushed(pr.srv, pr.cli), 1); /* 4,100 bytes: one record */
+    for (int i = 0; i < 100; i++) {
+        assert_true(eddy_future_is_done(p[i]) && eddy_future_error(p[i]) == 0);
+        eddy_future_release(p[i]);
+    }
+    char got[100 * 41 + 20000 + 41];
+    size_t n = 0;
+    eddy_msg_t *m;
+    while ((m = eddy_embedded_read_inbound(pr.cli)) != NULL) {
+        eddy_buf_t *b = eddy_buf_of(m);
+        assert_true(n + eddy_buf_readable(b) <= sizeof(got));
+        memcpy(got + n, eddy_buf_read_ptr(b), eddy_buf_readable(b));
+        n += eddy_buf_readable(b);
+        eddy_msg_release(m);
+    }
+    assert_int_equal(n, 100 * 41);
+    assert_memory_equal(got, text, n);
+    /* small, big, small: the order holds, the big one in records of its own. */
+    static char big[20000];
+    memset(big, 'B', sizeof(big));
+    eddy_channel_write(pr.srv, eddy_buf_msg(eddy_buf_from(text, 41)), NULL);
+    eddy_channel_write(pr.srv, eddy_buf_msg(eddy_buf_from(big, sizeof(big))), NULL);
+    eddy_channel_write(pr.srv, eddy_buf_msg(eddy_buf_from(text + 41, 41)), NULL);
+    eddy_channel_flush(pr.srv);
+    assert_int_equal(records_flushed(pr.srv, pr.cli), 4); /* 41 | 16384 + 3616 | 41 */
+    for (n = 0; (m = eddy_embedded_read_inbound(pr.cli)) != NULL;) {
+        eddy_buf_t *b = eddy_buf_of(m);
+        memcpy(got + n, eddy_buf_read_ptr(b), eddy_buf_readable(b));
+        n += eddy_buf_readable(b);
+        eddy_msg_release(m);
+    }
+    assert_int_equal(n, 41 + sizeof(big) + 41);
+    assert_memory_equal(got, text, 41);
+    assert_memory_equal(got + 41, big, sizeof(big));
+    assert_memory_equal(got + 41 + sizeof(big), text + 41, 41);
+    pair_free(&pr);
+}
+
 /* A memory BIO keeps what it grew to: after a bulk transfer both ends hold hundreds of KB of
  * BIO buffers. A second after, the emptied BIOs are swapped for new ones, and the
  * connection goes on working. */
@@ -1571,6 +1645,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tls_eddy_client_echoes_through_eddy_server),
         cmocka_unit_test(test_tls_handshake_on_demand),
+        cmocka_unit_test(test_tls_small_writes_of_a_flush_share_a_record),
         cmocka_unit_test(test_tls_sni_chooses_context_with_self_signed_certificates),
         cmocka_unit_test(test_tls_server_requires_client_certificate),
         cmocka_unit_test(test_tls_client_refuses_unknown_ca),
