@@ -99,7 +99,7 @@ static void streams_blocked(eddy__h2_conn_t *c)
 {
     for (eddy_h2_stream_t *s = c->streams; s != NULL; s = s->next) {
         if (s->pending > 0) {
-            s->writable = false;
+            eddy__h2_stream_block(s);
         }
     }
 }
@@ -116,9 +116,11 @@ void eddy__h2_conn_send(eddy__h2_conn_t *c)
     eddy_channel_t *ch = eddy_ctx_channel(c->ctx);
     for (;;) {
         if (!eddy_channel_is_writable(ch)) {
-            c->paused = true; /* read no more until the peer takes what we have */
-            eddy_channel_set_option(ch, EDDY_AUTO_READ, 0);
-            streams_blocked(c);
+            if (!c->paused) { /* once per pause: a stream queueing meanwhile blocks itself */
+                c->paused = true; /* read no more until the peer takes what we have */
+                eddy_channel_set_option(ch, EDDY_AUTO_READ, 0);
+                streams_blocked(c);
+            }
             break;
         }
         const uint8_t *data;

@@ -73,6 +73,7 @@ struct eddy__h2_conn_s {
     nghttp2_mem mem;
     size_t mem_used;          /* bytes nghttp2 holds now */
     size_t streams_open;
+    size_t streams_blocked;   /* streams whose writable is false: waiting for the event */
     eddy_h2_stream_t *streams; /* open streams, newest first */
 
     /* Inbound. */
@@ -138,6 +139,9 @@ bool eddy__h2_connection_specific(const char *name, size_t n);
 eddy_h2_stream_t *eddy__h2_stream_get(eddy__h2_conn_t *c, int32_t id);
 /* Note that streams' writability may have changed (inside mem_recv: nothing fires there). */
 void eddy__h2_streams_writability(eddy__h2_conn_t *c);
+/* s cannot take more now (its window, its queue, the channel): it hears
+ * EDDY_EVENT_H2_STREAM_WRITABLE when it can. A stream whose body ended waits for nothing. */
+void eddy__h2_stream_block(eddy_h2_stream_t *s);
 /* Fire EDDY_EVENT_H2_STREAM_WRITABLE for the streams that became writable since. */
 void eddy__h2_streams_fire_writable(eddy__h2_conn_t *c);
 /* The frames gathered for the next write: append bytes, write them. */

@@ -410,7 +410,7 @@ int eddy__h2_stream_write_data(eddy_h2_stream_t *s, const uint8_t *framehd, size
     s->pending -= n;
     if (s->pending > 0 &&
         (int64_t)nghttp2_session_get_stream_remote_window_size(c->session, s->id) <= (int64_t)n) {
-        s->writable = false; /* this frame takes the last of its window */
+        eddy__h2_stream_block(s); /* this frame takes the last of its window */
     }
     while (n > 0) {
         size_t avail = eddy_buf_readable(s->head->data);
@@ -469,8 +469,8 @@ int eddy__h2_stream_send(eddy_h2_stream_t *s, eddy_buf_t *data, bool end_stream,
     s->tail = ch;
     s->pending += n;
     s->body_ended = end_stream;
-    if (!eddy_h2_stream_is_writable(s)) {
-        s->writable = false;
+    if (!s->body_ended && !eddy_h2_stream_is_writable(s)) {
+        eddy__h2_stream_block(s);
     }
     provider_resume(s);
     eddy__h2_conn_send(s->conn);
@@ -506,19 +506,34 @@ void eddy__h2_streams_writability(eddy__h2_conn_t *c)
     c->writability_dirty = true;
 }
 
+void eddy__h2_stream_block(eddy_h2_stream_t *s)
+{
+    if (s->writable && !s->body_ended) {
+        s->writable = false;
+        s->conn->streams_blocked++;
+    }
+}
+
 void eddy__h2_streams_fire_writable(eddy__h2_conn_t *c)
 {
-    if (!c->writability_dirty) {
-        return;
+    if (!c->writability_dirty || c->streams_blocked == 0) {
+        return; /* a window update with no stream waiting walks no list */
     }
     c->writability_dirty = false;
-    for (eddy_h2_stream_t *s = c->streams; s != NULL && !c->closed;) {
+    bool was_firing = c->firing;
+    c->firing = true; /* what the handlers send goes out after the walk, in one buffer */
+    for (eddy_h2_stream_t *s = c->streams; s != NULL && !c->closed && c->streams_blocked > 0;) {
         eddy_h2_stream_t *next = s->next;
         if (!s->writable && eddy_h2_stream_is_writable(s)) {
             s->writable = true;
+            c->streams_blocked--;
             eddy_ctx_fire_user_event(c->ctx, EDDY_EVENT_H2_STREAM_WRITABLE, s);
         }
         s = next;
+    }
+    c->firing = was_firing;
+    if (!was_firing && !c->closed) {
+        eddy__h2_conn_send(c);
     }
 }
 
@@ -649,6 +664,10 @@ void eddy__h2_stream_closed(eddy_h2_stream_t *s, uint32_t error_code)
         s->next->prev = s->prev;
     }
     s->prev = s->next = NULL;
+    if (!s->writable) {
+        assert(c->streams_blocked > 0);
+        c->streams_blocked--;
+    }
     assert(c->streams_open > 0);
     if (--c->streams_open == 0) {
         c->last_activity = eddy__h2_now(c); /* idle from now: one clock read, not per stream */
