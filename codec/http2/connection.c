@@ -93,17 +93,6 @@ static void close_due(eddy_ctx_t *ctx, void *arg)
     conn_close(c);
 }
 
-/* The channel stopped taking bytes: the streams with bytes queued are not writable now (they
- * hear EDDY_EVENT_H2_STREAM_WRITABLE once it drains). */
-static void streams_blocked(eddy__h2_conn_t *c)
-{
-    for (eddy_h2_stream_t *s = c->streams; s != NULL; s = s->next) {
-        if (s->pending > 0) {
-            eddy__h2_stream_block(s);
-        }
-    }
-}
-
 void eddy__h2_conn_send(eddy__h2_conn_t *c)
 {
     /* Inside mem_recv, or while the events of a read reach the handlers: their answers are
@@ -116,10 +105,9 @@ void eddy__h2_conn_send(eddy__h2_conn_t *c)
     eddy_channel_t *ch = eddy_ctx_channel(c->ctx);
     for (;;) {
         if (!eddy_channel_is_writable(ch)) {
-            if (!c->paused) { /* once per pause: a stream queueing meanwhile blocks itself */
+            if (!c->paused) { /* the streams that asked were told, and hear when it drains */
                 c->paused = true; /* read no more until the peer takes what we have */
                 eddy_channel_set_option(ch, EDDY_AUTO_READ, 0);
-                streams_blocked(c);
             }
             break;
         }

@@ -469,9 +469,7 @@ int eddy__h2_stream_send(eddy_h2_stream_t *s, eddy_buf_t *data, bool end_stream,
     s->tail = ch;
     s->pending += n;
     s->body_ended = end_stream;
-    if (!s->body_ended && !eddy_h2_stream_is_writable(s)) {
-        eddy__h2_stream_block(s);
-    }
+    (void)eddy_h2_stream_is_writable(s); /* a stream full now hears when it is not */
     provider_resume(s);
     eddy__h2_conn_send(s->conn);
     return 0;
@@ -490,15 +488,21 @@ int eddy_h2_stream_reset(eddy_h2_stream_t *s, uint32_t error_code)
     return 0;
 }
 
-bool eddy_h2_stream_is_writable(const eddy_h2_stream_t *s)
+bool eddy_h2_stream_is_writable(const eddy_h2_stream_t *cs)
 {
-    eddy__h2_conn_t *c = s->conn;
-    if (s->closed || c == NULL || s->body_ended) {
+    eddy__h2_conn_t *c = cs->conn;
+    if (cs->closed || c == NULL || cs->body_ended) {
         return false;
     }
-    return s->pending < c->o.max_stream_pending / 2 &&
-           nghttp2_session_get_stream_remote_window_size(c->session, s->id) > 0 &&
-           eddy_channel_is_writable(eddy_ctx_channel(c->ctx));
+    bool writable = cs->pending < c->o.max_stream_pending / 2 &&
+                    nghttp2_session_get_stream_remote_window_size(c->session, cs->id) > 0 &&
+                    eddy_channel_is_writable(eddy_ctx_channel(c->ctx));
+    if (!writable) {
+        /* Whoever heard "no" hears the event: the handle is the application's, const only
+         * to say the call changes nothing it can see. */
+        eddy__h2_stream_block((eddy_h2_stream_t *)(uintptr_t)cs);
+    }
+    return writable;
 }
 
 void eddy__h2_streams_writability(eddy__h2_conn_t *c)

@@ -245,8 +245,9 @@ EDDY_EXTERN int eddy_h2_stream_send_data(eddy_h2_stream_t *s, eddy_buf_t *data, 
  * dropped and its promises fail with EDDY_ECLOSED. 0, or EDDY_ECLOSED when s had closed. */
 EDDY_EXTERN int eddy_h2_stream_reset(eddy_h2_stream_t *s, uint32_t error_code);
 /** Whether a send on s would be taken without going past half of max_stream_pending, and the
- * peer's window and the channel allow bytes to move. When it becomes writable again the
- * connection handler fires EDDY_EVENT_H2_STREAM_WRITABLE with s. */
+ * peer's window and the channel allow bytes to move. Once this said false (or a send left s
+ * full), the connection handler fires EDDY_EVENT_H2_STREAM_WRITABLE with s when it becomes
+ * writable again; a stream that nobody asked about hears nothing. The loop's thread. */
 EDDY_EXTERN bool eddy_h2_stream_is_writable(const eddy_h2_stream_t *s);
 /**
  * Tell the connection that n bytes of s's body were consumed, so the peer may send as many
