@@ -103,25 +103,17 @@ eddy_h2_stream_t *eddy_h2_stream_open(eddy_channel_t *ch, const eddy_http_header
         *err = EDDY_EBUSY;
         return NULL;
     }
-    nghttp2_nv stack[32];
-    nghttp2_nv *nv = n <= 32 ? stack : malloc(n * sizeof(*nv));
-    char *scratch = NULL;
-    *err = nv == NULL ? EDDY_ENOMEM : eddy__h2_nv_fill(nv, fields, n, &scratch);
+    eddy__h2_nvs_t v;
+    *err = eddy__h2_nvs_fill(&v, fields, n);
     eddy_h2_stream_t *s = *err == 0 ? eddy__h2_stream_new(c, 0) : NULL;
     if (s == NULL) {
         *err = *err != 0 ? *err : EDDY_ENOMEM;
-        if (nv != stack) {
-            free(nv);
-        }
-        free(scratch);
+        eddy__h2_nvs_release(&v);
         return NULL;
     }
     nghttp2_data_provider dp = eddy__h2_stream_provider(s);
-    int32_t id = nghttp2_submit_request(c->session, NULL, nv, n, end_stream ? NULL : &dp, s);
-    if (nv != stack) {
-        free(nv);
-    }
-    free(scratch);
+    int32_t id = nghttp2_submit_request(c->session, NULL, v.nv, n, end_stream ? NULL : &dp, s);
+    eddy__h2_nvs_release(&v);
     if (id < 0) {
         *err = submit_error(id);
         eddy__h2_stream_closed(s, NGHTTP2_INTERNAL_ERROR); /* drops the session's reference */

@@ -192,11 +192,19 @@ void eddy__h2_client_goaway(eddy__h2_conn_t *c);
  * the stream ends now. Whether s was such a stream. */
 bool eddy__h2_client_reset_queued(eddy_h2_stream_t *s, uint32_t error_code);
 
-/* What stream.c lends client.c: header fields as nghttp2's pairs in nv (room for n),
- * pointing at the caller's bytes, names with capitals lowered into *scratch (free it after
- * the submit): 0, EDDY_EINVAL, EDDY_ENOMEM (nv_fill); and the data provider that sends a
- * stream's queued body. */
-int eddy__h2_nv_fill(nghttp2_nv *nv, const eddy_http_header_t *f, size_t n, char **scratch);
+/* Header fields as nghttp2's pairs, pointing at the caller's bytes (nghttp2 copies them as
+ * it submits), names with capitals lowered: on the caller's stack for a usual head, on the
+ * heap past it. Fill: 0, EDDY_EINVAL (a field HTTP/2 cannot carry), EDDY_ENOMEM; release
+ * after the submit, whatever fill said. */
+typedef struct eddy__h2_nvs_s {
+    nghttp2_nv *nv;  /* stack, or a block of the heap */
+    char *scratch;   /* the lowered names past lowered[], or NULL */
+    nghttp2_nv stack[32];
+    char lowered[256];
+} eddy__h2_nvs_t;
+int eddy__h2_nvs_fill(eddy__h2_nvs_t *v, const eddy_http_header_t *f, size_t n);
+void eddy__h2_nvs_release(eddy__h2_nvs_t *v);
+/* The data provider that sends a stream's queued body (client.c's requests). */
 nghttp2_data_provider eddy__h2_stream_provider(eddy_h2_stream_t *s);
 
 /* The loop's clock. */

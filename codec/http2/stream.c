@@ -131,7 +131,8 @@ static bool has_upper(const char *p, size_t n)
 /* The n fields as nghttp2's pairs in nv (room for n), pointing at the caller's bytes, which
  * nghttp2 copies as it submits; names with capitals are lowered into *scratch (the caller
  * frees it; NULL when none needed). 0, EDDY_EINVAL (a bad field), EDDY_ENOMEM. */
-static int nv_fill(nghttp2_nv *nv, const eddy_http_header_t *f, size_t n, char **scratch)
+static int nv_fill(nghttp2_nv *nv, const eddy_http_header_t *f, size_t n, char **scratch,
+                   char *room, size_t room_len)
 {
     size_t lower = 0;
     *scratch = NULL;
@@ -141,7 +142,7 @@ static int nv_fill(nghttp2_nv *nv, const eddy_http_header_t *f, size_t n, char *
         }
         lower += has_upper(f[i].name.p, f[i].name.len) ? f[i].name.len : 0;
     }
-    char *q = lower > 0 ? (*scratch = malloc(lower)) : NULL;
+    char *q = lower == 0 ? NULL : lower <= room_len ? room : (*scratch = malloc(lower));
     if (lower > 0 && q == NULL) {
         return EDDY_ENOMEM;
     }
@@ -166,7 +167,7 @@ static nghttp2_nv *nv_copy(const eddy_http_header_t *f, size_t n, eddy_buf_t **s
 {
     nghttp2_nv *nv = malloc((n > 0 ? n : 1) * sizeof(*nv));
     char *scratch = NULL;
-    *err = nv == NULL ? EDDY_ENOMEM : nv_fill(nv, f, n, &scratch);
+    *err = nv == NULL ? EDDY_ENOMEM : nv_fill(nv, f, n, &scratch, NULL, 0);
     size_t bytes = 0;
     for (size_t i = 0; *err == 0 && i < n; i++) {
         bytes += nv[i].namelen + nv[i].valuelen;
@@ -198,9 +199,24 @@ static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, siz
                          uint32_t *flags, nghttp2_data_source *source, void *ud);
 
 /* For the client (client.c): its requests' fields and bodies go the responses' way. */
-int eddy__h2_nv_fill(nghttp2_nv *nv, const eddy_http_header_t *f, size_t n, char **scratch)
+int eddy__h2_nvs_fill(eddy__h2_nvs_t *v, const eddy_http_header_t *f, size_t n)
 {
-    return nv_fill(nv, f, n, scratch);
+    v->scratch = NULL;
+    v->nv = n <= sizeof(v->stack) / sizeof(v->stack[0]) ? v->stack : malloc(n * sizeof(*v->nv));
+    if (v->nv == NULL) {
+        return EDDY_ENOMEM;
+    }
+    return nv_fill(v->nv, f, n, &v->scratch, v->lowered, sizeof(v->lowered));
+}
+
+void eddy__h2_nvs_release(eddy__h2_nvs_t *v)
+{
+    if (v->nv != v->stack) {
+        free(v->nv);
+    }
+    free(v->scratch);
+    v->nv = NULL;
+    v->scratch = NULL;
 }
 
 nghttp2_data_provider eddy__h2_stream_provider(eddy_h2_stream_t *s)
@@ -259,21 +275,16 @@ int eddy_h2_stream_send_headers(eddy_h2_stream_t *s, const eddy_http_header_t *f
     if (s->head_sent) {
         return trailers_hold(s, fields, n);
     }
-    nghttp2_nv stack[32];
-    nghttp2_nv *nv = n <= 32 ? stack : malloc(n * sizeof(*nv));
-    char *scratch = NULL;
-    int rv = nv == NULL ? EDDY_ENOMEM : nv_fill(nv, fields, n, &scratch);
+    eddy__h2_nvs_t v;
+    int rv = eddy__h2_nvs_fill(&v, fields, n);
     bool interim = n > 0 && fields[0].value.len == 3 && fields[0].value.p[0] == '1';
     if (rv == 0 && interim) { /* 1xx: a head that does not end the head */
-        rv = nghttp2_submit_headers(s->conn->session, NGHTTP2_FLAG_NONE, s->id, NULL, nv, n,
+        rv = nghttp2_submit_headers(s->conn->session, NGHTTP2_FLAG_NONE, s->id, NULL, v.nv, n,
                                     NULL) < 0 ? EDDY_EINVAL : 0;
     } else if (rv == 0) {
-        rv = head_submit(s, nv, n, end_stream);
+        rv = head_submit(s, v.nv, n, end_stream);
     }
-    if (nv != stack) {
-        free(nv);
-    }
-    free(scratch);
+    eddy__h2_nvs_release(&v);
     if (rv == 0) {
         eddy__h2_conn_send(s->conn);
     }
