@@ -165,6 +165,13 @@ typedef struct eddy__running_s {
     uint64_t channel;
 } eddy__running_t;
 
+/* The events io is watched for now (EDDY_IO_READ, EDDY_IO_WRITE), as eddy_io_start() left
+ * them: a transport that keeps an interest lazily asks before it changes it. */
+static inline unsigned eddy__io_interest(const eddy_io_t *io)
+{
+    return io->_interest;
+}
+
 static inline eddy__running_t eddy__loop_handler_enter(eddy_loop_t *loop, const char *handler,
                                                        uint64_t channel)
 {
