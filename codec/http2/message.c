@@ -52,6 +52,9 @@ eddy_msg_t *eddy__h2_headers_new(eddy_h2_stream_t *s, bool end_stream, bool trai
     s->hbuf = NULL;
     s->hcount = 0;
     s->hsize = 0;
+    eddy__small_free(s->hidx, s->hcap * 4 * sizeof(uint32_t)); /* trailers make their own */
+    s->hidx = NULL;
+    s->hcap = 0;
     return &m->h._msg;
 }
 
