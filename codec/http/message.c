@@ -68,12 +68,19 @@ static void message_free(eddy_msg_t *msg);
 
 eddy_msg_t *eddy__http_message_new(bool response, size_t count)
 {
-    /* One block: the message, then its header slots (the struct's size keeps them aligned). */
+    return eddy__http_message_new_bytes(response, count, 0);
+}
+
+eddy_msg_t *eddy__http_message_new_bytes(bool response, size_t count, size_t bytes)
+{
+    /* One block: the message, then its header slots (the struct's size keeps them aligned),
+     * then the bytes. */
     size_t size = response ? sizeof(eddy_http_response_t) : sizeof(eddy_http_request_t);
-    if (count > (SIZE_MAX - size) / sizeof(eddy_http_header_t)) {
+    if (count > (SIZE_MAX - size) / sizeof(eddy_http_header_t) ||
+        bytes > SIZE_MAX - size - count * sizeof(eddy_http_header_t)) {
         return NULL;
     }
-    char *m = malloc(size + count * sizeof(eddy_http_header_t));
+    char *m = malloc(size + count * sizeof(eddy_http_header_t) + bytes);
     if (m == NULL) {
         return NULL;
     }

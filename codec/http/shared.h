@@ -14,6 +14,9 @@
  * point into) and body are released with it. NULL when out of memory. (message.c, as all of
  * the messages' making and freeing.) */
 eddy_msg_t *eddy__http_message_new(bool response, size_t count);
+/* The same with room for bytes more after the slots, at (char *)(headers + count): for
+ * strings that live as long as the message (_head stays NULL). */
+eddy_msg_t *eddy__http_message_new_bytes(bool response, size_t count, size_t bytes);
 
 /* The method named by the n bytes at s (EDDY_HTTP_OTHER when not listed). */
 eddy_http_method_t eddy__http_method_of(const void *s, size_t n);

@@ -118,15 +118,47 @@ static int pseudo_check(const eddy_http_request_t *req, bool scheme)
     return 0;
 }
 
-/* The request of a header block, its fields pointing into the block's bytes; a Host field
- * from :authority when none came, so HTTP/1.1 handlers find it where they look. */
+/* s copied to *to with a NUL after it (the strings are not said to end in one, but a
+ * parser that stops at a non-digit finds it there), *to moved past both. */
+static eddy_http_str_t str_copy(eddy_http_str_t s, char **to)
+{
+    eddy_http_str_t c = {*to, s.len};
+    if (s.len > 0) {
+        memcpy(*to, s.p, s.len);
+    }
+    (*to)[s.len] = '\0';
+    *to += s.len + 1;
+    return c;
+}
+
+/* What request_build makes room for: a slot per regular field and one for a Host made from
+ * :authority; their names' and values' bytes, and the pseudo-header fields' values', each
+ * with a NUL. */
+static size_t request_room(const eddy_h2_headers_t *h, size_t *bytes)
+{
+    size_t slots = 1;
+    *bytes = 0;
+    for (size_t i = 0; i < h->count; i++) {
+        const eddy_http_header_t *f = &h->fields[i];
+        bool pseudo = f->name.len > 0 && f->name.p[0] == ':';
+        slots += pseudo ? 0 : 1;
+        *bytes += (pseudo ? 0 : f->name.len + 1) + f->value.len + 1;
+    }
+    return slots;
+}
+
+/* The request of a header block, its strings copied into its own block (the block's buffer
+ * goes with the message: an open stream keeps only what it uses); a Host field from
+ * :authority when none came, so HTTP/1.1 handlers find it where they look. */
 static eddy_http_request_t *request_build(eddy_h2_headers_t *h)
 {
-    eddy_http_request_t *req = eddy_http_request_of(eddy__http_message_new(false, h->count + 1));
+    size_t bytes, slots = request_room(h, &bytes);
+    eddy_http_request_t *req =
+        eddy_http_request_of(eddy__http_message_new_bytes(false, slots, bytes));
     if (req == NULL) {
         return NULL;
     }
-    req->_head = eddy__h2_headers_storage(h);
+    char *to = (char *)(req->headers + slots);
     req->version = 20;
     req->keep_alive = true;
     req->stream_id = eddy_h2_stream_id(h->stream);
@@ -135,18 +167,20 @@ static eddy_http_request_t *request_build(eddy_h2_headers_t *h)
     for (size_t i = 0; i < h->count; i++) {
         const eddy_http_header_t *f = &h->fields[i];
         if (f->name.len > 0 && f->name.p[0] == ':') {
+            eddy_http_header_t g = {.name = f->name, .value = str_copy(f->value, &to)};
             req->error = regular ? 400 : req->error; /* pseudo after regular: malformed */
-            int err = pseudo_take(req, f, &scheme, &authority);
+            int err = pseudo_take(req, &g, &scheme, &authority);
             req->error = req->error != 0 ? req->error : err;
             continue;
         }
         regular = true;
         host = host || str_is(f->name, "host");
-        if (str_is(f->name, "content-length") &&
-            eddy__http_parse_length(f->value, &req->content_length) != 0) {
+        eddy_http_header_t g = {.name = str_copy(f->name, &to), .value = str_copy(f->value, &to)};
+        if (str_is(g.name, "content-length") &&
+            eddy__http_parse_length(g.value, &req->content_length) != 0) {
             req->error = 400;
         }
-        req->headers[req->header_count++] = *f;
+        req->headers[req->header_count++] = g;
     }
     if (!host && authority.p != NULL) {
         req->headers[req->header_count++] =
