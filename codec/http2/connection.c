@@ -102,6 +102,7 @@ void eddy__h2_conn_send(eddy__h2_conn_t *c)
         return;
     }
     c->sending = true;
+    c->drained = false;
     eddy_channel_t *ch = eddy_ctx_channel(c->ctx);
     for (;;) {
         if (!eddy_channel_is_writable(ch)) {
@@ -120,8 +121,10 @@ void eddy__h2_conn_send(eddy__h2_conn_t *c)
             break;
         }
         if (n == 0) {
+            c->drained = true;
             break;
         }
+        c->framebuf_dirty = true;
         if (eddy__h2_out_append(c, data, (size_t)n) != 0) {
             c->fatal = true;
             break;
@@ -221,6 +224,23 @@ static void stalls_check(eddy__h2_conn_t *c, int64_t now)
     }
 }
 
+static int64_t housekeeping_period_ms(const eddy_h2_options_t *o);
+
+/* A connection that read nothing for a whole period, with no stream open, is idle: what it
+ * holds only for the next frames goes (the events array, the frame buffer's pages). */
+static void idle_trim(eddy__h2_conn_t *c, int64_t now)
+{
+    if (c->streams_open > 0 || now - c->last_activity < housekeeping_period_ms(&c->o) * MS) {
+        return;
+    }
+    if (c->nevents == 0 && !c->firing && c->events != NULL) {
+        free(c->events);
+        c->events = NULL;
+        c->cap_events = 0;
+    }
+    eddy__h2_session_trim(c);
+}
+
 static void housekeep(eddy_ctx_t *ctx, void *arg)
 {
     (void)ctx;
@@ -249,6 +269,7 @@ static void housekeep(eddy_ctx_t *ctx, void *arg)
     } else {
         stalls_check(c, now);
         eddy__h2_conn_send(c);
+        idle_trim(c, now);
     }
 }
 

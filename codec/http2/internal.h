@@ -72,6 +72,10 @@ struct eddy__h2_conn_s {
     eddy_h2_options_t o;
     nghttp2_mem mem;
     size_t mem_used;          /* bytes nghttp2 holds now */
+    void *framebuf;           /* nghttp2's frame buffer, on pages of its own (session.c) */
+    size_t framebuf_len;
+    bool framebuf_dirty;      /* frames were packed in it since the last trim */
+    bool in_session_new;      /* inside nghttp2_session_*_new3: the frame buffer is coming */
     size_t streams_open;
     size_t streams_blocked;   /* streams whose writable is false: waiting for the event */
     eddy_h2_stream_t *streams; /* open streams, newest first */
@@ -92,6 +96,7 @@ struct eddy__h2_conn_s {
     /* Outbound. */
     eddy_buf_t *out;          /* frames being gathered for one write */
     bool wrote;               /* something was written since the last flush */
+    bool drained;             /* the last mem_send said nothing more: no frame half out */
     bool sending;             /* inside conn_send */
     bool fatal;               /* a connection error: GOAWAY out, then close */
     bool closing;             /* the close was passed on */
@@ -167,6 +172,9 @@ int eddy__h2_conn_upgrade(eddy__h2_conn_t *c, const uint8_t *settings, size_t le
 
 /* nghttp2's callbacks (session.c). */
 int eddy__h2_session_new(eddy__h2_conn_t *c);
+/* An idle connection's frame buffer pages go back to the system (the next frame finds them
+ * zeroed). Only when c->drained: nothing in it is still to go out. */
+void eddy__h2_session_trim(eddy__h2_conn_t *c);
 
 /* Messages (message.c). */
 eddy_msg_t *eddy__h2_headers_new(eddy_h2_stream_t *s, bool end_stream, bool trailers);

@@ -18,18 +18,65 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define MEM_HEAD 16
+
+static size_t page; /* the system's page size (callbacks_init) */
+
+/* ---------------------------------------------------------------------------------------
+ * The frame buffer: nghttp2 packs every frame it sends into one 16 KiB chunk, made with the
+ * session and kept for its life (aob.framebufs; DATA goes out beside it, send_data). Only
+ * its first bytes are written, but their page stays resident: the chunk gets pages of its
+ * own (no size in front: c keeps it), which an idle connection gives back (trim).
+ */
+
+static void *framebuf_alloc(eddy__h2_conn_t *c, size_t n)
+{
+    void *p = NULL;
+    if (!c->in_session_new || c->framebuf != NULL || n < 4 * page ||
+        posix_memalign(&p, page, n) != 0) {
+        return NULL;
+    }
+    c->framebuf = p;
+    c->framebuf_len = n;
+    c->mem_used += n;
+    return p;
+}
+
+void eddy__h2_session_trim(eddy__h2_conn_t *c)
+{
+    if (c->framebuf == NULL || !c->framebuf_dirty || !c->drained) {
+        return;
+    }
+    c->framebuf_dirty = false;
+#if defined(__linux__)
+    madvise(c->framebuf, c->framebuf_len / page * page, MADV_DONTNEED); /* zero pages next */
+#elif defined(MADV_FREE)
+    madvise(c->framebuf, c->framebuf_len / page * page, MADV_FREE);
+#endif
+}
+
+/* The size of a block of ours. */
+static size_t block_size(const eddy__h2_conn_t *c, void *ptr)
+{
+    return ptr == c->framebuf ? c->framebuf_len : ((size_t *)((char *)ptr - MEM_HEAD))[0];
+}
 
 /* ---------------------------------------------------------------------------------------
  * The allocator: each block carries its size in front, so the session's bytes are known.
  */
-
-#define MEM_HEAD 16
 
 static void *mem_malloc(size_t n, void *ud)
 {
     eddy__h2_conn_t *c = ud;
     if (n > c->o.max_memory || c->mem_used > c->o.max_memory - n) {
         return NULL; /* nghttp2 fails the operation with NGHTTP2_ERR_NOMEM */
+    }
+    void *fb = framebuf_alloc(c, n);
+    if (fb != NULL) {
+        return fb;
     }
     size_t *p = eddy__small_alloc(n + MEM_HEAD); /* nghttp2 allocates per stream and frame */
     if (p == NULL) {
@@ -46,10 +93,15 @@ static void mem_free(void *ptr, void *ud)
         return;
     }
     eddy__h2_conn_t *c = ud;
-    size_t *p = (size_t *)((char *)ptr - MEM_HEAD);
-    assert(c->mem_used >= p[0]);
-    c->mem_used -= p[0];
-    eddy__small_free(p, p[0] + MEM_HEAD);
+    size_t n = block_size(c, ptr);
+    assert(c->mem_used >= n);
+    c->mem_used -= n;
+    if (ptr == c->framebuf) {
+        c->framebuf = NULL;
+        free(ptr);
+        return;
+    }
+    eddy__small_free((char *)ptr - MEM_HEAD, n + MEM_HEAD);
 }
 
 static void *mem_calloc(size_t k, size_t n, void *ud)
@@ -69,13 +121,12 @@ static void *mem_realloc(void *ptr, size_t n, void *ud)
     if (ptr == NULL) {
         return mem_malloc(n, ud);
     }
-    size_t *head = (size_t *)((char *)ptr - MEM_HEAD);
-    size_t old = head[0];
     eddy__h2_conn_t *c = ud;
+    size_t old = block_size(c, ptr);
     bool fits = n <= old || n - old <= c->o.max_memory - c->mem_used;
-    if (fits && eddy__small_same(old + MEM_HEAD, n + MEM_HEAD)) {
+    if (ptr != c->framebuf && fits && eddy__small_same(old + MEM_HEAD, n + MEM_HEAD)) {
         c->mem_used = c->mem_used - old + n; /* the block has room: it stays */
-        head[0] = n;
+        ((size_t *)((char *)ptr - MEM_HEAD))[0] = n;
         return ptr;
     }
     void *p = mem_malloc(n, ud);
@@ -410,6 +461,8 @@ static pthread_once_t callbacks_once = PTHREAD_ONCE_INIT;
 
 static void callbacks_init(void)
 {
+    long ps = sysconf(_SC_PAGESIZE);
+    page = ps > 0 ? (size_t)ps : 4096;
     if (nghttp2_session_callbacks_new(&callbacks) != 0) {
         callbacks = NULL;
         return;
@@ -457,8 +510,10 @@ int eddy__h2_session_new(eddy__h2_conn_t *c)
         return EDDY_ENOMEM;
     }
     c->mem = (nghttp2_mem){c, mem_malloc, mem_free, mem_calloc, mem_realloc};
+    c->in_session_new = true;
     int rv = c->server ? nghttp2_session_server_new3(&c->session, callbacks, c, opt, &c->mem)
                        : nghttp2_session_client_new3(&c->session, callbacks, c, opt, &c->mem);
+    c->in_session_new = false;
     nghttp2_option_del(opt);
     if (rv != 0) {
         c->session = NULL;

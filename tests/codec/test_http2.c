@@ -2329,6 +2329,41 @@ static void test_an_idle_connection_is_closed_with_goaway(void **state)
     finish(ch, live);
 }
 
+/* An idle connection gives its frame buffer's pages back (they come back zeroed) and frees
+ * its events array: what it sends after is whole, HPACK state and all. */
+static void test_an_idle_connection_trims_and_answers_after(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    app_t app = {0};
+    eddy_channel_t *ch = server_channel(NULL, 0, &app);
+    peer_t pr;
+    peer_init(&pr, ch, NULL, 0, false);
+    for (int32_t i = 0; i < 3; i++) {
+        int32_t id = request(&pr, "GET", "/again", NULL, "user-agent", "test/1", NULL);
+        pump(&pr);
+        eddy_http_request_t *req = next_request(ch);
+        assert_str(req->target, "/again");
+        assert_str(eddy_http_request_header(req, "user-agent")->value, "test/1");
+        eddy_msg_release(&req->_msg);
+        eddy_http_response_t *r = response(200, 0, "again");
+        assert_int_equal(eddy_http_response_add_header(r, "Content-Type", "text/plain"), 0);
+        eddy_embedded_write_outbound(ch, eddy_http_response_msg(r));
+        pump(&pr);
+        pstream_t *ps = pstream(&pr, id);
+        assert_true(ps->closed);
+        assert_int_equal(ps->status, 200);
+        assert_true(head_has(ps, "content-type: text/plain\n"));
+        assert_body(ps, "again");
+        eddy_embedded_advance_time(ch, 5000); /* idle past two housekeeping periods */
+        pump(&pr);
+        assert_false(pr.goaway);
+        assert_true(eddy_channel_is_open(ch));
+    }
+    peer_free(&pr);
+    finish(ch, live);
+}
+
 static void test_a_header_block_left_unfinished_times_out(void **state)
 {
     (void)state;
@@ -2897,6 +2932,7 @@ int main(void)
         cmocka_unit_test(test_a_continuation_flood_is_a_connection_error),
         cmocka_unit_test(test_settings_never_acknowledged_time_out),
         cmocka_unit_test(test_an_idle_connection_is_closed_with_goaway),
+        cmocka_unit_test(test_an_idle_connection_trims_and_answers_after),
         cmocka_unit_test(test_a_header_block_left_unfinished_times_out),
         cmocka_unit_test(test_rapid_reset_is_answered_with_goaway),
         cmocka_unit_test(test_a_graceful_close_lets_the_stream_in_flight_finish),
