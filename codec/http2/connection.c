@@ -124,7 +124,7 @@ void eddy__h2_conn_send(eddy__h2_conn_t *c)
             c->drained = true;
             break;
         }
-        c->framebuf_dirty = true;
+        eddy__h2_session_sent(c, data);
         if (eddy__h2_out_append(c, data, (size_t)n) != 0) {
             c->fatal = true;
             break;
@@ -482,6 +482,7 @@ static void h2_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
         return;
     }
     c->in_read_batch = true;
+    c->trimmed = false;
     c->last_activity = eddy__h2_now(c);
     conn_recv(c, b);
     eddy_buf_release(b);

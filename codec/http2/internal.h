@@ -15,6 +15,13 @@
 
 typedef struct eddy__h2_conn_s eddy__h2_conn_t;
 
+/* A block of nghttp2's on pages of its own, given back while the connection is idle. */
+typedef struct eddy__h2_paged_s {
+    void *p;
+    size_t n;
+    bool frames; /* mem_send's frames come from it: nothing in it lives past the last one */
+} eddy__h2_paged_t;
+
 /* A piece of a stream's outbound body, queued until DATA frames carry it. */
 typedef struct eddy__h2_chunk_s {
     struct eddy__h2_chunk_s *next;
@@ -72,10 +79,9 @@ struct eddy__h2_conn_s {
     eddy_h2_options_t o;
     nghttp2_mem mem;
     size_t mem_used;          /* bytes nghttp2 holds now */
-    void *framebuf;           /* nghttp2's frame buffer, on pages of its own (session.c) */
-    size_t framebuf_len;
-    bool framebuf_dirty;      /* frames were packed in it since the last trim */
-    bool in_session_new;      /* inside nghttp2_session_*_new3: the frame buffer is coming */
+    eddy__h2_paged_t paged[2]; /* nghttp2's blocks on pages of their own (session.c) */
+    bool in_session_new;      /* inside nghttp2_session_*_new3: those blocks are coming */
+    bool trimmed;             /* the idle trim ran: nothing was read or sent since */
     size_t streams_open;
     size_t streams_blocked;   /* streams whose writable is false: waiting for the event */
     eddy_h2_stream_t *streams; /* open streams, newest first */
@@ -172,8 +178,10 @@ int eddy__h2_conn_upgrade(eddy__h2_conn_t *c, const uint8_t *settings, size_t le
 
 /* nghttp2's callbacks (session.c). */
 int eddy__h2_session_new(eddy__h2_conn_t *c);
-/* An idle connection's frame buffer pages go back to the system (the next frame finds them
- * zeroed). Only when c->drained: nothing in it is still to go out. */
+/* mem_send returned frames at data (its frame buffer: session.c gives its pages back). */
+void eddy__h2_session_sent(eddy__h2_conn_t *c, const uint8_t *data);
+/* An idle connection gives back the pages of c->paged that hold nothing (the frame buffer's
+ * when c->drained, the others' all-zero ones): once until a read or a frame sent. */
 void eddy__h2_session_trim(eddy__h2_conn_t *c);
 
 /* Messages (message.c). */

@@ -26,42 +26,91 @@
 static size_t page; /* the system's page size (callbacks_init) */
 
 /* ---------------------------------------------------------------------------------------
- * The frame buffer: nghttp2 packs every frame it sends into one 16 KiB chunk, made with the
- * session and kept for its life (aob.framebufs; DATA goes out beside it, send_data). Only
- * its first bytes are written, but their page stays resident: the chunk gets pages of its
- * own (no size in front: c keeps it), which an idle connection gives back (trim).
+ * Blocks on pages of their own: nghttp2 makes two blocks of a page or more with the session
+ * and keeps them for its life, its stream map's table (4 KiB, all zeros while no stream is
+ * open) and the frame buffer it packs every frame it sends into (16 KiB, of which the first
+ * bytes are written; DATA goes out beside it, send_data). Each gets pages of its own (no size
+ * in front: c keeps it), which an idle connection gives back (trim): the frame buffer's once
+ * nothing in it is still to go out, the other's where they hold nothing but zeros (what a
+ * page given back reads as).
  */
 
-static void *framebuf_alloc(eddy__h2_conn_t *c, size_t n)
+static int paged_of(const eddy__h2_conn_t *c, const void *ptr)
 {
+    for (int i = 0; i < 2; i++) {
+        if (c->paged[i].p != NULL && (const char *)ptr >= (const char *)c->paged[i].p &&
+            (const char *)ptr < (const char *)c->paged[i].p + c->paged[i].n) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void *paged_alloc(eddy__h2_conn_t *c, size_t n)
+{
+    int i = c->paged[0].p == NULL ? 0 : c->paged[1].p == NULL ? 1 : -1;
     void *p = NULL;
-    if (!c->in_session_new || c->framebuf != NULL || n < 4 * page ||
-        posix_memalign(&p, page, n) != 0) {
+    if (!c->in_session_new || i < 0 || n < page || posix_memalign(&p, page, n) != 0) {
         return NULL;
     }
-    c->framebuf = p;
-    c->framebuf_len = n;
+    c->paged[i] = (eddy__h2_paged_t){.p = p, .n = n};
     c->mem_used += n;
     return p;
 }
 
+void eddy__h2_session_sent(eddy__h2_conn_t *c, const uint8_t *data)
+{
+    int i = paged_of(c, data);
+    if (i >= 0) {
+        c->paged[i].frames = true;
+    }
+    c->trimmed = false;
+}
+
+static bool page_is_zero(const char *p)
+{
+    const uint64_t *w = (const uint64_t *)(const void *)p;
+    for (size_t i = 0; i < page / sizeof(*w); i++) {
+        if (w[i] != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void page_drop(char *p)
+{
+#if defined(__linux__)
+    madvise(p, page, MADV_DONTNEED); /* it reads as zeros next */
+#elif defined(MADV_FREE)
+    madvise(p, page, MADV_FREE); /* as zeros or as it was */
+#else
+    (void)p;
+#endif
+}
+
 void eddy__h2_session_trim(eddy__h2_conn_t *c)
 {
-    if (c->framebuf == NULL || !c->framebuf_dirty || !c->drained) {
+    if (c->trimmed) {
         return;
     }
-    c->framebuf_dirty = false;
-#if defined(__linux__)
-    madvise(c->framebuf, c->framebuf_len / page * page, MADV_DONTNEED); /* zero pages next */
-#elif defined(MADV_FREE)
-    madvise(c->framebuf, c->framebuf_len / page * page, MADV_FREE);
-#endif
+    c->trimmed = true;
+    for (int i = 0; i < 2; i++) {
+        eddy__h2_paged_t *b = &c->paged[i];
+        for (size_t k = 0; b->p != NULL && k + page <= b->n; k += page) {
+            char *p = (char *)b->p + k;
+            if (b->frames ? c->drained : page_is_zero(p)) {
+                page_drop(p);
+            }
+        }
+    }
 }
 
 /* The size of a block of ours. */
 static size_t block_size(const eddy__h2_conn_t *c, void *ptr)
 {
-    return ptr == c->framebuf ? c->framebuf_len : ((size_t *)((char *)ptr - MEM_HEAD))[0];
+    int i = paged_of(c, ptr);
+    return i >= 0 ? c->paged[i].n : ((size_t *)((char *)ptr - MEM_HEAD))[0];
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -74,9 +123,9 @@ static void *mem_malloc(size_t n, void *ud)
     if (n > c->o.max_memory || c->mem_used > c->o.max_memory - n) {
         return NULL; /* nghttp2 fails the operation with NGHTTP2_ERR_NOMEM */
     }
-    void *fb = framebuf_alloc(c, n);
-    if (fb != NULL) {
-        return fb;
+    void *pb = paged_alloc(c, n);
+    if (pb != NULL) {
+        return pb;
     }
     size_t *p = eddy__small_alloc(n + MEM_HEAD); /* nghttp2 allocates per stream and frame */
     if (p == NULL) {
@@ -96,8 +145,9 @@ static void mem_free(void *ptr, void *ud)
     size_t n = block_size(c, ptr);
     assert(c->mem_used >= n);
     c->mem_used -= n;
-    if (ptr == c->framebuf) {
-        c->framebuf = NULL;
+    int i = paged_of(c, ptr);
+    if (i >= 0) {
+        c->paged[i] = (eddy__h2_paged_t){0};
         free(ptr);
         return;
     }
@@ -124,7 +174,7 @@ static void *mem_realloc(void *ptr, size_t n, void *ud)
     eddy__h2_conn_t *c = ud;
     size_t old = block_size(c, ptr);
     bool fits = n <= old || n - old <= c->o.max_memory - c->mem_used;
-    if (ptr != c->framebuf && fits && eddy__small_same(old + MEM_HEAD, n + MEM_HEAD)) {
+    if (paged_of(c, ptr) < 0 && fits && eddy__small_same(old + MEM_HEAD, n + MEM_HEAD)) {
         c->mem_used = c->mem_used - old + n; /* the block has room: it stays */
         ((size_t *)((char *)ptr - MEM_HEAD))[0] = n;
         return ptr;

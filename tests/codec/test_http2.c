@@ -2329,8 +2329,9 @@ static void test_an_idle_connection_is_closed_with_goaway(void **state)
     finish(ch, live);
 }
 
-/* An idle connection gives its frame buffer's pages back (they come back zeroed) and frees
- * its events array: what it sends after is whole, HPACK state and all. */
+/* An idle connection gives back its frame buffer's pages and its empty stream map's (they
+ * come back zeroed) and frees its events array: the streams after are served whole, HPACK
+ * state and all. */
 static void test_an_idle_connection_trims_and_answers_after(void **state)
 {
     (void)state;
