@@ -3,7 +3,7 @@
 (bench/http2/run.sh, case rss).
 
     python3 bench/http2/h2_rss.py --pgid PGID --port PORT [--tls] [--h1] [--conns N]
-                                  [--stream-conns C] [--streams M]
+                                  [--stream-conns C] [--streams M] [--idle-wait S]
 
 The server listens on 127.0.0.1:PORT (TLS with --tls: ALPN h2, or http/1.1 with --h1) and
 leads process group PGID; its memory is the VmRSS of every process of that group. Steps:
@@ -11,8 +11,9 @@ leads process group PGID; its memory is the VmRSS of every process of that group
   1. one connection asks GET / and closes; then the group's RSS (before);
   2. --conns connections (1000) each ask GET / once (HTTP/2: the client preface, SETTINGS
      both ways and their ACKs, one stream; HTTP/1.1: one keep-alive request) and stay open,
-     sending nothing more; after 0.5 s the RSS again (idle): (idle - before) / N bytes per
-     idle connection;
+     sending nothing more; after 0.5 s (--idle-wait) the RSS again (idle): (idle - before) /
+     N bytes per idle connection (eddy gives back pages of an HTTP/2 connection that read
+     nothing for 2 s: --idle-wait 5 sees them gone);
   3. HTTP/2 only: on --stream-conns of them (10), --streams streams each (100, at most the
      server's SETTINGS_MAX_CONCURRENT_STREAMS) open with POST /echo: HEADERS without
      END_STREAM, a body that never comes, so each stays open on the server; after 0.5 s the
@@ -178,6 +179,7 @@ def main():
     ap.add_argument("--conns", type=int, default=1000)
     ap.add_argument("--stream-conns", type=int, default=10)
     ap.add_argument("--streams", type=int, default=100)
+    ap.add_argument("--idle-wait", type=float, default=0.5)
     args = ap.parse_args()
 
     conns = []
@@ -191,7 +193,7 @@ def main():
             c = Conn(args)
             conns.append(c)
             c.get_once()
-        time.sleep(0.5)
+        time.sleep(args.idle_wait)
         idle = group_rss_kb(args.pgid)
         out = {"conns": len(conns), "rss_before_kb": before, "rss_idle_kb": idle,
                "idle_bytes_per_conn": round((idle - before) * 1024 / len(conns))}
