@@ -25,8 +25,10 @@
 #            per open stream (--streams on each of --stream-conns connections: POST /echo
 #            whose body never ends; h2o reads a body whole before its handlers run, nginx
 #            here proxies /echo with request buffering, so all three keep them open), by
-#            bench/http2/h2_rss.py; and eddy over HTTP/1.1 (eddy_h1) beside it, for the target
-#            "an idle HTTP/2 connection costs at most 2x an idle HTTP/1.1 connection"
+#            bench/http2/h2_rss.py, read --idle-wait seconds after the last connection (5:
+#            eddy gives back pages of an HTTP/2 connection that read nothing for 2 s); and
+#            eddy over HTTP/1.1 (eddy_h1) beside it, for the target "an idle HTTP/2
+#            connection costs at most 2x an idle HTTP/1.1 connection"
 #
 # Prints each round, then per case a table of medians and min-max (requests/s, server CPU
 # per request, requests per server CPU-second, the server's CPU use: CPU-seconds per second,
@@ -37,13 +39,14 @@
 #   bash bench/http2/run.sh BUILD_DIR [--rounds N] [--seconds S] [--warmup S]
 #                           [--latency-seconds S] [--rss-rounds N] [--cases LIST]
 #                           [--servers LIST] [--idle-conns N] [--stream-conns N] [--streams N]
+#                           [--idle-wait S]
 #                           [--cpu N] [--client-cpu N] [--no-pin] [--no-costs]
 #
 # Defaults, also taken from the environment (ROUNDS, DURATION, WARMUP, CASES, SERVERS; the
 # options win): 5 rounds, 2 s windows after 1 s of warm-up, 0.5 s latency passes, every case
 # (hello,latency,4k,64k,c500,rss: about 14 minutes in all), servers eddy,h2o,nginx; rss in the
-# first 3 rounds (--rss-rounds: its figures hardly move), with 1000 idle connections and 100
-# streams on each of 10 of them; servers on CPU 0, h2load on CPU 1
+# first 3 rounds (--rss-rounds: its figures hardly move), with 1000 idle connections read 5 s
+# after the last and 100 streams on each of 10 of them; servers on CPU 0, h2load on CPU 1
 # (--no-pin: no taskset). A server whose program is missing is left out with a word; eddy,
 # when it does not answer GET /, /bytes/4096 and /bytes/65536 in HTTP/2, is marked "not
 # available" and the ratios are h2o / nginx. SMOKE=1 (the ctest bench.http2_smoke): one round
@@ -63,19 +66,19 @@ shift
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 rounds=${ROUNDS:-5} seconds=${DURATION:-2} warmup=${WARMUP:-1} lat_seconds=0.5 rss_rounds=3
 cases=${CASES:-hello,latency,4k,64k,c500,rss} servers=${SERVERS:-eddy,h2o,nginx}
-idle_conns=1000 stream_conns=10 streams=100 cpu=0 client_cpu=1 pin=1 costs=1 require_eddy=0
+idle_conns=1000 stream_conns=10 streams=100 idle_wait=5 cpu=0 client_cpu=1 pin=1 costs=1 require_eddy=0
 lat_warmup=0.2 # the latency pass's warm-up: connecting, the server already warm
 if [[ ${SMOKE:-0} == 1 ]]; then
     rounds=1 seconds=1 warmup=0.2 lat_seconds=0.5 lat_warmup=0.1
-    cases=tls/hello,h2c/rss idle_conns=100 stream_conns=2 costs=0 require_eddy=1
+    cases=tls/hello,h2c/rss idle_conns=100 stream_conns=2 idle_wait=0.5 costs=0 require_eddy=1
 fi
 parse_options bench/http2/run.sh "no-pin no-costs rounds seconds warmup \
-    latency-seconds=lat_seconds rss-rounds cases servers idle-conns stream-conns streams cpu \
-    client-cpu others" "$@"
+    latency-seconds=lat_seconds rss-rounds cases servers idle-conns stream-conns streams \
+    idle-wait cpu client-cpu others" "$@"
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 101 ]] || usage
 [[ $rss_rounds =~ ^[0-9]+$ && $rss_rounds -ge 1 ]] || usage
 ((rss_rounds > rounds)) && rss_rounds=$rounds
-for v in "$seconds" "$warmup" "$lat_seconds"; do
+for v in "$seconds" "$warmup" "$lat_seconds" "$idle_wait"; do
     [[ $v =~ ^[0-9]+(\.[0-9]+)?$ ]] || usage
 done
 
@@ -470,7 +473,7 @@ run_rss() {
     [[ $s == eddy_h1 ]] && args+=(--h1)
     if ! out=$("${pin_client[@]}" "$python" "$here/h2_rss.py" --pgid "$server_pid" \
         --port "$port" --conns "$idle_conns" --stream-conns "$stream_conns" \
-        --streams "$streams" "${args[@]}"); then
+        --streams "$streams" --idle-wait "$idle_wait" "${args[@]}"); then
         echo "bench/http2/run.sh: h2_rss.py failed against $s over $t" >&2
         cat "$tmp/server.log" >&2
         exit 1
