@@ -18,7 +18,7 @@ typedef struct eddy__h2_conn_s eddy__h2_conn_t;
 /* A block of nghttp2's on pages of its own, given back while the connection is idle. */
 typedef struct eddy__h2_paged_s {
     void *p;
-    size_t n;
+    uint32_t n;
     bool frames; /* mem_send's frames come from it: nothing in it lives past the last one */
 } eddy__h2_paged_t;
 
@@ -49,8 +49,8 @@ struct eddy_h2_stream_s {
     /* The header block being received. */
     eddy_buf_t *hbuf;        /* names and values, copied, one after the other */
     uint32_t *hidx;          /* per field: name offset, name length, value offset, length */
-    size_t hcount;           /* fields so far */
-    size_t hcap;             /* fields hidx has room for */
+    uint32_t hcount;         /* fields so far (the header list's size bounds them) */
+    uint32_t hcap;           /* fields hidx has room for */
     size_t hsize;            /* their size as SETTINGS_MAX_HEADER_LIST_SIZE counts it */
     int reject;              /* 431 or 400: the request is refused, the fields dropped */
     bool head_received;      /* the first block came (later ones are trailers) */
@@ -80,8 +80,6 @@ struct eddy__h2_conn_s {
     nghttp2_mem mem;
     size_t mem_used;          /* bytes nghttp2 holds now */
     eddy__h2_paged_t paged[2]; /* nghttp2's blocks on pages of their own (session.c) */
-    bool in_session_new;      /* inside nghttp2_session_*_new3: those blocks are coming */
-    bool trimmed;             /* the idle trim ran: nothing was read or sent since */
     size_t streams_open;
     size_t streams_blocked;   /* streams whose writable is false: waiting for the event */
     eddy_h2_stream_t *streams; /* open streams, newest first */
@@ -95,6 +93,9 @@ struct eddy__h2_conn_s {
     bool events_task;         /* a task will fire what was made outside a read */
     bool in_read_batch;       /* between channel_read and channel_read_complete: one flush */
     bool writability_dirty;   /* a window or the channel changed: look at the streams */
+    bool in_session_new;      /* inside nghttp2_session_*_new3: the paged blocks are coming */
+    bool trimmed;             /* the idle trim ran: nothing was read or sent since */
+    bool drained;             /* the last mem_send said nothing more: no frame half out */
     size_t buffered;          /* DATA bytes passed on and not yet consumed */
     uint32_t empty_frames;    /* consecutive DATA frames with no byte and no END_STREAM */
     int64_t header_block_since; /* loop ns when the block being received began; 0: none */
@@ -102,7 +103,6 @@ struct eddy__h2_conn_s {
     /* Outbound. */
     eddy_buf_t *out;          /* frames being gathered for one write */
     bool wrote;               /* something was written since the last flush */
-    bool drained;             /* the last mem_send said nothing more: no frame half out */
     bool sending;             /* inside conn_send */
     bool fatal;               /* a connection error: GOAWAY out, then close */
     bool closing;             /* the close was passed on */

@@ -50,10 +50,11 @@ static void *paged_alloc(eddy__h2_conn_t *c, size_t n)
 {
     int i = c->paged[0].p == NULL ? 0 : c->paged[1].p == NULL ? 1 : -1;
     void *p = NULL;
-    if (!c->in_session_new || i < 0 || n < page || posix_memalign(&p, page, n) != 0) {
+    if (!c->in_session_new || i < 0 || n < page || n > UINT32_MAX ||
+        posix_memalign(&p, page, n) != 0) {
         return NULL;
     }
-    c->paged[i] = (eddy__h2_paged_t){.p = p, .n = n};
+    c->paged[i] = (eddy__h2_paged_t){.p = p, .n = (uint32_t)n};
     c->mem_used += n;
     return p;
 }
@@ -247,7 +248,7 @@ static void header_keep(eddy__h2_conn_t *c, eddy_h2_stream_t *s, const uint8_t *
             }
             eddy__small_free(s->hidx, s->hcap * 4 * sizeof(uint32_t));
             s->hidx = idx;
-            s->hcap = cap;
+            s->hcap = (uint32_t)cap;
         }
     }
     if (s->reject != 0 || s->hbuf == NULL || s->hcount > s->hcap) {
