@@ -24,12 +24,18 @@ typedef struct negotiate_s {
     eddy_buf_t *held;   /* the first bytes, while fewer than the preface's */
 } negotiate_t;
 
+/* Remove the library's HTTP/1.1 aggregator and encoder from p. */
+static void http1_remove_but_decoder(eddy_pipeline_t *p)
+{
+    eddy_pipeline_remove_ops(p, eddy_http_aggregator_ops());
+    eddy_pipeline_remove_ops(p, eddy_http_response_encoder_ops());
+}
+
 /* Remove the library's HTTP/1.1 handlers from p. */
 static void http1_remove(eddy_pipeline_t *p)
 {
+    http1_remove_but_decoder(p);
     eddy_pipeline_remove_ops(p, eddy_http_request_decoder_ops());
-    eddy_pipeline_remove_ops(p, eddy_http_aggregator_ops());
-    eddy_pipeline_remove_ops(p, eddy_http_response_encoder_ops());
 }
 
 /* Add h to p after (or, before, ahead of) the handler called base. */
@@ -42,16 +48,23 @@ static int add_at(eddy_pipeline_t *p, const char *base, bool before, eddy_handle
                   : eddy_pipeline_add_after(p, base, h.name, h.ops, h.state, h.free_state);
 }
 
-/* Put HTTP/2's handlers in place of HTTP/1.1's, next to the handler called base. */
-static int http2_install(eddy_pipeline_t *p, const char *base, bool before,
-                         const eddy_h2_options_t *o, size_t max)
+/* Add HTTP/2's handlers next to the handler called base. */
+static int http2_add(eddy_pipeline_t *p, const char *base, bool before,
+                     const eddy_h2_options_t *o, size_t max)
 {
-    http1_remove(p);
     int err = add_at(p, base, before, eddy_h2_connection(o));
     if (err == 0) {
         err = add_at(p, "h2-connection", false, eddy_h2_http_adapter(max));
     }
     return err;
+}
+
+/* Put HTTP/2's handlers in place of HTTP/1.1's, next to the handler called base. */
+static int http2_install(eddy_pipeline_t *p, const char *base, bool before,
+                         const eddy_h2_options_t *o, size_t max)
+{
+    http1_remove(p);
+    return http2_add(p, base, before, o, max);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -142,11 +155,35 @@ typedef struct watcher_s {
 static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\n"
                                 "Connection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
 
-/* Answer 101, switch the pipeline, and serve req as stream 1. */
+/* HTTP/2's handlers in place of HTTP/1.1's but the request decoder, right after it; stream 1
+ * made of req (taken), and req passed on as its request. 0 or an EDDY_E code. */
+static int upgrade_switch(eddy_ctx_t *ctx, watcher_t *w, eddy_http_request_t *req,
+                          const uint8_t *set, size_t n)
+{
+    eddy_pipeline_t *p = eddy_ctx_pipeline(ctx);
+    http1_remove_but_decoder(p); /* an answer to req must not meet HTTP/1.1's encoder */
+    eddy_ctx_t *dec = eddy_pipeline_context_ops(p, eddy_http_request_decoder_ops());
+    int err = dec != NULL ? http2_add(p, eddy_ctx_name(dec), false, &w->o, w->max)
+                          : http2_add(p, eddy_ctx_name(ctx), true, &w->o, w->max);
+    eddy__h2_conn_t *c = err == 0 ? eddy__h2_conn_of(p) : NULL;
+    err = c != NULL ? eddy__h2_conn_upgrade(c, set, n, req->method == EDDY_HTTP_HEAD) : EDDY_ENOMEM;
+    if (err != 0) {
+        eddy_msg_release(&req->_msg);
+        return err;
+    }
+    eddy_ctx_fire_user_event(eddy_pipeline_context(p, "h2-connection"), EDDY_EVENT_H2_ACTIVE,
+                             NULL);
+    return eddy__h2_adapter_upgraded(p, req, eddy__h2_stream_get(c, 1));
+}
+
+/* Answer 101, switch the pipeline, and serve req as stream 1. The request decoder leaves only
+ * once stream 1 is made and its request passed on: the bytes it still holds (an eager
+ * client's preface and frames, read with the request) are passed on from its removed
+ * context, along its own links, to the connection handler put right after it, rather than
+ * past it to the application, and they come after stream 1. */
 static void upgrade(eddy_ctx_t *ctx, watcher_t *w, eddy_http_request_t *req, const uint8_t *set,
                     size_t n)
 {
-    eddy_pipeline_t *p = eddy_ctx_pipeline(ctx);
     eddy_buf_t *b = eddy_buf_from(switching, sizeof(switching) - 1);
     if (b == NULL) {
         eddy_msg_release(&req->_msg);
@@ -154,19 +191,13 @@ static void upgrade(eddy_ctx_t *ctx, watcher_t *w, eddy_http_request_t *req, con
         return;
     }
     eddy_ctx_write_and_flush(ctx, eddy_buf_msg(b), NULL);
-    int err = http2_install(p, eddy_ctx_name(ctx), true, &w->o, w->max);
-    eddy__h2_conn_t *c = err == 0 ? eddy__h2_conn_of(p) : NULL;
-    err = c != NULL ? eddy__h2_conn_upgrade(c, set, n, req->method == EDDY_HTTP_HEAD) : EDDY_ENOMEM;
+    int err = upgrade_switch(ctx, w, req, set, n);
     if (err != 0) {
         eddy__log(EDDY_LOG_INFO, "http2: channel %llu: the h2c upgrade failed: %s",
                   (unsigned long long)eddy_channel_id(eddy_ctx_channel(ctx)), eddy_strerror(err));
-        eddy_msg_release(&req->_msg);
         eddy_ctx_close(ctx, NULL);
-        return;
     }
-    eddy_ctx_fire_user_event(eddy_pipeline_context(p, "h2-connection"), EDDY_EVENT_H2_ACTIVE,
-                             NULL);
-    eddy__h2_adapter_upgraded(p, req, eddy__h2_stream_get(c, 1));
+    eddy_pipeline_remove_ops(eddy_ctx_pipeline(ctx), eddy_http_request_decoder_ops());
 }
 
 static void watcher_read(eddy_ctx_t *ctx, eddy_msg_t *msg)

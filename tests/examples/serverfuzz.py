@@ -2629,9 +2629,9 @@ class Http2(Proto):
             if first["method"] == "HEAD":  # (h2 cannot know stream 1's method)
                 first["method"] = "GET"
             up = {k: first[k] for k in ("method", "path", "hdrs") if k in first}
-            # (Not eager, the preface right behind the request, while that closes the
-            # connection after stream 1: fuzz_cases/http2-upgrade-eager-preface.json.)
-            up["eager"] = False
+            # Eager half the time: the preface right behind the request, in the same write
+            # (fuzz_cases/http2-upgrade-eager-preface.json).
+            up["eager"] = rng.random() < 0.5
             start["upgrade"] = up
             acts.append(start)
             self.several(rng, st, acts, 1, 4, 30)
