@@ -53,6 +53,7 @@ struct eddy_h2_stream_s {
     uint32_t hcap;           /* fields hidx has room for */
     size_t hsize;            /* their size as SETTINGS_MAX_HEADER_LIST_SIZE counts it */
     int reject;              /* 431 or 400: the request is refused, the fields dropped */
+    bool refused;            /* ... and its head was answered with that status */
     bool head_received;      /* the first block came (later ones are trailers) */
 
     /* Sending. */

@@ -293,6 +293,7 @@ static void headers_refuse(eddy__h2_conn_t *c, eddy_h2_stream_t *s)
               s->reject);
     s->head_sent = true;
     s->body_ended = true;
+    s->refused = true;
     nghttp2_submit_response(c->session, s->id, nv, 1, NULL);
 }
 
@@ -312,10 +313,11 @@ static void headers_received(eddy__h2_conn_t *c, eddy_h2_stream_t *s, const nght
         if (!s->head_received) {
             s->head_received = true;
             headers_refuse(c, s);
-        } else {
+        } else if (!s->refused) { /* trailers past the limits: the request is broken now */
             nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, s->id,
                                       NGHTTP2_ENHANCE_YOUR_CALM);
         }
+        /* else: the trailers of a request refused already, whose answer stands */
         return;
     }
     if (s->hbuf == NULL) { /* an empty block: nghttp2 rejects it before us, but be sure */

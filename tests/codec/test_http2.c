@@ -2189,6 +2189,46 @@ static void test_trailers_past_the_limit_reset_the_stream(void **state)
     assert_true(at_once);
 }
 
+/* A head past the limit, then its body and small trailers, all in one read: the head's 431
+ * is the answer (the trailers of a refused request change nothing), not a reset. */
+static void test_a_refused_head_with_trailers_is_answered_431(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    app_t app = {0};
+    eddy_h2_options_t o = {.max_header_list_size = 1024};
+    eddy_channel_t *ch = stream_channel(&o, &app);
+    bytes_t b = {0}, blk = {0}, tr = {0};
+    raw_start(&b, true);
+    char big[2001];
+    memset(big, 'b', 2000);
+    big[2000] = '\0';
+    hpack_request(&blk, "POST", "/big");
+    hpack_field(&blk, "x-big", big);
+    raw_frame(&b, F_HEADERS, 0x4, 1, blk.p, blk.n);
+    raw_frame(&b, F_DATA, 0, 1, "body", 4);
+    hpack_field(&tr, "x-trailer", "1");
+    raw_frame(&b, F_HEADERS, 0x5, 1, tr.p, tr.n);
+    raw_get(&b, 3, true); /* the connection goes on */
+    feed(ch, b.p, b.n, 0);
+    scan_t sc = {0};
+    scan(&sc, ch);
+    assert_int_equal(sc.status[0], 431);
+    assert_true(sc.end_stream[0]);
+    assert_int_equal(sc.rst, 0);
+    assert_false(sc.goaway);
+    /* The application never hears of stream 1; stream 3 is its first. */
+    eddy_msg_t *m = next_msg(ch, EDDY_MSG_H2_HEADERS);
+    assert_int_equal(eddy_h2_stream_id(eddy_h2_headers_of(m)->stream), 3);
+    eddy_msg_release(m);
+    assert_true(eddy_channel_is_open(ch));
+    scan_free(&sc);
+    bytes_free(&b);
+    bytes_free(&blk);
+    bytes_free(&tr);
+    finish_open(ch, live); /* stream 3 is still open */
+}
+
 static void test_a_flood_of_empty_data_frames_is_answered_with_goaway(void **state)
 {
     (void)state;
@@ -2926,6 +2966,7 @@ int main(void)
         cmocka_unit_test(test_streams_past_max_concurrent_streams_are_refused),
         cmocka_unit_test(test_header_lists_past_the_limits_are_answered_431),
         cmocka_unit_test(test_trailers_past_the_limit_reset_the_stream),
+        cmocka_unit_test(test_a_refused_head_with_trailers_is_answered_431),
         cmocka_unit_test(test_a_flood_of_empty_data_frames_is_answered_with_goaway),
         cmocka_unit_test(test_a_continuation_flood_is_a_connection_error),
         cmocka_unit_test(test_settings_never_acknowledged_time_out),
