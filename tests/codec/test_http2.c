@@ -1735,11 +1735,6 @@ static void test_a_stream_reset_by_the_server_is_reported_to_the_application(voi
     peer_free(&pr);
     finish(ch, live);
     eddy_h2_stream_release(s);
-    if (!at_once) {
-        known_bug("a reset made while frames are sent (eddy_h2_stream_reset, a limit) reaches "
-                  "the application only with the next bytes read: on_stream_close queues it in "
-                  "c->events during mem_send, and only h2_read fires c->events");
-    }
     assert_true(at_once);
 }
 
@@ -1893,11 +1888,6 @@ static void test_send_data_waits_for_the_clients_window_and_says_when_writable(v
     eddy_h2_stream_release(s);
     peer_free(&pr);
     finish(ch, live);
-    if (!fired) {
-        known_bug("EDDY_EVENT_H2_STREAM_WRITABLE never fired: the stream's window shut after "
-                  "send_data() queued the body, and WINDOW_UPDATEs reopened it, but "
-                  "s->writable was never set false, so nothing fires");
-    }
     assert_true(fired);
 }
 
@@ -1968,10 +1958,6 @@ static void test_a_64_mib_download_through_16_kib_windows_arrives_whole(void **s
     eddy_h2_stream_release(d.s);
     peer_free(&pr);
     finish_open(ch, live);
-    if (!whole) {
-        known_bug("a download fed on EDDY_EVENT_H2_STREAM_WRITABLE stalls: the event never "
-                  "fires once the peer's window shut (see the test before)");
-    }
     assert_true(whole);
 }
 
@@ -2182,10 +2168,6 @@ static void test_trailers_past_the_limit_reset_the_stream(void **state)
     bytes_free(&b);
     bytes_free(&blk);
     finish(ch, live);
-    if (!at_once) {
-        known_bug("the reset of a stream whose trailers passed the limit reaches the "
-                  "application only with the next bytes read (on_stream_close during mem_send)");
-    }
     assert_true(at_once);
 }
 
@@ -2829,10 +2811,6 @@ static void test_a_stream_the_client_never_reads_is_reset_after_the_stall_timeou
     eddy_h2_stream_release(s);
     peer_free(&pr);
     finish(ch, live);
-    if (!at_once) {
-        known_bug("the reset of a stalled stream reaches the application only with the next "
-                  "bytes read (made in housekeep's send)");
-    }
     assert_true(at_once);
 }
 
@@ -2933,12 +2911,6 @@ static void test_a_refused_header_block_leaves_no_header_timeout_behind(void **s
     scan_free(&sc);
     drain_inbound(ch);
     finish_open(ch, live);
-    if (goaway) {
-        known_bug("a header block nghttp2 refused (a malformed field: RST_STREAM, no "
-                  "on_frame_recv) leaves header_block_since set: header_timeout_ms later the "
-                  "connection gets GOAWAY ENHANCE_YOUR_CALM \"header block not finished in "
-                  "time\", other streams and all");
-    }
     assert_false(goaway);
 }
 
