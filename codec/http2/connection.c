@@ -202,6 +202,29 @@ void eddy__h2_conn_count_reset(eddy__h2_conn_t *c)
     }
 }
 
+/* A token bucket (rapid reset, CVE-2023-44487): reset_burst tokens, reset_rate more each
+ * whole second, capped at reset_burst. Ours rather than nghttp2's backported option, which
+ * Debian's 1.52 answers with GOAWAY INTERNAL_ERROR. */
+bool eddy__h2_conn_reset_received(eddy__h2_conn_t *c)
+{
+    int64_t now = eddy__h2_now(c);
+    int64_t secs = (now - c->reset_tokens_at) / (1000 * MS);
+    if (secs > 0) {
+        uint64_t gain = (uint64_t)secs * c->o.reset_rate;
+        c->reset_tokens = c->o.reset_burst - c->reset_tokens <= gain
+                              ? c->o.reset_burst
+                              : c->reset_tokens + gain;
+        c->reset_tokens_at += secs * 1000 * MS;
+    }
+    assert(c->reset_tokens <= c->o.reset_burst);
+    if (c->reset_tokens == 0) {
+        eddy__h2_conn_fail(c, NGHTTP2_ENHANCE_YOUR_CALM, "too many streams reset by the peer");
+        return false;
+    }
+    c->reset_tokens--;
+    return true;
+}
+
 /* ---------------------------------------------------------------------------------------
  * Housekeeping: the timeouts, checked on one timer per connection.
  */
@@ -294,6 +317,8 @@ static void conn_start(eddy__h2_conn_t *c)
         return;
     }
     c->last_activity = eddy__h2_now(c);
+    c->reset_tokens = c->o.reset_burst;
+    c->reset_tokens_at = c->last_activity;
     if (eddy__h2_session_new(c) != 0) {
         eddy__log(EDDY_LOG_WARN, "http2: channel %llu: no memory for a session",
                   (unsigned long long)eddy_channel_id(eddy_ctx_channel(c->ctx)));
@@ -431,11 +456,11 @@ static void conn_recv(eddy__h2_conn_t *c, eddy_buf_t *b)
     ssize_t rv = nghttp2_session_mem_recv(c->session, eddy_buf_read_ptr(b), eddy_buf_readable(b));
     c->in_recv = false;
     c->in = NULL;
-    if (rv < 0) {
+    if (rv < 0 && !c->fatal) { /* fatal: a limit of ours stopped it, and said so */
         eddy__log(rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC ? EDDY_LOG_DEBUG : EDDY_LOG_INFO,
                   "http2: channel %llu: %s", (unsigned long long)eddy_channel_id(eddy_ctx_channel(c->ctx)),
                   nghttp2_strerror((int)rv));
-        if (rv != NGHTTP2_ERR_BAD_CLIENT_MAGIC && !c->fatal) {
+        if (rv != NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
             nghttp2_session_terminate_session(c->session, rv == NGHTTP2_ERR_FLOODED
                                                               ? NGHTTP2_ENHANCE_YOUR_CALM
                                                               : NGHTTP2_PROTOCOL_ERROR);

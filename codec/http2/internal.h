@@ -119,6 +119,8 @@ struct eddy__h2_conn_s {
     /* Limits. */
     uint32_t resets_sent;     /* RST_STREAMs sent in the window starting at resets_since */
     int64_t resets_since;
+    uint64_t reset_tokens;    /* RST_STREAMs the peer may still send (reset_burst, reset_rate) */
+    int64_t reset_tokens_at;  /* loop ns the bucket was last refilled */
     int64_t settings_sent_at; /* loop ns; 0: acknowledged */
     int64_t last_activity;    /* loop ns of the last read, or of the last open stream's end */
     int64_t shutdown_at;      /* loop ns the graceful shutdown began */
@@ -170,6 +172,9 @@ void eddy__h2_conn_emit(eddy__h2_conn_t *c, eddy_msg_t *msg);
 void eddy__h2_conn_fail(eddy__h2_conn_t *c, uint32_t code, const char *why);
 /* Count an RST_STREAM we sent, against max_resets_sent. */
 void eddy__h2_conn_count_reset(eddy__h2_conn_t *c);
+/* Count an RST_STREAM the peer sent, against reset_burst and reset_rate: false when the
+ * bucket was empty, and the connection failed (GOAWAY ENHANCE_YOUR_CALM). */
+bool eddy__h2_conn_reset_received(eddy__h2_conn_t *c);
 /* The connection handler state of the pipeline p, or NULL. */
 eddy__h2_conn_t *eddy__h2_conn_of(eddy_pipeline_t *p);
 /* Make stream 1 from an HTTP/1.1 Upgrade (settings: the HTTP2-Settings payload, decoded;

@@ -438,6 +438,9 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         if (s != NULL) {
             s->reset_by_peer = true;
         }
+        if (c->server && !eddy__h2_conn_reset_received(c)) {
+            return NGHTTP2_ERR_CALLBACK_FAILURE; /* read no further: the GOAWAY is queued */
+        }
         break;
     case NGHTTP2_GOAWAY:
         c->goaway_received = true;
@@ -460,7 +463,7 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
     if (frame->hd.type == NGHTTP2_RST_STREAM) {
         eddy__h2_conn_count_reset(c);
     } else if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != 0 && !c->fatal) {
-        /* nghttp2's own limits (rapid reset, CONTINUATION, floods) and protocol errors. */
+        /* nghttp2's own limits (CONTINUATION, floods) and protocol errors. */
         eddy__log(EDDY_LOG_INFO, "http2: channel %llu: GOAWAY %s sent by nghttp2",
                   (unsigned long long)eddy_channel_id(eddy_ctx_channel(c->ctx)),
                   nghttp2_http2_strerror(frame->goaway.error_code));
@@ -531,7 +534,7 @@ static void callbacks_init(void)
 }
 
 /* The session's options: what docs/http2.md's limits table says. */
-static nghttp2_option *options_new(const eddy_h2_options_t *o, bool server)
+static nghttp2_option *options_new(const eddy_h2_options_t *o)
 {
     nghttp2_option *opt;
     if (nghttp2_option_new(&opt) != 0) {
@@ -542,23 +545,17 @@ static nghttp2_option *options_new(const eddy_h2_options_t *o, bool server)
     nghttp2_option_set_max_outbound_ack(opt, 1000);
     nghttp2_option_set_max_settings(opt, 32);
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
-#ifdef EDDY_HAVE_NGHTTP2_RESET_RATE
-    if (server) { /* rapid reset is a server's worry */
-        nghttp2_option_set_stream_reset_rate_limit(opt, o->reset_burst, o->reset_rate);
-    }
-#endif
 #ifdef EDDY_HAVE_NGHTTP2_MAX_CONTINUATIONS
     nghttp2_option_set_max_continuations(opt, o->max_continuations);
 #endif
     (void)o;
-    (void)server;
     return opt;
 }
 
 int eddy__h2_session_new(eddy__h2_conn_t *c)
 {
     pthread_once(&callbacks_once, callbacks_init);
-    nghttp2_option *opt = callbacks != NULL ? options_new(&c->o, c->server) : NULL;
+    nghttp2_option *opt = callbacks != NULL ? options_new(&c->o) : NULL;
     if (opt == NULL) {
         return EDDY_ENOMEM;
     }

@@ -103,7 +103,7 @@ typedef struct eddy_h2_options_s {
                                         half of it */
     uint32_t reset_burst;            /* RST_STREAMs received: a bucket of reset_burst (1000) */
     uint32_t reset_rate;             /* refilled at reset_rate per second (33); empty: GOAWAY
-                                        (nghttp2's; CVE-2023-44487) */
+                                        ENHANCE_YOUR_CALM (CVE-2023-44487) */
     uint32_t max_resets_sent;        /* RST_STREAMs we send per 30 s (200); past it GOAWAY
                                         ENHANCE_YOUR_CALM (MadeYouReset, CVE-2025-8671) */
     uint32_t max_empty_frames;       /* consecutive DATA frames with neither bytes nor

@@ -1240,9 +1240,10 @@ def case_ping_bdp_pattern(t):
 @case("rst")
 def case_rapid_reset(t):
     """HEADERS + RST_STREAM(CANCEL) pairs at line rate (CVE-2023-44487): nghttp2's bucket
-    (1000, then 33/s) ends it with a GOAWAY: nghttpd sends INTERNAL_ERROR; eddy means
-    ENHANCE_YOUR_CALM. A server without the limit survives it (SURVIVED; h2o 2.2.5).
-    Seen: eddy and nghttpd: GOAWAY INTERNAL_ERROR; h2o 2.2.5: SURVIVED."""
+    (1000, then 33/s) ends it with a GOAWAY: nghttpd sends INTERNAL_ERROR; eddy's own bucket
+    (eddy_h2_options_t reset_burst, reset_rate) ENHANCE_YOUR_CALM. A server without the limit
+    survives it (SURVIVED; h2o 2.2.5).
+    Seen: eddy: GOAWAY ENHANCE_YOUR_CALM; nghttpd: GOAWAY INTERNAL_ERROR; h2o 2.2.5: SURVIVED."""
     c = settled(t)
     before = server_stat(t.pid)
     block = static_block(t)  # no dynamic table: each pair is the same bytes
@@ -1263,7 +1264,7 @@ def case_rapid_reset(t):
         toks = ["SURVIVED"] if c.ping_ok() else ["STALLED"]
     after = server_stat(t.pid)
     cpu = f", server CPU {after[2] - before[2]:.2f} s" if before and after else ""
-    # eddy_h2_options_t (reset_rate) says ENHANCE_YOUR_CALM; nghttp2 itself sends INTERNAL_ERROR.
+    # eddy_h2_options_t (reset_rate) says ENHANCE_YOUR_CALM; nghttp2's own limit INTERNAL_ERROR.
     return judge(t, c, toks, ["GOAWAY(ENHANCE_YOUR_CALM)", "GOAWAY(INTERNAL_ERROR)", "CLOSE",
                               "SURVIVED"], ["GOAWAY(ENHANCE_YOUR_CALM)"]) + \
         f" after {pairs} pairs{cpu}"

@@ -41,8 +41,6 @@ fail() {
 
 # Cases failing until their fix lands in codec/http2/ (reported XFAIL, or XPASS once they
 # pass: then take them off):
-#   rapid_reset: nghttp2's own limit answers GOAWAY INTERNAL_ERROR, where eddy_h2_options_t
-#     promises ENHANCE_YOUR_CALM.
 #   concurrent_exceeded: past MAX_CONCURRENT_STREAMS (acknowledged) nghttp2 ends the
 #     connection (GOAWAY PROTOCOL_ERROR), where eddy_h2_options_t promises RST_STREAM
 #     REFUSED_STREAM.
@@ -51,7 +49,7 @@ fail() {
 #     error.
 #   priority_self_dependency: a PRIORITY frame on itself is ignored; RFC 9113 5.3.1 wants a
 #     stream error PROTOCOL_ERROR.
-known=(rapid_reset concurrent_exceeded decreasing_stream_id headers_after_rst
+known=(concurrent_exceeded decreasing_stream_id headers_after_rst
     priority_self_dependency)
 
 # --max-body: the 8 MiB echo through 16 KiB windows (big_echo).
