@@ -393,13 +393,14 @@ static int seal_msg(eddy_tls_handler_t *s, eddy_msg_t *msg)
 
 /*
  * OpenSSL makes one record per SSL_write, and every record costs both ends a MAC, a header
- * and a read: the small writes of one flush (HTTP/2 frames with their own promises, pipelined
- * HTTP/1.1 answers) are copied together into one record's worth of plaintext first. The
+ * and a read: the writes of one flush are copied into full records' worth of plaintext
+ * (16 KiB) first, small ones (HTTP/2 frames, pipelined answers) and medium ones (a 4 KiB
+ * body) alike, so a peer reads one record where it read one per write. A write of a record
+ * or more goes to SSL_write as it is once the gathered bytes before it are sealed. The
  * gathering buffer is the thread's (no memory per connection); a flush that starts while
  * another is gathering on the same thread (from an event the records caused) seals its
  * writes one by one.
  */
-#define GATHER_BELOW 4096
 static _Thread_local uint8_t gather_buf[WRITE_CHUNK];
 static _Thread_local bool gather_busy;
 
@@ -415,18 +416,35 @@ static int gather_seal(eddy_tls_handler_t *s, gather_t *g)
     return n > 0 ? seal(s, gather_buf, n) : 0;
 }
 
-/* Seal msg, or gather it when it is a small buffer. */
+/* Gather n bytes at p, sealing each record's worth as it fills; what is left once the
+ * gathering is empty and a record or more goes to seal() directly. */
+static int gather(eddy_tls_handler_t *s, gather_t *g, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        if (g->n == 0 && n >= sizeof(gather_buf)) {
+            return seal(s, p, n);
+        }
+        size_t k = sizeof(gather_buf) - g->n < n ? sizeof(gather_buf) - g->n : n;
+        memcpy(gather_buf + g->n, p, k);
+        g->n += k;
+        p += k;
+        n -= k;
+        if (g->n == sizeof(gather_buf)) {
+            int rc = gather_seal(s, g);
+            if (rc != 0) {
+                return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Seal msg through the gathering when this flush owns it. */
 static int seal_gathered(eddy_tls_handler_t *s, gather_t *g, eddy_msg_t *msg)
 {
     eddy_buf_t *b = g->on ? eddy_buf_of(msg) : NULL;
-    size_t n = b != NULL ? eddy_buf_readable(b) : 0;
-    if (b != NULL && n < GATHER_BELOW) {
-        int rc = g->n + n > sizeof(gather_buf) ? gather_seal(s, g) : 0;
-        if (rc == 0) {
-            memcpy(gather_buf + g->n, eddy_buf_read_ptr(b), n);
-            g->n += n;
-        }
-        return rc;
+    if (b != NULL) {
+        return gather(s, g, eddy_buf_read_ptr(b), eddy_buf_readable(b));
     }
     int rc = gather_seal(s, g);
     return rc != 0 ? rc : seal_msg(s, msg);
