@@ -1,18 +1,19 @@
 /*
- * The TLS handler (Netty's SslHandler): OpenSSL driven through two memory BIOs, so the
- * socket stays with the loop and nothing ever blocks.
+ * The TLS handler (Netty's SslHandler): OpenSSL driven through BIOs of memory (a memory BIO
+ * in, one of ours out), so the socket stays with the loop and nothing ever blocks.
  *
  * Inbound: each ciphertext buffer goes into the read BIO (and is released); while the
  * handshake runs, SSL_do_handshake answers from it; afterwards SSL_read drains it into
  * plaintext buffers of up to READ_CHUNK bytes from the channel's allocator, fired on as they
- * fill. WANT_READ means "wait for the next buffer"; WANT_WRITE cannot last with a memory BIO
- * (it takes every byte), so it means "drain the write BIO and go on".
+ * fill. WANT_READ means "wait for the next buffer"; WANT_WRITE cannot last with our write BIO
+ * (it takes every byte), so it means "hand on what it holds and go on".
  *
  * Outbound: writes queue plaintext with their promises; a flush (after the handshake; one
  * asked for before it is kept for then) feeds them to SSL_write, 16 KiB (one record) at a
- * time, and takes the records out of the write BIO in as few buffers as possible: one per
- * flush, or one per COALESCE_MAX bytes for big flushes, so a 16 MiB write never sits twice
- * in memory. The promises of one flush complete with its last ciphertext buffer.
+ * time, and the write BIO (ours, not a memory BIO) appends the records to the buffer that
+ * goes downstream: one per flush, or one per COALESCE_MAX bytes for big flushes, so a 16 MiB
+ * write never sits twice in memory. The promises of one flush complete with its last
+ * ciphertext buffer.
  *
  * Close: an outbound close after the handshake sends close_notify first, and closes once it
  * was written (or after close_notify_timeout_ms). The peer's close_notify is an event; a peer
@@ -37,6 +38,7 @@
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,10 +76,22 @@ typedef struct pending_s {
     size_t bytes;      /* plaintext, counted in the channel's pending bytes */
 } pending_t;
 
+/* Entries come from the thread's small blocks: one per write, freed when it is sealed. */
+static void pending_free(pending_t *e)
+{
+    if (e != NULL) {
+        eddy__small_free(e, sizeof(*e));
+    }
+}
+
 struct eddy_tls_handler_s {
     eddy_tls_context_t *tctx; /* a reference */
     SSL *ssl;                 /* NULL once removed */
-    BIO *rbio, *wbio;         /* the SSL's: network to SSL, SSL to network */
+    BIO *rbio, *wbio;         /* the SSL's: network to SSL (memory), SSL to network (out) */
+    eddy_buf_t *out;          /* records the write BIO took, not yet handed on; or NULL */
+    size_t unsealed;          /* plaintext of the flush being sealed still to go through
+                                 SSL_write: sizes the next out buffer */
+    bool out_nomem;           /* the write BIO failed for want of memory */
     eddy_ctx_t *ctx;
     eddy_promise_t *handshake;
     uint64_t timer; /* a scoped timer's id: the handshake's timeout until it completes, then
@@ -89,7 +103,7 @@ struct eddy_tls_handler_s {
     bool flush_pending;        /* a flush came before the handshake completed */
     bool cn_sent, cn_received; /* close_notify */
     bool fired;                /* plaintext went on since the last read_complete */
-    bool big_bios;             /* a BIO grew past BIO_KEEP since the last trim */
+    bool big_bios;             /* the read BIO grew past BIO_KEEP since the last trim */
     bool sealing, reseal;      /* inside seal_pending; a flush came meanwhile */
     /* Closes asked for while sealing (from an event the records fired): run once the
      * sealing is over, so close_notify never lands between two flushed writes. */
@@ -151,6 +165,97 @@ static BIO *mem_bio_new(void)
     return b;
 }
 
+/*
+ * The write BIO: OpenSSL hands each sealed record to it, and it appends the record to s->out,
+ * the buffer emit() hands on. A memory BIO would keep the records in a buffer it zeroes as it
+ * grows, then emit() would copy them out: a record is copied once after encryption here, not
+ * twice, and no buffer stays between flushes. s->out is sized for what the flush still has
+ * to seal (s->unsealed), so it rarely grows, and never past one COALESCE_MAX batch.
+ */
+#define RECORD_OVERHEAD 64 /* a record's header, tag, type and explicit nonce, with room */
+#define OUT_MIN 1024       /* handshake messages and alerts: grown as they come */
+
+/* Drop the records not handed on (s->out may be NULL). */
+static void out_drop(eddy_tls_handler_t *s)
+{
+    if (s->out != NULL) {
+        eddy_buf_release(s->out);
+        s->out = NULL;
+    }
+}
+
+static size_t out_size(const eddy_tls_handler_t *s, size_t n)
+{
+    size_t plain = s->unsealed < COALESCE_MAX ? s->unsealed : COALESCE_MAX;
+    size_t want = plain + (plain / WRITE_CHUNK + 1) * RECORD_OVERHEAD;
+    want = want > n ? want : n;
+    return want > OUT_MIN ? want : OUT_MIN;
+}
+
+static int out_write(BIO *bio, const char *data, int len)
+{
+    eddy_tls_handler_t *s = BIO_get_data(bio);
+    assert(s != NULL && s->ctx != NULL && len >= 0);
+    BIO_clear_retry_flags(bio);
+    size_t n = (size_t)len;
+    if (s->out == NULL) {
+        s->out = eddy_buf_alloc(eddy_ctx_alloc(s->ctx), out_size(s, n),
+                                EDDY_BUF_DEFAULT_MAX_CAPACITY);
+    }
+    if (s->out == NULL || eddy_buf_write_bytes(s->out, data, n) != 0) {
+        s->out_nomem = true;
+        return -1; /* SSL_ERROR_SYSCALL: seal() reports EDDY_ENOMEM */
+    }
+    return len;
+}
+
+static long out_ctrl(BIO *bio, int cmd, long num, void *ptr)
+{
+    (void)num;
+    (void)ptr;
+    const eddy_tls_handler_t *s = BIO_get_data(bio);
+    switch (cmd) {
+    case BIO_CTRL_PENDING:
+    case BIO_CTRL_WPENDING:
+        return s != NULL && s->out != NULL ? (long)eddy_buf_readable(s->out) : 0;
+    case BIO_CTRL_FLUSH:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int out_create(BIO *bio)
+{
+    BIO_set_init(bio, 1);
+    return 1;
+}
+
+static BIO_METHOD *out_method;
+static pthread_once_t out_method_once = PTHREAD_ONCE_INIT;
+
+static void out_method_make(void)
+{
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "eddy_tls_out");
+    if (m != NULL && (BIO_meth_set_write(m, out_write) != 1 ||
+                      BIO_meth_set_ctrl(m, out_ctrl) != 1 ||
+                      BIO_meth_set_create(m, out_create) != 1)) {
+        BIO_meth_free(m);
+        m = NULL;
+    }
+    out_method = m; /* kept for the process, as OpenSSL keeps its own methods */
+}
+
+static BIO *out_bio_new(eddy_tls_handler_t *s)
+{
+    pthread_once(&out_method_once, out_method_make);
+    BIO *b = out_method != NULL ? BIO_new(out_method) : NULL;
+    if (b != NULL) {
+        BIO_set_data(b, s);
+    }
+    return b;
+}
+
 static eddy_tls_handler_t *handler_make(eddy_tls_context_t *c,
                                         const eddy_tls_handler_options_t *opts, int *err)
 {
@@ -184,7 +289,7 @@ static eddy_tls_handler_t *handler_make(eddy_tls_context_t *c,
     ERR_clear_error();
     s->ssl = SSL_new(c->ssl_ctx);
     s->rbio = mem_bio_new();
-    s->wbio = mem_bio_new();
+    s->wbio = out_bio_new(s);
     if (s->handshake == NULL || s->ssl == NULL || s->rbio == NULL || s->wbio == NULL) {
         BIO_free(s->rbio);
         BIO_free(s->wbio);
@@ -231,6 +336,7 @@ void eddy_tls_handler_free(void *state)
         return;
     }
     SSL_free(s->ssl); /* and its BIOs */
+    out_drop(s);
     eddy_future_release(s->handshake);
     eddy_tls_context_release(s->tctx);
     eddy_future_release(s->deferred_cn_p); /* NULL unless freed mid-seal, which cannot be */
@@ -270,7 +376,7 @@ static void drop_pending(eddy_tls_handler_t *s, int err)
         eddy_msg_release(e->msg);
         eddy__promise_done(e->p, err);
         eddy_future_release(e->p);
-        free(e);
+        pending_free(e);
     }
     s->tail = NULL;
 }
@@ -286,26 +392,21 @@ static void fail_pending(eddy_tls_handler_t *s, int err)
 }
 
 /* Write what the write BIO holds downstream as one buffer, p (may be NULL) on it; p completes
- * at once when there is nothing. 0 or EDDY_ENOMEM (p failed). No flush. */
+ * at once when there is nothing. 0, or EDDY_ECLOSED once removed (p failed). No flush. */
 static int emit(eddy_tls_handler_t *s, eddy_promise_t *p)
 {
     if (s->wbio == NULL) {
+        assert(s->out == NULL); /* tls_removed dropped it */
         eddy__promise_done(p, EDDY_ECLOSED); /* removed: nothing goes out any more */
         return EDDY_ECLOSED;
     }
-    size_t n = BIO_ctrl_pending(s->wbio);
-    if (n == 0) {
+    if (s->out == NULL || eddy_buf_readable(s->out) == 0) {
+        out_drop(s);
         eddy__promise_done(p, 0);
         return 0;
     }
-    eddy_buf_t *b = eddy_buf_alloc(eddy_ctx_alloc(s->ctx), n, EDDY_BUF_DEFAULT_MAX_CAPACITY);
-    if (b == NULL) {
-        eddy__promise_done(p, EDDY_ENOMEM);
-        return EDDY_ENOMEM;
-    }
-    s->big_bios |= n > BIO_KEEP;
-    int r = BIO_read(s->wbio, eddy_buf_write_ptr(b), (int)n);
-    eddy_buf_produce(b, r > 0 ? (size_t)r : 0);
+    eddy_buf_t *b = s->out;
+    s->out = NULL;
     /* The hard cap admitted the plaintext (tls_write's reserve); its records are larger by
      * their headers and tags, and the alerts and close_notify are ours: the cap must not
      * refuse them, or accepted data would be lost (serverfuzz tls_cap). */
@@ -354,12 +455,13 @@ static int seal(eddy_tls_handler_t *s, const uint8_t *data, size_t len)
         int r = SSL_write(s->ssl, data, chunk);
         if (r <= 0) {
             if (SSL_get_error(s->ssl, r) != SSL_ERROR_WANT_WRITE) {
-                return EDDY_ETLS;
+                return s->out_nomem ? EDDY_ENOMEM : EDDY_ETLS;
             }
             r = 0; /* the write BIO is drained below; then retry */
         }
         data += r;
         len -= (size_t)r;
+        s->unsealed -= s->unsealed < (size_t)r ? s->unsealed : (size_t)r;
         if (r == 0 || BIO_ctrl_pending(s->wbio) >= COALESCE_MAX) {
             int rc = emit(s, NULL);
             if (rc != 0) {
@@ -471,9 +573,10 @@ static void uncount(eddy_tls_handler_t *s, const pending_t *e)
  */
 static void seal_list(eddy_tls_handler_t *s, pending_t *list)
 {
-    size_t promises = 0;
+    size_t promises = 0, plain = 0;
     for (pending_t *e = list; e != NULL; e = e->next) {
         promises += e->p != NULL;
+        plain += e->bytes;
     }
     batch_t *batch = NULL;
     if (promises > 1 && (batch = malloc(sizeof(*batch) + promises * sizeof(batch->p[0]))) == NULL) {
@@ -484,7 +587,7 @@ static void seal_list(eddy_tls_handler_t *s, pending_t *list)
             eddy_msg_release(e->msg);
             eddy__promise_done(e->p, EDDY_ENOMEM);
             eddy_future_release(e->p);
-            free(e);
+            pending_free(e);
         }
         tls_fail(s, EDDY_ENOMEM); /* the stream has a gap now: it cannot go on */
         return;
@@ -496,6 +599,7 @@ static void seal_list(eddy_tls_handler_t *s, pending_t *list)
     }
     gather_t g = {.on = !gather_busy && list->next != NULL, .n = 0};
     gather_busy |= g.on;
+    s->unsealed = plain;
     while (list != NULL) {
         pending_t *e = list;
         list = e->next;
@@ -512,7 +616,7 @@ static void seal_list(eddy_tls_handler_t *s, pending_t *list)
         } else if (e->p != NULL) {
             last = e->p;
         }
-        free(e);
+        pending_free(e);
     }
     if (rc == 0) {
         rc = gather_seal(s, &g); /* a failure here fails the writes gathered, below */
@@ -520,6 +624,7 @@ static void seal_list(eddy_tls_handler_t *s, pending_t *list)
     if (g.on) {
         gather_busy = false;
     }
+    s->unsealed = 0;
     if (rc != 0) {
         for (size_t i = 0; batch != NULL && i < batch->n; i++) {
             eddy__promise_done(batch->p[i], rc);
@@ -633,44 +738,33 @@ static void stop_timer(eddy_tls_handler_t *s)
     }
 }
 
-/* Swap bio (the SSL's read BIO when read) for a new one if it is empty but holds more than
- * BIO_KEEP; false when it is still in use (not empty). */
-static bool trim_bio(eddy_tls_handler_t *s, bool read)
+/* Swap the SSL's read BIO for a new one if it is empty but holds more than BIO_KEEP; false
+ * when it is still in use (not empty). The write BIO keeps nothing between flushes. */
+static bool trim_read_bio(eddy_tls_handler_t *s)
 {
-    BIO *b = read ? s->rbio : s->wbio;
-    if (BIO_ctrl_pending(b) > 0) {
+    if (BIO_ctrl_pending(s->rbio) > 0) {
         return false;
     }
     BUF_MEM *m = NULL;
-    BIO_get_mem_ptr(b, &m);
+    BIO_get_mem_ptr(s->rbio, &m);
     if (m == NULL || m->max <= BIO_KEEP) {
         return true;
     }
     BIO *fresh = mem_bio_new();
-    if (fresh == NULL) {
-        return true; /* keep the big one: it still works */
-    }
-    if (read) {
+    if (fresh != NULL) {
         SSL_set0_rbio(s->ssl, fresh); /* frees the old one */
         s->rbio = fresh;
-    } else {
-        SSL_set0_wbio(s->ssl, fresh);
-        s->wbio = fresh;
     }
-    return true;
+    return true; /* without a new one, keep the big one: it still works */
 }
 
 size_t eddy__tls_handler_bio_capacity(eddy_tls_handler_t *h)
 {
-    size_t total = 0;
-    BIO *bios[2] = {h->rbio, h->wbio};
-    for (int i = 0; i < 2; i++) {
-        BUF_MEM *m = NULL;
-        if (bios[i] != NULL && (BIO_get_mem_ptr(bios[i], &m), m != NULL)) {
-            total += m->max;
-        }
+    BUF_MEM *m = NULL;
+    if (h->rbio != NULL) {
+        BIO_get_mem_ptr(h->rbio, &m);
     }
-    return total;
+    return (m != NULL ? m->max : 0) + (h->out != NULL ? eddy_buf_capacity(h->out) : 0);
 }
 
 static void bios_trim_due(eddy_ctx_t *ctx, void *arg)
@@ -681,10 +775,7 @@ static void bios_trim_due(eddy_ctx_t *ctx, void *arg)
     if (s->ssl == NULL || s->failed) {
         return;
     }
-    /* Both must be looked at: && would skip the write BIO after a busy read BIO. */
-    bool read_done = trim_bio(s, true);
-    bool write_done = trim_bio(s, false);
-    s->big_bios = !(read_done && write_done);
+    s->big_bios = !trim_read_bio(s);
     if (s->big_bios) {
         s->timer = eddy_ctx_schedule(s->ctx, BIO_TRIM_DELAY_MS, bios_trim_due, s);
     }
@@ -1072,14 +1163,14 @@ static void tls_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
     }
     eddy_channel_t *ch = eddy_ctx_channel(ctx);
     size_t bytes = err == 0 ? eddy__msg_bytes(msg) : 0;
-    pending_t *e = err == 0 ? malloc(sizeof(*e)) : NULL;
+    pending_t *e = err == 0 ? eddy__small_alloc(sizeof(*e)) : NULL;
     if (e == NULL) {
         err = err != 0 ? err : EDDY_ENOMEM;
     } else {
         err = eddy__outbound_reserve(ch, bytes); /* the hard cap, as the channel applies it */
     }
     if (err != 0) {
-        free(e);
+        pending_free(e);
         eddy_ctx_fail_write(ctx, msg, p, err); /* with no promise: raised, closed after */
         return;
     }
@@ -1245,6 +1336,7 @@ static void tls_removed(eddy_ctx_t *ctx)
     SSL_free(s->ssl); /* and its BIOs */
     s->ssl = NULL;
     s->rbio = s->wbio = NULL;
+    out_drop(s); /* records made after the last emit: nowhere to go now */
 }
 
 static const eddy_handler_ops_t tls_ops = {
