@@ -47,9 +47,11 @@
 static const char hello_body[] = "Hello, World!";
 
 /* Requests answered, one counter per loop: each loop writes only its own (no lock prefix,
- * no shared cache line), /stats sums them. */
+ * no shared cache line), /stats sums them. Beside it the loop's copy of the /bytes pattern,
+ * whose answers are slices of it (no copy, and no reference count shared between loops). */
 typedef struct loop_stats_s {
     alignas(64) _Atomic uint64_t requests;
+    eddy_buf_t *pattern;
 } loop_stats_t;
 
 static eddy_loop_group_t *loops;
@@ -195,7 +197,9 @@ static eddy_buf_t *stats_json(void)
     return b;
 }
 
-/* What GET /bytes/N answers: whole alphabets, copied a block at a time (filled in main). */
+/* What GET /bytes/N answers: whole alphabets (filled in main). Up to its size an answer is
+ * a retained slice of the loop's copy, shared as a cached file would be; past it, copied a
+ * block at a time. */
 static char pattern[26 * 2048];
 
 /* GET /bytes/N: N bytes of the pattern, or 400 for a bad N. */
@@ -212,6 +216,11 @@ static void bytes(eddy_ctx_t *ctx, conn_t *c, const eddy_http_request_t *req)
     digits[k] = '\0';
     if (!example_parse_uint(digits, 64ul << 20, &n)) {
         respond(ctx, c, req, 400, "text/plain", eddy_buf_from_str("Bad Request\n"));
+        return;
+    }
+    if (n > 0 && n <= sizeof(pattern)) {
+        eddy_buf_t *b = eddy_buf_retained_slice(c->stats->pattern, 0, n);
+        respond(ctx, c, req, 200, "application/octet-stream", b);
         return;
     }
     eddy_buf_t *b = eddy_buf_alloc(eddy_ctx_alloc(ctx), n > 0 ? n : 1, n > 0 ? n : 1);
@@ -438,10 +447,14 @@ int main(int argc, char **argv)
     server = eddy_server_bootstrap_new();
     size_t stats_size = loops != NULL ? eddy_loop_group_size(loops) * sizeof(*stats) : 0;
     stats = stats_size > 0 ? aligned_alloc(alignof(loop_stats_t), stats_size) : NULL;
+    bool patterns = stats != NULL;
     if (stats != NULL) {
         memset(stats, 0, stats_size);
+        for (size_t i = 0; i < eddy_loop_group_size(loops); i++) {
+            patterns &= (stats[i].pattern = eddy_buf_from(pattern, sizeof(pattern))) != NULL;
+        }
     }
-    if (loops == NULL || server == NULL || stats == NULL) {
+    if (loops == NULL || server == NULL || !patterns) {
         fprintf(stderr, "eddy-http-server: out of memory or threads\n");
         return 1;
     }
@@ -467,10 +480,14 @@ int main(int argc, char **argv)
     eddy_server_counters_t c;
     eddy_server_bootstrap_counters(server, &c);
     uint64_t requests = 0;
-    for (size_t i = 0; i < eddy_loop_group_size(loops); i++) {
+    size_t nloops = eddy_loop_group_size(loops);
+    for (size_t i = 0; i < nloops; i++) {
         requests += atomic_load(&stats[i].requests);
     }
     int rc = example_shutdown(server, loops, NULL);
+    for (size_t i = 0; i < nloops; i++) {
+        eddy_buf_release(stats[i].pattern); /* the slices still out hold it on */
+    }
     free(stats);
     if (tls != NULL) {
         eddy_tls_context_release(tls);
