@@ -99,6 +99,7 @@ struct eddy__h2_conn_s {
     bool drained;             /* the last mem_send said nothing more: no frame half out */
     size_t buffered;          /* DATA bytes passed on and not yet consumed */
     uint32_t empty_frames;    /* consecutive DATA frames with no byte and no END_STREAM */
+    uint32_t reset_floor;     /* the highest stream id we sent RST_STREAM on (server) */
     int64_t header_block_since; /* loop ns when the block being received began; 0: none */
 
     /* Outbound. */

@@ -456,11 +456,38 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     return 0;
 }
 
+/*
+ * HEADERS on a client stream at or below the last one opened that nghttp2 no longer knows:
+ * a stream closed (no_closed_streams forgets it) or skipped (closed by a higher one), where
+ * RFC 9113 5.1 and 5.1.1 want a connection error and nghttp2 would ignore it. After our
+ * RST_STREAM a client may still send trailers it had queued, which must be ignored, not
+ * punished: every id at or below the highest we reset is let through to nghttp2.
+ */
+static bool headers_on_closed(eddy__h2_conn_t *c, nghttp2_session *session, int32_t id)
+{
+    return c->server && (id & 1) != 0 && (uint32_t)id > c->reset_floor &&
+           id <= nghttp2_session_get_last_proc_stream_id(session) &&
+           nghttp2_session_find_stream(session, id) == NULL;
+}
+
+static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, void *ud)
+{
+    eddy__h2_conn_t *c = ud;
+    if (hd->type == NGHTTP2_HEADERS && headers_on_closed(c, session, hd->stream_id)) {
+        eddy__h2_conn_fail(c, NGHTTP2_STREAM_CLOSED, "HEADERS on a closed stream");
+        return NGHTTP2_ERR_CALLBACK_FAILURE; /* read no further: the GOAWAY is queued */
+    }
+    return 0;
+}
+
 static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
 {
     (void)session;
     eddy__h2_conn_t *c = ud;
     if (frame->hd.type == NGHTTP2_RST_STREAM) {
+        if ((uint32_t)frame->hd.stream_id > c->reset_floor) {
+            c->reset_floor = (uint32_t)frame->hd.stream_id;
+        }
         eddy__h2_conn_count_reset(c);
     } else if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != 0 && !c->fatal) {
         /* nghttp2's own limits (CONTINUATION, floods) and protocol errors. */
@@ -528,6 +555,7 @@ static void callbacks_init(void)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
     nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
+    nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, on_begin_frame);
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
     nghttp2_session_callbacks_set_send_data_callback(callbacks, send_data);
     nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks, on_invalid_frame);

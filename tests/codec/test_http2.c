@@ -2211,6 +2211,71 @@ static void test_a_refused_head_with_trailers_is_answered_431(void **state)
     finish_open(ch, live); /* stream 3 is still open */
 }
 
+/* HEADERS on a stream id at or below the last one opened, which nghttp2 no longer knows
+ * (RFC 9113 5.1.1): the connection ends with GOAWAY STREAM_CLOSED. */
+static void test_headers_on_a_lower_stream_id_end_the_connection(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    app_t app = {0};
+    eddy_channel_t *ch = stream_channel(NULL, &app);
+    bytes_t b = {0};
+    raw_start(&b, true);
+    raw_get(&b, 5, true);
+    raw_get(&b, 3, true);
+    feed(ch, b.p, b.n, 0);
+    scan_t sc = {0};
+    scan(&sc, ch);
+    assert_true(sc.goaway);
+    assert_int_equal(sc.goaway_code, NGHTTP2_STREAM_CLOSED);
+    assert_int_equal(sc.goaway_last, 5);
+    eddy_msg_t *m = next_msg(ch, EDDY_MSG_H2_HEADERS); /* stream 5's, before the error */
+    assert_int_equal(eddy_h2_stream_id(eddy_h2_headers_of(m)->stream), 5);
+    eddy_msg_release(m);
+    scan_free(&sc);
+    bytes_free(&b);
+    finish_open(ch, live);
+}
+
+/* After our RST_STREAM a client may still send what it had queued for the stream (its body
+ * and trailers): ignored, not a connection error, and the next stream is served. */
+static void test_trailers_after_our_reset_are_ignored(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    app_t app = {0};
+    eddy_channel_t *ch = stream_channel(NULL, &app);
+    bytes_t b = {0}, tr = {0};
+    raw_start(&b, true);
+    raw_get(&b, 1, false);
+    feed(ch, b.p, b.n, 0);
+    eddy_msg_t *m = next_msg(ch, EDDY_MSG_H2_HEADERS);
+    assert_int_equal(eddy_h2_stream_reset(eddy_h2_headers_of(m)->stream, NGHTTP2_CANCEL), 0);
+    eddy_msg_release(m);
+    scan_t sc = {0};
+    scan(&sc, ch);
+    assert_int_equal(sc.rst_code[0], NGHTTP2_CANCEL);
+    b.n = 0;
+    raw_frame(&b, F_DATA, 0, 1, "body", 4);
+    hpack_field(&tr, "x-trailer", "1");
+    raw_frame(&b, F_HEADERS, 0x5, 1, tr.p, tr.n);
+    raw_get(&b, 3, true);
+    feed(ch, b.p, b.n, 0);
+    scan(&sc, ch);
+    assert_false(sc.goaway);
+    assert_true(eddy_channel_is_open(ch));
+    while ((m = eddy_embedded_read_inbound(ch)) != NULL && eddy_h2_headers_of(m) == NULL) {
+        eddy_msg_release(m); /* stream 1's reset */
+    }
+    assert_non_null(m);
+    assert_int_equal(eddy_h2_stream_id(eddy_h2_headers_of(m)->stream), 3);
+    eddy_msg_release(m);
+    scan_free(&sc);
+    bytes_free(&b);
+    bytes_free(&tr);
+    finish_open(ch, live);
+}
+
 static void test_a_flood_of_empty_data_frames_is_answered_with_goaway(void **state)
 {
     (void)state;
@@ -2972,6 +3037,8 @@ int main(void)
         cmocka_unit_test(test_streams_past_max_concurrent_streams_are_refused),
         cmocka_unit_test(test_header_lists_past_the_limits_are_answered_431),
         cmocka_unit_test(test_trailers_past_the_limit_reset_the_stream),
+        cmocka_unit_test(test_headers_on_a_lower_stream_id_end_the_connection),
+        cmocka_unit_test(test_trailers_after_our_reset_are_ignored),
         cmocka_unit_test(test_a_refused_head_with_trailers_is_answered_431),
         cmocka_unit_test(test_a_flood_of_empty_data_frames_is_answered_with_goaway),
         cmocka_unit_test(test_a_continuation_flood_is_a_connection_error),

@@ -48,20 +48,12 @@ fail() {
 #     refuse the stream (on_begin_headers comes after; on_begin_frame cannot stop the frame
 #     but by failing the whole connection), and the limit it enforces is the one it sent.
 #     Only rewriting our SETTINGS on the wire would decouple them; we do not.
-#   decreasing_stream_id, headers_after_rst: HEADERS on a stream id at or below the last one
-#     is ignored (nghttp2 forgets closed streams); RFC 9113 5.1 and 5.1.1 want a connection
-#     error. Reachable (on_begin_frame sees the HEADERS' id before nghttp2 ignores it; the
-#     highest id opened is ours to keep) but not done yet: a client may rightly send
-#     trailers on a stream we reset before it saw the RST_STREAM (nghttp2's own comment in
-#     on_request_headers_received), so the ids we reset must be remembered and let through,
-#     not made a connection error.
 #   priority_self_dependency: a PRIORITY frame on itself is ignored; RFC 9113 5.3.1 wants a
 #     stream error PROTOCOL_ERROR. Not reachable, as far as we can tell: with
 #     SETTINGS_NO_RFC7540_PRIORITIES 1 (no priority tree, CVE-2019-9513) nghttp2 skips the
 #     PRIORITY payload whole (its own self-dependency check, which would RST_STREAM, never
 #     answers), so no callback but on_begin_frame, which has the frame header only, sees it.
-known=(concurrent_exceeded decreasing_stream_id headers_after_rst
-    priority_self_dependency)
+known=(concurrent_exceeded priority_self_dependency)
 
 # --max-body: the 8 MiB echo through 16 KiB windows (big_echo).
 "$server" --port 0 --threads 1 --max-body 16777216 >"$log" 2>&1 &
