@@ -379,6 +379,9 @@ typedef struct eddy__poller_ops_s {
      * are not yet with the kernel: the loop must not terminate yet. NULL: never (readiness
      * backends run none). */
     bool (*busy)(eddy_loop_t *loop);
+    /* Closing a descriptor takes it out of the set by itself (epoll, kqueue: when no other
+     * descriptor refers to the same open file), so eddy__io_close() skips update(). */
+    bool close_unregisters;
 } eddy__poller_ops_t;
 
 extern const eddy__poller_ops_t eddy__poller_uring;

@@ -165,6 +165,12 @@ typedef struct eddy__running_s {
     uint64_t channel;
 } eddy__running_t;
 
+/* Stop watching io because its descriptor is about to be closed by the caller: as
+ * eddy_io_stop(), but with no system call where closing removes it from the poller's set
+ * (epoll and kqueue; nginx's NGX_CLOSE_EVENT), one per short connection. The descriptor must
+ * be the only one for its open file (eddy never dups a socket; a fork must exec or close). */
+void eddy__io_close(eddy_io_t *io);
+
 /* The events io is watched for now (EDDY_IO_READ, EDDY_IO_WRITE), as eddy_io_start() left
  * them: a transport that keeps an interest lazily asks before it changes it. */
 static inline unsigned eddy__io_interest(const eddy_io_t *io)

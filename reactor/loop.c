@@ -191,18 +191,31 @@ int eddy_io_start(eddy_io_t *io, unsigned events)
     return 0;
 }
 
-void eddy_io_stop(eddy_io_t *io)
+/* Stop watching io; tell the poller unless closing its descriptor will. */
+static void io_unwatch(eddy_io_t *io, bool closing)
 {
     eddy_loop_t *loop = io->_loop;
     if (io->_interest == 0) {
         return;
     }
     eddy__assert_on_loop(loop);
-    loop->poller->update(loop, io, 0);
+    if (!closing || !loop->poller->close_unregisters) {
+        loop->poller->update(loop, io, 0);
+    }
     io->_interest = 0;
     if (eddy__io_of(loop, io->fd) == io) {
         loop->watchers[io->fd] = NULL;
     }
+}
+
+void eddy_io_stop(eddy_io_t *io)
+{
+    io_unwatch(io, false);
+}
+
+void eddy__io_close(eddy_io_t *io)
+{
+    io_unwatch(io, true);
 }
 
 void eddy__io_dispatch(eddy_loop_t *loop, int fd, uint32_t gen, unsigned events)

@@ -140,6 +140,7 @@ const eddy__poller_ops_t eddy__poller_epoll = {
     .update = epoll_update,
     .wait = epoll_wait_dispatch,
     .wakeup = epoll_wakeup,
+    .close_unregisters = true,
 };
 #else
 /* Not built here; ISO C wants something in every file. */

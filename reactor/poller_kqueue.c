@@ -139,6 +139,7 @@ const eddy__poller_ops_t eddy__poller_kqueue = {
     .update = kq_update,
     .wait = kq_wait,
     .wakeup = kq_wakeup,
+    .close_unregisters = true,
 };
 #else
 /* Not built here; ISO C wants something in every file. */

@@ -681,7 +681,7 @@ static int datagram_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value)
 static void datagram_do_close(eddy_channel_t *ch)
 {
     if (ch->fd >= 0) {
-        eddy_io_stop(&ch->io);
+        eddy__io_close(&ch->io);
         close(ch->fd);
         ch->fd = -1;
     }

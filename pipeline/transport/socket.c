@@ -706,6 +706,26 @@ static void child_start(void *arg)
     free(c);
 }
 
+/* Whether ip is one address, not a wildcard (INADDR_ANY, ::) nor unknown. */
+static bool ip_is_specific(const eddy__ip_addr_t *ip)
+{
+    if (ip->sa.sa_family == AF_INET) {
+        return ip->in4.sin_addr.s_addr != htonl(INADDR_ANY);
+    }
+    return ip->sa.sa_family == AF_INET6 && !IN6_IS_ADDR_UNSPECIFIED(&ip->in6.sin6_addr);
+}
+
+/* A child's local address: its listener's when that is bound to one address (accept cannot
+ * give another), saving a getsockname() per connection; else the kernel's. */
+static void child_local_addr(eddy_channel_t *child, const eddy_channel_t *listener)
+{
+    if (ip_is_specific(&listener->local_ip)) {
+        child->local_ip = listener->local_ip;
+    } else {
+        eddy__socket_fill_addrs(child, false);
+    }
+}
+
 void eddy__listener_child(eddy_channel_t *ch, int fd, const eddy_addr_t *peer)
 {
     eddy__listener_t *l = ch->listener;
@@ -723,7 +743,7 @@ void eddy__listener_child(eddy_channel_t *ch, int fd, const eddy_addr_t *peer)
     }
     if (peer != NULL) {
         eddy__channel_set_addr(child, true, peer);
-        eddy__socket_fill_addrs(child, false); /* no getpeername(): accept gave the peer */
+        child_local_addr(child, ch); /* no getpeername(): accept gave the peer */
     } else {
         eddy__socket_fill_addrs(child, true);
     }

@@ -295,7 +295,7 @@ static void on_writable(eddy_channel_t *ch)
 static void close_fd(eddy_channel_t *ch)
 {
     if (ch->fd >= 0) {
-        eddy_io_stop(&ch->io);
+        eddy__io_close(&ch->io);
         close(ch->fd);
         ch->fd = -1;
     }
