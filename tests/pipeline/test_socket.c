@@ -258,6 +258,28 @@ static void echo_round_trip(const eddy_addr_t *addr)
     echo_round_trip_on(&s, addr);
 }
 
+/* An accepted channel's local address: its listener's when that is bound to one address (no
+ * getsockname() then), the one the peer reached when it is bound to all (0.0.0.0). */
+static void test_accepted_channels_know_their_local_address(void **state)
+{
+    (void)state;
+    const char *binds[] = {"127.0.0.1", "0.0.0.0"};
+    for (int i = 0; i < 2; i++) {
+        server_t s = {0};
+        eddy_addr_t a, to;
+        eddy_addr_ip(&a, binds[i], 0);
+        server_start(&s, &a);
+        eddy_addr_ip(&to, "127.0.0.1", eddy_addr_port(&s.addr));
+        int fd = client_connect(&to);
+        const eddy_addr_t *local = eddy_channel_local_addr(accepted_child(&s));
+        assert_int_equal(local->u.sa.sa_family, AF_INET);
+        assert_int_equal(eddy_addr_port(local), eddy_addr_port(&s.addr));
+        assert_int_equal(local->u.in4.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+        close(fd);
+        server_stop(&s);
+    }
+}
+
 static void test_socket_echoes_over_ipv4(void **state)
 {
     (void)state;
@@ -1632,6 +1654,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_socket_echoes_over_ipv4),
+        cmocka_unit_test(test_accepted_channels_know_their_local_address),
         cmocka_unit_test(test_socket_echoes_over_ipv6),
         cmocka_unit_test(test_socket_echoes_over_unix_sockets),
         cmocka_unit_test(test_socket_half_close_is_an_event_when_allowed),
