@@ -125,6 +125,13 @@ static eddy__options_t default_options = {
             [EDDY_UDP_GSO] = 1,
             [EDDY_UDP_GRO] = 0,
             [EDDY_DATAGRAM_RECV_SIZE] = 2048,
+            [EDDY_TCP_CORK] = 0,
+            [EDDY_TCP_NOTSENT_LOWAT] = 0,
+            [EDDY_TCP_FASTOPEN] = 0,
+            [EDDY_TCP_USER_TIMEOUT] = 0,
+            [EDDY_TCP_KEEPIDLE] = 0,
+            [EDDY_TCP_KEEPINTVL] = 0,
+            [EDDY_TCP_KEEPCNT] = 0,
         },
 };
 
@@ -142,7 +149,17 @@ static bool option_valid(eddy_option_t opt, int64_t v)
     case EDDY_IP_MULTICAST_LOOP:
     case EDDY_UDP_GSO:
     case EDDY_UDP_GRO:
+    case EDDY_TCP_CORK:
         return v == 0 || v == 1;
+    case EDDY_TCP_KEEPIDLE:
+    case EDDY_TCP_KEEPINTVL:
+        return v >= 0 && v <= 32767; /* the kernel's MAX_TCP_KEEPIDLE, _KEEPINTVL */
+    case EDDY_TCP_KEEPCNT:
+        return v >= 0 && v <= 127; /* MAX_TCP_KEEPCNT */
+    case EDDY_TCP_NOTSENT_LOWAT:
+    case EDDY_TCP_FASTOPEN:
+    case EDDY_TCP_USER_TIMEOUT:
+        return v >= 0 && v <= INT32_MAX;
     case EDDY_IP_MULTICAST_TTL:
         return v >= 0 && v <= 255;
     case EDDY_IP_MULTICAST_IF:

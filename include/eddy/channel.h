@@ -101,13 +101,29 @@ typedef enum {
                                    (UDP_GRO); they are split again. Receives take 64 KiB */
     EDDY_DATAGRAM_RECV_SIZE,    /* bytes per received datagram, 1-65536 (default 2048, as
                                    Netty's); longer ones are reported truncated */
+    /* TCP (IP stream sockets; on others setting them does nothing). 0 leaves the kernel's
+     * default where the option is a number. See docs/pipeline.md, "TCP options". */
+    EDDY_TCP_CORK,              /* 0/1 (default 0): hold partial segments until uncorked (a
+                                   head and the file after it leave in full segments) */
+    EDDY_TCP_NOTSENT_LOWAT,     /* bytes: writable again only when the kernel holds fewer
+                                   unsent bytes than this (less buffered in the kernel, so a
+                                   write reflects the peer's pace sooner); 0: the kernel's */
+    EDDY_TCP_FASTOPEN,          /* listeners: queue length of TCP Fast Open requests (data
+                                   in the SYN, RFC 7413); 0: off (default) */
+    EDDY_TCP_USER_TIMEOUT,      /* ms that sent data may stay unacknowledged before the
+                                   kernel ends the connection (ETIMEDOUT); 0: the kernel's */
+    EDDY_TCP_KEEPIDLE,          /* seconds idle before the first keepalive probe (with
+                                   EDDY_SO_KEEPALIVE 1); 0: the kernel's (7200) */
+    EDDY_TCP_KEEPINTVL,         /* seconds between keepalive probes; 0: the kernel's (75) */
+    EDDY_TCP_KEEPCNT,           /* unanswered probes before the connection ends; 0: the
+                                   kernel's (9) */
     EDDY_OPTION_COUNT_
 } eddy_option_t;
 
 /** Set an option: 0, EDDY_EINVAL (unknown option or bad value) or a socket error. The
  * channel's loop, or any thread before the channel is registered. */
 EDDY_EXTERN int eddy_channel_set_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value);
-/** The option's value (socket options as the kernel reports them). */
+/** The option's value: the last one set (or given by a config), else the default. */
 EDDY_EXTERN int64_t eddy_channel_option(const eddy_channel_t *ch, eddy_option_t opt);
 
 /* A set of option values to apply to channels as they are made (bootstraps, acceptors). */

@@ -674,7 +674,7 @@ static int datagram_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value)
     case EDDY_SO_LINGER:
         return 0; /* stream options: nothing on a datagram socket */
     default:
-        return eddy__socket_option(ch, opt, value);
+        return eddy__socket_is_tcp_option(opt) ? 0 : eddy__socket_option(ch, opt, value);
     }
 }
 

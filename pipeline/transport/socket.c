@@ -93,8 +93,71 @@ static int set_int(int fd, int level, int name, int v)
     return setsockopt(fd, level, name, &v, sizeof(v)) == 0 ? 0 : -errno;
 }
 
+#ifndef TCP_CORK
+#define TCP_CORK -1
+#endif
+#ifndef TCP_NOTSENT_LOWAT
+#define TCP_NOTSENT_LOWAT -1
+#endif
+#ifndef TCP_FASTOPEN
+#define TCP_FASTOPEN -1
+#endif
+#ifndef TCP_USER_TIMEOUT
+#define TCP_USER_TIMEOUT -1
+#endif
+#ifndef TCP_KEEPIDLE
+#define TCP_KEEPIDLE -1
+#endif
+#ifndef TCP_KEEPINTVL
+#define TCP_KEEPINTVL -1
+#endif
+#ifndef TCP_KEEPCNT
+#define TCP_KEEPCNT -1
+#endif
+
+/* The TCP options from EDDY_TCP_CORK on: the kernel's name (-1: not on this system), and
+ * whether 0 leaves the kernel's default alone (the kernel refuses 0 for those). */
+typedef struct tcp_opt_s {
+    int name;
+    bool zero_keeps;
+} tcp_opt_t;
+
+static const tcp_opt_t tcp_opts[] = {
+    [EDDY_TCP_CORK - EDDY_TCP_CORK] = {TCP_CORK, false},
+    [EDDY_TCP_NOTSENT_LOWAT - EDDY_TCP_CORK] = {TCP_NOTSENT_LOWAT, false},
+    [EDDY_TCP_FASTOPEN - EDDY_TCP_CORK] = {TCP_FASTOPEN, false},
+    [EDDY_TCP_USER_TIMEOUT - EDDY_TCP_CORK] = {TCP_USER_TIMEOUT, false},
+    [EDDY_TCP_KEEPIDLE - EDDY_TCP_CORK] = {TCP_KEEPIDLE, true},
+    [EDDY_TCP_KEEPINTVL - EDDY_TCP_CORK] = {TCP_KEEPINTVL, true},
+    [EDDY_TCP_KEEPCNT - EDDY_TCP_CORK] = {TCP_KEEPCNT, true},
+};
+_Static_assert(sizeof(tcp_opts) / sizeof(tcp_opts[0]) == EDDY_OPTION_COUNT_ - EDDY_TCP_CORK,
+               "a row per TCP option, the last options of eddy_option_t");
+
+bool eddy__socket_is_tcp_option(eddy_option_t opt)
+{
+    return opt >= EDDY_TCP_CORK && opt < EDDY_OPTION_COUNT_;
+}
+
+/* A TCP option on an IP stream socket; nothing on a Unix one. */
+static int tcp_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value)
+{
+    assert(eddy__socket_is_tcp_option(opt));
+    const tcp_opt_t *t = &tcp_opts[opt - EDDY_TCP_CORK];
+    if (!eddy__socket_is_ip(ch) || (t->zero_keeps && value == 0)) {
+        return 0;
+    }
+    if (t->name < 0) {
+        return value != 0 ? EDDY_ENOTSUP : 0;
+    }
+    return set_int(ch->fd, IPPROTO_TCP, t->name, (int)value);
+}
+
 int eddy__socket_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value)
 {
+    if (eddy__socket_is_tcp_option(opt)) {
+        return tcp_option(ch, opt, value);
+    }
     int fd = ch->fd;
     switch (opt) {
     case EDDY_SO_REUSEADDR:

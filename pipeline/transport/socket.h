@@ -56,6 +56,8 @@ bool eddy__socket_is_ip(const eddy_channel_t *ch);
 int eddy__socket_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value);
 /* Note the addresses the kernel gives: local always, remote when asked. */
 void eddy__socket_fill_addrs(eddy_channel_t *ch, bool remote);
+/* Whether opt is one of the TCP options (EDDY_TCP_CORK and after): nothing on datagrams. */
+bool eddy__socket_is_tcp_option(eddy_option_t opt);
 /* Throw away unread input before a requested close (the channel ops' discard_input). */
 void eddy__socket_discard_input(eddy_channel_t *ch);
 /* Shut the output down once what is flushed is written (the channel ops' shutdown_output). */

@@ -20,6 +20,7 @@
 #include <eddy/pipeline.h>
 
 #include <errno.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -60,6 +61,7 @@ typedef struct server_s {
     _Atomic uint64_t echoed;
     _Atomic(eddy_channel_t *) child; /* the last accepted channel (retained) */
     eddy_channel_config_t child_config;
+    eddy_channel_config_t config; /* the listener's, when set has a bit */
     const eddy_handler_ops_t *ops;
     eddy_carrier_t *carrier; /* offload the handler there */
     const eddy_handler_ops_t *after; /* NULL, or a handler on the loop after it */
@@ -167,6 +169,7 @@ static void server_start(server_t *s, const eddy_addr_t *addr)
         .child_init = init_child,
         .child_arg = s,
         .child_config = &s->child_config,
+        .config = s->config.set != 0 ? &s->config : NULL,
     };
     eddy_future_t *f = eddy_channel_listen(addr, &o);
     assert_non_null(f);
@@ -256,6 +259,53 @@ static void echo_round_trip(const eddy_addr_t *addr)
 {
     server_t s = {0};
     echo_round_trip_on(&s, addr);
+}
+
+/* getsockopt(IPPROTO_TCP, name) on fd. */
+static int tcp_get(int fd, int name)
+{
+    int v = -1;
+    socklen_t len = sizeof(v);
+    assert_int_equal(getsockopt(fd, IPPROTO_TCP, name, &v, &len), 0);
+    return v;
+}
+
+/* The TCP options reach the sockets: the listener's Fast Open queue, and each accepted
+ * channel's cork, unsent low mark, user timeout and keepalive timings; a value out of range
+ * is refused. */
+static void test_tcp_options_reach_the_socket(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    eddy_channel_config_init(&s.config);
+    eddy_channel_config_init(&s.child_config);
+    assert_int_equal(eddy_channel_config_set(&s.config, EDDY_TCP_FASTOPEN, 64), 0);
+    const struct {
+        eddy_option_t opt;
+        int name, value;
+    } want[] = {
+        {EDDY_TCP_CORK, TCP_CORK, 1},
+        {EDDY_TCP_NOTSENT_LOWAT, TCP_NOTSENT_LOWAT, 16384},
+        {EDDY_TCP_USER_TIMEOUT, TCP_USER_TIMEOUT, 5000},
+        {EDDY_TCP_KEEPIDLE, TCP_KEEPIDLE, 30},
+        {EDDY_TCP_KEEPINTVL, TCP_KEEPINTVL, 5},
+        {EDDY_TCP_KEEPCNT, TCP_KEEPCNT, 3},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        assert_int_equal(eddy_channel_config_set(&s.child_config, want[i].opt, want[i].value), 0);
+    }
+    assert_int_equal(eddy_channel_config_set(&s.child_config, EDDY_TCP_KEEPCNT, 128), EDDY_EINVAL);
+    assert_int_equal(eddy_channel_config_set(&s.child_config, EDDY_TCP_CORK, 2), EDDY_EINVAL);
+    server_start_local(&s);
+    assert_int_equal(tcp_get(eddy_channel_fd(s.listener), TCP_FASTOPEN), 64);
+    int fd = client_connect(&s.addr);
+    eddy_channel_t *child = accepted_child(&s);
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        assert_int_equal(tcp_get(eddy_channel_fd(child), want[i].name), want[i].value);
+        assert_int_equal(eddy_channel_option(child, want[i].opt), want[i].value);
+    }
+    close(fd);
+    server_stop(&s);
 }
 
 /* An accepted channel's local address: its listener's when that is bound to one address (no
@@ -1655,6 +1705,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_socket_echoes_over_ipv4),
         cmocka_unit_test(test_accepted_channels_know_their_local_address),
+        cmocka_unit_test(test_tcp_options_reach_the_socket),
         cmocka_unit_test(test_socket_echoes_over_ipv6),
         cmocka_unit_test(test_socket_echoes_over_unix_sockets),
         cmocka_unit_test(test_socket_half_close_is_an_event_when_allowed),
