@@ -185,21 +185,24 @@ int eddy__socket_option(eddy_channel_t *ch, eddy_option_t opt, int64_t value)
     }
 }
 
-/* The addresses the kernel gives: local always, remote when asked (accept gave it). */
-void eddy__socket_fill_addrs(eddy_channel_t *ch, bool remote)
+/* One of ch's addresses as the kernel gives it (getsockname, getpeername). */
+static void fill_addr(eddy_channel_t *ch, bool remote)
 {
     eddy_addr_t a;
     a.len = sizeof(a.u);
-    if (getsockname(ch->fd, &a.u.sa, &a.len) != 0) {
+    int rc = remote ? getpeername(ch->fd, &a.u.sa, &a.len) : getsockname(ch->fd, &a.u.sa, &a.len);
+    if (rc != 0) {
         a.len = 0;
     }
-    eddy__channel_set_addr(ch, false, &a);
+    eddy__channel_set_addr(ch, remote, &a);
+}
+
+/* The addresses the kernel gives: local always, remote when asked (accept gave it). */
+void eddy__socket_fill_addrs(eddy_channel_t *ch, bool remote)
+{
+    fill_addr(ch, false);
     if (remote) {
-        a.len = sizeof(a.u);
-        if (getpeername(ch->fd, &a.u.sa, &a.len) != 0) {
-            a.len = 0;
-        }
-        eddy__channel_set_addr(ch, true, &a);
+        fill_addr(ch, true);
     }
 }
 
@@ -785,7 +788,7 @@ static void child_local_addr(eddy_channel_t *child, const eddy_channel_t *listen
     if (ip_is_specific(&listener->local_ip)) {
         child->local_ip = listener->local_ip;
     } else {
-        eddy__socket_fill_addrs(child, false);
+        fill_addr(child, false);
     }
 }
 
@@ -804,11 +807,11 @@ void eddy__listener_child(eddy_channel_t *ch, int fd, const eddy_addr_t *peer)
         eddy_pipeline_fire_exception(&ch->pipeline, EDDY_ENOMEM);
         return;
     }
+    child_local_addr(child, ch);
     if (peer != NULL) {
-        eddy__channel_set_addr(child, true, peer);
-        child_local_addr(child, ch); /* no getpeername(): accept gave the peer */
+        eddy__channel_set_addr(child, true, peer); /* no getpeername(): accept gave the peer */
     } else {
-        eddy__socket_fill_addrs(child, true);
+        fill_addr(child, true); /* a multishot accept gives no address */
     }
     eddy__channel_share_config(child, l->child_opts, &l->child_config);
     if (eddy__socket_is_ip(child) && !(l->child_config.set & (1ull << EDDY_TCP_NODELAY))) {
