@@ -78,7 +78,7 @@ head -c 4194305 /dev/zero >"$tmp/big"
 code=$(curl --http2-prior-knowledge --data-binary @"$tmp/big" -o /dev/null -w '%{http_code}' \
     "$url/echo")
 [[ $code == 413 ]] || fail "POST /echo past --max-body: $code"
-for n in 0 1 16384 100000 10485760; do
+for n in 0 1 16384 53248 53249 100000 10485760; do # 53248: the largest slice answer
     pattern $n >"$tmp/want"
     curl --http2-prior-knowledge -o "$tmp/got" "$url/bytes/$n"
     cmp -s "$tmp/want" "$tmp/got" || fail "GET /bytes/$n"
