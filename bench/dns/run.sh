@@ -234,10 +234,8 @@ echo "zone: ${zone#"$root"/} ($origin, $(grep -c . "$tmp/axfr.txt") records); qu
 echo "cpu: $(cpu_model); $where; load average $(load_average) at start"
 echo "$rounds rounds, servers alternating: ${subjects[*]}; throughput: dnsperf -c $clients" \
     "-q $outstanding -l $seconds; latency: dnsperf -Q $rate -l $lat_seconds -v"
-if ((costs)) && [[ -x $build_dir/bench/udp/udp_report ]]; then
-    "$build_dir/bench/udp/udp_report" --costs dns "$cpu" "$client_cpu"
-elif ((costs)); then
-    echo "machine costs: not measured ($build_dir/bench/udp/udp_report is not built)"
+if ((costs)); then
+    machine_costs dns "$build_dir" "$cpu" "$client_cpu"
 fi
 
 # dnsperf's "  Label:   value ..." line: the value.

@@ -128,6 +128,7 @@ syscalls_probe
 echo "bench echo: echo servers on one thread each (eddy: one loop for accept and I/O;" \
     "netty_nio: one NioEventLoop, JVM pinned with the server)"
 echo "cpu: $(cpu_model); $where; load average $(load_average) at start"
+machine_costs echo "$build_dir" "$cpu" "$client_cpu"
 echo "${rounds} rounds x ${seconds} s (after ${warmup} s warm-up), servers alternating:" \
     "${subjects[*]}"
 echo "ops: messages (churn: connections) per second; loadgen CPU: the load generator's share of" \
@@ -199,4 +200,5 @@ if command -v gnuplot >/dev/null && [[ -s $tmp/chart.dat ]]; then
 else
     echo "chart: not drawn (gnuplot: bash scripts/deps.sh --bench)"
 fi
+[[ -z $costs_line ]] || echo "$costs_line"
 echo "load average $(load_average) at the end"

@@ -119,6 +119,7 @@ to_ms() {
 echo "bench http: GET / \"Hello, World!\" keep-alive, wrk -t1 -c$conns -d${seconds}s, one server" \
     "thread each (eddy: one loop for accept and I/O; nginx: one worker, no master)"
 echo "cpu: $(cpu_model); $where; load average $(load_average) at start"
+machine_costs http "$build_dir" "$cpu" "$client_cpu"
 echo "$rounds rounds, servers alternating: ${subjects[*]} (warm-up ${warmup} s," \
     "Netty ${java_warmup} s)"
 
@@ -203,4 +204,5 @@ END {
         printf "\"cpu_ratio\":%.3f,\"rounds\":%d}\n", mc["eddy_uring"] / mc["eddy"], rounds
     }
 }' "$tmp/rounds.txt"
+[[ -z $costs_line ]] || echo "$costs_line"
 echo "load average $(load_average) at the end"

@@ -311,28 +311,8 @@ fi
 
 # The machine's costs, printed by one of the report programs (bench/support/report.c) when
 # built; a line of them is repeated under every table.
-costs_line=
 if ((costs)); then
-    report=
-    for p in udp/udp_report ws/ws_report echo/echo_report; do
-        if [[ -x $build_dir/bench/$p ]]; then
-            report=$build_dir/bench/$p
-            break
-        fi
-    done
-    if [[ -n $report ]]; then
-        "$report" --costs http2 "$cpu" "$client_cpu" | tee "$tmp/costs.txt"
-        mc=$(grep '^{"bench":"machine"' "$tmp/costs.txt" || true)
-        if [[ -n $mc ]]; then
-            costs_line="machine: a system call $(field "$mc" syscall_ns) ns, epoll_wait(0)"
-            costs_line+=" $(field "$mc" epoll_wait0_ns) ns, an eventfd write"
-            costs_line+=" $(field "$mc" eventfd_write_ns) ns, clock_gettime"
-            costs_line+=" $(field "$mc" clock_ns) ns"
-        fi
-    else
-        echo "machine costs: not measured (no bench/udp/udp_report, bench/ws/ws_report or" \
-            "bench/echo/echo_report built under $build_dir)"
-    fi
+    machine_costs http2 "$build_dir" "$cpu" "$client_cpu"
 fi
 
 h2o_version=h2o

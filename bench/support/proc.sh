@@ -238,6 +238,36 @@ netty_classpath() {
     fi
 }
 
+# machine_costs NAME BUILD_DIR CPU CLIENT_CPU: prints the machine's costs (a system call,
+# epoll_wait(0), an eventfd write, clock_gettime, a cache line and a futex between the two
+# CPUs), measured by a report program of bench/support/report.c (--costs), its JSON line
+# included, and sets costs_line to a one-line summary to print under each table ('' when no
+# report program is built).
+costs_line=''
+machine_costs() {
+    local name=$1 dir=$2 report='' p out mc
+    for p in udp/udp_report ws/ws_report echo/echo_report; do
+        if [[ -x $dir/bench/$p ]]; then
+            report=$dir/bench/$p
+            break
+        fi
+    done
+    if [[ -z $report ]]; then
+        echo "machine costs: not measured (no bench/udp/udp_report, bench/ws/ws_report or" \
+            "bench/echo/echo_report built under $dir)"
+        return 0
+    fi
+    out=$("$report" --costs "$name" "$3" "$4")
+    echo "$out"
+    mc=$(grep '^{"bench":"machine"' <<<"$out" || true)
+    if [[ -n $mc ]]; then
+        costs_line="machine: a system call $(field "$mc" syscall_ns) ns, epoll_wait(0)"
+        costs_line+=" $(field "$mc" epoll_wait0_ns) ns, an eventfd write"
+        costs_line+=" $(field "$mc" eventfd_write_ns) ns, clock_gettime"
+        costs_line+=" $(field "$mc" clock_ns) ns"
+    fi
+}
+
 # System calls per operation: perf counts the server's over the measured window, when it can
 # count that tracepoint here (root, or perf_event_paranoid low enough; syscalls_probe finds
 # out); 0 otherwise.
