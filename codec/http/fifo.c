@@ -1,6 +1,7 @@
 /*
  * The FIFO of requests a client has written and not seen answered: the client codec's
- * methods, the exchange's promises.
+ * methods, the exchange's promises; and on a server the compressor's notes of the requests
+ * it has not seen answered.
  */
 #include "codec/http/internal.h"
 
@@ -38,6 +39,15 @@ void eddy__http_fifo_pop(eddy__http_fifo_t *f)
 {
     assert(f->count > 0);
     f->first = (f->first + 1) % f->cap;
+    f->count--;
+}
+
+void eddy__http_fifo_remove(eddy__http_fifo_t *f, size_t i)
+{
+    assert(i < f->count);
+    for (size_t j = i; j + 1 < f->count; j++) {
+        memcpy(eddy__http_fifo_at(f, j), eddy__http_fifo_at(f, j + 1), f->size);
+    }
     f->count--;
 }
 

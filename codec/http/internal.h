@@ -186,6 +186,9 @@ void *eddy__http_fifo_at(const eddy__http_fifo_t *f, size_t i);
 /* Drop the oldest entry (count > 0), or the newest. */
 void eddy__http_fifo_pop(eddy__http_fifo_t *f);
 void eddy__http_fifo_pop_newest(eddy__http_fifo_t *f);
+/* Drop the i-th entry from the oldest (i < count), those after it moving up: HTTP/2 answers
+ * out of order (the compressor's notes). */
+void eddy__http_fifo_remove(eddy__http_fifo_t *f, size_t i);
 void eddy__http_fifo_destroy(eddy__http_fifo_t *f);
 
 /* The body bytes r's encoding carries: 0 for a chunked request (its content follows). */
@@ -203,6 +206,11 @@ int eddy__http_client_request_encode_head(const eddy_http_request_t *r, eddy_buf
  * framing the caller answers for. 0, EDDY_EINVAL (not a built message, a name that is not a
  * token, a value with CR or LF), EDDY_ENOMEM (msg unchanged). */
 int eddy__http_add_field(eddy_msg_t *msg, const char *name, const char *value);
+/* Remove every header called name (any case) from msg, a request or a response: a built
+ * one loses the lines from its head too, a decoded one only the slots (its bytes stay). The
+ * number removed, or EDDY_EINVAL (not a request or response). (The content coding handlers
+ * drop Content-Encoding and rewrite ETag with it.) */
+int eddy__http_remove_field(eddy_msg_t *msg, const char *name);
 /* Point r at its server: target replaces its request target, and a Host header of authority
  * goes first unless r has one. 0, EDDY_EINVAL (a target as eddy_http_request_new()
  * refuses it, or a decoded request), EDDY_ENOMEM (r unchanged). (eddy_http_client_t,

@@ -572,28 +572,88 @@ int eddy_http_response_add_header(eddy_http_response_t *r, const char *name, con
     return header_ok(name, value, false) ? add_checked(&r->_msg, name, value) : EDDY_EINVAL;
 }
 
-/* Add a field whose name and value were checked already. */
-static int add_checked(eddy_msg_t *msg, const char *name, const char *value)
+/* The parts of msg its setters keep in step, when it is a built request or response. */
+static bool built_parts(eddy_msg_t *msg, built_t *b)
 {
     eddy_http_request_t *req = eddy_http_request_of(msg);
-    eddy_http_response_t *r = req == NULL ? eddy_http_response_of(msg) : NULL;
-    bool built = req != NULL ? request_built(req) : msg->type == EDDY_MSG_HTTP_RESPONSE;
-    if (!built) {
-        return EDDY_EINVAL;
-    }
     if (req != NULL) {
-        built_t b = request_parts(req);
-        int err = built_add(&b, req, name, value);
-        if (err == 0) {
-            request_point_line(req); /* the head may have moved */
+        if (request_built(req)) {
+            *b = request_parts(req);
         }
-        return err;
+        return request_built(req);
+    }
+    eddy_http_response_t *r = eddy_http_response_of(msg);
+    if (r == NULL || msg->type != EDDY_MSG_HTTP_RESPONSE) {
+        return false;
     }
     /* A built response's head holds its header lines alone: the status line is written from
      * status and version when it is encoded. */
-    assert(r != NULL);
-    built_t b = {&r->_head, 0, &r->headers, &r->header_count, &r->_header_cap, sizeof(*r)};
-    return built_add(&b, r, name, value);
+    *b = (built_t){&r->_head, 0, &r->headers, &r->header_count, &r->_header_cap, sizeof(*r)};
+    return true;
+}
+
+/* Add a field whose name and value were checked already. */
+static int add_checked(eddy_msg_t *msg, const char *name, const char *value)
+{
+    built_t b;
+    if (!built_parts(msg, &b)) {
+        return EDDY_EINVAL;
+    }
+    int err = built_add(&b, msg, name, value);
+    eddy_http_request_t *req = eddy_http_request_of(msg);
+    if (err == 0 && req != NULL) {
+        request_point_line(req); /* the head may have moved */
+    }
+    return err;
+}
+
+/* Drop the i-th of count slots at h. */
+static void slot_remove(eddy_http_header_t *h, size_t *count, size_t i)
+{
+    memmove(h + i, h + i + 1, (*count - i - 1) * sizeof(*h));
+    --*count;
+}
+
+/* Drop the i-th header of a built message: its line leaves the head (moved down in place, so
+ * the strings before it stay where they are) and the slots are pointed at the lines again. */
+static void built_remove(const built_t *b, size_t i)
+{
+    eddy_http_header_t *h = *b->headers;
+    size_t n = eddy_buf_readable(*b->head);
+    char *base = (char *)eddy_buf_write_ptr(*b->head) - n; /* the readable bytes, writable */
+    size_t from = (size_t)(h[i].name.p - base);
+    size_t to = (size_t)(h[i].value.p - base) + h[i].value.len + 2; /* past its "\r\n" */
+    assert(from >= b->lines && to <= n);
+    memmove(base + from, base + to, n - to);
+    eddy_buf_set_writer_index(*b->head, eddy_buf_writer_index(*b->head) - (to - from));
+    slot_remove(h, b->count, i);
+    index_lines(base + b->lines, base + n - (to - from), h, *b->count);
+}
+
+int eddy__http_remove_field(eddy_msg_t *msg, const char *name)
+{
+    built_t b;
+    bool built = built_parts(msg, &b);
+    eddy_http_request_t *req = eddy_http_request_of(msg);
+    eddy_http_response_t *r = req == NULL ? eddy_http_response_of(msg) : NULL;
+    if (req == NULL && r == NULL) {
+        return EDDY_EINVAL;
+    }
+    eddy_http_header_t *h = req != NULL ? req->headers : r->headers;
+    size_t *count = req != NULL ? &req->header_count : &r->header_count;
+    int removed = 0;
+    for (size_t i = *count; i-- > 0;) {
+        if (!eddy_http_str_eq_nocase(h[i].name, name)) {
+            continue;
+        }
+        if (built) {
+            built_remove(&b, i);
+        } else {
+            slot_remove(h, count, i); /* decoded: the bytes stay, unpointed */
+        }
+        removed++;
+    }
+    return removed;
 }
 
 int eddy__http_add_field(eddy_msg_t *msg, const char *name, const char *value)
