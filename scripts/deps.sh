@@ -9,12 +9,14 @@ set -euo pipefail
 
 PACKAGES=(
     bind9-dnsutils      # dig: the DNS server's tests ask it
+    brotli              # the content coding tests decode br with the brotli tool
     chromium            # examples.ws_browser and http2_browser: the servers in a real browser
     clang               # buildtypes.gcc_clang builds every build type with clang too
     cmake               # 3.20 or later
     curl                # the HTTP server's tests drive it with curl
     gcc                 # with its ASan, UBSan and TSan runtimes (libgcc-12-dev)
     knot-dnsutils       # kdig: the DNS server's tests ask it too, in JSON
+    libbrotli-dev       # the br HTTP content coding (codec/http/coding_brotli.c)
     libc-ares-dev       # name resolution on the loop (bootstrap/resolver.c)
     libck-dev           # bench/ring's ck_ring baseline (the benchmarks build in make test)
     libcmocka-dev       # the tests
@@ -23,18 +25,22 @@ PACKAGES=(
     libssl-dev          # OpenSSL 3: TLS, and SHA-1 for the WebSocket handshake
     liburing-dev        # the io_uring poller (built when found)
     libuv1-dev          # the libuv baselines of bench/reactor and bench/echo (built in make test)
+    libzstd-dev         # the zstd HTTP content coding (codec/http/coding_zstd.c)
     make                # CMake's generator, and the Makefile's targets
     nghttp2-client      # nghttp and h2load: the HTTP/2 server's tests, and bench/http2's load
     nodejs              # tests/examples/ws.sh: node's ws package is the WebSocket peer
     openssl             # the TLS tests make their certificates with the openssl tool
     pkg-config          # how CMake finds liburing, c-ares and libuv
     python3             # tests/examples/hostile.py, the hostile clients
+    python3-brotli      # the content coding tests decode br in Python too
     python3-h2          # h2_hostile.py, serverfuzz.py http2: HTTP/2 clients (with
     python3-hpack       # hpack and hyperframe, raw frames and header blocks)
     python3-hyperframe
+    python3-zstandard   # ... and zstd
     redis-tools         # redis-cli and redis-benchmark: the RESP server's tests and benchmark
     valgrind            # examples.echo_valgrind runs eddy-echo-server under memcheck
-    zlib1g-dev          # WebSocket permessage-deflate
+    zlib1g-dev          # WebSocket permessage-deflate, the gzip and deflate content codings
+    zstd                # the content coding tests decode zstd with the zstd tool
 )
 
 BENCH_PACKAGES=(

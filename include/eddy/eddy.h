@@ -25,5 +25,6 @@
 #include <eddy/bootstrap.h>
 #include <eddy/channel_pool.h>
 #include <eddy/http_client.h>
+#include <eddy/http_coding.h>
 
 #endif /* EDDY_EDDY_H */
