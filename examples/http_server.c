@@ -3,7 +3,7 @@
  * include/eddy/http2.h).
  *
  *   eddy-http-server [--host ADDR] [--port N] [--threads N] [--idle-timeout S]
- *                    [--tls CERT KEY] [--max-body BYTES]
+ *                    [--tls CERT KEY] [--max-body BYTES] [--gzip]
  *
  *   GET /          200 "Hello, World!" as text/plain, keep-alive
  *   GET /stats     the server's counters as JSON: connections, requests, each loop's metrics
@@ -21,6 +21,11 @@
  * connection closes once the answer is written; the others go on being served. Pipelined
  * requests are answered in order, the answers of one read flushed together in one writev.
  * SIGINT or SIGTERM stop it gracefully.
+ *
+ * --gzip puts the response encoder and the compressor (include/eddy/http_coding.h) before the
+ * handler, which then writes response objects on HTTP/1.1 too, not pre-encoded bytes: bodies
+ * of 1 KiB or more go compressed with the best coding the client accepts among those built
+ * (br, zstd, gzip, deflate).
  *
  * The pipeline is the library's pieces, as Netty's HttpHelloWorldServer is: a message deadline
  * (--request-timeout: a request must arrive whole within it, however slowly its bytes
@@ -61,6 +66,7 @@ static int64_t idle_timeout_ms = 60000;
 static int64_t request_timeout_ms = 30000; /* --request-timeout; 0: none */
 static size_t max_body = (size_t)1 << 20;  /* --max-body */
 static _Atomic uint64_t timeouts;          /* connections closed by either timeout */
+static bool gzip;                          /* --gzip: responses through the compressor */
 
 /* The answer to GET / with keep-alive, pre-encoded per loop thread and rebuilt when the
  * loop's cached Date (eddy_http_date: renewed once a second) changes. */
@@ -112,8 +118,9 @@ static void respond(eddy_ctx_t *ctx, conn_t *c, const eddy_http_request_t *req, 
                     const char *type, eddy_buf_t *body)
 {
     eddy_http_response_t *r = eddy_http_response_new(status);
-    eddy_buf_t *out = req->version == 20 ? NULL : conn_out(ctx, c);
-    if (r == NULL || (out == NULL && req->version != 20)) {
+    bool object = req->version == 20 || gzip; /* written as a response, not as bytes */
+    eddy_buf_t *out = object ? NULL : conn_out(ctx, c);
+    if (r == NULL || (out == NULL && !object)) {
         if (r != NULL) {
             eddy_msg_release(eddy_http_response_msg(r));
         }
@@ -132,9 +139,12 @@ static void respond(eddy_ctx_t *ctx, conn_t *c, const eddy_http_request_t *req, 
         eddy_http_response_add_header(r, "Content-Type", type);
     }
     eddy_http_response_set_body(r, body);
-    if (req->version == 20) {
-        /* HTTP/2: the response object goes to the adapter, on the request's stream. */
+    if (object) {
+        /* HTTP/2: the response object goes to the adapter, on the request's stream; with
+         * --gzip, through the compressor (and on HTTP/1.1 the encoder, which closes after a
+         * response that does not keep alive). */
         r->stream_id = req->stream_id;
+        c->closing = c->closing || (req->version != 20 && !r->keep_alive);
         eddy_ctx_write(ctx, eddy_http_response_msg(r), NULL);
         c->wrote = true;
         return;
@@ -246,7 +256,7 @@ static void handle(eddy_ctx_t *ctx, conn_t *c, const eddy_http_request_t *req)
     bool get = req->method == EDDY_HTTP_GET || req->method == EDDY_HTTP_HEAD;
     if (get && eddy_http_str_eq(req->target, "/")) {
         if (req->method == EDDY_HTTP_GET && req->version == 11 && req->keep_alive &&
-            hello.len > 0) {
+            hello.len > 0 && !gzip) {
             /* The hot path: the pre-encoded answer, appended. */
             eddy_buf_t *out = conn_out(ctx, c);
             if (out == NULL || eddy_buf_write_bytes(out, hello.bytes, hello.len) != 0) {
@@ -347,12 +357,19 @@ static int init_child(eddy_channel_t *ch, void *arg)
             return rc;
         }
     }
-    return EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch),
-                                  eddy_message_deadline_handler(request_timeout_ms),
-                                  eddy_read_timeout_handler(idle_timeout_ms),
-                                  eddy_h2_server_upgrade(NULL, max_body),
-                                  eddy_http_request_decoder(NULL), eddy_http_aggregator(max_body),
-                                  eddy_handler("http", &http_ops, conn_new(ch), eddy_free_state));
+    eddy_handler_t h[8];
+    size_t n = 0;
+    h[n++] = eddy_message_deadline_handler(request_timeout_ms);
+    h[n++] = eddy_read_timeout_handler(idle_timeout_ms);
+    h[n++] = eddy_h2_server_upgrade(NULL, max_body);
+    h[n++] = eddy_http_request_decoder(NULL);
+    h[n++] = eddy_http_aggregator(max_body);
+    if (gzip) { /* stays after HTTP/2's adapter when the upgrade puts it in */
+        h[n++] = eddy_http_response_encoder();
+        h[n++] = eddy_http_compressor(NULL);
+    }
+    h[n++] = eddy_handler("http", &http_ops, conn_new(ch), eddy_free_state);
+    return eddy_pipeline_add_handlers(eddy_channel_pipeline(ch), h, n);
 }
 
 /* The server's TLS context from PEM files, offering h2 and http/1.1 by ALPN, or NULL (said
@@ -392,6 +409,8 @@ static void usage(FILE *f)
                "  --tls CERT KEY  serve https (h2 or http/1.1 by ALPN) with this certificate\n"
                "                chain and key (PEM)\n"
                "  --max-body BYTES  the largest request body (default 1048576): 413 past it\n"
+               "  --gzip        compress bodies of 1 KiB or more for clients that accept it\n"
+               "                (br, zstd, gzip, deflate: those this build has)\n"
                "GET / answers \"Hello, World!\", GET /stats the counters as JSON, POST /echo the\n"
                "request's body, GET /bytes/N N bytes, the rest 404. HTTP/1.1 and HTTP/2 (h2c by\n"
                "prior knowledge or Upgrade; h2 by ALPN with --tls) on the same port.\n"
@@ -409,6 +428,9 @@ int main(int argc, char **argv)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
+        } else if (strcmp(a, "--gzip") == 0) {
+            gzip = true;
+            i--; /* no value */
         } else if (strcmp(a, "--host") == 0 && v != NULL) {
             host = v;
         } else if (strcmp(a, "--port") == 0 && v != NULL && example_parse_uint(v, 65535, &port)) {
