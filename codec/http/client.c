@@ -31,6 +31,7 @@
  */
 #include <eddy/http2.h>
 #include <eddy/http_client.h>
+#include <eddy/http_coding.h>
 
 #include "buffer/layer.h"
 #include "codec/http/internal.h"
@@ -788,6 +789,14 @@ static void on_response(eddy_future_t *sent, void *arg)
     pthread_mutex_lock(&call->lock);
     cancelled = call->cancelled;
     pthread_mutex_unlock(&call->lock);
+    if (err == 0 && call->client->o.decompress) {
+        /* The connection is fine either way: only this answer is refused. */
+        int derr = eddy_http_response_decompress(resp, call->client->o.max_content_length);
+        if (derr != 0) {
+            call_fail(call, derr);
+            return;
+        }
+    }
     if (err == 0) {
         eddy_msg_retain(&resp->_msg);
         eddy__promise_succeed_owned(call->p, resp, release_response);
@@ -1164,6 +1173,10 @@ eddy_future_t *eddy_http_client_send(eddy_http_client_t *c, const char *url,
     int rc = eddy_url_parse(url, &u);
     if (rc == 0) {
         rc = route_request(req, &u);
+    }
+    if (rc == 0 && c->o.decompress && eddy_http_codings()[0] != '\0' &&
+        eddy_http_request_header(req, "accept-encoding") == NULL) {
+        rc = eddy_http_request_add_header(req, "Accept-Encoding", eddy_http_codings());
     }
     eddy_channel_pool_t *pool = NULL;
     route_t *route = NULL;

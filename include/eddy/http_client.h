@@ -166,6 +166,13 @@ typedef struct eddy_http_client_options_s {
                                         eddy_h2_alpn_protocols() for HTTP/2 */
     bool insecure;                   /* https without verifying the server (tests only) */
     eddy_http_client_version_t http_version; /* HTTP/2 or not, and how (0: by ALPN over TLS) */
+    bool decompress;                 /* send "Accept-Encoding" with the codings this build has
+                                        (http_coding.h's eddy_http_codings(), unless the request
+                                        has one) and decompress the response's body: the
+                                        header goes, content_length is the new length; at most
+                                        max_content_length bytes either way (past it the future
+                                        fails with EDDY_ETOOLONGFRAME, a corrupt or cut body
+                                        with EDDY_EDECODE) */
 } eddy_http_client_options_t;
 
 /** A client on group g (borrowed: it must outlive the client). o NULL: the defaults. NULL

@@ -3,7 +3,8 @@
  * parsing, a GET with Host and target from the URL, keep-alive reuse through the pool, a
  * response that closes its connection, a POST body, the response timeout, cancelling, a
  * refused connect, a server that closes pooled connections while idle, closing the client with
- * a request in flight, and four threads sharing a pool of two connections. Every test is
+ * a request in flight, four threads sharing a pool of two connections, and compressed
+ * responses decompressed (a gzip bomb refused). Every test is
  * bounded in time and frees what it made.
  */
 #include <stdarg.h>
@@ -13,6 +14,8 @@
 #include <cmocka.h>
 
 #include <eddy/eddy.h>
+
+#include "support/coding_util.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -43,6 +46,40 @@ static eddy_buf_t *text(const char *fmt, ...)
     return b;
 }
 
+/* What /text answers: 100 KB of text, which the server's compressor compresses in the
+ * coding the request accepts; its Accept-Encoding comes back in X-Accept. */
+static eddy_buf_t *text_100k(void)
+{
+    eddy_buf_t *b = eddy_buf_new(100000);
+    assert_non_null(b);
+    for (size_t i = 0; eddy_buf_readable(b) < 100000; i++) {
+        char line[32];
+        int n = snprintf(line, sizeof(line), "line %zu of the text\n", i);
+        size_t k = 100000 - eddy_buf_readable(b);
+        eddy_buf_write_bytes(b, line, (size_t)n < k ? (size_t)n : k);
+    }
+    return b;
+}
+
+static void coded_answer(eddy_ctx_t *ctx, const eddy_http_request_t *req)
+{
+    eddy_http_response_t *r = eddy_http_response_new(200);
+    assert_non_null(r);
+    const eddy_http_header_t *ae = eddy_http_request_header(req, "accept-encoding");
+    char accept[128];
+    snprintf(accept, sizeof(accept), "%.*s", ae != NULL ? (int)ae->value.len : 1,
+             ae != NULL ? ae->value.p : "-");
+    eddy_http_response_add_header(r, "X-Accept", accept);
+    eddy_http_response_add_header(r, "Content-Type", "text/plain");
+    if (eddy_http_str_eq(req->target, "/bomb")) {
+        eddy_http_response_add_header(r, "Content-Encoding", "gzip");
+        eddy_http_response_set_body(r, gzip_zeros(64)); /* 64 KiB */
+    } else {
+        eddy_http_response_set_body(r, text_100k());
+    }
+    eddy_ctx_write_and_flush(ctx, eddy_http_response_msg(r), NULL);
+}
+
 static void server_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 {
     eddy_http_request_t *req = eddy_http_request_of(msg);
@@ -57,6 +94,11 @@ static void server_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
     if (eddy_http_str_eq(req->target, "/drop")) {
         eddy_msg_release(msg);
         eddy_ctx_close(ctx, NULL);
+        return;
+    }
+    if (eddy_http_str_eq(req->target, "/text") || eddy_http_str_eq(req->target, "/bomb")) {
+        coded_answer(ctx, req);
+        eddy_msg_release(msg);
         return;
     }
     const eddy_http_header_t *host = eddy_http_request_header(req, "Host");
@@ -85,8 +127,10 @@ static int init_child(eddy_channel_t *ch, void *arg)
     int rc = eddy_channel_group_add(arg, ch);
     return rc != 0 ? rc
                    : EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch),
+                                            eddy_h2_server_upgrade(NULL, 0),
                                             eddy_http_request_decoder(NULL),
                                             eddy_http_aggregator(0), eddy_http_response_encoder(),
+                                            eddy_http_compressor(NULL),
                                             eddy_handler("server", &server_ops, NULL, NULL));
 }
 
@@ -413,6 +457,57 @@ static void test_four_threads_share_two_connections(void **state)
     env_close(&e);
 }
 
+/* decompress: Accept-Encoding sent with every coding, the answer (br, our first choice)
+ * decompressed byte for byte, its Content-Encoding gone; over HTTP/1.1 and HTTP/2 (h2c). */
+static void check_text(env_t *e, const char *want_accept, int version)
+{
+    eddy_future_t *f = get(e, "/text");
+    assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
+    assert_int_equal(eddy_future_error(f), 0);
+    eddy_http_response_t *r = eddy_future_http_response(f);
+    assert_int_equal(r->version, version);
+    const eddy_http_header_t *accept = eddy_http_response_header(r, "x-accept");
+    assert_non_null(accept);
+    assert_true(eddy_http_str_eq(accept->value, want_accept));
+    assert_null(eddy_http_response_header(r, "content-encoding"));
+    eddy_buf_t *want = text_100k();
+    assert_int_equal(eddy_buf_readable(r->body), 100000);
+    assert_int_equal(r->content_length, 100000);
+    assert_memory_equal(eddy_buf_read_ptr(r->body), eddy_buf_read_ptr(want), 100000);
+    eddy_buf_release(want);
+    eddy_future_release(f);
+}
+
+static void test_decompress_asks_for_and_inflates_compressed_answers(void **state)
+{
+    (void)state;
+    eddy_http_client_version_t versions[] = {EDDY_HTTP_CLIENT_HTTP1,
+                                             EDDY_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE};
+    for (size_t v = 0; v < 2; v++) {
+        env_t e;
+        eddy_http_client_options_t o = {.decompress = true, .http_version = versions[v]};
+        env_open(&e, &o);
+        check_text(&e, eddy_http_codings(), v == 0 ? 11 : 20);
+        env_close(&e);
+    }
+    /* Without the option: nothing asked, nothing compressed. */
+    env_t e;
+    env_open(&e, NULL);
+    check_text(&e, "-", 11);
+    env_close(&e);
+}
+
+static void test_decompress_refuses_a_gzip_bomb(void **state)
+{
+    (void)state;
+    env_t e;
+    eddy_http_client_options_t o = {.decompress = true}; /* 1 MiB at most */
+    env_open(&e, &o);
+    assert_int_equal(await_error(get(&e, "/bomb")), EDDY_ETOOLONGFRAME);
+    get_ok(&e, "/text", NULL); /* the connection, or another, goes on */
+    env_close(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -427,6 +522,8 @@ int main(void)
         cmocka_unit_test(test_a_connection_the_server_dropped_is_replaced),
         cmocka_unit_test(test_close_fails_a_request_in_flight),
         cmocka_unit_test(test_four_threads_share_two_connections),
+        cmocka_unit_test(test_decompress_asks_for_and_inflates_compressed_answers),
+        cmocka_unit_test(test_decompress_refuses_a_gzip_bomb),
     };
     return cmocka_run_group_tests_name("bootstrap.http_client", tests, NULL, NULL);
 }
