@@ -8,6 +8,7 @@
 #define EDDY_CODEC_HTTP_CODING_H
 
 #include <eddy/buffer.h>
+#include <eddy/http_coding.h>
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,6 +33,7 @@ typedef struct eddy__coding_ops_s {
     const char *name; /* as Content-Encoding names it: "gzip", "deflate", "br", "zstd" */
     int default_level;
     int min_level, max_level;
+    size_t level_option; /* where eddy_http_compressor_options_t holds its level (offsetof) */
     /* A compressor at level (within min..max); size: the whole input's length when it is
      * known (a body compressed at once: the window is sized for it, as nginx does), else 0.
      * NULL without memory. */

@@ -6,6 +6,8 @@
 
 #include <eddy/common.h>
 
+#include <stddef.h>
+
 #include <stdlib.h>
 
 #define ZLIB_CONST /* next_in points at const bytes */
@@ -146,6 +148,7 @@ const eddy__coding_ops_t eddy__coding_gzip = {
     .default_level = 6, /* nginx's gzip_comp_level and zlib's own default */
     .min_level = 1,
     .max_level = 9,
+    .level_option = offsetof(eddy_http_compressor_options_t, gzip_level),
     .enc_new = gzip_enc_new,
     .enc_step = zlib_enc_step,
     .enc_free = zlib_enc_free,
@@ -159,6 +162,7 @@ const eddy__coding_ops_t eddy__coding_deflate = {
     .default_level = 6,
     .min_level = 1,
     .max_level = 9,
+    .level_option = offsetof(eddy_http_compressor_options_t, gzip_level),
     .enc_new = deflate_enc_new,
     .enc_step = zlib_enc_step,
     .enc_free = zlib_enc_free,

@@ -5,6 +5,8 @@
 
 #include <eddy/common.h>
 
+#include <stddef.h>
+
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -81,6 +83,7 @@ const eddy__coding_ops_t eddy__coding_zstd = {
     .default_level = 3, /* libzstd's own default */
     .min_level = 1,
     .max_level = 19,
+    .level_option = offsetof(eddy_http_compressor_options_t, zstd_level),
     .enc_new = zstd_enc_new,
     .enc_step = zstd_enc_step,
     .enc_free = zstd_enc_free,

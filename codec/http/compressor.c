@@ -39,7 +39,7 @@ typedef struct compressor_s {
     int levels[MAX_CODINGS];
     size_t n;
     size_t min_length;
-    eddy__http_fifo_t notes; /* note_t: requests not answered yet, oldest first */
+    eddy__http_fifo_t notes;       /* note_t: requests not answered yet, oldest first */
     const eddy__coding_ops_t *ops; /* the streamed body being compressed, or NULL */
     void *enc;
 } compressor_t;
@@ -198,10 +198,19 @@ static void compressor_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 /* Whether the type (its value, parameters and all) is compressed already. */
 static bool type_compressed(eddy_http_str_t t)
 {
-    static const char *const prefixes[] = {
-        "image/", "audio/", "video/", "font/woff", "application/zip", "application/gzip",
-        "application/x-gzip", "application/zstd", "application/x-bzip2", "application/x-xz",
-        "application/x-7z-compressed", "application/x-rar-compressed", NULL};
+    static const char *const prefixes[] = {"image/",
+                                           "audio/",
+                                           "video/",
+                                           "font/woff",
+                                           "application/zip",
+                                           "application/gzip",
+                                           "application/x-gzip",
+                                           "application/zstd",
+                                           "application/x-bzip2",
+                                           "application/x-xz",
+                                           "application/x-7z-compressed",
+                                           "application/x-rar-compressed",
+                                           NULL};
     for (const char *const *p = prefixes; *p != NULL; p++) {
         size_t n = strlen(*p);
         if (t.len >= n && strncasecmp(t.p, *p, n) == 0) {
@@ -291,13 +300,13 @@ static int headers_set(eddy_http_response_t *r, const eddy__coding_ops_t *ops)
 }
 
 /* r's whole body compressed at once with coding i. */
-static int compress_whole(eddy_ctx_t *ctx, const compressor_t *c, size_t i,
-                          eddy_http_response_t *r)
+static int compress_whole(eddy_ctx_t *ctx, const compressor_t *c, size_t i, eddy_http_response_t *r)
 {
     const eddy__coding_ops_t *ops = c->codings[i];
     size_t n = eddy_buf_readable(r->body);
     void *enc = ops->enc_new(c->levels[i], n);
-    eddy_buf_t *out = eddy_buf_alloc(eddy_ctx_alloc(ctx), n / 4 + 64, EDDY_BUF_DEFAULT_MAX_CAPACITY);
+    eddy_buf_t *out =
+        eddy_buf_alloc(eddy_ctx_alloc(ctx), n / 4 + 64, EDDY_BUF_DEFAULT_MAX_CAPACITY);
     int err = enc == NULL || out == NULL ? EDDY_ENOMEM
                                          : eddy__coding_encode(ops, enc, eddy_buf_read_ptr(r->body),
                                                                n, EDDY__CODING_FINISH, out);
@@ -317,18 +326,7 @@ static int compress_whole(eddy_ctx_t *ctx, const compressor_t *c, size_t i,
     return 0;
 }
 
-/* Start compressing r's streamed body with coding i. */
-static int compress_start(compressor_t *c, size_t i, eddy_http_response_t *r)
-{
-    assert(c->ops == NULL); /* one streamed body at a time: the last piece ended the one before */
-    c->enc = c->codings[i]->enc_new(c->levels[i], 0);
-    if (c->enc == NULL) {
-        return EDDY_ENOMEM;
-    }
-    c->ops = c->codings[i];
-    return headers_set(r, c->ops);
-}
-
+/* The streamed body's coding, when there is one, ends. */
 static void stream_end(compressor_t *c)
 {
     if (c->ops != NULL) {
@@ -336,6 +334,20 @@ static void stream_end(compressor_t *c)
         c->ops = NULL;
         c->enc = NULL;
     }
+}
+
+/* Start compressing r's streamed body with coding i. */
+static int compress_start(compressor_t *c, size_t i, eddy_http_response_t *r)
+{
+    /* One streamed body at a time: its last piece ends it. One still open was given up (its
+     * HTTP/2 stream reset, the application stopped writing it): its coding goes. */
+    stream_end(c);
+    c->enc = c->codings[i]->enc_new(c->levels[i], 0);
+    if (c->enc == NULL) {
+        return EDDY_ENOMEM;
+    }
+    c->ops = c->codings[i];
+    return headers_set(r, c->ops);
 }
 
 /* Rewrite r as its note asks. Errors leave it as it came but for its Vary. */
@@ -361,7 +373,8 @@ static void on_response(eddy_ctx_t *ctx, compressor_t *c, eddy_http_response_t *
 static int on_content(eddy_ctx_t *ctx, compressor_t *c, eddy_http_content_t *content)
 {
     size_t n = content->data != NULL ? eddy_buf_readable(content->data) : 0;
-    eddy_buf_t *out = eddy_buf_alloc(eddy_ctx_alloc(ctx), n / 2 + 64, EDDY_BUF_DEFAULT_MAX_CAPACITY);
+    eddy_buf_t *out =
+        eddy_buf_alloc(eddy_ctx_alloc(ctx), n / 2 + 64, EDDY_BUF_DEFAULT_MAX_CAPACITY);
     if (out == NULL) {
         return EDDY_ENOMEM;
     }
@@ -420,9 +433,8 @@ static const eddy_handler_ops_t compressor_ops = {
 /* The level o sets for ops (0: its default): -1 when out of its range. */
 static int level_of(const eddy__coding_ops_t *ops, const eddy_http_compressor_options_t *o)
 {
-    int level = ops == &eddy__coding_br      ? o->br_quality
-                : ops == &eddy__coding_zstd  ? o->zstd_level
-                                              : o->gzip_level;
+    int level;
+    memcpy(&level, (const char *)o + ops->level_option, sizeof(level));
     if (level == 0) {
         return ops->default_level;
     }
@@ -435,8 +447,10 @@ static int coding_add(compressor_t *c, const char *name, size_t n,
 {
     const eddy__coding_ops_t *ops = eddy__coding_find(name, n);
     if (ops == NULL) {
-        eddy__log(EDDY_LOG_ERROR, "http compressor: the coding \"%.*s\" is not in this build "
-                  "(it has: \"%s\")", (int)n, name, eddy_http_codings());
+        eddy__log(EDDY_LOG_ERROR,
+                  "http compressor: the coding \"%.*s\" is not in this build "
+                  "(it has: \"%s\")",
+                  (int)n, name, eddy_http_codings());
         return EDDY_ENOTSUP;
     }
     int level = level_of(ops, o);

@@ -20,8 +20,8 @@
 static const eddy__coding_ops_t *coding_of(const eddy_http_header_t *h, size_t n)
 {
     const eddy_http_header_t *ce = eddy__http_header_find(h, n, "content-encoding");
-    if (ce == NULL || eddy__http_header_find(ce + 1, n - (size_t)(ce + 1 - h),
-                                             "content-encoding") != NULL) {
+    if (ce == NULL ||
+        eddy__http_header_find(ce + 1, n - (size_t)(ce + 1 - h), "content-encoding") != NULL) {
         return NULL;
     }
     eddy_http_str_t v = eddy__http_trim(ce->value);
@@ -79,9 +79,9 @@ static int whole_decode(eddy_msg_t *msg, parts_t p, size_t max)
     max = max != 0 ? max : EDDY_HTTP_MAX_CONTENT_LENGTH;
     void *d = p.ops->dec_new();
     eddy_buf_t *out = out_new(n, max);
-    int err = d == NULL || out == NULL ? EDDY_ENOMEM
-                                       : piece_decode(p.ops, d, eddy_buf_read_ptr(*p.body), n,
-                                                      out, max, true);
+    int err = d == NULL || out == NULL
+                  ? EDDY_ENOMEM
+                  : piece_decode(p.ops, d, eddy_buf_read_ptr(*p.body), n, out, max, true);
     if (d != NULL) {
         p.ops->dec_free(d);
     }

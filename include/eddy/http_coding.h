@@ -40,7 +40,7 @@ typedef struct eddy_http_compressor_options_s {
     const char *codings;
     size_t min_length; /* whole bodies shorter pass untouched (0: 1024) */
     int gzip_level;    /* gzip and deflate, 1-9 (0: 6, as nginx's gzip_comp_level) */
-    int br_quality;    /* br, 1-11 (0: 4) */
+    int br_quality;    /* br, 1-11 (0: 5) */
     int zstd_level;    /* zstd, 1-19 (0: 3) */
 } eddy_http_compressor_options_t;
 

@@ -45,8 +45,8 @@ static uint64_t next_random(void)
 /* n bytes of text: words of a small vocabulary, as compressible as prose. */
 static eddy_buf_t *text_body(size_t n)
 {
-    static const char *const words[] = {"the ", "loop ", "channel ", "pipeline ", "buffer ",
-                                        "reactor ", "of ", "and ", "eddy ", "handler\n"};
+    static const char *const words[] = {"the ",     "loop ", "channel ", "pipeline ", "buffer ",
+                                        "reactor ", "of ",   "and ",     "eddy ",     "handler\n"};
     eddy_buf_t *b = eddy_buf_new(n + 16);
     assert_non_null(b);
     while (eddy_buf_readable(b) < n) {
@@ -263,7 +263,7 @@ static void test_compressor_leaves_alone_what_it_must(void **state)
 {
     (void)state;
     eddy_channel_t *ch = compressor_channel(NULL);
-    const char *types[] = {"image/png", "video/mp4", "audio/ogg", "application/zip",
+    const char *types[] = {"image/png",        "video/mp4",  "audio/ogg",       "application/zip",
                            "application/gzip", "font/woff2", "application/zstd"};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         request_in(ch, "GET", "gzip", 0);
@@ -274,7 +274,8 @@ static void test_compressor_leaves_alone_what_it_must(void **state)
     }
     /* SVG is text. */
     request_in(ch, "GET", "gzip", 0);
-    eddy_http_response_t *r = response_out(ch, response_new(200, "image/svg+xml", text_body(4096), 0));
+    eddy_http_response_t *r =
+        response_out(ch, response_new(200, "image/svg+xml", text_body(4096), 0));
     assert_string_equal(coding_of(r), "gzip");
     eddy_msg_release(&r->_msg);
     /* A coding of its own, no-transform, 204, 304, 206, HEAD. */
@@ -352,8 +353,8 @@ static void test_compressor_adds_vary_once_and_weakens_etag(void **state)
 /* Send body in pieces of up to max bytes as the content of a chunked response on stream in
  * coding ae; each piece that comes out must decode to everything sent so far. The whole
  * compressed stream goes to *wire (the caller's). */
-static void stream_through(eddy_channel_t *ch, const char *ae, const eddy_buf_t *body,
-                           size_t max, uint32_t stream, eddy_buf_t **wire)
+static void stream_through(eddy_channel_t *ch, const char *ae, const eddy_buf_t *body, size_t max,
+                           uint32_t stream, eddy_buf_t **wire)
 {
     request_in(ch, "GET", ae, stream);
     eddy_http_response_t *r = response_new(200, "text/plain", NULL, stream);
@@ -379,9 +380,8 @@ static void stream_through(eddy_channel_t *ch, const char *ae, const eddy_buf_t 
         size_t m = o->data != NULL ? eddy_buf_readable(o->data) : 0;
         assert_true(m > 0); /* flushed: every piece says something */
         eddy_buf_write_bytes(*wire, eddy_buf_read_ptr(o->data), m);
-        assert_int_equal(eddy__coding_decode(ops, dec, eddy_buf_read_ptr(o->data), m, got,
-                                             n + 1, &done),
-                         0);
+        assert_int_equal(
+            eddy__coding_decode(ops, dec, eddy_buf_read_ptr(o->data), m, got, n + 1, &done), 0);
         assert_int_equal(eddy_buf_readable(got), off); /* all of it readable now */
         assert_int_equal(done, off == n);
         eddy_msg_release(&o->_msg);
@@ -421,8 +421,7 @@ static void test_compressor_matches_http2_streams_out_of_order(void **state)
     for (size_t i = 0; i < 4; i++) {
         eddy_buf_t *body = text_body(5000);
         eddy_buf_t *copy = eddy_buf_copy(body, 0, 5000);
-        eddy_http_response_t *r =
-            response_out(ch, response_new(200, "text/plain", body, order[i]));
+        eddy_http_response_t *r = response_out(ch, response_new(200, "text/plain", body, order[i]));
         assert_string_equal(coding_of(r), want[i]);
         assert_decodes_to(r, copy);
         eddy_buf_release(copy);
@@ -458,6 +457,26 @@ static void test_compressor_matches_http2_streams_out_of_order(void **state)
     eddy_http_response_add_header(r, "Content-Encoding", "gzip");
     assert_decodes_to(r, body);
     eddy_msg_release(&r->_msg);
+    eddy_buf_release(body);
+    assert_true(eddy_embedded_finish(ch));
+}
+
+/* A streamed body given up before its last piece (its HTTP/2 stream reset, say): the next
+ * streamed response starts a coding of its own. */
+static void test_compressor_streams_again_after_a_body_given_up(void **state)
+{
+    (void)state;
+    eddy_channel_t *ch = compressor_channel(NULL);
+    request_in(ch, "GET", "gzip", 1);
+    eddy_http_response_t *r = response_new(200, "text/plain", NULL, 1);
+    r->chunked = true;
+    eddy_msg_release(&response_out(ch, r)->_msg);
+    eddy_http_content_t *c = eddy_http_content_new(text_body(3000), false);
+    eddy_embedded_write_outbound(ch, &c->_msg);
+    eddy_msg_release(sunk_next());
+    eddy_buf_t *body = text_body(10000), *wire;
+    stream_through(ch, "br", body, 999, 3, &wire);
+    eddy_buf_release(wire);
     eddy_buf_release(body);
     assert_true(eddy_embedded_finish(ch));
 }
@@ -505,8 +524,10 @@ static void tools_decode(const char *dir, const char *coding, const eddy_buf_t *
     static const char *const tool[][2] = {
         {"gzip", "gzip -dc"}, {"br", "brotli -dc"}, {"zstd", "zstd -dcq"}, {"deflate", NULL}};
     static const char *const py[][2] = {
-        {"gzip", "zlib.decompress(d, 31)"}, {"deflate", "zlib.decompress(d)"},
-        {"br", "brotli.decompress(d)"}, {"zstd", "zstandard.ZstdDecompressor().decompressobj().decompress(d)"}};
+        {"gzip", "zlib.decompress(d, 31)"},
+        {"deflate", "zlib.decompress(d)"},
+        {"br", "brotli.decompress(d)"},
+        {"zstd", "zstandard.ZstdDecompressor().decompressobj().decompress(d)"}};
     char in_path[256], out_path[256], cmd[1024];
     snprintf(in_path, sizeof(in_path), "%s/in.%s", dir, coding);
     snprintf(out_path, sizeof(out_path), "%s/out", dir);
@@ -585,8 +606,8 @@ static eddy_buf_t *compress(const char *name, const eddy_buf_t *body)
     const eddy__coding_ops_t *ops = eddy__coding_find(name, strlen(name));
     void *enc = ops->enc_new(ops->default_level, 0);
     eddy_buf_t *out = eddy_buf_new(1024);
-    assert_int_equal(eddy__coding_encode(ops, enc, eddy_buf_read_ptr(body),
-                                         eddy_buf_readable(body), EDDY__CODING_FINISH, out),
+    assert_int_equal(eddy__coding_encode(ops, enc, eddy_buf_read_ptr(body), eddy_buf_readable(body),
+                                         EDDY__CODING_FINISH, out),
                      0);
     ops->enc_free(enc);
     return out;
@@ -611,7 +632,8 @@ static void test_decompressor_refuses_a_gzip_bomb(void **state)
     /* The handler, on a client: an error, the channel closed, nothing passed on. */
     eddy_channel_t *ch = eddy_embedded_channel_new();
     eddy_http_decompressor_options_t o = {.max_length = 16u << 20};
-    assert_int_equal(EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch), eddy_http_decompressor(&o)), 0);
+    assert_int_equal(EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch), eddy_http_decompressor(&o)),
+                     0);
     r->_msg.type = EDDY_MSG_HTTP_FULL_RESPONSE;
     eddy_embedded_write_inbound(ch, &r->_msg);
     assert_null(eddy_embedded_read_inbound(ch));
@@ -689,7 +711,8 @@ static void test_decompressor_inflates_requests_and_rejects_a_bomb(void **state)
     (void)state;
     eddy_channel_t *ch = eddy_embedded_channel_new();
     eddy_http_decompressor_options_t o = {.max_length = 100000};
-    assert_int_equal(EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch), eddy_http_decompressor(&o)), 0);
+    assert_int_equal(EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch), eddy_http_decompressor(&o)),
+                     0);
     eddy_buf_t *body = text_body(50000);
     eddy_buf_t *z = compress("zstd", body);
     /* A head, then its content in pieces. */
@@ -744,6 +767,7 @@ int main(void)
         cmocka_unit_test(test_compressor_adds_vary_once_and_weakens_etag),
         cmocka_unit_test(test_compressor_streams_pieces_each_flushed),
         cmocka_unit_test(test_compressor_matches_http2_streams_out_of_order),
+        cmocka_unit_test(test_compressor_streams_again_after_a_body_given_up),
         cmocka_unit_test(test_every_coding_is_read_back_by_tools_and_python),
         cmocka_unit_test(test_decompressor_refuses_a_gzip_bomb),
         cmocka_unit_test(test_decompressor_refuses_truncated_and_corrupt_input),
