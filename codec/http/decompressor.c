@@ -62,6 +62,14 @@ static int piece_decode(const eddy__coding_ops_t *ops, void *d, const uint8_t *i
     return err;
 }
 
+/* The headers that spoke of the compressed body: Content-Encoding, and a Content-Length that
+ * counted its compressed bytes (content_length says the new count, or -1). */
+static void headers_drop(eddy_msg_t *msg)
+{
+    eddy__http_remove_field(msg, "content-encoding");
+    eddy__http_remove_field(msg, "content-length");
+}
+
 /* A new buffer for what n compressed bytes inflate to (text: about four times). */
 static eddy_buf_t *out_new(size_t n, size_t max)
 {
@@ -94,7 +102,7 @@ static int whole_decode(eddy_msg_t *msg, parts_t p, size_t max)
     eddy_buf_release(*p.body);
     *p.body = out;
     *p.length = (int64_t)eddy_buf_readable(out);
-    eddy__http_remove_field(msg, "content-encoding");
+    headers_drop(msg);
     return 0;
 }
 
@@ -174,7 +182,7 @@ static bool on_head(eddy_ctx_t *ctx, decompressor_t *d, eddy_msg_t *msg)
     d->total = 0;
     d->ended = false;
     *p.length = -1;
-    eddy__http_remove_field(msg, "content-encoding");
+    headers_drop(msg);
     return true;
 }
 

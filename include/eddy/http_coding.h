@@ -89,9 +89,9 @@ typedef struct eddy_http_decompressor_options_s {
  * The decompressor handler (o borrowed; NULL: the defaults), for inbound messages: responses
  * on a client (after the client codec, before or after its aggregator), requests on a server
  * (after the request decoder or the aggregator). A message with a Content-Encoding this build
- * has loses the header and arrives with its body decompressed: a full message's at once, a
- * head's content piece by piece; content_length is -1 after a head, the new length for a full
- * message. Other messages pass untouched. At most max_length bytes come out per body.
+ * has loses the header (and Content-Length, which counted the compressed bytes) and arrives
+ * with its body decompressed: a full message's at once, a head's content piece by piece;
+ * content_length is -1 after a head, the new length for a full message. Other messages pass untouched. At most max_length bytes come out per body.
  *
  * Errors: a request whose body is corrupt, cut short or passes max_length arrives as a
  * rejected one (error 400 or 413, body dropped, keep_alive false: answer it and close, as
@@ -103,10 +103,10 @@ EDDY_EXTERN eddy_handler_t eddy_http_decompressor(const eddy_http_decompressor_o
 /**
  * Decompress the body of the full response r in place: when r has a Content-Encoding this
  * build has, its body becomes the decompressed bytes, content_length their count, and the
- * header is removed. 0 (also when there was nothing to do), EDDY_EDECODE (corrupt, cut
- * short, or bytes after its end), EDDY_ETOOLONGFRAME (more than max bytes once decompressed;
- * 0: EDDY_HTTP_MAX_CONTENT_LENGTH), EDDY_ENOMEM; r is unchanged on error. A coding this build
- * lacks, or several codings, leave r as it is (0). Any thread that owns r.
+ * header goes, with Content-Length. 0 (also when there was nothing to do), EDDY_EDECODE
+ * (corrupt, cut short, or bytes after its end), EDDY_ETOOLONGFRAME (more than max bytes once
+ * decompressed; 0: EDDY_HTTP_MAX_CONTENT_LENGTH), EDDY_ENOMEM; r is unchanged on error. A
+ * coding this build lacks, or several codings, leave r as it is (0). Any thread that owns r.
  */
 EDDY_EXTERN int eddy_http_response_decompress(eddy_http_response_t *r, size_t max);
 /** eddy_http_response_decompress() for the body of a full request. */

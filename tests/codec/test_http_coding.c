@@ -15,6 +15,7 @@
 
 #include <eddy/channel.h>
 #include <eddy/http.h>
+#include <eddy/http_client.h>
 #include <eddy/http_coding.h>
 #include <eddy/pipeline.h>
 
@@ -757,6 +758,48 @@ static void test_decompressor_inflates_requests_and_rejects_a_bomb(void **state)
     assert_true(eddy_embedded_finish(ch));
 }
 
+/* On a client, between the codec and the aggregator: a chunked gzip response decompressed
+ * as its chunks come, its Content-Encoding gone, then aggregated whole. */
+static void test_decompressor_between_client_codec_and_aggregator(void **state)
+{
+    (void)state;
+    eddy_channel_t *ch = eddy_embedded_channel_new();
+    assert_int_equal(EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch), eddy_http_client_codec(NULL),
+                                            eddy_http_decompressor(NULL),
+                                            eddy_http_response_aggregator(0)),
+                     0);
+    eddy_http_request_t *req = eddy_http_request_new("GET", "/");
+    eddy_http_request_add_header(req, "Host", "a");
+    eddy_embedded_write_outbound(ch, &req->_msg);
+    eddy_msg_release(eddy_embedded_read_outbound(ch));
+    eddy_buf_t *body = text_body(200000);
+    eddy_buf_t *z = compress("gzip", body);
+    eddy_buf_t *wire = eddy_buf_from_str("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n"
+                                         "Transfer-Encoding: chunked\r\n\r\n");
+    size_t n = eddy_buf_readable(z);
+    for (size_t off = 0; off < n; off += 777) {
+        size_t k = n - off < 777 ? n - off : 777;
+        char line[16];
+        snprintf(line, sizeof(line), "%zx\r\n", k);
+        eddy_buf_write_bytes(wire, line, strlen(line));
+        eddy_buf_write_bytes(wire, eddy_buf_read_ptr(z) + off, k);
+        eddy_buf_write_bytes(wire, "\r\n", 2);
+    }
+    eddy_buf_write_bytes(wire, "0\r\n\r\n", 5);
+    eddy_embedded_write_inbound(ch, eddy_buf_msg(wire));
+    eddy_msg_t *m = eddy_embedded_read_inbound(ch);
+    assert_non_null(m);
+    assert_int_equal(m->type, EDDY_MSG_HTTP_FULL_RESPONSE);
+    eddy_http_response_t *r = eddy_http_response_of(m);
+    assert_null(eddy_http_response_header(r, "content-encoding"));
+    assert_int_equal(eddy_buf_readable(r->body), 200000);
+    assert_memory_equal(eddy_buf_read_ptr(r->body), eddy_buf_read_ptr(body), 200000);
+    eddy_msg_release(m);
+    eddy_buf_release(z);
+    eddy_buf_release(body);
+    assert_true(eddy_embedded_finish(ch));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -773,6 +816,7 @@ int main(void)
         cmocka_unit_test(test_decompressor_refuses_truncated_and_corrupt_input),
         cmocka_unit_test(test_decompressor_survives_mutated_input),
         cmocka_unit_test(test_decompressor_inflates_requests_and_rejects_a_bomb),
+        cmocka_unit_test(test_decompressor_between_client_codec_and_aggregator),
     };
     return cmocka_run_group_tests_name("codec.http_coding", tests, NULL, NULL);
 }
