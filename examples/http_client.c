@@ -4,7 +4,7 @@
  * or with concurrent HTTP/2 streams like h2load.
  *
  *   eddy-http-client [--insecure] [--cacert FILE] [--timeout-ms N] [-X METHOD] [-d BODY] [-i]
- *                    [-Z] [--http1.1 | --http2 | --http2-prior-knowledge] URL...
+ *                    [-Z] [--compressed] [--http1.1 | --http2 | --http2-prior-knowledge] URL...
  *   eddy-http-client --load [--connections N] [--depth D | --streams M] [--duration S]
  *                    [--threads T] [--http2-prior-knowledge] [-X METHOD] [-d BODY] URL
  *
@@ -15,7 +15,8 @@
  * when one did not, 2 for bad arguments. As curl: https offers h2 and http/1.1 by ALPN and
  * speaks what the server chose (--http2 asks for that, the default; --http1.1 offers no
  * ALPN); --http2-prior-knowledge speaks HTTP/2 from the first byte on http:// (h2c). --http2
- * on an http:// URL stays HTTP/1.1: there is no Upgrade: h2c here.
+ * on an http:// URL stays HTTP/1.1: there is no Upgrade: h2c here. --compressed, as curl's,
+ * asks for every content coding the build has and prints the body decompressed.
  *
  * Loading: N connections (spread over T loops), each keeping D requests in flight for S
  * seconds; then one line of requests/s and latency percentiles, and one JSON line. A
@@ -37,7 +38,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: " NAME " [--insecure] [--cacert FILE] [--timeout-ms N] [-X METHOD] "
-            "[-d BODY] [-i] [-Z]\n"
+            "[-d BODY] [-i] [-Z] [--compressed]\n"
             "       " NAME "     [--http1.1 | --http2 | --http2-prior-knowledge] URL...\n"
             "       " NAME " --load [--connections N] [--depth D | --streams M] [--duration S] "
             "[--threads T] [--http2-prior-knowledge] [-X METHOD] [-d BODY] URL\n"
@@ -45,6 +46,7 @@ static void usage(FILE *out)
             "--parallel)\n"
             "  --http1.1  HTTP/1.1 only   --http2  h2 by ALPN over https (the default)\n"
             "  --http2-prior-knowledge  HTTP/2 from the first byte on http:// (h2c)\n"
+            "  --compressed  ask for br, zstd, gzip, deflate; print the body decompressed\n"
             "  --streams M  with --load: HTTP/2, M streams in flight per connection\n");
 }
 
@@ -52,7 +54,7 @@ typedef struct args_s {
     const char *method;
     const char *data; /* -d: the body, or NULL */
     const char *cacert;
-    bool insecure, include, load, parallel;
+    bool insecure, include, load, parallel, compressed;
     eddy_http_client_version_t version;
     unsigned long timeout_ms, connections, depth, streams, duration_s, threads;
     const char **urls;
@@ -139,7 +141,8 @@ static int fetch(const args_t *a)
     eddy_loop_group_t *g = eddy_loop_group_new(1, &lo);
     eddy_http_client_options_t o = {.tls = tls, .response_timeout_ms = (int64_t)a->timeout_ms,
                                     .connect_timeout_ms = (int64_t)a->timeout_ms,
-                                    .http_version = a->version};
+                                    .http_version = a->version,
+                                    .decompress = a->compressed};
     eddy_http_client_t *client = g != NULL ? eddy_http_client_new(g, &o) : NULL;
     if (client == NULL) {
         fprintf(stderr, NAME ": out of memory or threads\n");
@@ -693,6 +696,8 @@ static bool parse_args(int argc, char **argv, args_t *a)
             a->include = true;
         } else if (strcmp(o, "-Z") == 0 || strcmp(o, "--parallel") == 0) {
             a->parallel = true;
+        } else if (strcmp(o, "--compressed") == 0) {
+            a->compressed = true;
         } else if (strcmp(o, "--http1.1") == 0) {
             a->version = EDDY_HTTP_CLIENT_HTTP1;
         } else if (strcmp(o, "--http2") == 0) {
