@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # eddy-http-server --gzip end to end: curl --compressed over HTTP/1.1 and HTTP/2 (prior
-# knowledge) byte for byte against the uncompressed answer; each coding asked alone, decoded
-# by its tool (gzip, brotli, zstd) and by Python; random and text bodies of many sizes echoed
-# (POST /echo) in every coding; pipelined requests answered in order, each in the coding it
-# asked for; HEAD and small bodies untouched; then SIGTERM. Every client call is bounded in
-# time. Skipped (77) without the tools (scripts/deps.sh installs them).
+# knowledge, and Upgrade: h2c) byte for byte against the uncompressed answer; each coding
+# asked alone, decoded by its tool (gzip, brotli, zstd) and by Python; random and text bodies
+# of many sizes echoed (POST /echo) in every coding; pipelined requests answered in order,
+# each in the coding it asked for; HEAD and small bodies untouched; then SIGTERM. Every
+# client call is bounded in time. Skipped (77) without the tools (scripts/deps.sh).
 #   tests/examples/http_coding.sh SERVER
 set -euo pipefail
 server=$1
@@ -55,7 +55,7 @@ tooldecode() {
 # curl --compressed, HTTP/1.1 and HTTP/2, against the answer uncompressed.
 for path in /bytes/100000 /bytes/1048576 /bytes/5000 /bytes/1024 /bytes/1023 / /nope; do
     curl -o "$tmp/plain" "$url$path"
-    for v in --http1.1 --http2-prior-knowledge; do
+    for v in --http1.1 --http2-prior-knowledge --http2; do # --http2: by Upgrade: h2c
         curl $v --compressed -o "$tmp/got" "$url$path"
         cmp -s "$tmp/plain" "$tmp/got" || fail "curl $v --compressed $path"
     done
