@@ -350,7 +350,8 @@ static int compress_start(compressor_t *c, size_t i, eddy_http_response_t *r)
     return headers_set(r, c->ops);
 }
 
-/* Rewrite r as its note asks. Errors leave it as it came but for its Vary. */
+/* Rewrite r as its note asks. Errors leave it as it came but for its Vary (and a weakened
+ * ETag). */
 static void on_response(eddy_ctx_t *ctx, compressor_t *c, eddy_http_response_t *r)
 {
     note_t n;
@@ -363,6 +364,9 @@ static void on_response(eddy_ctx_t *ctx, compressor_t *c, eddy_http_response_t *
                          : compress_whole(ctx, c, (size_t)n.coding, r);
     }
     if (err != 0) {
+        /* A Content-Encoding added before the failure would announce a coding the body does
+         * not have (compressible() saw none of the application's). */
+        eddy__http_remove_field(&r->_msg, "content-encoding");
         stream_end(c);
         eddy__log(EDDY_LOG_DEBUG, "http compressor: channel %llu: a response goes uncompressed: %s",
                   (unsigned long long)eddy_channel_id(eddy_ctx_channel(ctx)), eddy_strerror(err));
