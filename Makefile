@@ -88,7 +88,7 @@ fuzz:
 		-DCMAKE_C_FLAGS="-O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
 		-fno-sanitize-recover=undefined" >/dev/null
 	@cmake --build build/fuzz -j $(JOBS) --target fuzz_http fuzz_http_response fuzz_resp \
-		fuzz_store fuzz_frame fuzz_dns fuzz_ws fuzz_http2
+		fuzz_store fuzz_frame fuzz_dns fuzz_ws fuzz_http2 fuzz_http_coding
 	@bash fuzz/run.sh build/fuzz $(FUZZ_SECONDS)
 
 # A Release build of the library alone (no tests, benchmarks or examples, so none of their

@@ -10,9 +10,10 @@ build=${1:?usage: bash fuzz/run.sh BUILD_DIR [SECONDS]}
 seconds=${2:-60}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 status=0
-for name in http http_response resp store frame dns ws http2; do
+for name in http http_response resp store frame dns ws http2 http_coding; do
     if [ ! -x "$build/fuzz/fuzz_$name" ]; then
-        echo "== fuzz_$name: not built here (fuzz_http2 needs nghttp2), skipped"
+        echo "== fuzz_$name: not built here (fuzz_http2 needs nghttp2, fuzz_http_coding zlib," \
+            "libbrotli and libzstd), skipped"
         continue
     fi
     corpus=$build/corpus_$name artifacts=$build/artifacts_$name
