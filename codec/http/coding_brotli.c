@@ -89,7 +89,7 @@ const eddy__coding_ops_t eddy__coding_br = {
      * libzstd 1.5.4, one core: gzip 6 28.6% at 21 MB/s, br 4 29.0% at 25 MB/s, br 5 26.8% at
      * 19 MB/s, br 6 26.1% at 12 MB/s. */
     .default_level = 5,
-    .min_level = 0,
+    .min_level = 1, /* 0 in the options means the default */
     .max_level = 11,
     .level_option = offsetof(eddy_http_compressor_options_t, br_quality),
     .enc_new = br_enc_new,

@@ -88,15 +88,19 @@ typedef struct eddy_http_decompressor_options_s {
 /**
  * The decompressor handler (o borrowed; NULL: the defaults), for inbound messages: responses
  * on a client (after the client codec, before or after its aggregator), requests on a server
- * (after the request decoder or the aggregator). A message with a Content-Encoding this build
- * has loses the header (and Content-Length, which counted the compressed bytes) and arrives
- * with its body decompressed: a full message's at once, a head's content piece by piece;
- * content_length is -1 after a head, the new length for a full message. Other messages pass untouched. At most max_length bytes come out per body.
+ * (after the request decoder or the aggregator; before the aggregator, its limit counts the
+ * decompressed bytes, after it the compressed ones). A message with a Content-Encoding this
+ * build has loses the header (and Content-Length, which counted the compressed bytes) and
+ * arrives with its body decompressed: a full message's at once, a head's content piece by
+ * piece; content_length is -1 after a head, the new length for a full message. Other
+ * messages pass untouched. At most max_length bytes come out per body. The channel's loop.
  *
- * Errors: a request whose body is corrupt, cut short or passes max_length arrives as a
+ * Errors: a full request whose body is corrupt, cut short or past max_length arrives as a
  * rejected one (error 400 or 413, body dropped, keep_alive false: answer it and close, as
- * with the decoder's rejections); a response's fires exception_caught (EDDY_EDECODE,
- * EDDY_ETOOLONGFRAME; the exchange fails its request with it) and closes the channel.
+ * with the decoder's rejections). A full response's, and a streamed body's of either kind
+ * (its head went on already), fire exception_caught (EDDY_EDECODE, EDDY_ETOOLONGFRAME; an
+ * exchange fails its request with it), the rest of that body is dropped, and the channel
+ * closes.
  */
 EDDY_EXTERN eddy_handler_t eddy_http_decompressor(const eddy_http_decompressor_options_t *o);
 
