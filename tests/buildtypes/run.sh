@@ -5,8 +5,9 @@
 # compiler or from CMake. SCOPE says what is built:
 #   library   the library (shared and static) and the public headers' self-containment check
 #   minimal   the library without its optional components (-DEDDY_WITH_TLS=OFF,
-#             -DEDDY_WITH_ZLIB=OFF, -DEDDY_WITH_NGHTTP2=OFF): libeddy.so must then need
-#             neither OpenSSL, zlib nor nghttp2
+#             -DEDDY_WITH_ZLIB=OFF, -DEDDY_WITH_NGHTTP2=OFF, -DEDDY_WITH_BROTLI=OFF,
+#             -DEDDY_WITH_ZSTD=OFF): libeddy.so must then need none of OpenSSL, zlib,
+#             nghttp2, brotli and zstd
 #   all       that, the examples and the benchmarks: what a user's plain build compiles but
 #             the tests, which the test trees build
 #   debian    as all, configured as Debian packages the library (prefix /usr, libdir
@@ -36,7 +37,8 @@ case $scope in
         ;;
     minimal)
         args+=(-DEDDY_BUILD_EXAMPLES=OFF -DEDDY_BUILD_BENCH=OFF -DEDDY_WITH_TLS=OFF
-            -DEDDY_WITH_ZLIB=OFF -DEDDY_WITH_NGHTTP2=OFF)
+            -DEDDY_WITH_ZLIB=OFF -DEDDY_WITH_NGHTTP2=OFF -DEDDY_WITH_BROTLI=OFF
+            -DEDDY_WITH_ZSTD=OFF)
         targets=(--target eddy eddy_static eddy_header_check)
         ;;
     all) args+=(-DEDDY_BUILD_EXAMPLES=ON -DEDDY_BUILD_BENCH=ON) ;;
@@ -65,7 +67,7 @@ if [[ $rc -ne 0 ]] || grep -qiE 'warning[: ]' "$log"; then
     grep -iE -A3 'warning|error' "$log" | head -60
     exit 1
 fi
-if [[ $scope == minimal ]] && readelf -d "$dir/libeddy.so" | grep NEEDED | grep -qE 'libssl|libcrypto|libz\.|libnghttp2'; then
+if [[ $scope == minimal ]] && readelf -d "$dir/libeddy.so" | grep NEEDED | grep -qE 'libssl|libcrypto|libz\.|libnghttp2|libbrotli|libzstd'; then
     echo "buildtypes: $cc $type ($scope): libeddy.so needs an optional component:"
     readelf -d "$dir/libeddy.so" | grep NEEDED
     exit 1

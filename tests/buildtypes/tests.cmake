@@ -6,7 +6,7 @@
 # cell builds the library and the header check; the Release cells also the examples and the
 # benchmarks (the optimiser's warnings in them; the front end's are gcc's in the normal tree
 # and clang's in its Release cell). clang Debug builds the library without its optional
-# components (TLS, zlib), as a user who wants only loops and channels does. The gcc Release cell is laid out as Debian packages the
+# components (TLS, zlib, nghttp2, brotli, zstd), as a user who wants only loops and channels does. The gcc Release cell is laid out as Debian packages the
 # library and kept for the install test (buildtypes_debian fixture).
 # A cell is one compiler at one job, a whole core (PROCESSORS, tests/CMakeLists.txt).
 if(NOT EDDY_SANITIZE)
