@@ -1,6 +1,7 @@
 list(APPEND EDDY_LAYER_SOURCES
     buffer/buf.c
     buffer/composite.c
+    buffer/file.c
     buffer/leak.c
     buffer/pool.c
     buffer/alloc.c

@@ -101,12 +101,13 @@ static void embedded_destroy(eddy_channel_t *ch)
     ch->embedded = NULL;
 }
 
-/* What a socket of either kind would take: bytes, and packets (datagram codecs' tests). */
+/* What a socket of either kind would take: bytes, file regions, and packets (datagram
+ * codecs' tests). */
 static int embedded_accepts(const eddy_channel_t *ch, const eddy_msg_t *msg)
 {
     (void)ch;
     return msg->type == EDDY_MSG_BUF || msg->type == EDDY_MSG_COMPOSITE ||
-                   msg->type == EDDY_MSG_DATAGRAM
+                   msg->type == EDDY_MSG_DATAGRAM || msg->type == EDDY_MSG_FILE_REGION
                ? 0
                : EDDY_ENOTSUP;
 }

@@ -42,6 +42,8 @@ static const char *type_name(uint32_t type)
         return "a composite buffer";
     case EDDY_MSG_DATAGRAM:
         return "a datagram";
+    case EDDY_MSG_FILE_REGION:
+        return "a file region";
     case 16: /* EDDY_MSG_HTTP_REQUEST */
     case 17: /* EDDY_MSG_HTTP_FULL_REQUEST */
         return "an HTTP request";

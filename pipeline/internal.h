@@ -7,6 +7,7 @@
 #define EDDY_PIPELINE_INTERNAL_H
 
 #include <eddy/channel.h>
+#include <eddy/file.h>
 #include <eddy/pipeline.h>
 
 #include "pipeline/layer.h"
@@ -398,13 +399,18 @@ void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p);
 void eddy__outbound_mark_flushed(eddy_channel_t *ch);
 /* Flushed entries wait to be written. */
 bool eddy__outbound_has_flushed(const eddy_channel_t *ch);
-/* Fill iov[0..max) with the flushed bytes, in order; *n gets the count used. Returns the
+/* Fill iov[0..max) with the flushed bytes, in order, up to the first file region; *n gets the
+ * count used. Returns the
  * bytes they hold (0 with *n 0: flushed entries are all empty; eddy__outbound_written(ch, 0)
  * completes them). The memory stays valid until those bytes are written or the entries
  * failed; held (NULL, or room for max) gets a reference to each message those bytes are of,
  * *nheld their count, for a write that may outlive the entries (io_uring's, at a close). */
 size_t eddy__outbound_iovec(const eddy_channel_t *ch, struct iovec *iov, int max, int *n,
                             eddy_msg_t **held, int *nheld);
+/* The first flushed entry when it is a file region with bytes left to send, else NULL: the
+ * transport sends it by itself (sendfile, or a read and a send) and reports what went out
+ * with eddy__outbound_written(). */
+eddy_file_region_t *eddy__outbound_head_region(const eddy_channel_t *ch);
 /* bytes of the flushed entries went out: complete the entries written whole (promise 0,
  * message released), skip the rest in the first one left. */
 void eddy__outbound_written(eddy_channel_t *ch, size_t bytes);

@@ -11,6 +11,7 @@
 #include "pipeline/internal.h"
 
 #include <eddy/datagram.h>
+#include <eddy/file.h>
 
 #include <stdlib.h>
 
@@ -21,6 +22,8 @@ size_t eddy__msg_bytes(eddy_msg_t *msg)
         return eddy_buf_readable(eddy_buf_of(msg));
     case EDDY_MSG_COMPOSITE:
         return eddy_composite_readable(eddy_composite_of(msg));
+    case EDDY_MSG_FILE_REGION:
+        return (size_t)eddy_file_region_remaining(eddy_file_region_of(msg));
     case EDDY_MSG_DATAGRAM: {
         eddy_buf_t *b = eddy_datagram_content(eddy_datagram_of(msg));
         return b != NULL ? eddy_buf_readable(b) : 0;
@@ -154,6 +157,24 @@ void eddy__outbound_update_writability(eddy_channel_t *ch)
     }
 }
 
+/* Bytes in memory, which an iovec can point at. */
+static bool is_bytes(const eddy_msg_t *msg)
+{
+    return msg->type == EDDY_MSG_BUF || msg->type == EDDY_MSG_COMPOSITE;
+}
+
+/* n bytes of a queued message went out: it starts later. */
+static void msg_skip(eddy_msg_t *msg, size_t n)
+{
+    if (msg->type == EDDY_MSG_BUF) {
+        eddy_buf_skip(eddy_buf_of(msg), n);
+    } else if (msg->type == EDDY_MSG_FILE_REGION) {
+        eddy_file_region_skip(eddy_file_region_of(msg), n);
+    } else {
+        eddy_composite_skip(eddy_composite_of(msg), n);
+    }
+}
+
 /* The hard cap (EDDY_MAX_PENDING_OUTBOUND) would be passed by bytes more. */
 static bool over_cap(const eddy_channel_t *ch, size_t bytes)
 {
@@ -174,7 +195,7 @@ void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
         return;
     }
     int refused = ch->ops->accepts != NULL ? ch->ops->accepts(ch, msg)
-                  : msg->type != EDDY_MSG_BUF && msg->type != EDDY_MSG_COMPOSITE
+                  : !is_bytes(msg) && msg->type != EDDY_MSG_FILE_REGION
                       ? EDDY_ENOTSUP /* only bytes reach the socket: an encoder is missing */
                       : 0;
     if (refused != 0) {
@@ -235,6 +256,9 @@ size_t eddy__outbound_iovec(const eddy_channel_t *ch, struct iovec *iov, int max
     for (eddy__entry_t *e = ch->out.head;
          e != NULL && e != ch->out.unflushed && k < max && (held == NULL || *nheld < max);
          e = e->next) {
+        if (!is_bytes(e->msg)) {
+            break; /* a file region: the transport sends it on its own (head_region) */
+        }
         if (held != NULL) {
             held[(*nheld)++] = eddy_msg_retain(e->msg);
         }
@@ -272,11 +296,7 @@ void eddy__outbound_written(eddy_channel_t *ch, size_t bytes)
             if (bytes > 0) {
                 e->done += bytes;
                 pending_set(ob, pending(ob) - bytes);
-                if (e->msg->type == EDDY_MSG_BUF) {
-                    eddy_buf_skip(eddy_buf_of(e->msg), bytes);
-                } else {
-                    eddy_composite_skip(eddy_composite_of(e->msg), bytes);
-                }
+                msg_skip(e->msg, bytes);
             }
             break;
         }
@@ -288,6 +308,16 @@ void eddy__outbound_written(eddy_channel_t *ch, size_t bytes)
     assert(bytes == 0 || (ch->flags & EDDY__CH_CLOSED) ||
            (ob->head != NULL && ob->head != ob->unflushed));
     eddy__outbound_update_writability(ch);
+}
+
+eddy_file_region_t *eddy__outbound_head_region(const eddy_channel_t *ch)
+{
+    ASSERT_SOUND(ch);
+    const eddy__entry_t *e = ch->out.head;
+    if (e == NULL || e == ch->out.unflushed || e->done == e->bytes) {
+        return NULL;
+    }
+    return eddy_file_region_of(e->msg);
 }
 
 size_t eddy__outbound_flushed_msgs(const eddy_channel_t *ch, eddy_msg_t **msgs, size_t max)

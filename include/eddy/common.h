@@ -87,7 +87,8 @@ extern "C" {
     XX(ESHUTDOWN, -4090, "event loop is shutting down")                                        \
     XX(ETOOLONGFRAME, -4089, "frame longer than the decoder allows")                           \
     XX(EDECODE, -4088, "malformed input")                                                      \
-    XX(ETLS, -4087, "TLS failure (handshake, certificate or protocol)")
+    XX(ETLS, -4087, "TLS failure (handshake, certificate or protocol)")                        \
+    XX(ETRUNCATED, -4086, "file shorter than the region being sent")
 
 typedef enum {
 #define EDDY_ERR_ENUM_(name, value, text) EDDY_##name = (value),
@@ -181,6 +182,7 @@ enum {
     EDDY_MSG_BUF = 1,       /* eddy_buf_t */
     EDDY_MSG_COMPOSITE = 2, /* eddy_composite_t */
     EDDY_MSG_DATAGRAM = 3,  /* eddy_datagram_t (datagram.h) */
+    EDDY_MSG_FILE_REGION = 4, /* eddy_file_region_t (file.h) */
     EDDY_MSG_USER = 256     /* first type number free for users and codecs */
 };
 

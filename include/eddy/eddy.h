@@ -6,6 +6,7 @@
 
 #include <eddy/common.h>
 #include <eddy/buffer.h>
+#include <eddy/file.h>
 #include <eddy/ring.h>
 #include <eddy/loop.h>
 #include <eddy/carrier.h>

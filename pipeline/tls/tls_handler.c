@@ -13,7 +13,9 @@
  * time, and the write BIO (ours, not a memory BIO) appends the records to the buffer that
  * goes downstream: one per flush, or one per COALESCE_MAX bytes for big flushes, so a 16 MiB
  * write never sits twice in memory. The promises of one flush complete with its last
- * ciphertext buffer.
+ * ciphertext buffer. A file region is read and sealed a piece at a time (REGION_STEP), each
+ * piece once the one before was written; what was queued after it waits (no kTLS: the
+ * library does not use it).
  *
  * Close: an outbound close after the handshake sends close_notify first, and closes once it
  * was written (or after close_notify_timeout_ms). The peer's close_notify is an event; a peer
@@ -105,6 +107,7 @@ struct eddy_tls_handler_s {
     bool fired;                /* plaintext went on since the last read_complete */
     bool big_bios;             /* the read BIO grew past BIO_KEEP since the last trim */
     bool sealing, reseal;      /* inside seal_pending; a flush came meanwhile */
+    struct region_waker_s *waker; /* a file region's piece is on its way: the rest waits */
     /* Closes asked for while sealing (from an event the records fired): run once the
      * sealing is over, so close_notify never lands between two flushed writes. */
     bool deferred_cn, deferred_close;
@@ -329,12 +332,34 @@ eddy_tls_handler_t *eddy_tls_handler_new(eddy_tls_context_t *c,
     return handler_make(c, opts, &err);
 }
 
+/*
+ * A file region is sealed REGION_STEP bytes at a time: the next piece is read once the
+ * records of the one before were written, so a large file sent through TLS holds about that
+ * much ciphertext at once, not the file (the size of COALESCE_MAX: one buffer per piece).
+ * The wait is a promise on the piece's records whose listener holds a waker: the handler may
+ * be freed before the records are written (or failed), and the waker is told so.
+ */
+#define REGION_STEP COALESCE_MAX
+
+typedef struct region_waker_s {
+    eddy_tls_handler_t *s; /* NULL once the handler is freed */
+} region_waker_t;
+
+static void region_waker_forget(eddy_tls_handler_t *s)
+{
+    if (s->waker != NULL) {
+        s->waker->s = NULL; /* the listener frees it when the records' promise completes */
+        s->waker = NULL;
+    }
+}
+
 void eddy_tls_handler_free(void *state)
 {
     eddy_tls_handler_t *s = state;
     if (s == NULL) {
         return;
     }
+    region_waker_forget(s);
     SSL_free(s->ssl); /* and its BIOs */
     out_drop(s);
     eddy_future_release(s->handshake);
@@ -472,11 +497,34 @@ static int seal(eddy_tls_handler_t *s, const uint8_t *data, size_t len)
     return 0;
 }
 
+/* Read up to max bytes of region r a record at a time and seal them: the bytes sealed, or a
+ * negative code (EDDY_ETRUNCATED: the file ended before the region). */
+static ssize_t seal_region_bytes(eddy_tls_handler_t *s, eddy_file_region_t *r, size_t max)
+{
+    uint8_t chunk[WRITE_CHUNK];
+    size_t done = 0;
+    while (done < max && eddy_file_region_remaining(r) > 0) {
+        ssize_t got = eddy_file_region_read(r, chunk, sizeof(chunk));
+        int rc = got < 0 ? (int)got : seal(s, chunk, (size_t)got);
+        if (rc != 0) {
+            return rc;
+        }
+        eddy_file_region_skip(r, (uint64_t)got);
+        done += (size_t)got;
+    }
+    return (ssize_t)done;
+}
+
 static int seal_msg(eddy_tls_handler_t *s, eddy_msg_t *msg)
 {
     eddy_buf_t *b = eddy_buf_of(msg);
     if (b != NULL) {
         return seal(s, eddy_buf_read_ptr(b), eddy_buf_readable(b));
+    }
+    eddy_file_region_t *r = eddy_file_region_of(msg);
+    if (r != NULL) {
+        ssize_t rc = seal_region_bytes(s, r, SIZE_MAX);
+        return rc < 0 ? (int)rc : 0;
     }
     eddy_composite_t *c = eddy_composite_of(msg);
     struct iovec iov[64];
@@ -662,6 +710,131 @@ static void seal_list(eddy_tls_handler_t *s, pending_t *list)
     }
 }
 
+/* Put list (detached) back in front of what was queued since. */
+static void requeue(eddy_tls_handler_t *s, pending_t *list)
+{
+    pending_t *last = list;
+    while (last->next != NULL) {
+        last = last->next;
+    }
+    last->next = s->head;
+    if (s->head == NULL) {
+        s->tail = last;
+    }
+    s->head = list;
+}
+
+/* Detach the entries of list before its first file region: list keeps them, the rest is
+ * returned. */
+static pending_t *split_at_region(pending_t *list)
+{
+    for (pending_t *e = list; e->next != NULL; e = e->next) {
+        if (e->next->msg->type == EDDY_MSG_FILE_REGION) {
+            pending_t *rest = e->next;
+            e->next = NULL;
+            return rest;
+        }
+    }
+    return NULL;
+}
+
+static void seal_pending(eddy_tls_handler_t *s);
+
+/* A region's piece was written (or failed): seal on from where it stopped. */
+static void region_written(eddy_future_t *f, void *arg)
+{
+    region_waker_t *w = arg;
+    eddy_tls_handler_t *s = w->s;
+    free(w);
+    if (s == NULL) {
+        return; /* the handler is gone: what it queued was failed with it */
+    }
+    s->waker = NULL;
+    if (eddy_future_error(f) == 0 && !seal_stopped(s)) {
+        seal_pending(s);
+        eddy_ctx_flush(s->ctx);
+    }
+}
+
+/* Hand the piece's records on with a promise whose completion seals the next piece. */
+static int region_wait(eddy_tls_handler_t *s)
+{
+    region_waker_t *w = malloc(sizeof(*w));
+    eddy_promise_t *p = w != NULL ? eddy_promise_new(eddy_ctx_loop(s->ctx)) : NULL;
+    if (p == NULL || eddy_future_add_listener(p, region_written, w) != 0) {
+        eddy_future_release(p);
+        free(w);
+        return EDDY_ENOMEM;
+    }
+    w->s = s;
+    s->waker = w;
+    int err = emit(s, p); /* a failure completes p: the listener frees w */
+    eddy_future_release(p);
+    return err;
+}
+
+/* The entry e leaves the queue with its last records, or fails with err. */
+static void region_done(eddy_tls_handler_t *s, pending_t *e, int err)
+{
+    uncount(s, e);
+    eddy_msg_release(e->msg);
+    if (err == 0) {
+        emit(s, e->p); /* completes e->p, with EDDY_ENOMEM when it cannot */
+    } else {
+        eddy__promise_done(e->p, err);
+    }
+    eddy_future_release(e->p);
+    free(e);
+    if (err != 0 && err != EDDY_ECLOSED) {
+        tls_fail(s, err);
+    }
+}
+
+/*
+ * The file region at the head of list: its next piece sealed and handed on. When more is
+ * left, the list goes back to the queue to wait for the piece's records to be written (NULL
+ * returned); else the entry is done and the rest of list is returned.
+ */
+static pending_t *seal_region(eddy_tls_handler_t *s, pending_t *list)
+{
+    pending_t *e = list;
+    if (s->waker != NULL) {
+        requeue(s, list); /* still waiting for the piece before */
+        return NULL;
+    }
+    eddy_file_region_t *r = eddy_file_region_of(e->msg);
+    ssize_t n = seal_region_bytes(s, r, REGION_STEP);
+    if (n > 0) {
+        eddy__outbound_unreserve(eddy_ctx_channel(s->ctx), (size_t)n);
+        e->bytes -= (size_t)n;
+    }
+    pending_t *rest = e->next;
+    if (n >= 0 && eddy_file_region_remaining(r) > 0) {
+        int err = region_wait(s);
+        if (err == 0) {
+            requeue(s, list);
+            return NULL;
+        }
+        n = err;
+    }
+    region_done(s, e, n < 0 ? (int)n : 0);
+    return rest;
+}
+
+/* Seal list (detached): runs of bytes through seal_list(), file regions a piece at a time. */
+static void seal_some(eddy_tls_handler_t *s, pending_t *list)
+{
+    while (list != NULL) {
+        if (list->msg->type == EDDY_MSG_FILE_REGION && !seal_stopped(s)) {
+            list = seal_region(s, list);
+            continue;
+        }
+        pending_t *rest = seal_stopped(s) ? NULL : split_at_region(list);
+        seal_list(s, list); /* stopped: fails them all */
+        list = rest;
+    }
+}
+
 /*
  * Encrypt every queued write and hand the records on; no flush (the callers flush after).
  * A flush asked for while sealing (from a writability event the records caused) only marks
@@ -679,9 +852,9 @@ static void seal_pending(eddy_tls_handler_t *s)
         pending_t *list = s->head;
         s->head = s->tail = NULL;
         if (list != NULL) {
-            seal_list(s, list);
+            seal_some(s, list);
         }
-    } while (s->reseal && !seal_stopped(s) && s->head != NULL);
+    } while (s->reseal && !seal_stopped(s) && s->head != NULL && s->waker == NULL);
     s->sealing = false;
     eddy__outbound_update_writability(eddy_ctx_channel(s->ctx));
     if (s->deferred_cn) {
@@ -1158,7 +1331,8 @@ static void tls_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
         err = EDDY_ECLOSED;
     } else if (s->cn_sent) {
         err = EDDY_EPIPE;
-    } else if (eddy_buf_of(msg) == NULL && eddy_composite_of(msg) == NULL) {
+    } else if (eddy_buf_of(msg) == NULL && eddy_composite_of(msg) == NULL &&
+               eddy_file_region_of(msg) == NULL) {
         err = EDDY_ENOTSUP; /* an encoder is missing */
     }
     eddy_channel_t *ch = eddy_ctx_channel(ctx);

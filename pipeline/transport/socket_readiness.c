@@ -3,7 +3,8 @@
  * and poll. The loop watches each socket level-triggered (reactor/poller_epoll.c says why):
  * read interest follows AUTO_READ, a pending read request and the backpressure pause; write
  * interest is taken only while the socket is full. Reads stop at EAGAIN, a short read or the
- * per-read cap; writes gather the outbound buffer's flushed bytes into one sendmsg().
+ * per-read cap; writes gather the outbound buffer's flushed bytes into one sendmsg(), and a
+ * file region goes with sendfile(2).
  */
 #include "pipeline/transport/socket.h"
 
@@ -11,6 +12,9 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#if defined(__linux__)
+#include <sys/sendfile.h>
+#endif
 #include <unistd.h>
 
 #ifndef IOV_MAX
@@ -212,6 +216,61 @@ static void socket_read(eddy_channel_t *ch)
  * Writing
  */
 
+/* The most one sendfile() call is asked to move: a region of a gigabyte to a fast peer
+ * still comes back to the loop between calls (the spin count bounds the calls per flush). */
+#define SENDFILE_MAX ((size_t)2 << 20)
+
+#if defined(__linux__)
+/* n bytes of r to the socket, in the kernel: what went, 0 for the end of the file, -errno. */
+static ssize_t region_out(eddy_channel_t *ch, const eddy_file_region_t *r, size_t n)
+{
+    off_t off = (off_t)eddy_file_region_offset(r);
+    ssize_t w = sendfile(ch->fd, eddy_file_fd(eddy_file_region_file(r)), &off, n);
+    return w < 0 ? -errno : w;
+}
+#else
+/* Without Linux's sendfile(2) (whose signature differs on the BSDs): read, then send. */
+static ssize_t region_out(eddy_channel_t *ch, const eddy_file_region_t *r, size_t n)
+{
+    char chunk[16384];
+    ssize_t got = eddy_file_region_read(r, chunk, n < sizeof(chunk) ? n : sizeof(chunk));
+    if (got <= 0) {
+        return got == EDDY_ETRUNCATED ? 0 : got;
+    }
+    ssize_t w = send(ch->fd, chunk, (size_t)got, MSG_NOSIGNAL);
+    return w < 0 ? -errno : w;
+}
+#endif
+
+/* The file region at the head of the buffer, as far as the socket takes it: the bytes sent,
+ * *total those offered, or a negative code (EDDY_ETRUNCATED: the file ended first). */
+static ssize_t send_region(eddy_channel_t *ch, const eddy_file_region_t *r, size_t *total)
+{
+    uint64_t left = eddy_file_region_remaining(r);
+    *total = left < SENDFILE_MAX ? (size_t)left : SENDFILE_MAX;
+    ssize_t w = region_out(ch, r, *total);
+    return w == 0 ? EDDY_ETRUNCATED : w;
+}
+
+/* One write of what is flushed: the bytes up to a file region in one sendmsg(), or the
+ * region at the head. The bytes sent, *total those offered (0: only empty messages are
+ * next), or -errno. */
+static ssize_t write_once(eddy_channel_t *ch, struct iovec *iov, size_t *total)
+{
+    const eddy_file_region_t *r = eddy__outbound_head_region(ch);
+    if (r != NULL) {
+        return send_region(ch, r, total);
+    }
+    int n;
+    *total = eddy__outbound_iovec(ch, iov, MAX_IOV, &n, NULL, NULL);
+    if (*total == 0) {
+        return 0;
+    }
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t w = sendmsg(ch->fd, &mh, MSG_NOSIGNAL);
+    return w < 0 ? -errno : w;
+}
+
 static void stream_flush(eddy_channel_t *ch)
 {
     eddy__assert_on_loop(eddy__loop_of(ch));
@@ -228,23 +287,21 @@ static void stream_flush(eddy_channel_t *ch)
     bool blocked = false;
     struct iovec iov[MAX_IOV];
     while (spins-- > 0 && eddy__outbound_has_flushed(ch)) {
-        int n;
-        size_t total = eddy__outbound_iovec(ch, iov, MAX_IOV, &n, NULL, NULL);
+        size_t total;
+        ssize_t w = write_once(ch, iov, &total);
         if (total == 0) {
             eddy__outbound_written(ch, 0); /* empty messages complete at once */
             continue;
         }
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t w = sendmsg(ch->fd, &mh, MSG_NOSIGNAL);
         if (w < 0) {
-            if (errno == EINTR) {
+            if (w == -EINTR) {
                 spins++;
                 continue;
             }
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (w == -EAGAIN) { /* EWOULDBLOCK is EAGAIN where sendfile exists */
                 blocked = true;
             } else {
-                err = -errno;
+                err = (int)w;
             }
             break;
         }
@@ -261,7 +318,9 @@ static void stream_flush(eddy_channel_t *ch)
         return;
     }
     if (err != 0) {
-        /* The peer is gone (EPIPE, ECONNRESET): fail what is queued, close. */
+        /* The peer is gone (EPIPE, ECONNRESET), or a file region's file ended before it
+         * (EDDY_ETRUNCATED: the peer must see a short stream, not another response's bytes
+         * where the rest belonged): fail what is queued, close. */
         eddy__outbound_fail_all(ch, err);
         eddy_pipeline_fire_exception(&ch->pipeline, err);
         eddy__channel_do_close(ch, err, NULL);

@@ -10,6 +10,10 @@
  *   still delivered. With AUTO_READ off each read request is one single-shot receive.
  * - Writing: one send in flight per channel, a sendmsg() of the outbound buffer's flushed
  *   bytes; its completion says how many were written and the next send starts from there.
+ *   A file region is read (pread) into a pooled buffer a piece at a time and sent from it:
+ *   one copy more than sendfile(2), but no pipe per channel (a splice needs two, and two
+ *   linked operations whose partial completions must be undone), and the one send in flight
+ *   keeps the region's order among the buffers around it as it keeps theirs.
  *   The send holds a reference to each message it reads, so a close that fails the entries
  *   cannot free memory the kernel still sends from.
  * - Accepting: one multishot accept per listener.
@@ -371,6 +375,58 @@ static void give_back_block(eddy_channel_t *ch, uring_ch_t *u)
     }
 }
 
+/* A file region goes in pieces this large: read into a pooled buffer, then sent. 128 KiB: a
+ * loopback socket's buffer takes about that much at once. */
+#define REGION_CHUNK ((size_t)128 << 10)
+
+/*
+ * The next piece of the file region at the head of the buffer, read into a pooled buffer the
+ * send holds (sb->held[0]) and points at (sb->iov[0]): the bytes read, or a negative code
+ * (EDDY_ETRUNCATED: the file ended before the region). The send's completion skips the
+ * region by what went out; a short send reads the rest again with the next piece.
+ */
+static ssize_t stage_region(send_block_t *sb, const eddy_file_region_t *r, int *n)
+{
+    uint64_t left = eddy_file_region_remaining(r);
+    size_t cap = left < REGION_CHUNK ? (size_t)left : REGION_CHUNK;
+    eddy_buf_t *b = eddy_buf_alloc(eddy_allocator_default(), cap, cap);
+    if (b == NULL) {
+        return EDDY_ENOMEM;
+    }
+    ssize_t got = eddy_file_region_read(r, eddy_buf_write_ptr(b), cap);
+    if (got <= 0) {
+        eddy_buf_release(b);
+        return got;
+    }
+    eddy_buf_produce(b, (size_t)got);
+    sb->held[0] = eddy_buf_msg(b);
+    sb->nheld = 1;
+    sb->iov[0] = (struct iovec){.iov_base = (void *)(uintptr_t)eddy_buf_read_ptr(b),
+                                .iov_len = (size_t)got};
+    *n = 1;
+    return got;
+}
+
+/* What the next send carries: a piece of a file region at the head, or the flushed bytes up
+ * to the next region (references to their messages in sb->held). */
+static ssize_t stage(eddy_channel_t *ch, send_block_t *sb, int *n)
+{
+    const eddy_file_region_t *r = eddy__outbound_head_region(ch);
+    if (r != NULL) {
+        return stage_region(sb, r, n);
+    }
+    return (ssize_t)eddy__outbound_iovec(ch, sb->iov, MAX_IOV, n, sb->held, &sb->nheld);
+}
+
+/* The stream cannot go on (the peer is gone, a file region's file ended): fail what is
+ * queued, close. */
+static void broken(eddy_channel_t *ch, int err)
+{
+    eddy__outbound_fail_all(ch, err);
+    eddy_pipeline_fire_exception(&ch->pipeline, err);
+    eddy__channel_do_close(ch, err, NULL);
+}
+
 static void uring_flush(eddy_channel_t *ch)
 {
     eddy__assert_on_loop(eddy__loop_of(ch));
@@ -394,7 +450,12 @@ static void uring_flush(eddy_channel_t *ch)
         }
         send_block_t *sb = u->sb;
         int n;
-        size_t total = eddy__outbound_iovec(ch, sb->iov, MAX_IOV, &n, sb->held, &sb->nheld);
+        ssize_t total = stage(ch, sb, &n);
+        if (total < 0) {
+            broken(ch, (int)total);
+            give_back_block(ch, u);
+            return;
+        }
         if (total == 0) {
             release_held(u);
             eddy__outbound_written(ch, 0); /* empty messages complete at once */
@@ -431,10 +492,7 @@ static void on_send(eddy__uring_op_t *op, int res, unsigned flags)
             eddy__outbound_written(ch, res > 0 ? (size_t)res : 0);
             uring_flush(ch); /* what is still flushed, or the FIN a shutdown waits for */
         } else if (res != -ECANCELED) {
-            /* The peer is gone (EPIPE, ECONNRESET): fail what is queued, close. */
-            eddy__outbound_fail_all(ch, res);
-            eddy_pipeline_fire_exception(&ch->pipeline, res);
-            eddy__channel_do_close(ch, res, NULL);
+            broken(ch, res); /* EPIPE, ECONNRESET */
         }
     }
     give_back_block(ch, u);
@@ -449,7 +507,7 @@ static void on_send(eddy__uring_op_t *op, int res, unsigned flags)
 /* What follows in the buffer, written as far as the socket takes it without waiting. */
 static void write_rest_now(eddy_channel_t *ch, send_block_t *sb)
 {
-    while (eddy__outbound_has_flushed(ch)) {
+    while (eddy__outbound_has_flushed(ch) && eddy__outbound_head_region(ch) == NULL) {
         int n;
         size_t total = eddy__outbound_iovec(ch, sb->iov, MAX_IOV, &n, NULL, NULL);
         if (total == 0) {
