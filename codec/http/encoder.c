@@ -7,6 +7,7 @@
 #include "codec/http/internal.h"
 
 #include <assert.h>
+#include <stdlib.h>
 
 typedef struct http_encoder_s {
     bool streaming; /* the response being written is followed by its content messages */
@@ -99,10 +100,34 @@ static int http_encode(eddy_ctx_t *ctx, void *self, eddy_msg_t *msg, eddy_buf_t 
 /* The base's write, then the close a response promised with "Connection: close" (RFC 9112
  * section 9.6): the channel's close after flush, which sends what was written, then FIN, and
  * drops what the client still sends for a while (a lingering close). */
+/* The body parts of a response (eddy_http_response_add_body()), which go on after its head as
+ * they are: file regions reach the transport whole. p goes with the last one. */
+static void write_parts(eddy_ctx_t *ctx, eddy_msg_t **parts, size_t n, eddy_promise_t *p)
+{
+    for (size_t i = 0; i < n; i++) {
+        eddy_ctx_write(ctx, parts[i], i + 1 == n ? p : NULL);
+    }
+    free(parts);
+}
+
+/* Whether the parts of r are written: not for HEAD, nor for a status without a body. */
+static bool sends_parts(const eddy_http_response_t *r)
+{
+    return !r->head_only && r->status >= 200 && r->status != 204 && r->status != 304;
+}
+
 static void http_encoder_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
 {
     eddy_encoder_t *enc = eddy_ctx_state(ctx);
-    eddy_encoder_write(ctx, msg, p);
+    eddy_http_response_t *r = eddy_http_response_of(msg);
+    size_t n = 0;
+    eddy_msg_t **parts = r != NULL && r->_nparts > 0 && sends_parts(r)
+                             ? eddy__http_response_take_parts(r, &n)
+                             : NULL;
+    eddy_encoder_write(ctx, msg, n > 0 ? NULL : p);
+    if (n > 0) {
+        write_parts(ctx, parts, n, p);
+    }
     http_encoder_t *e = enc != NULL ? eddy_encoder_self(enc) : NULL;
     if (e != NULL && e->close_now) {
         e->close_now = false;

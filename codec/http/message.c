@@ -100,6 +100,16 @@ eddy_msg_t *eddy__http_message_new_bytes(bool response, size_t count, size_t byt
     return msg;
 }
 
+static void release_parts(eddy_http_response_t *r)
+{
+    for (size_t i = 0; i < r->_nparts; i++) {
+        eddy_msg_release(r->_parts[i]);
+    }
+    free(r->_parts);
+    r->_parts = NULL;
+    r->_nparts = r->_parts_cap = 0;
+}
+
 /* What a request or a response owns, freed with it: whichever it is, by its type. */
 static void message_free(eddy_msg_t *msg)
 {
@@ -111,6 +121,9 @@ static void message_free(eddy_msg_t *msg)
         if (parts[i] != NULL) {
             eddy_buf_release(parts[i]);
         }
+    }
+    if (r != NULL) {
+        release_parts(r);
     }
     eddy_http_header_t *headers = r != NULL ? r->headers : req->headers;
     size_t size = r != NULL ? sizeof(*r) : sizeof(*req);
@@ -353,6 +366,56 @@ int eddy__http_client_request_route(eddy_http_request_t *r, const char *target,
 int eddy_http_request_add_header(eddy_http_request_t *r, const char *name, const char *value)
 {
     return header_ok(name, value, true) ? add_checked(&r->_msg, name, value) : EDDY_EINVAL;
+}
+
+uint64_t eddy__http_part_length(eddy_msg_t *msg)
+{
+    eddy_file_region_t *fr = eddy_file_region_of(msg);
+    return fr != NULL ? eddy_file_region_remaining(fr) : eddy_buf_readable(eddy_buf_of(msg));
+}
+
+/* Room for one more part in r: 0 or EDDY_ENOMEM. */
+static int parts_grow(eddy_http_response_t *r)
+{
+    if (r->_nparts < r->_parts_cap) {
+        return 0;
+    }
+    size_t cap = r->_parts_cap != 0 ? 2 * r->_parts_cap : 4;
+    eddy_msg_t **p = realloc(r->_parts, cap * sizeof(*p));
+    if (p == NULL) {
+        return EDDY_ENOMEM;
+    }
+    r->_parts = p;
+    r->_parts_cap = cap;
+    return 0;
+}
+
+int eddy_http_response_add_body(eddy_http_response_t *r, eddy_msg_t *msg)
+{
+    bool ok = r->_msg.type == EDDY_MSG_HTTP_RESPONSE && r->body == NULL && !r->chunked &&
+              (msg->type == EDDY_MSG_BUF || msg->type == EDDY_MSG_FILE_REGION);
+    int err = ok ? parts_grow(r) : EDDY_EINVAL;
+    if (err != 0) {
+        eddy_msg_release(msg);
+        return err;
+    }
+    r->_parts[r->_nparts++] = msg;
+    r->_parts_len += eddy__http_part_length(msg);
+    return 0;
+}
+
+uint64_t eddy_http_response_body_length(const eddy_http_response_t *r)
+{
+    return r->body != NULL ? eddy_buf_readable(r->body) : r->_parts_len;
+}
+
+eddy_msg_t **eddy__http_response_take_parts(eddy_http_response_t *r, size_t *n)
+{
+    eddy_msg_t **parts = r->_parts;
+    *n = r->_nparts;
+    r->_parts = NULL;
+    r->_nparts = r->_parts_cap = 0;
+    return parts;
 }
 
 void eddy_http_request_set_body(eddy_http_request_t *r, eddy_buf_t *b)
@@ -801,7 +864,7 @@ int eddy_http_response_encode(const eddy_http_response_t *r, eddy_buf_t *out)
             eddy_buf_write_bytes(out, "Transfer-Encoding: chunked\r\n", 28);
         }
     } else if (status_has_body(r->status)) {
-        write_length(out, body);
+        write_length(out, eddy_http_response_body_length(r));
     }
     write_connection(out, eddy_http_response_keeps_alive(r), r->version);
     eddy_buf_write_bytes(out, "\r\n", 2);

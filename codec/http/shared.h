@@ -30,4 +30,12 @@ int eddy__http_parse_length(eddy_http_str_t v, int64_t *out);
  * false, msg untouched. The HTTP/2 client adapter answers sends as the exchange handler does. */
 bool eddy__http_send_take(eddy_msg_t *msg, eddy_http_request_t **req, eddy_promise_t **p);
 
+/* Take the body parts out of the built response r (eddy_http_response_add_body()): the array
+ * (the caller's, to free(); NULL when none) of *n messages, each the caller's. r keeps its
+ * length for the head (eddy_http_response_body_length()). */
+eddy_msg_t **eddy__http_response_take_parts(eddy_http_response_t *r, size_t *n);
+
+/* The bytes a body part holds (a buffer's readable bytes, a region's remaining ones). */
+uint64_t eddy__http_part_length(eddy_msg_t *msg);
+
 #endif /* EDDY_CODEC_HTTP_SHARED_H */

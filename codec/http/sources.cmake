@@ -13,6 +13,8 @@ list(APPEND EDDY_LAYER_SOURCES
     codec/http/encoder.c
     codec/http/exchange.c
     codec/http/fifo.c
+    codec/http/files.c
+    codec/http/files_meta.c
     codec/http/message.c
     codec/http/parse.c)
 # Content codings (include/eddy/http_coding.h): one file per library, each built when found.

@@ -370,7 +370,7 @@ static int head_send(exchange_t *ex, const eddy_http_response_t *r, bool end_str
         }
     }
     if (!r->chunked && has_length(r->status)) {
-        size_t len = r->body != NULL ? eddy_buf_readable(r->body) : 0;
+        size_t len = (size_t)eddy_http_response_body_length(r);
         f[k++] = (eddy_http_header_t){.name = {"content-length", 14},
                                       .value = eddy__h2_decimal(len, length, sizeof(length))};
     }
@@ -381,6 +381,81 @@ static int head_send(exchange_t *ex, const eddy_http_response_t *r, bool end_str
     return err;
 }
 
+/* A file region goes as DATA read from the file in pieces this large (nghttp2 frames them
+ * at the peer's maximum frame size). */
+#define FILE_CHUNK ((size_t)64 << 10)
+
+/* The next piece of fr as a buffer: the buffer, or NULL with *err set. */
+static eddy_buf_t *region_piece(eddy_ctx_t *ctx, eddy_file_region_t *fr, int *err)
+{
+    uint64_t left = eddy_file_region_remaining(fr);
+    size_t cap = left < FILE_CHUNK ? (size_t)left : FILE_CHUNK;
+    eddy_buf_t *b = eddy_buf_alloc(eddy_ctx_alloc(ctx), cap > 0 ? cap : 1, cap > 0 ? cap : 1);
+    ssize_t got = b == NULL ? EDDY_ENOMEM : eddy_file_region_read(fr, eddy_buf_write_ptr(b), cap);
+    if (got < 0) {
+        if (b != NULL) {
+            eddy_buf_release(b);
+        }
+        *err = (int)got;
+        return NULL;
+    }
+    eddy_buf_produce(b, (size_t)got);
+    eddy_file_region_skip(fr, (uint64_t)got);
+    return b;
+}
+
+/*
+ * One body part (eddy_http_response_add_body(), borrowed) on the stream, end_stream with its
+ * last byte when end; p (may be NULL) completes with its last DATA, or with the error. A file
+ * region is read into buffers as it goes: the stream queues them all (bounded by the file,
+ * not by the peer's pace: see docs/http.md, "Files").
+ */
+static int send_part(eddy_ctx_t *ctx, eddy_h2_stream_t *st, eddy_msg_t *msg, bool end,
+                     eddy_promise_t *p)
+{
+    eddy_file_region_t *fr = eddy_file_region_of(msg);
+    if (fr == NULL) {
+        return eddy__h2_stream_send(st, eddy_buf_retain(eddy_buf_of(msg)), end, p, false);
+    }
+    int err = 0;
+    do {
+        eddy_buf_t *b = region_piece(ctx, fr, &err);
+        bool fin = end && b != NULL && eddy_file_region_remaining(fr) == 0;
+        if (b != NULL) {
+            err = eddy__h2_stream_send(st, b, fin, fin ? p : NULL, false);
+            p = fin ? NULL : p;
+        }
+    } while (err == 0 && eddy_file_region_remaining(fr) > 0 && !eddy_ctx_is_removed(ctx));
+    eddy__promise_done(p, err != 0 ? err : EDDY_ECLOSED); /* NULL when the last DATA took it */
+    return err;
+}
+
+/* r's body parts after its head; p (may be NULL) completes with the last. */
+static int send_parts(eddy_ctx_t *ctx, exchange_t *ex, eddy_http_response_t *r, eddy_promise_t *p)
+{
+    size_t n;
+    eddy_msg_t **parts = eddy__http_response_take_parts(r, &n);
+    int err = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool last = i + 1 == n;
+        if (err == 0 && !eddy_ctx_is_removed(ctx)) {
+            err = send_part(ctx, ex->stream, parts[i], last, last ? p : NULL);
+        } else if (last) {
+            eddy__promise_done(p, err != 0 ? err : EDDY_ECLOSED);
+        }
+        eddy_msg_release(parts[i]);
+    }
+    free(parts);
+    return err;
+}
+
+/* Whether r's body goes after its head: DATA frames follow the HEADERS. */
+static bool has_data(const eddy_http_response_t *r)
+{
+    return r->status >= 200 && !r->head_only && !r->chunked &&
+           eddy_http_response_body_length(r) > 0;
+}
+
 static void on_response(eddy_ctx_t *ctx, adapter_t *a, eddy_http_response_t *r,
                         eddy_promise_t *p)
 {
@@ -388,10 +463,15 @@ static void on_response(eddy_ctx_t *ctx, adapter_t *a, eddy_http_response_t *r,
     int err = EDDY_ECLOSED;
     if (ex != NULL && !ex->dead) {
         bool interim = r->status < 200;
-        bool body = !interim && !r->head_only && !r->chunked && r->body != NULL &&
-                    eddy_buf_readable(r->body) > 0;
+        bool body = has_data(r);
         err = head_send(ex, r, !interim && !body && !r->chunked);
-        if (err == 0 && body && !eddy_ctx_is_removed(ctx)) {
+        if (err == 0 && body && r->_nparts > 0 && !eddy_ctx_is_removed(ctx)) {
+            err = send_parts(ctx, ex, r, p);
+            p = NULL; /* completed by the stream, either way */
+            if (!eddy_ctx_is_removed(ctx)) {
+                stream_failed(ctx, ex, err);
+            }
+        } else if (err == 0 && body && !eddy_ctx_is_removed(ctx)) {
             eddy_buf_t *b = r->body;
             r->body = NULL;
             err = eddy__h2_stream_send(ex->stream, b, true, p, false);

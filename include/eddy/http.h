@@ -41,6 +41,7 @@
 #include <eddy/buffer.h>
 #include <eddy/codec.h>
 #include <eddy/common.h>
+#include <eddy/file.h>
 #include <eddy/pipeline.h>
 
 #ifdef __cplusplus
@@ -160,6 +161,9 @@ typedef struct eddy_http_response_s {
     eddy_http_header_t *headers; /* header_count entries, in the order sent or added */
     eddy_buf_t *_head;           /* the bytes the strings point into */
     size_t _header_cap;          /* built: the slots of headers, an array of its own */
+    eddy_msg_t **_parts;         /* built: the body as parts (eddy_http_response_add_body()) */
+    size_t _nparts, _parts_cap;
+    uint64_t _parts_len; /* their bytes */
 } eddy_http_response_t;
 
 typedef struct eddy_http_decoder_options_s {
@@ -248,6 +252,18 @@ EDDY_EXTERN int eddy_http_response_add_header(eddy_http_response_t *r, const cha
                                               const char *value);
 /** Set the body of r to b (taken over; NULL: empty), releasing the one before. */
 EDDY_EXTERN void eddy_http_response_set_body(eddy_http_response_t *r, eddy_buf_t *b);
+/**
+ * Append msg, a byte buffer or a file region (file.h), to the body of the built response r,
+ * instead of a body buffer: the body is then its parts in order, written after the head as
+ * they are (a file region reaches the socket through sendfile where the transport can, or as
+ * DATA frames read from the file over HTTP/2), and Content-Length is the sum of their
+ * lengths. A HEAD answer (head_only) writes the length and drops the parts. Takes ownership of
+ * msg, also on failure. 0, EDDY_EINVAL (a decoded or chunked response, one with a body
+ * buffer, or a message of another type), EDDY_ENOMEM. The thread building r.
+ */
+EDDY_EXTERN int eddy_http_response_add_body(eddy_http_response_t *r, eddy_msg_t *msg);
+/** The length of r's body as it is encoded: its body buffer's bytes, or its parts' sum. */
+EDDY_EXTERN uint64_t eddy_http_response_body_length(const eddy_http_response_t *r);
 /** The message header of r, to write it. Borrows. */
 EDDY_EXTERN eddy_msg_t *eddy_http_response_msg(eddy_http_response_t *r);
 /** Append the built response r encoded (status line, headers, body) to out. Borrows r. 0,
@@ -316,6 +332,50 @@ EDDY_EXTERN eddy_encoder_t *eddy_http_response_encoder_new(void);
 EDDY_EXTERN const eddy_handler_ops_t *eddy_http_response_encoder_ops(void);
 /** The response encoder as one value (eddy_handler_t). */
 EDDY_EXTERN eddy_handler_t eddy_http_response_encoder(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Static files (docs/http.md, "Files"): a handler placed where the application's request
+ * handler goes, after the aggregator (or after eddy_h2_http_adapter() for HTTP/2), that
+ * answers every full request from a directory: GET and HEAD (405 for the rest, with Allow);
+ * Content-Type from the extension; ETag and Last-Modified, with If-None-Match,
+ * If-Modified-Since and If-Range; Range (one range: 206 and Content-Range; several:
+ * multipart/byteranges; none satisfiable: 416 with the unsatisfied-range form of Content-Range,
+ * RFC 9110 section 14.4); the index
+ * file for a directory, and 301 to "/dir/" for "/dir"; a ".br" or ".gz" sibling when the
+ * request's Accept-Encoding allows it (Content-Encoding, "Vary: Accept-Encoding"). The body is
+ * a file region (file.h): sendfile on a plain socket.
+ *
+ * Nothing outside the root is ever served: the path is percent-decoded once, and a decoded
+ * NUL, backslash, "." or ".." segment is 403 (an encoded slash splits segments as a slash
+ * does, so "%2e%2e%2f" is ".." and refused); each segment is opened with openat(O_NOFOLLOW)
+ * beneath the one before, from the root's descriptor, so no symbolic link is followed, inside
+ * the root or out (404); a path past PATH_MAX or a segment past NAME_MAX is 404.
+ */
+typedef struct eddy_http_files_s eddy_http_files_t;
+
+typedef struct eddy_http_files_options_s {
+    const char *index;     /* what a directory serves (NULL: "index.html") */
+    bool no_precompressed; /* never look for ".br" and ".gz" siblings */
+} eddy_http_files_options_t;
+
+/**
+ * Serve the directory root (opened now; o borrowed, NULL: the defaults) with a count of 1 in
+ * *out, shared by the handlers of every channel and loop (immutable: any thread). 0, or a
+ * negative errno from opening root (EDDY_ENOENT, EDDY_ENOTDIR...), EDDY_EINVAL, EDDY_ENOMEM.
+ */
+EDDY_EXTERN int eddy_http_files_new(const char *root, const eddy_http_files_options_t *o,
+                                    eddy_http_files_t **out);
+/** Take one more reference to f; returns f. Any thread. */
+EDDY_EXTERN eddy_http_files_t *eddy_http_files_retain(eddy_http_files_t *f);
+/** Drop one reference; the last closes the root. Any thread. */
+EDDY_EXTERN void eddy_http_files_release(eddy_http_files_t *f);
+/**
+ * A handler for one channel serving f (which it retains), as one value (eddy_handler_t). It
+ * answers full requests (others, and messages of other kinds, pass on), flushes at the end
+ * of each read batch, and closes after an answer that does not keep alive (the encoder does,
+ * for HTTP/1.1). Its constructor fails with EDDY_ENOMEM.
+ */
+EDDY_EXTERN eddy_handler_t eddy_http_files_handler(eddy_http_files_t *f);
 
 #ifdef __cplusplus
 }
