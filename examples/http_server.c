@@ -67,6 +67,7 @@ static int64_t request_timeout_ms = 30000; /* --request-timeout; 0: none */
 static size_t max_body = (size_t)1 << 20;  /* --max-body */
 static _Atomic uint64_t timeouts;          /* connections closed by either timeout */
 static bool gzip;                          /* --gzip: responses through the compressor */
+static eddy_http_files_t *files;           /* --root: the directory served, or NULL */
 
 /* The answer to GET / with keep-alive, pre-encoded per loop thread and rebuilt when the
  * loop's cached Date (eddy_http_date: renewed once a second) changes. */
@@ -357,6 +358,9 @@ static int init_child(eddy_channel_t *ch, void *arg)
             return rc;
         }
     }
+    /* The library's handlers (--root's file handler, --gzip's compressor) answer with response
+     * objects, which the response encoder writes; the compressor stays after HTTP/2's adapter
+     * when the upgrade puts it in (and removes the encoder). */
     eddy_handler_t h[8];
     size_t n = 0;
     h[n++] = eddy_message_deadline_handler(request_timeout_ms);
@@ -364,11 +368,14 @@ static int init_child(eddy_channel_t *ch, void *arg)
     h[n++] = eddy_h2_server_upgrade(NULL, max_body);
     h[n++] = eddy_http_request_decoder(NULL);
     h[n++] = eddy_http_aggregator(max_body);
-    if (gzip) { /* stays after HTTP/2's adapter when the upgrade puts it in */
+    if (gzip || files != NULL) {
         h[n++] = eddy_http_response_encoder();
+    }
+    if (gzip) {
         h[n++] = eddy_http_compressor(NULL);
     }
-    h[n++] = eddy_handler("http", &http_ops, conn_new(ch), eddy_free_state);
+    h[n++] = files != NULL ? eddy_http_files_handler(files)
+                           : eddy_handler("http", &http_ops, conn_new(ch), eddy_free_state);
     return eddy_pipeline_add_handlers(eddy_channel_pipeline(ch), h, n);
 }
 
@@ -399,6 +406,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: eddy-http-server [--host ADDR] [--port N] [--threads N] [--idle-timeout S]\n"
                "                        [--request-timeout S] [--tls CERT KEY] [--max-body BYTES]\n"
+               "                        [--root DIR]\n"
                "  --host ADDR   address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
                "  --port N      port (default 8080; 0 picks one)\n"
                "  --threads N   loops, one of which also accepts (default: one per CPU)\n"
@@ -411,6 +419,8 @@ static void usage(FILE *f)
                "  --max-body BYTES  the largest request body (default 1048576): 413 past it\n"
                "  --gzip        compress bodies of 1 KiB or more for clients that accept it\n"
                "                (br, zstd, gzip, deflate: those this build has)\n"
+               "  --root DIR    serve the files under DIR (GET and HEAD, ranges, conditionals)\n"
+               "                instead of the routes below\n"
                "GET / answers \"Hello, World!\", GET /stats the counters as JSON, POST /echo the\n"
                "request's body, GET /bytes/N N bytes, the rest 404. HTTP/1.1 and HTTP/2 (h2c by\n"
                "prior knowledge or Upgrade; h2 by ALPN with --tls) on the same port.\n"
@@ -421,7 +431,7 @@ int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
     unsigned long port = 8080, threads = 0, idle = 60, request = 30, body = max_body;
-    const char *tls_cert = NULL, *tls_key = NULL;
+    const char *tls_cert = NULL, *tls_key = NULL, *root = NULL;
     for (int i = 1; i < argc; i += 2) { /* each option and its value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -442,6 +452,8 @@ int main(int argc, char **argv)
                    example_parse_uint(v, 86400, &request)) {
         } else if (strcmp(a, "--max-body") == 0 && v != NULL &&
                    example_parse_uint(v, 1ul << 30, &body)) {
+        } else if (strcmp(a, "--root") == 0 && v != NULL) {
+            root = v;
         } else if (strcmp(a, "--tls") == 0 && v != NULL && i + 2 < argc) {
             tls_cert = v;
             tls_key = argv[i + 2];
@@ -450,6 +462,11 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+    }
+    int frc = root != NULL ? eddy_http_files_new(root, NULL, &files) : 0;
+    if (frc != 0) {
+        fprintf(stderr, "eddy-http-server: --root %s: %s\n", root, eddy_strerror(frc));
+        return 1;
     }
     eddy_tls_context_t *tls = NULL;
     if (tls_cert != NULL && (tls = tls_context(tls_cert, tls_key)) == NULL) {
@@ -511,6 +528,7 @@ int main(int argc, char **argv)
         eddy_buf_release(stats[i].pattern); /* the slices still out hold it on */
     }
     free(stats);
+    eddy_http_files_release(files);
     if (tls != NULL) {
         eddy_tls_context_release(tls);
     }
