@@ -27,3 +27,11 @@ eddy_add_test(pipeline channel_group LABELS concurrency)
 eddy_add_test(pipeline no_loss TIMEOUT 120 LABELS concurrency)
 eddy_add_poller_runs(pipeline.no_loss COMMAND pipeline_test_no_loss TIMEOUT 120
     URING_LABELS concurrency)
+# File regions (include/eddy/file.h): the embedded channel and the HTTP encoder, then real
+# loopback sockets on every poller (sendfile; io_uring's read and send).
+if(EDDY_HAVE_EPOLL)
+    eddy_add_test(pipeline file_region TIMEOUT 60 ENVIRONMENT EDDY_POLLER=epoll)
+else()
+    eddy_add_test(pipeline file_region TIMEOUT 60)
+endif()
+eddy_add_poller_runs(pipeline.file_region COMMAND pipeline_test_file_region TIMEOUT 60)
