@@ -183,6 +183,7 @@ enum {
     EDDY_MSG_COMPOSITE = 2, /* eddy_composite_t */
     EDDY_MSG_DATAGRAM = 3,  /* eddy_datagram_t (datagram.h) */
     EDDY_MSG_FILE_REGION = 4, /* eddy_file_region_t (file.h) */
+    EDDY_MSG_CHUNKED = 5,     /* eddy_chunked_t (handler.h) */
     EDDY_MSG_USER = 256     /* first type number free for users and codecs */
 };
 

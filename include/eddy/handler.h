@@ -52,7 +52,11 @@
 #define EDDY_HANDLER_H
 
 #include <eddy/common.h>
+#include <eddy/file.h>
 #include <eddy/pipeline.h>
+
+#include <stdint.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -200,6 +204,54 @@ EDDY_EXTERN void *eddy_flush_consolidation_handler_new(unsigned explicit_flush_a
 /** The flush consolidation handler as one value (eddy_handler_t). */
 EDDY_EXTERN eddy_handler_t eddy_flush_consolidation_handler(
     unsigned explicit_flush_after_flushes, bool consolidate_when_no_read_in_progress);
+
+/* ---------------------------------------------------------------------------------------
+ * Chunked writes (Netty's ChunkedWriteHandler and ChunkedInput): a body written as a source
+ * that the handler pulls from a chunk at a time, only while the channel is writable, so a slow
+ * reader of a 1 GiB source costs the water marks' worth of memory, not the source.
+ *
+ *     EDDY_PIPELINE_ADD_LAST(p, ..., eddy_chunked_writer(), app);
+ *     eddy_ctx_write_and_flush(ctx, eddy_chunked_msg(eddy_chunked_file(region, 0)), promise);
+ *
+ * The writer queues each chunked input with its promise, and what is written after it (any
+ * message) behind it, so order holds. On a flush and on each writability change it reads
+ * chunks (byte buffers from the channel's allocator) and writes them on while the channel
+ * stays writable, flushing after each batch. The input's promise completes once its last
+ * chunk is written, or fails with the read's error (which is raised, and the channel closed:
+ * the stream has a hole) or with EDDY_ECLOSED at close. Messages that are not chunked inputs
+ * pass through as they are when nothing is queued before them.
+ */
+typedef struct eddy_chunked_s eddy_chunked_t;
+
+/* Read up to cap bytes of the source into dst: the count, 0 at its end, or a negative code.
+ * Called on the channel's loop (it may block on a disk, as a read of a file does). */
+typedef ssize_t (*eddy_chunked_read_cb)(void *arg, uint8_t *dst, size_t cap);
+/* Let go of the source (after its end, a failure or a close): once. */
+typedef void (*eddy_chunked_close_cb)(void *arg);
+
+/**
+ * A chunked input (message type EDDY_MSG_CHUNKED) reading chunks of up to chunk_size bytes (0:
+ * 16 KiB) from read(arg, ...); close(arg) (may be NULL) is called once it is done or
+ * released unread. The caller owns the one reference; write it with eddy_chunked_msg(). NULL
+ * when out of memory (close is not called then). Any thread.
+ */
+EDDY_EXTERN eddy_chunked_t *eddy_chunked_new(eddy_chunked_read_cb read, eddy_chunked_close_cb close,
+                                             void *arg, size_t chunk_size);
+/** A chunked input reading region r (taken over, file.h) with pread (Netty's ChunkedFile):
+ * what a region becomes where a transport cannot send it whole. NULL when out of memory (r
+ * released). */
+EDDY_EXTERN eddy_chunked_t *eddy_chunked_file(eddy_file_region_t *r, size_t chunk_size);
+/** The message header of c, to write it. Borrows. */
+EDDY_EXTERN eddy_msg_t *eddy_chunked_msg(eddy_chunked_t *c);
+/** The chunked input behind msg, or NULL. Borrows. */
+EDDY_EXTERN eddy_chunked_t *eddy_chunked_of(eddy_msg_t *msg);
+
+/** The chunked writer's handler table. */
+EDDY_EXTERN const eddy_handler_ops_t *eddy_chunked_writer_ops(void);
+/** State for it, freed with eddy_free_state; NULL when out of memory. */
+EDDY_EXTERN void *eddy_chunked_writer_new(void);
+/** The chunked writer as one value (eddy_handler_t). */
+EDDY_EXTERN eddy_handler_t eddy_chunked_writer(void);
 
 #ifdef __cplusplus
 }
