@@ -335,11 +335,15 @@ eddy_tls_handler_t *eddy_tls_handler_new(eddy_tls_context_t *c,
 /*
  * A file region is sealed REGION_STEP bytes at a time: the next piece is read once the
  * records of the one before were written, so a large file sent through TLS holds about that
- * much ciphertext at once, not the file (the size of COALESCE_MAX: one buffer per piece).
- * The wait is a promise on the piece's records whose listener holds a waker: the handler may
- * be freed before the records are written (or failed), and the waker is told so.
+ * much ciphertext at once, not the file. Half of COALESCE_MAX, so that a piece's records never
+ * fill the write BIO to where seal() hands them on by itself: they all go in the one buffer
+ * whose promise waits (a piece handed on before that would leave the promise an empty buffer,
+ * completed at once, and the whole file would be sealed in one go). The wait is a promise on
+ * the piece's records whose listener holds a waker: the handler may be freed before the
+ * records are written (or failed), and the waker is told so.
  */
-#define REGION_STEP COALESCE_MAX
+#define REGION_STEP (COALESCE_MAX / 2)
+static_assert(REGION_STEP + REGION_STEP / 8 < COALESCE_MAX, "a piece's records fit one buffer");
 
 typedef struct region_waker_s {
     eddy_tls_handler_t *s; /* NULL once the handler is freed */

@@ -5,7 +5,8 @@
 # If-Range); 405; the index and the 301 for a directory; precompressed siblings; wget -r of a
 # small tree; a generated traversal corpus (files_traversal.py) with a secret next to the root
 # and links inside it pointing out; a slow reader of a 256 MiB sparse file with the server's RSS
-# bounded; a file truncated mid-send (a short body, a closed connection, the server serving on);
+# bounded, and a file truncated mid-send (a short body, a closed connection, the server serving
+# on), each over plain HTTP and over TLS;
 # then SIGTERM: both servers exit 0. Every client call is bounded in time. EDDY_POLLER picks
 # the transport (ctest runs it on each).
 #   tests/examples/files.sh SERVER CERT_DIR
@@ -152,15 +153,22 @@ done
 timeout 120 python3 "$(dirname "$0")/files_traversal.py" "$port" "$root" "$token" ||
     fail "traversal"
 
-# A slow reader of a large file: the server's memory stays put.
+# A slow reader of a large file, over plain HTTP and over TLS (where the file is read and
+# sealed a piece at a time): each server's memory stays put.
 truncate -s 256M "$root/sparse.bin"
-rss() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
-before=$(rss)
-timeout 30 python3 - "$port" <<'EOF' || fail "slow reader"
-import socket, sys, time
+rss() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+slow_reader() { # PID PORT TLS
+    local before after
+    before=$(rss "$1")
+    timeout 30 python3 - "$2" "$3" <<'EOF' || fail "slow reader (TLS: $3)"
+import socket, ssl, sys, time
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
 s.connect(("127.0.0.1", int(sys.argv[1])))
+if sys.argv[2] == "1":
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    s = ctx.wrap_socket(s)
 s.sendall(b"GET /sparse.bin HTTP/1.1\r\nHost: x\r\n\r\n")
 got, end = 0, time.time() + 4
 while time.time() < end:
@@ -169,24 +177,30 @@ while time.time() < end:
 assert got > 1 << 20, got
 print(f"slow reader: {got} bytes in 4 s")
 EOF
-after=$(rss)
-(( after - before < 4096 )) || fail "RSS grew by $((after - before)) KiB for a slow reader"
+    after=$(rss "$1")
+    (( after - before < 4096 )) || fail "RSS grew by $((after - before)) KiB for a slow reader"
+}
+slow_reader "$pid" "$port" 0
+slow_reader "$tls_pid" "$tls_port" 1
 
-# A file truncated while it is sent: a short body and a closed connection, never more than
-# the file holds; the server serves the next request.
-head -c $((64 << 20)) /dev/urandom >"$root/shrinks.bin"
-cp "$root/shrinks.bin" "$tmp/shrinks.orig"
-curl --limit-rate 4M -o "$tmp/got" "$url/shrinks.bin" 2>/dev/null &
-cpid=$!
-sleep 1
-truncate -s 1M "$root/shrinks.bin"
-rc=0
-wait $cpid || rc=$?
-[[ $rc != 0 ]] || fail "a truncated file came whole"
-size=$(stat -c %s "$tmp/got")
-(( size < 64 << 20 )) && cmp -s -n "$size" "$tmp/got" "$tmp/shrinks.orig" ||
-    fail "truncated: $size bytes, or not the file's"
-[[ $(curl "$url/az.txt") == abcdefghijklmnopqrstuvwxyz ]] || fail "serving after a truncation"
+# A file truncated while it is sent, over plain HTTP and TLS: a short body and a closed
+# connection, never more than the file holds; the server serves the next request.
+truncated() { # URL
+    head -c $((64 << 20)) /dev/urandom >"$root/shrinks.bin"
+    cp "$root/shrinks.bin" "$tmp/shrinks.orig"
+    curl -k --http1.1 --limit-rate 4M -o "$tmp/got" "$1/shrinks.bin" 2>/dev/null &
+    local cpid=$! rc=0 size
+    sleep 1
+    truncate -s 1M "$root/shrinks.bin"
+    wait $cpid || rc=$?
+    [[ $rc != 0 ]] || fail "a truncated file came whole from $1"
+    size=$(stat -c %s "$tmp/got")
+    (( size < 64 << 20 )) && cmp -s -n "$size" "$tmp/got" "$tmp/shrinks.orig" ||
+        fail "truncated at $1: $size bytes, or not the file's"
+    [[ $(curl -k "$1/az.txt") == abcdefghijklmnopqrstuvwxyz ]] || fail "serving after a truncation"
+}
+truncated "$url"
+truncated "$tls_url"
 
 # SIGTERM: both stop by themselves.
 kill -TERM "$pid" "$tls_pid"
