@@ -23,7 +23,25 @@ typedef struct exchange_s {
     eddy_http_request_t *req;       /* being gathered; NULL once passed on */
     bool emitted;                   /* the request went on; an answer is due */
     bool dead;                      /* the stream ended: the answer goes nowhere */
+    /* A body of parts (eddy_http_response_add_body()) being sent as the stream takes it: the
+     * parts (owned) from sent on, and the response's promise (a reference) for the last. */
+    eddy_msg_t **parts;
+    size_t nparts, sent; /* parts, and those sent whole */
+    eddy_promise_t *body_p;
 } exchange_t;
+
+static void parts_drop(exchange_t *ex, int err)
+{
+    for (size_t i = ex->sent; i < ex->nparts; i++) {
+        eddy_msg_release(ex->parts[i]);
+    }
+    free(ex->parts);
+    ex->parts = NULL;
+    ex->nparts = ex->sent = 0;
+    eddy__promise_done(ex->body_p, err);
+    eddy_future_release(ex->body_p);
+    ex->body_p = NULL;
+}
 
 typedef struct adapter_s {
     size_t max;                   /* the largest body */
@@ -45,6 +63,9 @@ static void exchange_free(adapter_t *a, exchange_t *ex)
     }
     if (a->chunked == ex) {
         a->chunked = NULL;
+    }
+    if (ex->parts != NULL) {
+        parts_drop(ex, EDDY_ECLOSED); /* the stream ended first */
     }
     if (ex->req != NULL) {
         eddy_msg_release(&ex->req->_msg);
@@ -289,7 +310,7 @@ static void on_reset(adapter_t *a, eddy_h2_reset_t *r)
         return;
     }
     ex->dead = true; /* its answer, when it comes, goes nowhere */
-    if (a->chunked == ex) {
+    if (a->chunked == ex || ex->parts != NULL) {
         exchange_free(a, ex);
     }
 }
@@ -322,7 +343,7 @@ static void adapter_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
 static exchange_t *exchange_for(adapter_t *a, uint32_t stream_id)
 {
     for (exchange_t *ex = a->first; ex != NULL; ex = ex->next) {
-        if (ex->emitted && ex != a->chunked &&
+        if (ex->emitted && ex != a->chunked && ex->parts == NULL &&
             (stream_id == 0 || eddy_h2_stream_id(ex->stream) == stream_id)) {
             return ex;
         }
@@ -405,48 +426,73 @@ static eddy_buf_t *region_piece(eddy_ctx_t *ctx, eddy_file_region_t *fr, int *er
 }
 
 /*
- * One body part (eddy_http_response_add_body(), borrowed) on the stream, end_stream with its
- * last byte when end; p (may be NULL) completes with its last DATA, or with the error. A file
- * region is read into buffers as it goes: the stream queues them all (bounded by the file,
- * not by the peer's pace: see docs/http.md, "Files").
+ * The next DATA of ex's body: a buffer part whole, or the next piece of a region part, with
+ * end_stream and the promise on the body's last byte. 0, or the error that ends the stream.
  */
-static int send_part(eddy_ctx_t *ctx, eddy_h2_stream_t *st, eddy_msg_t *msg, bool end,
-                     eddy_promise_t *p)
+static int send_piece(eddy_ctx_t *ctx, exchange_t *ex)
 {
-    eddy_file_region_t *fr = eddy_file_region_of(msg);
-    if (fr == NULL) {
-        return eddy__h2_stream_send(st, eddy_buf_retain(eddy_buf_of(msg)), end, p, false);
-    }
+    eddy_msg_t *part = ex->parts[ex->sent];
+    eddy_file_region_t *fr = eddy_file_region_of(part);
     int err = 0;
-    do {
-        eddy_buf_t *b = region_piece(ctx, fr, &err);
-        bool fin = end && b != NULL && eddy_file_region_remaining(fr) == 0;
-        if (b != NULL) {
-            err = eddy__h2_stream_send(st, b, fin, fin ? p : NULL, false);
-            p = fin ? NULL : p;
-        }
-    } while (err == 0 && eddy_file_region_remaining(fr) > 0 && !eddy_ctx_is_removed(ctx));
-    eddy__promise_done(p, err != 0 ? err : EDDY_ECLOSED); /* NULL when the last DATA took it */
+    eddy_buf_t *b = fr != NULL ? region_piece(ctx, fr, &err) : eddy_buf_retain(eddy_buf_of(part));
+    if (b == NULL) {
+        return err;
+    }
+    if (fr == NULL || eddy_file_region_remaining(fr) == 0) {
+        eddy_msg_release(part);
+        ex->sent++;
+    }
+    bool fin = ex->sent == ex->nparts;
+    eddy_promise_t *p = fin ? ex->body_p : NULL;
+    ex->body_p = fin ? NULL : ex->body_p;
+    err = eddy__h2_stream_send(ex->stream, b, fin, p, false);
+    eddy_future_release(p); /* the stream completes it, either way */
     return err;
 }
 
-/* r's body parts after its head; p (may be NULL) completes with the last. */
-static int send_parts(eddy_ctx_t *ctx, exchange_t *ex, eddy_http_response_t *r, eddy_promise_t *p)
+/*
+ * Send ex's body while the stream takes more (eddy_h2_stream_is_writable(): its queue and the
+ * channel's water marks), so a large file costs the stream's queue, not the file; the rest
+ * waits for EDDY_EVENT_H2_STREAM_WRITABLE. Frees ex once the body is out, or resets the
+ * stream when it cannot end well.
+ */
+static void pump_body(eddy_ctx_t *ctx, adapter_t *a, exchange_t *ex)
 {
-    size_t n;
-    eddy_msg_t **parts = eddy__http_response_take_parts(r, &n);
     int err = 0;
-    for (size_t i = 0; i < n; i++) {
-        bool last = i + 1 == n;
-        if (err == 0 && !eddy_ctx_is_removed(ctx)) {
-            err = send_part(ctx, ex->stream, parts[i], last, last ? p : NULL);
-        } else if (last) {
-            eddy__promise_done(p, err != 0 ? err : EDDY_ECLOSED);
+    while (err == 0 && ex->sent < ex->nparts && eddy_h2_stream_is_writable(ex->stream)) {
+        err = send_piece(ctx, ex);
+        if (eddy_ctx_is_removed(ctx)) {
+            return; /* a send closed the channel: the exchanges went with the handler */
         }
-        eddy_msg_release(parts[i]);
     }
-    free(parts);
-    return err;
+    if (err != 0 || ex->sent == ex->nparts) {
+        parts_drop(ex, err != 0 ? err : EDDY_ECLOSED);
+        stream_failed(ctx, ex, err);
+        exchange_free(a, ex);
+    }
+}
+
+/* r's body parts after its head, taken into ex with the promise p (may be NULL). */
+static void send_parts(eddy_ctx_t *ctx, adapter_t *a, exchange_t *ex, eddy_http_response_t *r,
+                       eddy_promise_t *p)
+{
+    ex->parts = eddy__http_response_take_parts(r, &ex->nparts);
+    ex->sent = 0;
+    ex->body_p = p != NULL ? eddy_future_retain(p) : NULL;
+    pump_body(ctx, a, ex);
+}
+
+/* The stream of an exchange with a body waiting can take more. */
+static void adapter_user_event(eddy_ctx_t *ctx, int event, void *data)
+{
+    adapter_t *a = eddy_ctx_state(ctx);
+    exchange_t *ex = event == EDDY_EVENT_H2_STREAM_WRITABLE ? eddy_h2_stream_user_data(data) : NULL;
+    if (ex != NULL && ex->parts != NULL && !ex->dead) {
+        pump_body(ctx, a, ex);
+    }
+    if (!eddy_ctx_is_removed(ctx)) {
+        eddy_ctx_fire_user_event(ctx, event, data);
+    }
 }
 
 /* Whether r's body goes after its head: DATA frames follow the HEADERS. */
@@ -466,11 +512,9 @@ static void on_response(eddy_ctx_t *ctx, adapter_t *a, eddy_http_response_t *r,
         bool body = has_data(r);
         err = head_send(ex, r, !interim && !body && !r->chunked);
         if (err == 0 && body && r->_nparts > 0 && !eddy_ctx_is_removed(ctx)) {
-            err = send_parts(ctx, ex, r, p);
-            p = NULL; /* completed by the stream, either way */
-            if (!eddy_ctx_is_removed(ctx)) {
-                stream_failed(ctx, ex, err);
-            }
+            send_parts(ctx, a, ex, r, p);
+            eddy_msg_release(&r->_msg);
+            return; /* p and ex are the body's now */
         } else if (err == 0 && body && !eddy_ctx_is_removed(ctx)) {
             eddy_buf_t *b = r->body;
             r->body = NULL;
@@ -544,6 +588,7 @@ static const eddy_handler_ops_t adapter_ops = {
     .name = "h2-http",
     .handler_removed = adapter_removed,
     .channel_read = adapter_read,
+    .user_event_triggered = adapter_user_event,
     .write = adapter_write,
 };
 

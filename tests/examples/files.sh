@@ -6,7 +6,7 @@
 # small tree; a generated traversal corpus (files_traversal.py) with a secret next to the root
 # and links inside it pointing out; a slow reader of a 256 MiB sparse file with the server's RSS
 # bounded, and a file truncated mid-send (a short body, a closed connection, the server serving
-# on), each over plain HTTP and over TLS;
+# on), each over plain HTTP, TLS and h2c;
 # then SIGTERM: both servers exit 0. Every client call is bounded in time. EDDY_POLLER picks
 # the transport (ctest runs it on each).
 #   tests/examples/files.sh SERVER CERT_DIR
@@ -182,13 +182,20 @@ EOF
 }
 slow_reader "$pid" "$port" 0
 slow_reader "$tls_pid" "$tls_port" 1
+# HTTP/2 (h2c): the body goes as the stream takes it, not read whole into the stream's queue.
+before=$(rss "$pid")
+command curl -s --http2-prior-knowledge --limit-rate 2M --max-time 4 -o /dev/null \
+    "$url/sparse.bin" && fail "the h2 slow reader got 256 MiB in 4 s"
+after=$(rss "$pid")
+(( after - before < 4096 )) || fail "RSS grew by $((after - before)) KiB for a slow h2 reader"
 
-# A file truncated while it is sent, over plain HTTP and TLS: a short body and a closed
-# connection, never more than the file holds; the server serves the next request.
-truncated() { # URL
+# A file truncated while it is sent, over plain HTTP, TLS and h2c: a short body and a closed
+# connection (a reset stream for h2c), never more than the file holds; the server serves the
+# next request.
+truncated() { # URL CURL_VERSION_FLAG
     head -c $((64 << 20)) /dev/urandom >"$root/shrinks.bin"
     cp "$root/shrinks.bin" "$tmp/shrinks.orig"
-    curl -k --http1.1 --limit-rate 4M -o "$tmp/got" "$1/shrinks.bin" 2>/dev/null &
+    curl -k "$2" --limit-rate 4M -o "$tmp/got" "$1/shrinks.bin" 2>/dev/null &
     local cpid=$! rc=0 size
     sleep 1
     truncate -s 1M "$root/shrinks.bin"
@@ -199,8 +206,9 @@ truncated() { # URL
         fail "truncated at $1: $size bytes, or not the file's"
     [[ $(curl -k "$1/az.txt") == abcdefghijklmnopqrstuvwxyz ]] || fail "serving after a truncation"
 }
-truncated "$url"
-truncated "$tls_url"
+truncated "$url" --http1.1
+truncated "$tls_url" --http1.1
+truncated "$url" --http2-prior-knowledge # the stream is reset
 
 # SIGTERM: both stop by themselves.
 kill -TERM "$pid" "$tls_pid"
