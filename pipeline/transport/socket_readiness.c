@@ -13,7 +13,10 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #if defined(__linux__)
+#include <pthread.h>
+#include <signal.h>
 #include <sys/sendfile.h>
+#include <time.h>
 #endif
 #include <unistd.h>
 
@@ -221,12 +224,46 @@ static void socket_read(eddy_channel_t *ch)
 #define SENDFILE_MAX ((size_t)2 << 20)
 
 #if defined(__linux__)
+/*
+ * sendfile(2) has no MSG_NOSIGNAL: to a peer that reset, it raises SIGPIPE at the calling
+ * thread, whose default action ends the process (serverfuzz's http_files found it). The
+ * first sendfile on a thread blocks SIGPIPE for that thread, for good (a loop's thread: the
+ * application's own threads are left alone), and an EPIPE takes the signal it left pending,
+ * so none is delivered should the thread unblock it. Two system calls once per thread, and
+ * one per broken pipe, rather than two around every sendfile.
+ */
+static void sigpipe_block_once(void)
+{
+    static _Thread_local bool blocked;
+    if (!blocked) {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGPIPE);
+        blocked = pthread_sigmask(SIG_BLOCK, &set, NULL) == 0;
+    }
+}
+
+static void sigpipe_take(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    struct timespec now = {0, 0};
+    while (sigtimedwait(&set, NULL, &now) < 0 && errno == EINTR) {
+    }
+}
+
 /* n bytes of r to the socket, in the kernel: what went, 0 for the end of the file, -errno. */
 static ssize_t region_out(eddy_channel_t *ch, const eddy_file_region_t *r, size_t n)
 {
     off_t off = (off_t)eddy_file_region_offset(r);
+    sigpipe_block_once();
     ssize_t w = sendfile(ch->fd, eddy_file_fd(eddy_file_region_file(r)), &off, n);
-    return w < 0 ? -errno : w;
+    int err = w < 0 ? -errno : 0;
+    if (err == -EPIPE) {
+        sigpipe_take();
+    }
+    return w < 0 ? err : w;
 }
 #else
 /* Without Linux's sendfile(2) (whose signature differs on the BSDs): read, then send. */

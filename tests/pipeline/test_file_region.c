@@ -4,7 +4,8 @@
  * sockets on the poller EDDY_POLLER names (sendfile on readiness, read and send on io_uring):
  * in order between the buffers written before and after, through partial sends with a small
  * send buffer, counted against the water marks, a truncated file failing the write and
- * closing the channel after a correct prefix, a write after close failing its promise. Every
+ * closing the channel after a correct prefix, a write after close failing its promise, a closed
+ * peer failing the write without SIGPIPE. Every
  * test is bounded in time and closes what it opened.
  */
 #include <stdarg.h>
@@ -183,15 +184,19 @@ static int init_child(eddy_channel_t *ch, void *arg)
     return eddy_pipeline_add_last(eddy_channel_pipeline(ch), "h", &quiet_ops, s, NULL);
 }
 
-/* Start s on 127.0.0.1 with a 16 KiB send buffer (partial sends), accept one client. */
-static int server_start(server_t *s)
+/* Start s on at (NULL: 127.0.0.1) with a 16 KiB send buffer (partial sends), accept one
+ * client. */
+static int server_start_on(server_t *s, const eddy_addr_t *at)
 {
     s->group = eddy_loop_group_new(1, NULL);
     assert_non_null(s->group);
-    eddy_channel_config_init(&s->config);
+    if (s->config.set == 0) {
+        eddy_channel_config_init(&s->config);
+    }
     eddy_channel_config_set(&s->config, EDDY_SO_SNDBUF, 16 * 1024);
     eddy_addr_t a;
     eddy_addr_ip(&a, "127.0.0.1", 0);
+    a = at != NULL ? *at : a;
     eddy_listen_options_t o = {
         .loop = eddy_loop_group_next(s->group),
         .child_init = init_child,
@@ -207,6 +212,11 @@ static int server_start(server_t *s)
     int fd = client_connect(&s->addr);
     WAIT_FOR(atomic_load(&s->child) != NULL);
     return fd;
+}
+
+static int server_start(server_t *s)
+{
+    return server_start_on(s, NULL);
 }
 
 static void close_and_wait(eddy_channel_t *ch)
@@ -336,6 +346,34 @@ static void test_file_region_written_after_close_fails_its_promise(void **state)
     free(bytes);
 }
 
+/* The peer is gone before a region is sent: the write fails with EPIPE and the process lives
+ * on. sendfile has no MSG_NOSIGNAL; on a Unix socket whose peer closed (and whose EOF is
+ * never read: AUTO_READ off), it raises SIGPIPE at once, whose default action would end the
+ * process. */
+static void test_file_region_to_a_closed_peer_fails_without_sigpipe(void **state)
+{
+    (void)state;
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/eddy-region-%d.sock", (int)getpid());
+    unlink(path);
+    eddy_addr_t a;
+    assert_int_equal(eddy_addr_unix(&a, path), 0);
+    server_t s = {0};
+    eddy_channel_config_init(&s.config);
+    eddy_channel_config_set(&s.config, EDDY_AUTO_READ, 0);
+    int fd = server_start_on(&s, &a);
+    eddy_channel_t *ch = atomic_load(&s.child);
+    unsigned char *bytes;
+    eddy_file_t *f = temp_file(1 << 20, &bytes);
+    close(fd);
+    assert_int_equal(outcome(write_on(ch, region(f, 0, 1 << 20), true)), EDDY_EPIPE);
+    assert_int_equal(eddy_future_await(eddy_channel_close_future(ch), DEADLINE_MS), 0);
+    server_stop(&s);
+    unlink(path);
+    assert_true(eddy_file_release(f));
+    free(bytes);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_file_region_keeps_its_order_through_partial_sends),
         cmocka_unit_test(test_file_region_of_a_truncated_file_fails_and_closes),
         cmocka_unit_test(test_file_region_written_after_close_fails_its_promise),
+        cmocka_unit_test(test_file_region_to_a_closed_peer_fails_without_sigpipe),
     };
     return cmocka_run_group_tests_name("pipeline.file_region", tests, NULL, NULL);
 }
