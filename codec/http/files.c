@@ -137,10 +137,22 @@ static bool next_segment(const char **path, char *seg, bool *bad)
     return true;
 }
 
-/* A status for an errno from openat (404 but for a permission). */
+/* A status for an errno from openat or fstat: 403 for a permission, 503 for a server out of
+ * descriptors or memory (the file may well be there: a 404 would be a lie a cache keeps),
+ * 404 for what names nothing servable (ENOENT, ENOTDIR, ELOOP for a link, ENAMETOOLONG). */
 static int open_status(int err)
 {
-    return err == EACCES || err == EPERM ? 403 : 404;
+    switch (err) {
+    case EACCES:
+    case EPERM:
+        return 403;
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+        return 503;
+    default:
+        return 404;
+    }
 }
 
 /* What a path resolved to: the file (or directory) open, the directory holding it, and the
@@ -194,7 +206,7 @@ static int resolve(int root, const char *path, found_t *f)
 {
     *f = (found_t){.fd = -1, .dir = dup(root)};
     if (f->dir < 0) {
-        return 500;
+        return open_status(errno);
     }
     char seg[NAME_MAX + 1];
     bool bad = false;
@@ -204,7 +216,7 @@ static int resolve(int root, const char *path, found_t *f)
     }
     if (status == 0 && f->fd < 0) { /* the root itself */
         f->fd = dup(f->dir);
-        status = f->fd < 0 || fstat(f->fd, &f->st) != 0 ? 500 : 0;
+        status = f->fd < 0 || fstat(f->fd, &f->st) != 0 ? open_status(errno) : 0;
     }
     if (status != 0) {
         found_close(f);
