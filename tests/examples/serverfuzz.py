@@ -719,15 +719,129 @@ class HttpChecker:
             length = 0 if method == "HEAD" else int(cl.group(1)) if cl else 0
             if len(rx) < end + 4 + length:
                 return None
-            if status != want:
+            if not self.allowed(status, want):
                 return f"request {self.n} ({method}) answered {status}, wanted {want}"
             if m.group(1) != version[-1]:
                 return f"request {self.n} (HTTP/{version}) answered with HTTP/1.{m.group(1)}"
             self.n += 1
             self.pos = end + 4 + length
 
+    def allowed(self, status, want):
+        return status == want
+
     def complete(self, rx):
         return self.n >= self.wanted()
+
+
+class HttpFiles(Http):
+    """eddy-http-server --root DIR (#33): GET and HEAD of files and directories, with single,
+    multiple, unsatisfiable and malformed ranges, conditionals, precompressed siblings, other
+    methods (405), and targets that try to leave the root; no answer may hold the secret
+    placed next to the root, and every status is the one the rules give (or one of a few
+    for hostile targets)."""
+    name = "http_files"
+    SECRET = b"serverfuzz-secret-7f3a"
+    FILES = {"index.html": b"<html>files</html>\n", "a.txt": b"abcdefghijklmnopqrstuvwxyz",
+             "empty.bin": b"", "sub/index.html": b"sub\n", "sub/k4.bin": bytes(range(256)) * 16,
+             "doc.txt": b"plain\n", "doc.txt.gz": b"gz-bytes"}
+    root = None
+
+    def argv(self, bin_dir, cert_dir):
+        if HttpFiles.root is None:
+            top = tempfile.mkdtemp(prefix="serverfuzz-files-")
+            HttpFiles.root = os.path.join(top, "root")
+            for name, data in self.FILES.items():
+                path = os.path.join(HttpFiles.root, name)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "wb") as f:
+                    f.write(data)
+            with open(os.path.join(top, "secret.txt"), "wb") as f:
+                f.write(self.SECRET)
+            os.symlink("../secret.txt", os.path.join(HttpFiles.root, "link.txt"))
+        return super().argv(bin_dir, cert_dir) + ["--root", HttpFiles.root]
+
+    def target(self, rng):
+        """A target and the statuses a GET of it may get without a Range."""
+        r = rng.random()
+        if r < 0.5:
+            name = rng.choice([n for n in self.FILES if not n.endswith(".gz")])
+            return "/" + name, 200
+        if r < 0.6:
+            return rng.choice((("/", 200), ("/sub/", 200), ("/sub", 301), ("/sub/?q=1", 200)))
+        if r < 0.7:
+            return "/missing-" + token(rng), 404
+        bad = rng.choice(("/../secret.txt", "/%2e%2e/secret.txt", "/sub/%2e%2e%2f..%2fsecret.txt",
+                          "/link.txt", "/%00", "/a.txt%00.html", "/..%5csecret.txt",
+                          "/%c0%ae%c0%ae/secret.txt", "/sub/../a.txt", "/%252e%252e/secret.txt",
+                          "/" + "a/" * rng.randint(1, 2000)))
+        return bad, (400, 403, 404)
+
+    def request(self, rng, *, close=None, body=None, version=None):
+        version = version or rng.choices(("1.1", "1.0"), (90, 10))[0]
+        method = rng.choices(("GET", "HEAD", "POST", "DELETE"), (70, 15, 10, 5))[0]
+        target, want = self.target(rng)
+        headers = [("Host", "a")]
+        gettable = want == 200 and method in ("GET", "HEAD")
+        name = target.split("?")[0].lstrip("/")
+        size = len(self.FILES.get(name, self.FILES.get(name + "index.html", b"")))
+        if gettable and rng.random() < 0.4:
+            rv, rwant = rng.choice((("bytes=0-9", 206), ("bytes=-5", 206), ("bytes=1-2,4-", 206),
+                                    ("bytes=99999-", 416), ("bytes=x", 200), ("items=0-1", 200),
+                                    ("bytes=5-2", 200), ("bytes = 0-0", 200)))
+            if rwant != 200 and size == 0:
+                rwant = 416  # nothing of an empty file is satisfiable
+            headers.append(("Range", rv))
+            want = rwant if method == "GET" else 200
+        elif gettable and rng.random() < 0.2:
+            headers.append(("If-None-Match", "*"))
+            want = 304
+        if gettable and rng.random() < 0.3:
+            headers.append(("Accept-Encoding", rng.choice(("gzip", "br;q=0, gzip", "identity"))))
+        if method in ("POST", "DELETE"):
+            want = 405  # the method is refused before the path is looked at
+            body = body if body is not None else rng.randbytes(rng.choice((0, 10, 1000)))
+        if body is not None:
+            headers.append(("Content-Length", str(len(body))))
+        close = rng.random() < 0.1 if close is None else close
+        if version == "1.1" and close:
+            headers.append(("Connection", "close"))
+        elif version == "1.0" and not close:
+            headers.append(("Connection", "keep-alive"))
+        head = (f"{method} {target} HTTP/{version}\r\n" +
+                "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n").encode()
+        return Msg(head + (body or b""), [method, want, version], closes=close)
+
+    def big(self, rng, st):
+        return self.request(rng)
+
+    def checker(self, expects, client):
+        return HttpFilesChecker(expects, self.SECRET)
+
+    def canary(self, port, n, tls):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"GET /a.txt?canary-%d HTTP/1.1\r\nHost: a\r\n\r\n" % n)
+            got = recv_until(s, lambda g: g.endswith(b"xyz"))
+        if not (got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"\r\n\r\n" + self.FILES["a.txt"])):
+            raise CanaryWrong(f"GET /a.txt answered {got[:300]!r}")
+
+
+class HttpFilesChecker(HttpChecker):
+    """HttpChecker with a set of statuses allowed per request, and no secret anywhere."""
+
+    def __init__(self, expects, secret):
+        # 503 is always allowed: under the fuzzer's 256 descriptors the server may have none
+        # left to open the file with.
+        super().__init__([[m, (w if isinstance(w, tuple) else (w,)) + (503,), v, c]
+                          for m, w, v, c in expects])
+        self.secret = secret
+
+    def allowed(self, status, want):
+        return status in want
+
+    def feed(self, rx):
+        if self.secret in rx:
+            return "an answer holds the secret placed next to the root"
+        return super().feed(rx)
 
 
 RESP_KEYS = ["k%d" % i for i in range(8)] + ["counter", "big"]
@@ -2712,10 +2826,10 @@ class CanaryWrong(Exception):
     """The canary was answered, wrongly: a failure at once (no retry)."""
 
 
-PROTOS = {p.name: p for p in (Echo(), EchoCap(), TlsEcho(), TlsEchoCap(), Rpc(), Http(), Resp(),
-                              Dns(), Ws(), WsChat(), Http2())}
-ALL_SERVERS = ["echo", "echo_cap", "tls", "tls_cap", "rpc", "http", "resp", "dns", "ws", "ws_chat",
-               "http2"]
+PROTOS = {p.name: p for p in (Echo(), EchoCap(), TlsEcho(), TlsEchoCap(), Rpc(), Http(), HttpFiles(),
+                              Resp(), Dns(), Ws(), WsChat(), Http2())}
+ALL_SERVERS = ["echo", "echo_cap", "tls", "tls_cap", "rpc", "http", "http_files", "resp", "dns",
+               "ws", "ws_chat", "http2"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2820,7 +2934,7 @@ def gen_conn(rng, proto, cid, **conn_args):
             msgs = msgs[:closing_at + 1]
         add_msgs(rng, msgs, acts, budget)
         plan["check"] = ([pre.expect] if pre is not None else []) + \
-            [m.expect if proto.name != "http" else m.expect + [m.closes] for m in msgs]
+            [m.expect if not isinstance(proto, Http) else m.expect + [m.closes] for m in msgs]
         acts.append({"op": "read", "ms": ANSWER_SECONDS * 1000, "all": True})
     elif kind == "mutated":
         msgs = several()
