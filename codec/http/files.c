@@ -434,40 +434,61 @@ static void reply_unsatisfiable(eddy_ctx_t *ctx, const eddy_http_request_t *req,
     send_response(ctx, r);
 }
 
+/* What an answer with a file is: its status, and the ranges of its body (n < 0: all of it;
+ * 0: none satisfiable; fresh: a 304 without one). */
+typedef struct plan_s {
+    bool fresh;
+    int n;
+    uint64_t size;
+    eddy__files_range_t g[MAX_RANGES];
+} plan_t;
+
+static int plan_status(const plan_t *pl)
+{
+    return pl->fresh ? 304 : pl->n > 0 ? 206 : 200;
+}
+
+/* The answer for file as pl says (the regions take references of their own), or NULL when out
+ * of memory. */
+static eddy_http_response_t *file_response(eddy_ctx_t *ctx, const eddy_http_request_t *req,
+                                           eddy_file_t *file, const meta_t *m, const plan_t *pl)
+{
+    eddy_http_response_t *r = response_for(ctx, req, plan_status(pl));
+    if (r == NULL) {
+        return NULL;
+    }
+    add_meta(r, m);
+    eddy_http_response_add_header(r, "Accept-Ranges", "bytes");
+    if (m->encoding != NULL) {
+        eddy_http_response_add_header(r, "Content-Encoding", m->encoding);
+    }
+    if (!pl->fresh && fill_body(r, file, m, pl->g, pl->n, pl->size) != 0) {
+        eddy_msg_release(eddy_http_response_msg(r));
+        return NULL;
+    }
+    return r;
+}
+
 /* Answer req with the open regular file fd (taken over). */
 static void send_file(eddy_ctx_t *ctx, const eddy_http_request_t *req, int fd,
-                     const struct stat *st, const meta_t *m)
+                      const struct stat *st, const meta_t *m)
 {
     int64_t mtime = (int64_t)st->st_mtim.tv_sec;
-    uint64_t size = (uint64_t)st->st_size;
-    eddy__files_range_t g[MAX_RANGES];
-    bool fresh = not_modified(req, m, mtime);
-    int n = fresh ? -1 : wanted_ranges(req, m, mtime, size, g);
-    if (n == 0) {
+    plan_t pl = {.size = (uint64_t)st->st_size};
+    pl.fresh = not_modified(req, m, mtime);
+    pl.n = pl.fresh ? -1 : wanted_ranges(req, m, mtime, pl.size, pl.g);
+    if (pl.n == 0) {
         close(fd);
-        reply_unsatisfiable(ctx, req, m, size);
+        reply_unsatisfiable(ctx, req, m, pl.size);
         return;
     }
     eddy_file_t *file = eddy_file_adopt(fd);
-    eddy_http_response_t *r = file != NULL ? response_for(ctx, req, fresh ? 304 : n > 0 ? 206 : 200)
-                                           : NULL;
-    int err = r != NULL ? 0 : EDDY_ENOMEM;
-    if (err == 0) {
-        add_meta(r, m);
-        eddy_http_response_add_header(r, "Accept-Ranges", "bytes");
-        if (m->encoding != NULL) {
-            eddy_http_response_add_header(r, "Content-Encoding", m->encoding);
-        }
-        err = fresh ? 0 : fill_body(r, file, m, g, n, size);
-    }
+    eddy_http_response_t *r = file != NULL ? file_response(ctx, req, file, m, &pl) : NULL;
     if (file != NULL) {
         eddy_file_release(file); /* the regions hold their own references */
     }
-    if (err != 0) {
-        if (r != NULL) {
-            eddy_msg_release(eddy_http_response_msg(r));
-        }
-        eddy_ctx_close(ctx, NULL);
+    if (r == NULL) {
+        eddy_ctx_close(ctx, NULL); /* out of memory: nothing better to say */
         return;
     }
     send_response(ctx, r);

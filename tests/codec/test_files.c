@@ -1,0 +1,231 @@
+/*
+ * The static file handler's decisions (codec/http/files_meta.c), as functions: content types,
+ * IMF-fixdates, If-None-Match lists, If-Range, Range lists (clipping, suffixes, several,
+ * unsatisfiable, malformed, too many, numbers too long), Accept-Encoding with q-values. Then
+ * the handler on the embedded channel: a file answered as a head and a region, a 304, a 416,
+ * a 405 and a traversal refused. The end-to-end tests are tests/examples/files.sh.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "codec/http/files.h"
+
+#include <eddy/channel.h>
+#include <eddy/file.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static eddy_http_str_t str(const char *s)
+{
+    return (eddy_http_str_t){s, strlen(s)};
+}
+
+static void test_files_types_come_from_the_extension(void **state)
+{
+    (void)state;
+    assert_string_equal(eddy__files_type("a.html"), "text/html; charset=utf-8");
+    assert_string_equal(eddy__files_type("A.PNG"), "image/png");
+    assert_string_equal(eddy__files_type("x.tar.gz"), "application/gzip");
+    assert_string_equal(eddy__files_type("noext"), "application/octet-stream");
+    assert_string_equal(eddy__files_type(".hidden"), "application/octet-stream");
+}
+
+static void test_files_dates_parse_imf_fixdate_only(void **state)
+{
+    (void)state;
+    int64_t t;
+    assert_int_equal(eddy__files_parse_date(str("Sun, 06 Nov 1994 08:49:37 GMT"), &t), 0);
+    assert_int_equal(t, 784111777);
+    char out[EDDY_HTTP_DATE_LEN + 1];
+    eddy__http_date_format(t, out);
+    assert_string_equal(out, "Sun, 06 Nov 1994 08:49:37 GMT");
+    assert_int_not_equal(eddy__files_parse_date(str("Sunday, 06-Nov-94 08:49:37 GMT"), &t), 0);
+    assert_int_not_equal(eddy__files_parse_date(str("Sun Nov  6 08:49:37 1994"), &t), 0);
+    assert_int_not_equal(eddy__files_parse_date(str("Sun, 06 Foo 1994 08:49:37 GMT"), &t), 0);
+    assert_int_not_equal(eddy__files_parse_date(str("Sun, 06 Nov 1994 25:49:37 GMT"), &t), 0);
+}
+
+static void test_files_if_none_match_compares_weakly(void **state)
+{
+    (void)state;
+    const char *tag = "\"abc-1\"";
+    assert_true(eddy__files_none_match(str("\"abc-1\""), tag));
+    assert_true(eddy__files_none_match(str("W/\"abc-1\""), tag));
+    assert_true(eddy__files_none_match(str("\"x\", \"abc-1\""), tag));
+    assert_true(eddy__files_none_match(str("*"), tag));
+    assert_false(eddy__files_none_match(str("\"abc-2\""), tag));
+    assert_false(eddy__files_none_match(str(""), tag));
+}
+
+static void test_files_if_range_compares_strongly(void **state)
+{
+    (void)state;
+    const char *tag = "\"abc-1\"";
+    assert_true(eddy__files_if_range(str("\"abc-1\""), tag, 0));
+    assert_false(eddy__files_if_range(str("W/\"abc-1\""), tag, 0));
+    assert_true(eddy__files_if_range(str("Sun, 06 Nov 1994 08:49:37 GMT"), tag, 784111777));
+    assert_false(eddy__files_if_range(str("Sun, 06 Nov 1994 08:49:38 GMT"), tag, 784111777));
+}
+
+static void test_files_ranges_clip_and_refuse(void **state)
+{
+    (void)state;
+    eddy__files_range_t g[4];
+    assert_int_equal(eddy__files_ranges(str("bytes=0-9"), 100, g, 4), 1);
+    assert_int_equal(g[0].first, 0);
+    assert_int_equal(g[0].len, 10);
+    assert_int_equal(eddy__files_ranges(str("bytes=90-200"), 100, g, 4), 1); /* clipped */
+    assert_int_equal(g[0].len, 10);
+    assert_int_equal(eddy__files_ranges(str("bytes=-30"), 100, g, 4), 1); /* a suffix */
+    assert_int_equal(g[0].first, 70);
+    assert_int_equal(eddy__files_ranges(str("bytes=-300"), 100, g, 4), 1); /* all of it */
+    assert_int_equal(g[0].first, 0);
+    assert_int_equal(g[0].len, 100);
+    assert_int_equal(eddy__files_ranges(str("bytes=0-0, 5-, -1"), 100, g, 4), 3);
+    assert_int_equal(eddy__files_ranges(str("bytes=100-"), 100, g, 4), 0);      /* 416 */
+    assert_int_equal(eddy__files_ranges(str("bytes=-0"), 100, g, 4), 0);        /* 416 */
+    assert_int_equal(eddy__files_ranges(str("bytes=0-"), 0, g, 4), 0);          /* empty file */
+    assert_int_equal(eddy__files_ranges(str("bytes=200-, 0-1"), 100, g, 4), 1); /* the rest */
+    assert_int_equal(eddy__files_ranges(str("bytes=5-2"), 100, g, 4), -1);
+    assert_int_equal(eddy__files_ranges(str("bytes=a-b"), 100, g, 4), -1);
+    assert_int_equal(eddy__files_ranges(str("bytes="), 100, g, 4), -1);
+    assert_int_equal(eddy__files_ranges(str("items=0-1"), 100, g, 4), -1);
+    assert_int_equal(eddy__files_ranges(str("bytes=1-1,2-2,3-3,4-4,5-5"), 100, g, 4), -1);
+    assert_int_equal(eddy__files_ranges(str("bytes=0-99999999999999999999"), 100, g, 4), -1);
+    assert_int_equal(eddy__files_ranges(str("bytes=18446744073709551615-"), 100, g, 4), -1);
+}
+
+static void test_files_accept_encoding_honours_q_zero(void **state)
+{
+    (void)state;
+    assert_true(eddy__files_accepts(str("gzip, br"), "br"));
+    assert_true(eddy__files_accepts(str("GZIP;q=0.5"), "gzip"));
+    assert_false(eddy__files_accepts(str("gzip;q=0, br"), "gzip"));
+    assert_false(eddy__files_accepts(str("gzip; q=0.000"), "gzip"));
+    assert_true(eddy__files_accepts(str("gzip; q=0.001"), "gzip"));
+    assert_false(eddy__files_accepts(str("identity"), "gzip"));
+    assert_false(eddy__files_accepts(str("xgzip"), "gzip"));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The handler on the embedded channel
+ */
+
+static char root[64];
+
+static int setup_root(void **state)
+{
+    (void)state;
+    snprintf(root, sizeof(root), "/tmp/eddy-files-%d", (int)getpid());
+    mkdir(root, 0700);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/a.txt", root);
+    FILE *f = fopen(path, "w");
+    fputs("abcdefghijklmnopqrstuvwxyz", f);
+    fclose(f);
+    return 0;
+}
+
+static int teardown_root(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/a.txt", root);
+    unlink(path);
+    rmdir(root);
+    return 0;
+}
+
+/* A pipeline of the decoder, aggregator, encoder and file handler on root. */
+static eddy_channel_t *files_channel(void)
+{
+    eddy_http_files_t *files;
+    assert_int_equal(eddy_http_files_new(root, NULL, &files), 0);
+    eddy_channel_t *ch = eddy_embedded_channel_new();
+    assert_int_equal(EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch),
+                                            eddy_http_request_decoder(NULL),
+                                            eddy_http_aggregator(0), eddy_http_response_encoder(),
+                                            eddy_http_files_handler(files)),
+                     0);
+    eddy_http_files_release(files); /* the handler holds its own */
+    return ch;
+}
+
+/* Feed request, return the head of the answer (NUL-terminated, malloc'd); *region gets the
+ * region that followed, if any (the caller's). */
+static char *ask(eddy_channel_t *ch, const char *request, eddy_file_region_t **region)
+{
+    eddy_embedded_write_inbound(ch, eddy_buf_msg(eddy_buf_from(request, strlen(request))));
+    eddy_msg_t *m = eddy_embedded_read_outbound(ch);
+    assert_non_null(m);
+    eddy_buf_t *b = eddy_buf_of(m);
+    assert_non_null(b);
+    char *head = strndup((const char *)eddy_buf_read_ptr(b), eddy_buf_readable(b));
+    eddy_msg_release(m);
+    m = eddy_embedded_read_outbound(ch);
+    *region = m != NULL ? eddy_file_region_of(m) : NULL;
+    if (m != NULL && *region == NULL) {
+        eddy_msg_release(m);
+    }
+    return head;
+}
+
+static void expect(eddy_channel_t *ch, const char *request, const char *status, uint64_t off,
+                   uint64_t len)
+{
+    eddy_file_region_t *r;
+    char *head = ask(ch, request, &r);
+    assert_non_null(strstr(head, status));
+    if (len > 0) {
+        assert_non_null(r);
+        assert_int_equal(eddy_file_region_offset(r), off);
+        assert_int_equal(eddy_file_region_remaining(r), len);
+    } else {
+        assert_null(r);
+    }
+    if (r != NULL) {
+        eddy_msg_release(eddy_file_region_msg(r));
+    }
+    free(head);
+}
+
+static void test_files_handler_answers_on_the_embedded_channel(void **state)
+{
+    (void)state;
+    eddy_channel_t *ch = files_channel();
+    expect(ch, "GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 200 OK", 0, 26);
+    expect(ch, "GET /a.txt HTTP/1.1\r\nHost: a\r\nRange: bytes=3-4\r\n\r\n",
+           "Content-Range: bytes 3-4/26", 3, 2);
+    expect(ch, "HEAD /a.txt HTTP/1.1\r\nHost: a\r\n\r\n", "Content-Length: 26", 0, 0);
+    expect(ch, "GET /a.txt HTTP/1.1\r\nHost: a\r\nIf-None-Match: *\r\n\r\n", "304", 0, 0);
+    expect(ch, "GET /a.txt HTTP/1.1\r\nHost: a\r\nRange: bytes=26-\r\n\r\n", "bytes */26", 0, 0);
+    expect(ch, "DELETE /a.txt HTTP/1.1\r\nHost: a\r\n\r\n", "405", 0, 0);
+    expect(ch, "GET /%2e%2e/a.txt HTTP/1.1\r\nHost: a\r\n\r\n", "403", 0, 0);
+    expect(ch, "GET /a.txt%00 HTTP/1.1\r\nHost: a\r\n\r\n", "403", 0, 0);
+    expect(ch, "GET /nope HTTP/1.1\r\nHost: a\r\n\r\n", "404", 0, 0);
+    expect(ch, "GET /a.txt HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", "200", 0, 26);
+    assert_false(eddy_channel_is_active(ch)); /* closed after the answer */
+    eddy_embedded_finish(ch);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_files_types_come_from_the_extension),
+        cmocka_unit_test(test_files_dates_parse_imf_fixdate_only),
+        cmocka_unit_test(test_files_if_none_match_compares_weakly),
+        cmocka_unit_test(test_files_if_range_compares_strongly),
+        cmocka_unit_test(test_files_ranges_clip_and_refuse),
+        cmocka_unit_test(test_files_accept_encoding_honours_q_zero),
+        cmocka_unit_test_setup_teardown(test_files_handler_answers_on_the_embedded_channel,
+                                        setup_root, teardown_root),
+    };
+    return cmocka_run_group_tests_name("codec.files", tests, NULL, NULL);
+}
