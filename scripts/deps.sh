@@ -39,6 +39,7 @@ PACKAGES=(
     python3-zstandard   # ... and zstd
     redis-tools         # redis-cli and redis-benchmark: the RESP server's tests and benchmark
     valgrind            # examples.echo_valgrind runs eddy-echo-server under memcheck
+    wget                # examples.files: wget -r of a tree from eddy-http-server --root
     zlib1g-dev          # WebSocket permessage-deflate, the gzip and deflate content codings
     zstd                # the content coding tests decode zstd with the zstd tool
 )
@@ -53,10 +54,10 @@ BENCH_PACKAGES=(
     libdisruptor-java     # bench/ring's Java Disruptor baseline
     libevent-dev          # bench/echo's libevent (bufferevent) echo server
     libnetty-java         # the Netty 4.1 baselines of bench/echo, bench/rpc, bench/tls, bench/ws
-    nginx-light           # bench/http's and bench/http2's nginx baseline (with HTTP/2)
+    nginx-light           # bench/http's, bench/http2's and bench/files' nginx baseline
     nsd                   # bench/dns's NSD baseline
     redis-server          # bench/resp's redis-server baseline
-    wrk                   # bench/http's load generator
+    wrk                   # bench/http's and bench/files' load generator
 )
 
 FUZZ_PACKAGES=(
