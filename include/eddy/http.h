@@ -257,7 +257,9 @@ EDDY_EXTERN void eddy_http_response_set_body(eddy_http_response_t *r, eddy_buf_t
  * instead of a body buffer: the body is then its parts in order, written after the head as
  * they are (a file region reaches the socket through sendfile where the transport can, or as
  * DATA frames read from the file over HTTP/2), and Content-Length is the sum of their
- * lengths. A HEAD answer (head_only) writes the length and drops the parts. Takes ownership of
+ * lengths. A HEAD answer (head_only) writes the length and drops the parts. The response
+ * encoder handler writes the parts; eddy_http_response_encode() writes the head alone (the
+ * parts are then the caller's to write after it). Takes ownership of
  * msg, also on failure. 0, EDDY_EINVAL (a decoded or chunked response, one with a body
  * buffer, or a message of another type), EDDY_ENOMEM. The thread building r.
  */
