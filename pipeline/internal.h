@@ -411,6 +411,10 @@ size_t eddy__outbound_iovec(const eddy_channel_t *ch, struct iovec *iov, int max
  * transport sends it by itself (sendfile, or a read and a send) and reports what went out
  * with eddy__outbound_written(). */
 eddy_file_region_t *eddy__outbound_head_region(const eddy_channel_t *ch);
+/* Whether the second flushed entry is a file region (O(1): the common shape of a response's
+ * head and its file): the transport sends the head with MSG_MORE, so that both leave in one
+ * segment where the file is small. */
+bool eddy__outbound_region_second(const eddy_channel_t *ch);
 /* bytes of the flushed entries went out: complete the entries written whole (promise 0,
  * message released), skip the rest in the first one left. */
 void eddy__outbound_written(eddy_channel_t *ch, size_t bytes);

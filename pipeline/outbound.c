@@ -320,6 +320,17 @@ eddy_file_region_t *eddy__outbound_head_region(const eddy_channel_t *ch)
     return eddy_file_region_of(e->msg);
 }
 
+bool eddy__outbound_region_second(const eddy_channel_t *ch)
+{
+    ASSERT_SOUND(ch);
+    const eddy__entry_t *e = ch->out.head;
+    if (e == NULL || e == ch->out.unflushed || e->next == NULL || e->next == ch->out.unflushed) {
+        return false;
+    }
+    /* With bytes left: an empty region sends nothing that would push the head out. */
+    return e->next->msg->type == EDDY_MSG_FILE_REGION && e->next->done < e->next->bytes;
+}
+
 size_t eddy__outbound_flushed_msgs(const eddy_channel_t *ch, eddy_msg_t **msgs, size_t max)
 {
     ASSERT_SOUND(ch);

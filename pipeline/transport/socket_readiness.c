@@ -289,6 +289,23 @@ static ssize_t send_region(eddy_channel_t *ch, const eddy_file_region_t *r, size
     return w == 0 ? EDDY_ETRUNCATED : w;
 }
 
+/*
+ * MSG_MORE when a file region follows the bytes about to go (a response's head, then its
+ * file): the kernel holds the head until sendfile adds the file, so a small file leaves in one
+ * segment, not two (server segs_out for 2000 keep-alive GETs of a 1 KiB file: 4001 without,
+ * 2001 with; nginx gets the same with tcp_nopush). The sendfile that follows, which has no
+ * MSG_MORE, pushes them.
+ */
+static int more_flag(const eddy_channel_t *ch)
+{
+#ifdef MSG_MORE
+    return eddy__outbound_region_second(ch) ? MSG_MORE : 0;
+#else
+    (void)ch;
+    return 0;
+#endif
+}
+
 /* One write of what is flushed: the bytes up to a file region in one sendmsg(), or the
  * region at the head. The bytes sent, *total those offered (0: only empty messages are
  * next), or -errno. */
@@ -304,7 +321,7 @@ static ssize_t write_once(eddy_channel_t *ch, struct iovec *iov, size_t *total)
         return 0;
     }
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-    ssize_t w = sendmsg(ch->fd, &mh, MSG_NOSIGNAL);
+    ssize_t w = sendmsg(ch->fd, &mh, MSG_NOSIGNAL | more_flag(ch));
     return w < 0 ? -errno : w;
 }
 
