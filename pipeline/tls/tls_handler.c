@@ -788,7 +788,7 @@ static void region_done(eddy_tls_handler_t *s, pending_t *e, int err)
         eddy__promise_done(e->p, err);
     }
     eddy_future_release(e->p);
-    free(e);
+    pending_free(e);
     if (err != 0 && err != EDDY_ECLOSED) {
         tls_fail(s, err);
     }
@@ -807,7 +807,10 @@ static pending_t *seal_region(eddy_tls_handler_t *s, pending_t *list)
         return NULL;
     }
     eddy_file_region_t *r = eddy_file_region_of(e->msg);
+    uint64_t left = eddy_file_region_remaining(r);
+    s->unsealed = left < REGION_STEP ? (size_t)left : REGION_STEP; /* sizes the out buffer */
     ssize_t n = seal_region_bytes(s, r, REGION_STEP);
+    s->unsealed = 0;
     if (n > 0) {
         eddy__outbound_unreserve(eddy_ctx_channel(s->ctx), (size_t)n);
         e->bytes -= (size_t)n;
