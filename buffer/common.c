@@ -12,6 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#if defined(__SANITIZE_THREAD__)
+char eddy__fd_order; /* the address eddy__fd_made() and eddy__fd_closing() sync on */
+#endif
+
 const char *eddy_strerror(int err)
 {
     switch (err) {

@@ -29,7 +29,7 @@ eddy_file_t *eddy_file_adopt(int fd)
     assert(fd >= 0);
     eddy_file_t *f = malloc(sizeof(*f));
     if (f == NULL) {
-        close(fd);
+        eddy__fd_close(fd);
         return NULL;
     }
     atomic_init(&f->refcnt, 1);
@@ -59,7 +59,7 @@ bool eddy_file_release(eddy_file_t *f)
     if (!eddy__refcnt_sub(&f->refcnt, 1)) {
         return false;
     }
-    close(f->fd);
+    eddy__fd_close(f->fd);
     free(f);
     return true;
 }

@@ -1,8 +1,8 @@
 /*
  * buffer/layer.h: what the buffer layer offers the layers above it (docs/architecture.md),
  * and nothing else: the library's log (log.c; the API is in common.h), references that are
- * refused rather than wrapped (common.c), and the buffer layer's part of
- * eddy_library_shutdown(). The layer's own internals are in buffer/internal.h. Not installed.
+ * refused rather than wrapped (common.c), the buffer layer's part of
+ * eddy_library_shutdown(), and descriptors' order told to ThreadSanitizer. The layer's own internals are in buffer/internal.h. Not installed.
  */
 #ifndef EDDY_BUFFER_LAYER_H
 #define EDDY_BUFFER_LAYER_H
@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------
  * The log, for every layer.
@@ -152,5 +153,45 @@ int64_t eddy__composite_find(const eddy_composite_t *c, size_t from, const void 
  * thread, with no other using buffers.
  */
 int eddy__buffer_shutdown(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Descriptors under ThreadSanitizer (no-ops elsewhere).
+ */
+/*
+ * TSan learns of a descriptor from the calls it intercepts (open, socket, accept4...); one
+ * made by a call it does not (openat, an io_uring accept) looks to it like the one last
+ * closed under that number, maybe on another thread, and a close or read on it like a race
+ * with that thread's last use. The kernel orders the close before the call that hands the
+ * number out again; these say so to TSan: eddy__fd_close() releases before it closes, and
+ * eddy__fd_made() acquires after such a call made one. (__tsan_release and __tsan_acquire
+ * are TSan's own annotations.)
+ */
+#if defined(__SANITIZE_THREAD__)
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+extern char eddy__fd_order;
+static inline void eddy__fd_made(void)
+{
+    __tsan_acquire(&eddy__fd_order);
+}
+static inline void eddy__fd_closing(void)
+{
+    __tsan_release(&eddy__fd_order);
+}
+#else
+static inline void eddy__fd_made(void)
+{
+}
+static inline void eddy__fd_closing(void)
+{
+}
+#endif
+
+/* close(fd), said to TSan first (above). */
+static inline int eddy__fd_close(int fd)
+{
+    eddy__fd_closing();
+    return close(fd);
+}
 
 #endif /* EDDY_BUFFER_LAYER_H */

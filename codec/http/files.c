@@ -48,7 +48,7 @@ int eddy_http_files_new(const char *root, const eddy_http_files_options_t *o,
     }
     eddy_http_files_t *f = calloc(1, sizeof(*f));
     if (f == NULL) {
-        close(fd);
+        eddy__fd_close(fd);
         return EDDY_ENOMEM;
     }
     atomic_init(&f->refcnt, 1);
@@ -68,7 +68,7 @@ eddy_http_files_t *eddy_http_files_retain(eddy_http_files_t *f)
 void eddy_http_files_release(eddy_http_files_t *f)
 {
     if (f != NULL && eddy__refcnt_sub(&f->refcnt, 1)) {
-        close(f->root);
+        eddy__fd_close(f->root);
         free(f);
     }
 }
@@ -166,10 +166,10 @@ typedef struct found_s {
 static void found_close(found_t *f)
 {
     if (f->fd >= 0) {
-        close(f->fd);
+        eddy__fd_close(f->fd);
     }
     if (f->dir >= 0) {
-        close(f->dir);
+        eddy__fd_close(f->dir);
     }
     f->fd = f->dir = -1;
 }
@@ -177,7 +177,9 @@ static void found_close(found_t *f)
 /* Open name beneath dir without following a link; O_NONBLOCK so that a FIFO cannot block. */
 static int open_beneath(int dir, const char *name)
 {
-    return openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    eddy__fd_made(); /* TSan does not see openat */
+    return fd;
 }
 
 /* One step down: what f names becomes the directory, seg the name. 0 or a status. */
@@ -188,7 +190,7 @@ static int step(found_t *f, const char *seg)
     }
     if (f->fd >= 0) {
         if (f->dir >= 0) {
-            close(f->dir);
+            eddy__fd_close(f->dir);
         }
         f->dir = f->fd;
         f->fd = -1;
@@ -201,10 +203,19 @@ static int step(found_t *f, const char *seg)
     return 0;
 }
 
+/* Another descriptor of directory dir: openat rather than dup, which TSan takes for a write
+ * to the descriptor another thread may have closed under that number (eddy__fd_made()). */
+static int reopen_dir(int dir)
+{
+    int fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    eddy__fd_made();
+    return fd;
+}
+
 /* Resolve the decoded path beneath root into f: 0 or the status to answer. */
 static int resolve(int root, const char *path, found_t *f)
 {
-    *f = (found_t){.fd = -1, .dir = dup(root)};
+    *f = (found_t){.fd = -1, .dir = reopen_dir(root)};
     if (f->dir < 0) {
         return open_status(errno);
     }
@@ -215,7 +226,7 @@ static int resolve(int root, const char *path, found_t *f)
         status = bad ? 403 : step(f, seg);
     }
     if (status == 0 && f->fd < 0) { /* the root itself */
-        f->fd = dup(f->dir);
+        f->fd = reopen_dir(f->dir);
         status = f->fd < 0 || fstat(f->fd, &f->st) != 0 ? open_status(errno) : 0;
     }
     if (status != 0) {
@@ -478,7 +489,7 @@ static void send_file(eddy_ctx_t *ctx, const eddy_http_request_t *req, int fd,
     pl.fresh = not_modified(req, m, mtime);
     pl.n = pl.fresh ? -1 : wanted_ranges(req, m, mtime, pl.size, pl.g);
     if (pl.n == 0) {
-        close(fd);
+        eddy__fd_close(fd);
         reply_unsatisfiable(ctx, req, m, pl.size);
         return;
     }
@@ -503,12 +514,12 @@ static int sibling(const found_t *f, const char *suffix, bool accepted, bool *ex
     snprintf(name, sizeof(name), "%s%s", f->name, suffix);
     int fd = strlen(name) <= NAME_MAX ? open_beneath(f->dir, name) : -1;
     if (fd >= 0 && (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))) {
-        close(fd);
+        eddy__fd_close(fd);
         fd = -1;
     }
     *exists |= fd >= 0;
     if (fd >= 0 && !accepted) {
-        close(fd);
+        eddy__fd_close(fd);
         fd = -1;
     }
     return fd;
@@ -526,7 +537,7 @@ static void pick_encoding(const eddy_http_request_t *req, found_t *f, meta_t *m)
         struct stat st;
         int fd = sibling(f, codings[i].suffix, ok && m->encoding == NULL, &m->vary, &st);
         if (fd >= 0) {
-            close(f->fd);
+            eddy__fd_close(f->fd);
             f->fd = fd;
             f->st = st;
             m->encoding = codings[i].coding;

@@ -409,7 +409,7 @@ static void close_fd(eddy_channel_t *ch)
 {
     if (ch->fd >= 0) {
         eddy__io_close(&ch->io);
-        close(ch->fd);
+        eddy__fd_close(ch->fd);
         ch->fd = -1;
     }
 }

@@ -578,9 +578,10 @@ static void let_go(eddy_channel_t *ch)
     if (ch->fd >= 0) {
         struct io_uring_sqe *sqe = eddy__uring_sqe(loop, NULL);
         if (sqe != NULL) {
+            eddy__fd_closing(); /* TSan does not see the ring's close */
             io_uring_prep_close(sqe, ch->fd);
         } else {
-            close(ch->fd);
+            eddy__fd_close(ch->fd);
         }
         ch->fd = -1;
     }
@@ -627,6 +628,7 @@ static void on_accept(eddy__uring_op_t *op, int res, unsigned flags)
             close(res);
         }
     } else if (res >= 0) {
+        eddy__fd_made(); /* TSan does not see the ring's accept */
         eddy__listener_child(ch, res, NULL);
     } else if (res == -EMFILE || res == -ENFILE) {
         eddy__listener_out_of_descriptors(ch, res);

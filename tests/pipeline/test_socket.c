@@ -304,8 +304,10 @@ static void test_tcp_options_reach_the_socket(void **state)
         assert_int_equal(tcp_get(eddy_channel_fd(child), want[i].name), want[i].value);
         assert_int_equal(eddy_channel_option(child, want[i].opt), want[i].value);
     }
-    close(fd);
+    /* The server closes the child first: this thread read its fd, and the loop's close must
+     * come after in TSan's eyes too (a task, not our FIN, orders them). */
     server_stop(&s);
+    close(fd);
 }
 
 /* An accepted channel's local address: its listener's when that is bound to one address (no
@@ -325,8 +327,8 @@ static void test_accepted_channels_know_their_local_address(void **state)
         assert_int_equal(local->u.sa.sa_family, AF_INET);
         assert_int_equal(eddy_addr_port(local), eddy_addr_port(&s.addr));
         assert_int_equal(local->u.in4.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+        server_stop(&s); /* before our FIN, as in test_tcp_options_reach_the_socket */
         close(fd);
-        server_stop(&s);
     }
 }
 
