@@ -388,8 +388,9 @@ static void test_tls_sni_chooses_context_with_self_signed_certificates(void **st
     assert_int_equal(eddy_tls_self_signed_new("a.test", 0, &a), 0);
     assert_int_equal(eddy_tls_self_signed_new("b.test", 0, &b), 0);
     char certf[256], keyf[256];
-    snprintf(certf, sizeof(certf), "%s/ss-a.pem", EDDY_TLS_CERTS);
-    snprintf(keyf, sizeof(keyf), "%s/ss-a.key", EDDY_TLS_CERTS);
+    /* Per process: the test's poller runs ([poll], [io_uring]) write them at the same time. */
+    snprintf(certf, sizeof(certf), "%s/ss-a-%d.pem", EDDY_TLS_CERTS, (int)getpid());
+    snprintf(keyf, sizeof(keyf), "%s/ss-a-%d.key", EDDY_TLS_CERTS, (int)getpid());
     assert_int_equal(eddy_tls_self_signed_write(a, certf, keyf), 0);
 
     eddy_tls_context_t *sa = eddy_tls_context_new(EDDY_TLS_SERVER);
