@@ -12,5 +12,6 @@ list(APPEND EDDY_LAYER_SOURCES
 include(${CMAKE_CURRENT_LIST_DIR}/dns/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/http/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/http2/sources.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/grpc/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/resp/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/ws/sources.cmake)

@@ -54,6 +54,24 @@ eddy__h2_conn_t *eddy__h2_conn_of(eddy_pipeline_t *p)
     return ctx != NULL ? eddy_ctx_state(ctx) : NULL;
 }
 
+void eddy__h2_on_ping(eddy_pipeline_t *p, void (*cb)(void *arg), void *arg)
+{
+    eddy__h2_conn_t *c = eddy__h2_conn_of(p);
+    if (c != NULL) {
+        c->ping_cb = cb;
+        c->ping_arg = arg;
+    }
+}
+
+void eddy__h2_fail(eddy_pipeline_t *p, uint32_t code, const char *why)
+{
+    assert(code != NGHTTP2_NO_ERROR && why != NULL);
+    eddy__h2_conn_t *c = eddy__h2_conn_of(p);
+    if (c != NULL) {
+        eddy__h2_conn_fail(c, code, why);
+    }
+}
+
 /* ---------------------------------------------------------------------------------------
  * Sending
  */
@@ -98,7 +116,8 @@ void eddy__h2_conn_send(eddy__h2_conn_t *c)
     /* Inside mem_recv, or while the events of a read reach the handlers: their answers are
      * gathered and go out once the events are through (h2_read, events_due call again), so
      * a read of 100 requests makes one buffer of frames, not 100. */
-    if (c->in_recv || c->firing || c->sending || c->session == NULL || c->closed || c->closing) {
+    if (c->in_recv || c->firing || c->sending || c->corked > 0 || c->session == NULL ||
+        c->closed || c->closing) {
         return;
     }
     c->sending = true;

@@ -7,6 +7,8 @@
 
 #include <eddy/http2.h>
 
+#include "layer.h"
+
 #include <nghttp2/nghttp2.h>
 
 #include <stdatomic.h>
@@ -64,6 +66,8 @@ struct eddy_h2_stream_s {
     bool writable;           /* what eddy_h2_stream_is_writable() said last time we fired */
     bool closed;
     bool reset_by_peer;      /* an RST_STREAM came for it */
+    bool end_early;          /* once our END_STREAM is out, RST_STREAM NO_ERROR if the peer's
+                                side is still open (layer.h) */
     eddy__h2_chunk_t *head, *tail; /* the body queued */
     size_t pending;          /* bytes in that queue */
     nghttp2_nv *trailers;    /* submitted once the body is out (nghttp2#269) */
@@ -90,6 +94,9 @@ struct eddy__h2_conn_s {
     eddy_msg_t **events;      /* messages made while mem_recv ran, fired after it */
     size_t nevents, cap_events;
     bool in_recv;             /* inside mem_recv: sends wait until it returns */
+    uint32_t corked;          /* eddy__h2_stream_cork() depth: sends wait until it is 0 */
+    void (*ping_cb)(void *arg); /* eddy__h2_on_ping()'s hook, and its arg */
+    void *ping_arg;
     bool firing;              /* events_fire is passing them on */
     bool events_task;         /* a task will fire what was made outside a read */
     bool in_read_batch;       /* between channel_read and channel_read_complete: one flush */

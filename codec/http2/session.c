@@ -442,6 +442,11 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
             return NGHTTP2_ERR_CALLBACK_FAILURE; /* read no further: the GOAWAY is queued */
         }
         break;
+    case NGHTTP2_PING:
+        if (!(frame->hd.flags & NGHTTP2_FLAG_ACK) && c->ping_cb != NULL) {
+            c->ping_cb(c->ping_arg);
+        }
+        break;
     case NGHTTP2_GOAWAY:
         c->goaway_received = true;
         c->goaway_last_id = (uint32_t)frame->goaway.last_stream_id;
@@ -480,15 +485,30 @@ static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, 
     return 0;
 }
 
+/* Our END_STREAM went on a stream that asked to end early: reset it if the peer's side is
+ * still open (layer.h). */
+static void end_early(eddy__h2_conn_t *c, nghttp2_session *session, const nghttp2_frame *frame)
+{
+    eddy_h2_stream_t *s = stream_of(session, frame->hd.stream_id);
+    if (s != NULL && s->end_early && !eddy__h2_stream_remote_ended(s)) {
+        s->end_early = false;
+        nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
+    }
+}
+
 static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
 {
-    (void)session;
     eddy__h2_conn_t *c = ud;
-    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+    bool ends = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) && ends) {
+        end_early(c, session, frame);
+    } else if (frame->hd.type == NGHTTP2_RST_STREAM) {
         if ((uint32_t)frame->hd.stream_id > c->reset_floor) {
             c->reset_floor = (uint32_t)frame->hd.stream_id;
         }
-        eddy__h2_conn_count_reset(c);
+        if (frame->rst_stream.error_code != NGHTTP2_NO_ERROR) {
+            eddy__h2_conn_count_reset(c); /* an answer complete early is no error */
+        }
     } else if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != 0 && !c->fatal) {
         /* nghttp2's own limits (CONTINUATION, floods) and protocol errors. */
         eddy__log(EDDY_LOG_INFO, "http2: channel %llu: GOAWAY %s sent by nghttp2",

@@ -486,6 +486,40 @@ int eddy__h2_stream_send(eddy_h2_stream_t *s, eddy_buf_t *data, bool end_stream,
     return 0;
 }
 
+void eddy__h2_stream_cork(eddy_h2_stream_t *s)
+{
+    if (s->conn != NULL) {
+        s->conn->corked++;
+    }
+}
+
+void eddy__h2_stream_uncork(eddy_h2_stream_t *s)
+{
+    eddy__h2_conn_t *c = s->conn;
+    if (c != NULL) {
+        assert(c->corked > 0);
+        if (--c->corked == 0) {
+            eddy__h2_conn_send(c);
+        }
+    }
+}
+
+void eddy__h2_stream_end_early(eddy_h2_stream_t *s)
+{
+    s->end_early = true;
+}
+
+bool eddy__h2_stream_remote_ended(const eddy_h2_stream_t *s)
+{
+    if (s->closed || s->conn == NULL) {
+        return true;
+    }
+    nghttp2_stream *ns = nghttp2_session_find_stream(s->conn->session, s->id);
+    nghttp2_stream_proto_state st =
+        ns != NULL ? nghttp2_stream_get_state(ns) : NGHTTP2_STREAM_STATE_CLOSED;
+    return st == NGHTTP2_STREAM_STATE_HALF_CLOSED_REMOTE || st == NGHTTP2_STREAM_STATE_CLOSED;
+}
+
 int eddy_h2_stream_reset(eddy_h2_stream_t *s, uint32_t error_code)
 {
     if (s->closed || s->conn == NULL) {

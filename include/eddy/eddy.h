@@ -19,6 +19,7 @@
 #include <eddy/tls.h>
 #include <eddy/http.h>
 #include <eddy/http2.h>
+#include <eddy/grpc.h>
 #include <eddy/resp.h>
 #include <eddy/dns.h>
 #include <eddy/websocket.h>

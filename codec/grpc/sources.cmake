@@ -1,0 +1,13 @@
+# gRPC (include/eddy/grpc.h) on the HTTP/2 codec's streams: the call both sides share
+# (call.c), the wire's formats (wire.c, metadata.c), the server (server.c, health.c) and the
+# client (client.c). Without nghttp2 there is no gRPC: grpc_none.c refuses.
+if(EDDY_HAVE_NGHTTP2)
+    list(APPEND EDDY_LAYER_SOURCES
+        codec/grpc/call.c
+        codec/grpc/health.c
+        codec/grpc/metadata.c
+        codec/grpc/server.c
+        codec/grpc/wire.c)
+else()
+    list(APPEND EDDY_LAYER_SOURCES codec/grpc/grpc_none.c)
+endif()
