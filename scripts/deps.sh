@@ -15,6 +15,7 @@ PACKAGES=(
     cmake               # 3.20 or later
     curl                # the HTTP server's tests drive it with curl
     gcc                 # with its ASan, UBSan and TSan runtimes (libgcc-12-dev)
+    grpc-proto          # gRPC's interop protos (grpc/testing/*.proto): eddy-grpc-server
     knot-dnsutils       # kdig: the DNS server's tests ask it too, in JSON
     libbrotli-dev       # the br HTTP content coding (codec/http/coding_brotli.c)
     libc-ares-dev       # name resolution on the loop (bootstrap/resolver.c)
@@ -22,6 +23,7 @@ PACKAGES=(
     libcmocka-dev       # the tests
     libjemalloc-dev     # bench/buffer's jemalloc baseline
     libnghttp2-dev      # HTTP/2 (codec/http2/), on nghttp2 1.52 or later
+    libprotobuf-c-dev   # protobuf-c: eddy-grpc-server's messages (examples/grpc_server.c)
     libssl-dev          # OpenSSL 3: TLS, and SHA-1 for the WebSocket handshake
     liburing-dev        # the io_uring poller (built when found)
     libuv1-dev          # the libuv baselines of bench/reactor and bench/echo (built in make test)
@@ -31,11 +33,15 @@ PACKAGES=(
     nodejs              # tests/examples/ws.sh: node's ws package is the WebSocket peer
     openssl             # the TLS tests make their certificates with the openssl tool
     pkg-config          # how CMake finds liburing, c-ares and libuv
+    protobuf-c-compiler # protoc-c: compiles those messages at build time
+    protobuf-compiler   # protoc: the Python interop peers' messages (tests/grpc/)
     python3             # tests/examples/hostile.py, the hostile clients
     python3-brotli      # the content coding tests decode br in Python too
+    python3-grpcio      # gRPC's own C-core in Python: an interop peer (tests/grpc/)
     python3-h2          # h2_hostile.py, serverfuzz.py http2: HTTP/2 clients (with
     python3-hpack       # hpack and hyperframe, raw frames and header blocks)
     python3-hyperframe
+    python3-protobuf    # ... its messages
     python3-zstandard   # ... and zstd
     redis-tools         # redis-cli and redis-benchmark: the RESP server's tests and benchmark
     valgrind            # examples.echo_valgrind runs eddy-echo-server under memcheck

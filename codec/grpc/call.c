@@ -32,6 +32,8 @@ void eddy__grpc_call_init(eddy_grpc_call_t *call, const eddy__grpc_call_ops_t *s
     eddy_h2_stream_set_user_data(s, call);
 }
 
+static void user_data_drop(eddy_grpc_call_t *call);
+
 eddy_grpc_call_t *eddy_grpc_call_retain(eddy_grpc_call_t *call)
 {
     uint32_t old = atomic_fetch_add_explicit(&call->refs, 1, memory_order_relaxed);
@@ -52,8 +54,9 @@ void eddy_grpc_call_release(eddy_grpc_call_t *call)
     }
     assert(call->ended && call->stream == NULL && call->timers == NULL);
     call->side->free(call);
+    user_data_drop(call);
     eddy__grpc_deframer_free(&call->in);
-    eddy_buf_release(call->md_store);
+    eddy__grpc_buf_drop(call->md_store);
     free(call->path);
     free(call);
 }
@@ -248,7 +251,7 @@ int eddy_grpc_call_send(eddy_grpc_call_t *call, eddy_buf_t *msg, eddy_promise_t 
     if (call->ended || call->local_done) {
         err = EDDY_ECLOSED;
     } else if (msg == NULL) {
-        err = EDDY_EINVAL;
+        err = EDDY_ENOMEM; /* what a failed allocation of the message hands in */
     } else if (eddy_buf_readable(msg) > call->max_send) {
         err = EDDY_EMSGSIZE;
     } else if (call->sent > 0 && (call->kind == EDDY_GRPC_UNARY ||
@@ -401,9 +404,23 @@ void *eddy_grpc_call_user_data(const eddy_grpc_call_t *call)
     return call->user_data;
 }
 
-void eddy_grpc_call_set_user_data(eddy_grpc_call_t *call, void *data)
+static void user_data_drop(eddy_grpc_call_t *call)
 {
+    if (call->free_user_data != NULL && call->user_data != NULL) {
+        call->free_user_data(call->user_data);
+    }
+    call->user_data = NULL;
+    call->free_user_data = NULL;
+}
+
+void eddy_grpc_call_set_user_data(eddy_grpc_call_t *call, void *data,
+                                  void (*free_data)(void *data))
+{
+    if (data != call->user_data) {
+        user_data_drop(call);
+    }
     call->user_data = data;
+    call->free_user_data = free_data;
 }
 
 eddy_channel_t *eddy_grpc_call_channel(const eddy_grpc_call_t *call)

@@ -13,6 +13,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Release b when there is one (eddy_buf_release() wants a buffer). */
+static inline void eddy__grpc_buf_drop(eddy_buf_t *b)
+{
+    if (b != NULL) {
+        eddy_buf_release(b);
+    }
+}
+
 /* ---------------------------------------------------------------------------------------
  * Messages in: the 5-byte prefix and the message, across any DATA boundaries.
  */
@@ -140,6 +148,7 @@ struct eddy_grpc_call_s {
     struct eddy_grpc_call_s *prev, *next; /* the handler's live calls */
     char *path;                   /* NUL-terminated (owned) */
     void *arg, *user_data;
+    void (*free_user_data)(void *data);
     eddy_http_header_t *md;       /* what the peer sent first */
     size_t nmd;
     eddy_buf_t *md_store;

@@ -162,7 +162,7 @@ int eddy__grpc_md_fields(const eddy_http_header_t *fixed, size_t nfixed,
     *store = eddy_buf_new(bytes);
     if (*fields == NULL || *store == NULL) {
         free(*fields);
-        eddy_buf_release(*store);
+        eddy__grpc_buf_drop(*store);
         return EDDY_ENOMEM;
     }
     memcpy(*fields, fixed, nfixed * sizeof(eddy_http_header_t));

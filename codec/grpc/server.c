@@ -395,7 +395,7 @@ int eddy_grpc_call_finish(eddy_grpc_call_t *call, eddy_grpc_status_t status, con
 int eddy_grpc_call_reply(eddy_grpc_call_t *call, eddy_buf_t *response)
 {
     if (call->ended) {
-        eddy_buf_release(response);
+        eddy__grpc_buf_drop(response);
         return EDDY_ECLOSED;
     }
     eddy_h2_stream_t *s = eddy_h2_stream_retain(call->stream);

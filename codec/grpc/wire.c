@@ -39,7 +39,7 @@ void eddy__grpc_deframer_free(eddy__grpc_deframer_t *d)
     d->nhdr = 0;
 }
 
-/* Read the prefix from data: 1 once whole, 0 for more, or a status. */
+/* Read the prefix from data: 1 once whole, 0 for more, or a status negated. */
 static int prefix_read(eddy__grpc_deframer_t *d, eddy_buf_t *data, size_t max, const char **why)
 {
     size_t k = 5 - d->nhdr;
@@ -52,14 +52,14 @@ static int prefix_read(eddy__grpc_deframer_t *d, eddy_buf_t *data, size_t max, c
     }
     if (d->hdr[0] > 1) {
         *why = "bad compressed flag";
-        return EDDY_GRPC_INTERNAL;
+        return -EDDY_GRPC_INTERNAL;
     }
     d->compressed = d->hdr[0] == 1;
     d->len = (uint32_t)d->hdr[1] << 24 | (uint32_t)d->hdr[2] << 16 | (uint32_t)d->hdr[3] << 8 |
              d->hdr[4];
     if (d->len > max) {
         *why = "message larger than the limit";
-        return EDDY_GRPC_RESOURCE_EXHAUSTED;
+        return -EDDY_GRPC_RESOURCE_EXHAUSTED;
     }
     return 1;
 }
@@ -100,7 +100,7 @@ int eddy__grpc_deframe(eddy__grpc_deframer_t *d, eddy_buf_t *data, size_t max,
         if (d->nhdr < 5) {
             int rc = prefix_read(d, data, max, why);
             if (rc <= 0) {
-                return rc != 0 ? rc : 0;
+                return -rc;
             }
         }
         int status = 0;
@@ -172,7 +172,7 @@ eddy_buf_t *eddy__grpc_gunzip(eddy_buf_t *msg, size_t max, int *status, const ch
     if (rc == 0 && done) {
         return out;
     }
-    eddy_buf_release(out);
+    eddy__grpc_buf_drop(out);
     *status = rc == EDDY_ETOOLONGFRAME || rc == EDDY_ENOMEM ? EDDY_GRPC_RESOURCE_EXHAUSTED
                                                             : EDDY_GRPC_INTERNAL;
     *why = rc == EDDY_ETOOLONGFRAME ? "inflated message larger than the limit"

@@ -235,9 +235,13 @@ EDDY_EXTERN int64_t eddy_grpc_call_time_left_ms(const eddy_grpc_call_t *call);
 EDDY_EXTERN bool eddy_grpc_call_is_done(const eddy_grpc_call_t *call);
 /** The method's arg (server), or the call's (client). */
 EDDY_EXTERN void *eddy_grpc_call_arg(const eddy_grpc_call_t *call);
-/** The application's pointer for call (NULL until set); the call does not own it. */
+/** The application's pointer for call (NULL until set). */
 EDDY_EXTERN void *eddy_grpc_call_user_data(const eddy_grpc_call_t *call);
-EDDY_EXTERN void eddy_grpc_call_set_user_data(eddy_grpc_call_t *call, void *data);
+/** Set it, with free_data (may be NULL) to free it once the call is freed, whichever way it
+ * ended (finished, cancelled, its connection gone): per-call state needs no cleanup on each
+ * path. A pointer set before is freed with its own free_data first. */
+EDDY_EXTERN void eddy_grpc_call_set_user_data(eddy_grpc_call_t *call, void *data,
+                                              void (*free_data)(void *data));
 /** The channel (connection) the call travels on; NULL once it ended. Borrowed. */
 EDDY_EXTERN eddy_channel_t *eddy_grpc_call_channel(const eddy_grpc_call_t *call);
 
