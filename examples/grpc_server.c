@@ -285,13 +285,16 @@ static const eddy_grpc_method_ops_t duplex_ops = {.on_start = out_start,
                                                   .on_half_close = duplex_half_close,
                                                   .on_writable = out_pump};
 
-static int add_methods(eddy_grpc_server_t *g)
+/* UnaryCall and StreamingInputCall run on carrier when there is one (--offload): what a
+ * method that blocks would do, the loop serving on meanwhile. */
+static int add_methods(eddy_grpc_server_t *g, eddy_carrier_t *carrier)
 {
     int rc = eddy_grpc_server_add_method(g, SVC "EmptyCall", EDDY_GRPC_UNARY, &empty_ops, NULL);
-    rc = rc ? rc : eddy_grpc_server_add_method(g, SVC "UnaryCall", EDDY_GRPC_UNARY, &unary_ops,
-                                               NULL);
-    rc = rc ? rc : eddy_grpc_server_add_method(g, SVC "StreamingInputCall",
-                                               EDDY_GRPC_CLIENT_STREAMING, &input_ops, NULL);
+    rc = rc ? rc : eddy_grpc_server_add_method_on(g, SVC "UnaryCall", EDDY_GRPC_UNARY,
+                                                  &unary_ops, NULL, carrier);
+    rc = rc ? rc : eddy_grpc_server_add_method_on(g, SVC "StreamingInputCall",
+                                                  EDDY_GRPC_CLIENT_STREAMING, &input_ops, NULL,
+                                                  carrier);
     rc = rc ? rc : eddy_grpc_server_add_method(g, SVC "StreamingOutputCall",
                                                EDDY_GRPC_SERVER_STREAMING, &output_ops, NULL);
     rc = rc ? rc : eddy_grpc_server_add_method(g, SVC "FullDuplexCall",
@@ -333,15 +336,17 @@ static eddy_tls_context_t *tls_context(const char *cert, const char *key)
 
 static void usage(FILE *to)
 {
-    fprintf(to, "usage: eddy-grpc-server [--port P] [--host H] [--threads N]\n"
+    fprintf(to, "usage: eddy-grpc-server [--port P] [--host H] [--threads N] [--offload N]\n"
                 "                        [--use_tls --cert FILE --key FILE] [--tls CERT KEY]\n"
+                "  --offload N  run UnaryCall and StreamingInputCall on N threads of their own\n"
+                "               (as methods that block would), each call's callbacks in order\n"
                 "gRPC's interop TestService and grpc.health.v1.Health; --port 0 picks a free\n"
                 "port and prints \"PORT <n>\". SIGINT or SIGTERM stop it gracefully.\n");
 }
 
 typedef struct args_s {
     const char *host, *cert, *key;
-    unsigned long port, threads;
+    unsigned long port, threads, offload;
     bool use_tls;
 } args_t;
 
@@ -362,6 +367,9 @@ static int option(args_t *a, const char *o, const char *v)
     }
     if (strcmp(o, "--threads") == 0) {
         return example_parse_uint(v, 256, &a->threads) ? 1 : -1;
+    }
+    if (strcmp(o, "--offload") == 0) {
+        return example_parse_uint(v, EDDY_CARRIER_MAX_THREADS, &a->offload) ? 1 : -1;
     }
     const char **slot = strcmp(o, "--host") == 0   ? &a->host
                         : strcmp(o, "--cert") == 0 ? &a->cert
@@ -421,7 +429,20 @@ int main(int argc, char **argv)
     if (a.use_tls && (s.tls = tls_context(a.cert, a.key)) == NULL) {
         return 1;
     }
-    if (s.grpc == NULL || add_methods(s.grpc) != 0) {
+    eddy_carrier_t *carrier = NULL;
+    if (a.offload > 0) {
+        eddy_carrier_options_t co;
+        eddy_carrier_options_init(&co);
+        co.consumers = (unsigned)a.offload;
+        co.partitions = (unsigned)a.offload * 4;
+        co.partitioner = EDDY_CARRIER_BY_KEY;
+        co.mode = EDDY_CARRIER_ORDERED;
+        if (eddy_carrier_new(&carrier, &co, NULL, NULL) != 0) {
+            fprintf(stderr, "eddy-grpc-server: cannot start the offload threads\n");
+            return 1;
+        }
+    }
+    if (s.grpc == NULL || add_methods(s.grpc, carrier) != 0) {
         fprintf(stderr, "eddy-grpc-server: out of memory\n");
         return 1;
     }
@@ -450,6 +471,10 @@ int main(int argc, char **argv)
     eddy_future_await(closed, 5000);
     eddy_future_release(closed);
     int rc = example_shutdown(b, loops, NULL);
+    if (carrier != NULL) {
+        eddy_carrier_shutdown(carrier, EDDY_CARRIER_DRAIN);
+        eddy_carrier_free(carrier);
+    }
     eddy_grpc_server_free(s.grpc);
     if (s.tls != NULL) {
         eddy_tls_context_release(s.tls);

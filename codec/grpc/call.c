@@ -26,6 +26,8 @@ void eddy__grpc_call_init(eddy_grpc_call_t *call, const eddy__grpc_call_ops_t *s
     atomic_init(&call->refs, 1); /* the library's, dropped at the end */
     call->side = side;
     call->ctx = ctx;
+    call->loop = eddy_ctx_loop(ctx);
+    atomic_init(&call->writable_hint, true);
     call->stream = eddy_h2_stream_retain(s);
     call->max_recv = EDDY_GRPC_MAX_MESSAGE;
     call->max_send = EDDY_GRPC_MAX_MESSAGE;
@@ -247,6 +249,9 @@ int eddy__grpc_call_queue(eddy_grpc_call_t *call, eddy_buf_t *msg, bool end_stre
 
 int eddy_grpc_call_send(eddy_grpc_call_t *call, eddy_buf_t *msg, eddy_promise_t *p)
 {
+    if (eddy__grpc_off_loop(call)) {
+        return eddy__grpc_post(call, EDDY__GRPC_OP_SEND, msg, p, 0, NULL, NULL, 0);
+    }
     int err = 0;
     if (call->ended || call->local_done) {
         err = EDDY_ECLOSED;
@@ -273,12 +278,12 @@ int eddy_grpc_call_send(eddy_grpc_call_t *call, eddy_buf_t *msg, eddy_promise_t 
 
 bool eddy_grpc_call_is_writable(eddy_grpc_call_t *call)
 {
-    eddy_grpc_call_t *c = call;
-    if (call->ended || call->local_done) {
-        return false;
+    if (eddy__grpc_off_loop(call)) {
+        return atomic_load_explicit(&call->writable_hint, memory_order_acquire);
     }
-    bool w = eddy_h2_stream_is_writable(call->stream);
-    c->asked_writable = c->asked_writable || !w;
+    bool w = !call->ended && !call->local_done && eddy_h2_stream_is_writable(call->stream);
+    call->asked_writable = call->asked_writable || (!w && !call->ended);
+    atomic_store_explicit(&call->writable_hint, w, memory_order_release);
     return w;
 }
 
@@ -289,6 +294,7 @@ void eddy__grpc_call_writable(eddy_h2_stream_t *s)
         return;
     }
     call->asked_writable = false;
+    atomic_store_explicit(&call->writable_hint, true, memory_order_release);
     eddy_grpc_call_retain(call);
     call->side->writable(call);
     eddy_grpc_call_release(call);
@@ -296,6 +302,9 @@ void eddy__grpc_call_writable(eddy_h2_stream_t *s)
 
 int eddy_grpc_call_cancel(eddy_grpc_call_t *call)
 {
+    if (eddy__grpc_off_loop(call)) {
+        return eddy__grpc_post(call, EDDY__GRPC_OP_CANCEL, NULL, NULL, 0, NULL, NULL, 0);
+    }
     if (call->ended) {
         return EDDY_ECLOSED;
     }

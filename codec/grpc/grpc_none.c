@@ -26,6 +26,14 @@ int eddy_grpc_server_add_method(eddy_grpc_server_t *s, const char *path, eddy_gr
     return EDDY_ENOTSUP;
 }
 
+int eddy_grpc_server_add_method_on(eddy_grpc_server_t *s, const char *path,
+                                   eddy_grpc_kind_t kind, const eddy_grpc_method_ops_t *ops,
+                                   void *arg, eddy_carrier_t *c)
+{
+    (void)s, (void)path, (void)kind, (void)ops, (void)arg, (void)c;
+    return EDDY_ENOTSUP;
+}
+
 int eddy_grpc_server_add_health(eddy_grpc_server_t *s)
 {
     (void)s;

@@ -6,6 +6,7 @@
 #ifndef EDDY_CODEC_GRPC_INTERNAL_H
 #define EDDY_CODEC_GRPC_INTERNAL_H
 
+#include <eddy/carrier.h>
 #include <eddy/grpc.h>
 
 #include <stdatomic.h>
@@ -142,6 +143,9 @@ typedef struct eddy__grpc_call_ops_s {
 
 struct eddy_grpc_call_s {
     _Atomic uint32_t refs;        /* the library's while live, the application's */
+    eddy_loop_t *loop;            /* the connection's (never changes) */
+    eddy_carrier_t *carrier;      /* the method's callbacks run there (offload.c); NULL: here */
+    _Atomic bool writable_hint;   /* what is_writable last said, for carrier threads */
     const eddy__grpc_call_ops_t *side;
     eddy_h2_stream_t *stream;     /* a reference while live; NULL once ended */
     eddy_ctx_t *ctx;              /* the handler's (server or client); NULL once ended */
@@ -193,5 +197,42 @@ void eddy__grpc_call_writable(eddy_h2_stream_t *s);
 eddy_grpc_call_t *eddy__grpc_call_of(eddy_h2_stream_t *s);
 /* A message for a log line: "channel N stream M path". */
 void eddy__grpc_call_log(const eddy_grpc_call_t *call, int level, const char *what);
+
+/* ---------------------------------------------------------------------------------------
+ * Methods on a carrier (offload.c)
+ */
+
+/* A method callback, for eddy__grpc_dispatch(). */
+typedef enum {
+    EDDY__GRPC_EV_REQUEST,
+    EDDY__GRPC_EV_START,
+    EDDY__GRPC_EV_MESSAGE,
+    EDDY__GRPC_EV_HALF_CLOSE,
+    EDDY__GRPC_EV_CANCEL,
+    EDDY__GRPC_EV_WRITABLE
+} eddy__grpc_ev_t;
+
+/* Run ops' callback ev (msg taken over, status for on_cancel) here, or on call's carrier in
+ * the call's order. */
+void eddy__grpc_dispatch(eddy_grpc_call_t *call, const eddy_grpc_method_ops_t *ops,
+                         eddy__grpc_ev_t ev, eddy_buf_t *msg, int status);
+
+/* A call function done from a carrier thread, for eddy__grpc_post(). */
+typedef enum {
+    EDDY__GRPC_OP_SEND,
+    EDDY__GRPC_OP_REPLY,
+    EDDY__GRPC_OP_FINISH,
+    EDDY__GRPC_OP_HEADERS,
+    EDDY__GRPC_OP_COMPRESS,
+    EDDY__GRPC_OP_CANCEL
+} eddy__grpc_op_t;
+
+/* Whether the caller is a carrier thread rather than the call's loop. */
+bool eddy__grpc_off_loop(const eddy_grpc_call_t *call);
+/* Do kind on the call's loop, with msg (taken over), p, status, text and md (n, copied): 0
+ * when queued, or EDDY_ENOMEM, EDDY_ESHUTDOWN (msg released, p failed). */
+int eddy__grpc_post(eddy_grpc_call_t *call, eddy__grpc_op_t kind, eddy_buf_t *msg,
+                    eddy_promise_t *p, int status, const char *text,
+                    const eddy_http_header_t *md, size_t n);
 
 #endif /* EDDY_CODEC_GRPC_INTERNAL_H */

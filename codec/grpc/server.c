@@ -28,6 +28,7 @@ typedef struct method_s {
     eddy_grpc_kind_t kind;
     const eddy_grpc_method_ops_t *ops;
     void *arg;
+    eddy_carrier_t *carrier; /* where its callbacks run; NULL: the connection's loop */
 } method_t;
 
 typedef struct health_s {
@@ -147,6 +148,13 @@ static const method_t *method_find(const eddy_grpc_server_t *s, const char *p, s
 int eddy_grpc_server_add_method(eddy_grpc_server_t *s, const char *path, eddy_grpc_kind_t kind,
                                 const eddy_grpc_method_ops_t *ops, void *arg)
 {
+    return eddy_grpc_server_add_method_on(s, path, kind, ops, arg, NULL);
+}
+
+int eddy_grpc_server_add_method_on(eddy_grpc_server_t *s, const char *path,
+                                   eddy_grpc_kind_t kind, const eddy_grpc_method_ops_t *ops,
+                                   void *arg, eddy_carrier_t *carrier)
+{
     if (path == NULL || !path_ok(path) || !ops_fit(kind, ops)) {
         return EDDY_EINVAL;
     }
@@ -167,7 +175,8 @@ int eddy_grpc_server_add_method(eddy_grpc_server_t *s, const char *path, eddy_gr
         return EDDY_ENOMEM;
     }
     s->methods[s->nmethods++] =
-        (method_t){.path = copy, .len = strlen(path), .kind = kind, .ops = ops, .arg = arg};
+        (method_t){.path = copy, .len = strlen(path), .kind = kind, .ops = ops, .arg = arg,
+                   .carrier = carrier};
     return 0;
 }
 
@@ -326,6 +335,9 @@ static int call_head(eddy_grpc_call_t *call)
 
 int eddy_grpc_call_send_headers(eddy_grpc_call_t *call, const eddy_http_header_t *md, size_t n)
 {
+    if (eddy__grpc_off_loop(call)) {
+        return eddy__grpc_post(call, EDDY__GRPC_OP_HEADERS, NULL, NULL, 0, NULL, md, n);
+    }
     if (call->ended || call->local_done) {
         return EDDY_ECLOSED;
     }
@@ -343,6 +355,9 @@ int eddy_grpc_call_send_headers(eddy_grpc_call_t *call, const eddy_http_header_t
 
 int eddy_grpc_call_set_compression(eddy_grpc_call_t *call, const char *encoding)
 {
+    if (eddy__grpc_off_loop(call)) {
+        return eddy__grpc_post(call, EDDY__GRPC_OP_COMPRESS, NULL, NULL, 0, encoding, NULL, 0);
+    }
     if (call->headers_sent || call->ended) {
         return call->ended ? EDDY_ECLOSED : EDDY_EALREADY;
     }
@@ -360,6 +375,10 @@ int eddy_grpc_call_set_compression(eddy_grpc_call_t *call, const char *encoding)
 int eddy_grpc_call_finish(eddy_grpc_call_t *call, eddy_grpc_status_t status, const char *message,
                           const eddy_http_header_t *md, size_t n)
 {
+    if (eddy__grpc_off_loop(call)) {
+        return eddy__grpc_post(call, EDDY__GRPC_OP_FINISH, NULL, NULL, (int)status, message, md,
+                               n);
+    }
     if (call->ended || call->local_done) {
         return EDDY_ECLOSED;
     }
@@ -394,6 +413,9 @@ int eddy_grpc_call_finish(eddy_grpc_call_t *call, eddy_grpc_status_t status, con
 
 int eddy_grpc_call_reply(eddy_grpc_call_t *call, eddy_buf_t *response)
 {
+    if (eddy__grpc_off_loop(call)) {
+        return eddy__grpc_post(call, EDDY__GRPC_OP_REPLY, response, NULL, 0, NULL, NULL, 0);
+    }
     if (call->ended) {
         eddy__grpc_buf_drop(response);
         return EDDY_ECLOSED;
@@ -432,7 +454,8 @@ static void call_ended(eddy_grpc_call_t *call, eddy_grpc_status_t status, const 
     server_call_t *sc = server_call(call);
     call_unlink(sc->conn, call);
     if (!call->local_done && sc->m->ops->on_cancel != NULL) {
-        sc->m->ops->on_cancel(call, status); /* the method did not finish: it hears why */
+        /* The method did not finish: it hears why. */
+        eddy__grpc_dispatch(call, sc->m->ops, EDDY__GRPC_EV_CANCEL, NULL, (int)status);
     }
 }
 
@@ -448,7 +471,7 @@ static void call_writable(eddy_grpc_call_t *call)
 {
     const eddy_grpc_method_ops_t *ops = server_call(call)->m->ops;
     if (ops->on_writable != NULL) {
-        ops->on_writable(call);
+        eddy__grpc_dispatch(call, ops, EDDY__GRPC_EV_WRITABLE, NULL, 0);
     }
 }
 
@@ -582,6 +605,7 @@ static eddy_grpc_call_t *call_new(conn_t *conn, eddy_h2_stream_t *s, const metho
     sc->conn = conn;
     call->path = path;
     call->arg = m->arg;
+    call->carrier = m->carrier;
     call->kind = (uint8_t)m->kind;
     call->max_recv = conn->server->o.max_recv_message;
     call->max_send = conn->server->o.max_send_message;
@@ -634,10 +658,10 @@ static void half_close(eddy_grpc_call_t *call)
             call_fail(call, EDDY_GRPC_INTERNAL, "Half-closed without a request");
             return;
         }
-        sc->m->ops->on_request(call, req);
+        eddy__grpc_dispatch(call, sc->m->ops, EDDY__GRPC_EV_REQUEST, req, 0);
         return;
     }
-    sc->m->ops->on_half_close(call);
+    eddy__grpc_dispatch(call, sc->m->ops, EDDY__GRPC_EV_HALF_CLOSE, NULL, 0);
 }
 
 static int on_message(void *arg, eddy_buf_t *msg, bool compressed)
@@ -657,7 +681,7 @@ static int on_message(void *arg, eddy_buf_t *msg, bool compressed)
         eddy_buf_release(msg); /* finished already: what still comes is dropped */
         return 0;
     }
-    sc->m->ops->on_message(call, msg);
+    eddy__grpc_dispatch(call, sc->m->ops, EDDY__GRPC_EV_MESSAGE, msg, 0);
     return 0;
 }
 
@@ -683,7 +707,7 @@ static void call_start(conn_t *conn, eddy_h2_headers_t *h)
     eddy_grpc_call_retain(call); /* the callbacks below may end it */
     if ((m->kind == EDDY_GRPC_CLIENT_STREAMING || m->kind == EDDY_GRPC_BIDI_STREAMING) &&
         m->ops->on_start != NULL) {
-        m->ops->on_start(call);
+        eddy__grpc_dispatch(call, m->ops, EDDY__GRPC_EV_START, NULL, 0);
     }
     if (h->end_stream && !call->ended) {
         half_close(call);

@@ -7,6 +7,7 @@ if(EDDY_HAVE_NGHTTP2)
         codec/grpc/call.c
         codec/grpc/health.c
         codec/grpc/metadata.c
+        codec/grpc/offload.c
         codec/grpc/server.c
         codec/grpc/wire.c)
 else()

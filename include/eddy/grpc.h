@@ -25,6 +25,7 @@
 #define EDDY_GRPC_H
 
 #include <eddy/buffer.h>
+#include <eddy/carrier.h>
 #include <eddy/common.h>
 #include <eddy/http.h>
 #include <eddy/http2.h>
@@ -157,6 +158,23 @@ EDDY_EXTERN void eddy_grpc_server_free(eddy_grpc_server_t *s);
 EDDY_EXTERN int eddy_grpc_server_add_method(eddy_grpc_server_t *s, const char *path,
                                            eddy_grpc_kind_t kind,
                                            const eddy_grpc_method_ops_t *ops, void *arg);
+
+/**
+ * eddy_grpc_server_add_method() for a method that blocks (a database, a file, a computation):
+ * its callbacks run on carrier c's threads (carrier.h; borrowed: it must outlive the server),
+ * keyed by call, so one call's callbacks come in order (with an EDDY_CARRIER_ORDERED carrier
+ * partitioned EDDY_CARRIER_BY_KEY) while the loop goes on serving. From those threads the
+ * call's functions are handed to its loop in the order they were made: eddy_grpc_call_send(),
+ * _reply(), _finish(), _send_headers(), _set_compression() and _cancel() return 0 once queued
+ * (a send's promise says how it went; the other errors are those of the loop's own call,
+ * logged by nobody: check the call's state from a later callback), and
+ * eddy_grpc_call_is_writable() says what the loop last knew. Timers (eddy_grpc_call_schedule)
+ * belong to the loop's thread. Same errors as eddy_grpc_server_add_method().
+ */
+EDDY_EXTERN int eddy_grpc_server_add_method_on(eddy_grpc_server_t *s, const char *path,
+                                              eddy_grpc_kind_t kind,
+                                              const eddy_grpc_method_ops_t *ops, void *arg,
+                                              eddy_carrier_t *c);
 
 /**
  * Serve the standard health service (grpc.health.v1.Health/Check and Watch) on s: the service
