@@ -36,3 +36,11 @@ if(NOT EDDY_SANITIZE)
         endif()
     endforeach()
 endif()
+# bench/grpc's baseline, briefly: cpp_server under cpp_load for a second of unary calls, every
+# status checked (bench/grpc/run.sh; the side-by-side with eddy's server comes later).
+if(TARGET bench_grpc_cpp_server AND TARGET bench_grpc_cpp_load)
+    add_test(NAME bench.grpc_smoke COMMAND bash ${PROJECT_SOURCE_DIR}/bench/grpc/run.sh
+        ${CMAKE_BINARY_DIR})
+    set_tests_properties(bench.grpc_smoke PROPERTIES TIMEOUT 120 LABELS "bench;grpc"
+        REQUIRED_FILES "$<TARGET_FILE:bench_grpc_cpp_server>;$<TARGET_FILE:bench_grpc_cpp_load>")
+endif()
