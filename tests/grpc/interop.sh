@@ -13,7 +13,8 @@
 #       status 0 only when every case passed.
 #   interop.sh pair SERVER CLIENT [--cases LIST] [--plaintext-only | --tls-only]
 #       The test: starts SERVER with --port 0, waits for its PORT line, runs CLIENT with every
-#       case (or LIST), then SIGTERMs the server, which must exit 0; in plaintext, then over TLS
+#       case (or LIST: names and "all", comma-separated; the peers also know health_check,
+#       grpc.health.v1.Health/Check, which is not one of gRPC's cases), then SIGTERMs the server, which must exit 0; in plaintext, then over TLS
 #       with a self-signed certificate for foo.test.google.fr made with openssl (--use_tls
 #       --cert --key for the server; --use_tls --use_test_ca --ca --server_host_override
 #       foo.test.google.fr for the client). Every case must print PASS. Each process is under a
@@ -241,7 +242,7 @@ pair() {
             *) usage ;;
         esac
     done
-    [[ $cases == all ]] && cases=$CASES
+    cases=$(tr ',' '\n' <<<"$cases" | sed "s/^all\$/${CASES//,/\\n}/" | grep . | paste -sd, -)
     client_timeout=${GRPC_PAIR_TIMEOUT:-60}
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/eddy-grpc-pair.XXXXXX") || exit 1
     trap cleanup EXIT

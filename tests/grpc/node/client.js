@@ -5,7 +5,8 @@
 //   node client.js --server_host H --server_port P --test_case all|NAME[,NAME...]
 //                  [--use_tls [--use_test_ca --ca FILE] [--server_host_override NAME]]
 //
-// Prints "PASS <case>" or "FAIL <case>: <reason>" per case; exits 0 only when all passed.
+// "all" is the 14 cases; health_check (grpc.health.v1.Health/Check of "" is SERVING) runs when
+// named. Prints "PASS <case>" or "FAIL <case>: <reason>" per case; exits 0 only when all passed.
 'use strict';
 
 const fs = require('fs');
@@ -261,6 +262,12 @@ const cases = {
     check(r.err && r.err.code === S.UNIMPLEMENTED,
       `status ${r.err ? statusName(r.err.code) : 'OK'}, want UNIMPLEMENTED`);
   },
+  // Not one of gRPC's interop cases, so not in "all": Health/Check of "" answers SERVING.
+  async health_check(c, u, h) {
+    const r = await finished((cb) => h.Check({service: ''}, new grpc.Metadata(), deadline(), cb));
+    if (r.err) throw r.err;
+    check(r.resp.status === 'SERVING', `status ${r.resp.status}`);
+  },
   async unimplemented_service(c, u) {
     const r = await finished((cb) => u.UnimplementedCall({}, new grpc.Metadata(), deadline(),
       cb));
@@ -280,8 +287,9 @@ async function main() {
     process.exit(2);
   };
   if (flags.server_port === undefined) die('--server_port is required');
-  const names = (flags.test_case || 'all') === 'all' ? Object.keys(cases)
-    : flags.test_case.split(',').filter((n) => n);
+  const all = Object.keys(cases).filter((n) => n !== 'health_check');
+  const names = (flags.test_case || 'all').split(',').filter((n) => n)
+    .flatMap((n) => (n === 'all' ? all : [n]));
   const unknown = names.filter((n) => !(n in cases));
   if (unknown.length || !names.length) {
     die(`unknown test case(s): ${unknown}; known: all, ${Object.keys(cases)}`);
@@ -300,11 +308,12 @@ async function main() {
   }
   const client = new pb.testing.TestService(target, creds, options);
   const unimplemented = new pb.testing.UnimplementedService(target, creds, options);
+  const health = new pb.health.v1.Health(target, creds, options);
 
   let failed = 0;
   for (const name of names) {
     try {
-      await cases[name](client, unimplemented);
+      await cases[name](client, unimplemented, health);
       process.stdout.write(`PASS ${name}\n`);
     } catch (err) {
       failed++;
@@ -316,6 +325,7 @@ async function main() {
   }
   client.close();
   unimplemented.close();
+  health.close();
   // Exit at once: after a call cancelled mid-stream (cancel_after_begin on a connected
   // channel) grpc-js 1.14 keeps a timer alive until that call's deadline would have passed.
   process.stdout.write('', () => process.exit(failed ? 1 : 0));

@@ -7,7 +7,8 @@
 #   interop_client.py --server_host H --server_port P --test_case all|NAME[,NAME...]
 #                     [--use_tls [--use_test_ca --ca FILE] [--server_host_override NAME]]
 #
-# Prints "PASS <case>" or "FAIL <case>: <reason>" per case; exits 0 only when all passed.
+# "all" is the 14 cases; health_check (grpc.health.v1.Health/Check of "" is SERVING) runs when
+# named. Prints "PASS <case>" or "FAIL <case>: <reason>" per case; exits 0 only when all passed.
 import argparse
 import queue
 import sys
@@ -247,11 +248,21 @@ def unimplemented_service(s):
     unimplemented(s, "/grpc.testing.UnimplementedService/UnimplementedCall")
 
 
+def health_check(s):
+    """Not one of gRPC's interop cases: grpc.health.v1.Health/Check of "" answers SERVING."""
+    check_call = s.channel.unary_unary("/grpc.health.v1.Health/Check",
+                                       request_serializer=h.HealthCheckRequest.SerializeToString,
+                                       response_deserializer=h.HealthCheckResponse.FromString)
+    resp = check_call(h.HealthCheckRequest(service=""), timeout=TIMEOUT)
+    check(resp.status == h.HealthCheckResponse.SERVING, "status %s" % resp.status)
+
+
 CASES = [empty_unary, large_unary, client_streaming, server_streaming, ping_pong, empty_stream,
          cancel_after_begin, cancel_after_first_response, timeout_on_sleeping_server,
          status_code_and_message, special_status_message, custom_metadata,
          unimplemented_method, unimplemented_service]
-BY_NAME = {c.__name__: c for c in CASES}
+EXTRA = [health_check]  # run only when named
+BY_NAME = {c.__name__: c for c in CASES + EXTRA}
 
 
 def main():
@@ -265,8 +276,9 @@ def main():
     add_bool(ap, "--use_test_ca", "trust --ca instead of the system's roots")
     ap.add_argument("--ca", help="PEM CA certificate (with --use_test_ca)")
     args = ap.parse_args()
-    names = [c.__name__ for c in CASES] if args.test_case == "all" else \
-        [n for n in args.test_case.split(",") if n]
+    names = []
+    for n in args.test_case.split(","):
+        names += [c.__name__ for c in CASES] if n == "all" else [n] if n else []
     unknown = [n for n in names if n not in BY_NAME]
     if unknown or not names:
         ap.error("unknown test case(s): %s; known: all, %s"
