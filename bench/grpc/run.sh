@@ -18,7 +18,8 @@ set -uo pipefail
 dir=$1/bench/grpc
 if [[ ! -x $dir/cpp_server || ! -x $dir/cpp_load ]]; then
     echo "bench/grpc: skipped: cpp_server and cpp_load are not built in $1 (they need g++," \
-        "libgrpc++-dev, libprotobuf-dev, protobuf-compiler-grpc, grpc-proto; tests/grpc/cpp/build.cmake)"
+        "libgrpc++-dev, libprotobuf-dev, protobuf-compiler-grpc, grpc-proto:" \
+        "tests/grpc/cpp/build.cmake)"
     exit 0
 fi
 

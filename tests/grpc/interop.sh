@@ -14,11 +14,12 @@
 #   interop.sh pair SERVER CLIENT [--cases LIST] [--plaintext-only | --tls-only]
 #       The test: starts SERVER with --port 0, waits for its PORT line, runs CLIENT with every
 #       case (or LIST: names and "all", comma-separated; the peers also know health_check,
-#       grpc.health.v1.Health/Check, which is not one of gRPC's cases), then SIGTERMs the server, which must exit 0; in plaintext, then over TLS
-#       with a self-signed certificate for foo.test.google.fr made with openssl (--use_tls
-#       --cert --key for the server; --use_tls --use_test_ca --ca --server_host_override
-#       foo.test.google.fr for the client). Every case must print PASS. Each process is under a
-#       timeout; temporary files and processes are gone at the end, whatever happened.
+#       grpc.health.v1.Health/Check, which is not one of gRPC's cases), then SIGTERMs the
+#       server, which must exit 0; in plaintext, then over TLS with a self-signed certificate
+#       for foo.test.google.fr made with openssl (--use_tls --cert --key for the server;
+#       --use_tls --use_test_ca --ca --server_host_override foo.test.google.fr for the
+#       client). Every case must print PASS. Each process is under a timeout; temporary files
+#       and processes are gone at the end, whatever happened.
 #
 # KIND is one of
 #   python      tests/grpc/python/interop_{server,client}.py on Debian's python3-grpcio
@@ -71,8 +72,9 @@ skip() {
 # them. A lock serializes the tests that install at once (as tests/examples/ws_lib.sh does).
 node_modules() {
     local src=$here/node dir=$work/node
-    command -v node >/dev/null && command -v npm >/dev/null ||
+    if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
         skip "node and npm are not installed (scripts/deps.sh installs them)"
+    fi
     mkdir -p "$dir" || exit 1
     (
         flock 9
@@ -84,7 +86,10 @@ node_modules() {
                 (cd "$dir" && timeout 120 npm ci --prefer-offline --no-audit --no-fund \
                     --loglevel=error >&2) || exit 1
         fi
-    ) 9>"$dir.lock" || { echo "FAIL: npm ci in $dir did not install tests/grpc/node's packages"; exit 1; }
+    ) 9>"$dir.lock" || {
+        echo "FAIL: npm ci in $dir did not install tests/grpc/node's packages"
+        exit 1
+    }
     export NODE_PATH=$dir/node_modules
 }
 
@@ -104,8 +109,9 @@ cpp_bin() {
 }
 
 python_ok() {
-    [[ -x $python ]] && "$python" -c 'import grpc, google.protobuf' 2>/dev/null ||
+    if ! "$python" -c 'import grpc, google.protobuf' 2>/dev/null; then
         skip "Debian's python3-grpcio and python3-protobuf are not installed"
+    fi
     command -v protoc >/dev/null || skip "protoc is not installed (protobuf-compiler)"
     [[ -f ${GRPC_PROTO_DIR:-/usr/share/grpc-proto}/grpc/testing/test.proto ]] ||
         skip "grpc-proto's files are not installed (grpc-proto)"
@@ -181,7 +187,8 @@ pair_run() {
     local -a sargs=(--port 0) cargs=(--server_host 127.0.0.1 --test_case "$cases")
     if [[ $mode == tls ]]; then
         sargs+=(--use_tls --cert "$tmp/cert.pem" --key "$tmp/key.pem")
-        cargs+=(--use_tls --use_test_ca --ca "$tmp/cert.pem" --server_host_override "$HOST_OVERRIDE")
+        cargs+=(--use_tls --use_test_ca --ca "$tmp/cert.pem"
+            --server_host_override "$HOST_OVERRIDE")
     fi
     # The server under a timeout of its own too: nothing outlives the test.
     timeout -k 5 $((client_timeout + 60)) bash "${BASH_SOURCE[0]}" server "$server" "${sargs[@]}" \
@@ -226,7 +233,8 @@ pair_run() {
         sed 's/^/  server stderr: /' "$tmp/server.err" | tail -20
     fi
     stop_server || status=1
-    [[ $status -eq 0 ]] && echo "ok ($mode): client $client against server $server: $got cases passed"
+    [[ $status -eq 0 ]] &&
+        echo "ok ($mode): client $client against server $server: $got cases passed"
     return $status
 }
 
@@ -262,12 +270,12 @@ pair() {
 }
 
 [[ $# -ge 1 ]] || usage
-cmd=$1
+verb=$1
 shift
-case $cmd in
+case $verb in
     server | client)
         [[ $# -ge 1 ]] || usage
-        run "$cmd" "$@"
+        run "$verb" "$@"
         ;;
     pair)
         pair "$@"

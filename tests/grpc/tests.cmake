@@ -1,8 +1,8 @@
 # gRPC interop peers (#31): real gRPC implementations as servers and clients for eddy's gRPC
 # (tests/grpc/interop.sh says how they run and how eddy's programs plug in as cmd: kinds).
 # Here the peers are checked against each other: grpc.peers[CLIENT->SERVER] runs CLIENT's 14
-# interop cases (and health_check) against SERVER, in plaintext and over TLS. Python (grpcio) and Node
-# (@grpc/grpc-js) always; C++ (gRPC C++, tests/grpc/cpp) where tests/grpc/cpp/build.cmake
+# interop cases (and health_check) against SERVER, in plaintext and over TLS. Python (grpcio)
+# and Node (@grpc/grpc-js) always; C++ (gRPC C++, tests/grpc/cpp) where tests/grpc/cpp/build.cmake
 # found it. Each pair is a few seconds. The peers test no eddy code, so the sanitizer trees
 # do not run them again; interop.sh skips (77) a peer whose runtime is missing.
 if(EDDY_GRPC_CPP)
@@ -28,11 +28,12 @@ if(NOT EDDY_SANITIZE)
         set(name "grpc.peers[${pair}]")
         add_test(NAME ${name} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/grpc/interop.sh
             pair ${server} ${client} --cases all,health_check)
+        set(dir ${CMAKE_CURRENT_BINARY_DIR}/grpc)
         set_tests_properties(${name} PROPERTIES LABELS grpc TIMEOUT 150 SKIP_RETURN_CODE 77
-            ENVIRONMENT "GRPC_WORK=${CMAKE_CURRENT_BINARY_DIR}/grpc;GRPC_CPP_BIN=${CMAKE_CURRENT_BINARY_DIR}/grpc")
+            ENVIRONMENT "GRPC_WORK=${dir};GRPC_CPP_BIN=${dir}")
         if(server STREQUAL "cpp" OR client STREQUAL "cpp")
-            set_tests_properties(${name} PROPERTIES
-                REQUIRED_FILES "$<TARGET_FILE:grpc_interop_server>;$<TARGET_FILE:grpc_interop_client>")
+            set_tests_properties(${name} PROPERTIES REQUIRED_FILES
+                "$<TARGET_FILE:grpc_interop_server>;$<TARGET_FILE:grpc_interop_client>")
         endif()
     endforeach()
 endif()

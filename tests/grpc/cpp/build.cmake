@@ -5,7 +5,8 @@
 # grpc_cpp_plugin into eddy_grpc_testproto, which tests/grpc (the interop peers) and bench/grpc
 # (the baselines) link. Only in a tree built with the tests and without sanitizers (the
 # sanitizer trees skip the C++ peers); EDDY_GRPC_CPP says whether it is there.
-option(EDDY_GRPC_PEERS "Build the C++ gRPC interop peers and benchmark baselines when gRPC C++ is found" ON)
+option(EDDY_GRPC_PEERS
+    "Build the C++ gRPC interop peers and benchmark baselines when gRPC C++ is found" ON)
 set(EDDY_GRPC_CPP OFF)
 if(EDDY_GRPC_PEERS AND EDDY_BUILD_TESTS AND NOT EDDY_SANITIZE)
     include(CheckLanguage)

@@ -65,7 +65,8 @@ template <class Writer>
 bool Respond(Writer* writer, const StreamingOutputCallRequest& req) {
   StreamingOutputCallResponse resp;
   for (const ResponseParameters& p : req.response_parameters()) {
-    if (p.interval_us() > 0) std::this_thread::sleep_for(std::chrono::microseconds(p.interval_us()));
+    if (p.interval_us() > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(p.interval_us()));
     Fill(resp.mutable_payload(), p.size());
     if (!writer->Write(resp)) return false;
   }
