@@ -425,6 +425,7 @@ int main(int argc, char **argv)
     if (prc != 0) {
         return prc < 0 ? 0 : prc;
     }
+    eddy_stop_signals_block(); /* before any thread (the loops', the carrier's): they inherit it */
     server_t s = {.grpc = eddy_grpc_server_new(NULL)};
     if (a.use_tls && (s.tls = tls_context(a.cert, a.key)) == NULL) {
         return 1;
@@ -446,7 +447,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "eddy-grpc-server: out of memory\n");
         return 1;
     }
-    eddy_stop_signals_block();
     eddy_loop_options_t opts = {.name = "grpc"};
     eddy_loop_group_t *loops = eddy_loop_group_new(a.threads, &opts);
     eddy_server_bootstrap_t *b = eddy_server_bootstrap_new();

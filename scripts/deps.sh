@@ -14,6 +14,7 @@ PACKAGES=(
     clang               # buildtypes.gcc_clang builds every build type with clang too
     cmake               # 3.20 or later
     curl                # the HTTP server's tests drive it with curl
+    g++                 # the gRPC C++ interop peers and bench/grpc's baseline (tests/grpc/cpp)
     gcc                 # with its ASan, UBSan and TSan runtimes (libgcc-12-dev)
     grpc-proto          # gRPC's interop protos (grpc/testing/*.proto): eddy-grpc-server
     knot-dnsutils       # kdig: the DNS server's tests ask it too, in JSON
@@ -21,9 +22,11 @@ PACKAGES=(
     libc-ares-dev       # name resolution on the loop (bootstrap/resolver.c)
     libck-dev           # bench/ring's ck_ring baseline (the benchmarks build in make test)
     libcmocka-dev       # the tests
+    libgrpc++-dev       # gRPC C++ 1.51: an interop peer (tests/grpc/cpp), bench/grpc's baseline
     libjemalloc-dev     # bench/buffer's jemalloc baseline
     libnghttp2-dev      # HTTP/2 (codec/http2/), on nghttp2 1.52 or later
     libprotobuf-c-dev   # protobuf-c: eddy-grpc-server's messages (examples/grpc_server.c)
+    libprotobuf-dev     # gRPC C++'s messages (libgrpc++-dev does not pull it in)
     libssl-dev          # OpenSSL 3: TLS, and SHA-1 for the WebSocket handshake
     liburing-dev        # the io_uring poller (built when found)
     libuv1-dev          # the libuv baselines of bench/reactor and bench/echo (built in make test)
@@ -35,6 +38,7 @@ PACKAGES=(
     pkg-config          # how CMake finds liburing, c-ares and libuv
     protobuf-c-compiler # protoc-c: compiles those messages at build time
     protobuf-compiler   # protoc: the Python interop peers' messages (tests/grpc/)
+    protobuf-compiler-grpc # grpc_cpp_plugin: the C++ peers' service code
     python3             # tests/examples/hostile.py, the hostile clients
     python3-brotli      # the content coding tests decode br in Python too
     python3-grpcio      # gRPC's own C-core in Python: an interop peer (tests/grpc/)

@@ -273,6 +273,9 @@ int eddy_grpc_call_send(eddy_grpc_call_t *call, eddy_buf_t *msg, eddy_promise_t 
         return err;
     }
     call->sent++;
+    if (call->sent_flag != NULL) {
+        *call->sent_flag = true; /* data went: the peer's next PING is no strike */
+    }
     return eddy__grpc_call_queue(call, msg, false, p);
 }
 

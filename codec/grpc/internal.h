@@ -150,6 +150,7 @@ struct eddy_grpc_call_s {
     eddy_h2_stream_t *stream;     /* a reference while live; NULL once ended */
     eddy_ctx_t *ctx;              /* the handler's (server or client); NULL once ended */
     struct eddy_grpc_call_s *prev, *next; /* the handler's live calls */
+    bool *sent_flag;              /* set when a message goes (the server's ping policy) */
     char *path;                   /* NUL-terminated (owned) */
     void *arg, *user_data;
     void (*free_user_data)(void *data);

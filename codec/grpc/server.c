@@ -603,6 +603,7 @@ static eddy_grpc_call_t *call_new(conn_t *conn, eddy_h2_stream_t *s, const metho
     eddy__grpc_call_init(call, &server_side, conn->ctx, s);
     sc->m = m;
     sc->conn = conn;
+    call->sent_flag = &conn->sent_since_ping;
     call->path = path;
     call->arg = m->arg;
     call->carrier = m->carrier;
