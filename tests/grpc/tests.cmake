@@ -37,11 +37,11 @@ if(NOT EDDY_SANITIZE)
         endif()
     endforeach()
 endif()
-# bench/grpc's baseline, briefly: cpp_server under cpp_load for a second of unary calls, every
-# status checked (bench/grpc/run.sh; the side-by-side with eddy's server comes later).
-if(TARGET bench_grpc_cpp_server AND TARGET bench_grpc_cpp_load)
-    add_test(NAME bench.grpc_smoke COMMAND bash ${PROJECT_SOURCE_DIR}/bench/grpc/run.sh
-        ${CMAKE_BINARY_DIR})
+# bench/grpc, briefly (SMOKE=1): two rounds of a second of unary 16 x 100, eddy-grpc-server
+# and the C++ server under each load client, every status checked.
+if(TARGET bench_grpc_cpp_server AND TARGET bench_grpc_cpp_load AND TARGET eddy-grpc-server)
+    add_test(NAME bench.grpc_smoke COMMAND ${CMAKE_COMMAND} -E env SMOKE=1
+        bash ${PROJECT_SOURCE_DIR}/bench/grpc/run.sh ${CMAKE_BINARY_DIR} --no-pin)
     set_tests_properties(bench.grpc_smoke PROPERTIES TIMEOUT 120 LABELS "bench;grpc"
         REQUIRED_FILES "$<TARGET_FILE:bench_grpc_cpp_server>;$<TARGET_FILE:bench_grpc_cpp_load>")
 endif()
