@@ -72,6 +72,25 @@ void eddy__h2_fail(eddy_pipeline_t *p, uint32_t code, const char *why)
     }
 }
 
+int eddy__h2_ping(eddy_pipeline_t *p)
+{
+    eddy__h2_conn_t *c = eddy__h2_conn_of(p);
+    if (c == NULL || c->session == NULL || c->fatal || c->closing || c->closed) {
+        return EDDY_ECLOSED;
+    }
+    if (nghttp2_submit_ping(c->session, NGHTTP2_FLAG_NONE, NULL) != 0) {
+        return EDDY_ENOMEM;
+    }
+    eddy__h2_conn_send(c);
+    return 0;
+}
+
+int64_t eddy__h2_last_read(eddy_pipeline_t *p)
+{
+    eddy__h2_conn_t *c = eddy__h2_conn_of(p);
+    return c != NULL ? c->last_read : 0;
+}
+
 /* ---------------------------------------------------------------------------------------
  * Sending
  */
@@ -336,6 +355,7 @@ static void conn_start(eddy__h2_conn_t *c)
         return;
     }
     c->last_activity = eddy__h2_now(c);
+    c->last_read = c->last_activity;
     c->reset_tokens = c->o.reset_burst;
     c->reset_tokens_at = c->last_activity;
     if (eddy__h2_session_new(c) != 0) {
@@ -528,6 +548,7 @@ static void h2_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
     c->in_read_batch = true;
     c->trimmed = false;
     c->last_activity = eddy__h2_now(c);
+    c->last_read = c->last_activity;
     conn_recv(c, b);
     eddy_buf_release(b);
     events_fire(c);

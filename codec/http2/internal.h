@@ -131,6 +131,7 @@ struct eddy__h2_conn_s {
     int64_t reset_tokens_at;  /* loop ns the bucket was last refilled */
     int64_t settings_sent_at; /* loop ns; 0: acknowledged */
     int64_t last_activity;    /* loop ns of the last read, or of the last open stream's end */
+    int64_t last_read;        /* loop ns of the last read (eddy__h2_last_read) */
     int64_t shutdown_at;      /* loop ns the graceful shutdown began */
     uint64_t timer;           /* the housekeeping timer (eddy_ctx_schedule_at_fixed_rate) */
 

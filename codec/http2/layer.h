@@ -29,4 +29,11 @@ void eddy__h2_on_ping(eddy_pipeline_t *p, void (*cb)(void *arg), void *arg);
 /* A connection error: GOAWAY with code (not NO_ERROR) and the debug text why, then close. */
 void eddy__h2_fail(eddy_pipeline_t *p, uint32_t code, const char *why);
 
+/* Send a PING of ours (a keepalive: nghttp2 reads the peer's ACK). 0, or EDDY_ECLOSED (no
+ * connection handler in p, or it is closing), EDDY_ENOMEM. */
+int eddy__h2_ping(eddy_pipeline_t *p);
+/* The loop's ns when p's connection last read bytes (its start before the first; 0 without a
+ * connection handler). */
+int64_t eddy__h2_last_read(eddy_pipeline_t *p);
+
 #endif /* EDDY_CODEC_HTTP2_LAYER_H */
