@@ -106,7 +106,7 @@ static void timer_fire(eddy_ctx_t *ctx, void *arg)
 uint64_t eddy_grpc_call_schedule(eddy_grpc_call_t *call, int64_t delay_ms,
                                  void (*cb)(eddy_grpc_call_t *call, void *arg), void *arg)
 {
-    if (call->ended || cb == NULL) {
+    if (call->ended || cb == NULL || call->ctx == NULL) { /* no ctx: a client call waiting */
         return 0;
     }
     eddy__grpc_timer_t *t = eddy__small_alloc(sizeof(*t));
@@ -166,11 +166,11 @@ void eddy__grpc_call_end(eddy_grpc_call_t *call, eddy_grpc_status_t status, cons
     }
     call->ended = true;
     timers_cancel(call);
-    eddy_h2_stream_t *s = call->stream;
-    if (h2_code != UINT32_MAX && !eddy_h2_stream_is_closed(s)) {
+    eddy_h2_stream_t *s = call->stream; /* NULL: a client call that waited for a connection */
+    if (s != NULL && h2_code != UINT32_MAX && !eddy_h2_stream_is_closed(s)) {
         eddy_h2_stream_reset(s, h2_code);
     }
-    if (eddy_h2_stream_user_data(s) == call) {
+    if (s != NULL && eddy_h2_stream_user_data(s) == call) {
         eddy_h2_stream_set_user_data(s, NULL); /* what the stream still brings is dropped */
     }
     call->side->ended(call, status, message != NULL ? message : "");
@@ -210,6 +210,10 @@ static eddy_buf_t *framed_copy(eddy_buf_t *msg, bool compressed)
 int eddy__grpc_call_queue(eddy_grpc_call_t *call, eddy_buf_t *msg, bool end_stream,
                           eddy_promise_t *p)
 {
+    if (call->stream == NULL) { /* a client call before its stream opened */
+        assert(call->side->hold != NULL);
+        return call->side->hold(call, msg, end_stream, p);
+    }
     bool compressed = false;
     if (call->compress_out && eddy_buf_readable(msg) > 0) {
         eddy_buf_t *z = eddy__grpc_gzip(msg);
@@ -284,7 +288,8 @@ bool eddy_grpc_call_is_writable(eddy_grpc_call_t *call)
     if (eddy__grpc_off_loop(call)) {
         return atomic_load_explicit(&call->writable_hint, memory_order_acquire);
     }
-    bool w = !call->ended && !call->local_done && eddy_h2_stream_is_writable(call->stream);
+    bool w = !call->ended && !call->local_done && call->stream != NULL &&
+             eddy_h2_stream_is_writable(call->stream);
     call->asked_writable = call->asked_writable || (!w && !call->ended);
     atomic_store_explicit(&call->writable_hint, w, memory_order_release);
     return w;
@@ -397,7 +402,7 @@ int64_t eddy_grpc_call_time_left_ms(const eddy_grpc_call_t *call)
     if (call->ended) {
         return 0;
     }
-    int64_t left = call->deadline - eddy_loop_now_ns(eddy_ctx_loop(call->ctx));
+    int64_t left = call->deadline - eddy_loop_now_ns(call->loop); /* ctx: NULL while waiting */
     return left > 0 ? left / 1000000 : 0;
 }
 

@@ -139,6 +139,9 @@ typedef struct eddy__grpc_call_ops_s {
     void (*free)(eddy_grpc_call_t *call);
     /* The call can take messages again: tell the application. */
     void (*writable)(eddy_grpc_call_t *call);
+    /* Client: keep msg (taken over) and p until the call's stream opens (call->stream and
+     * call->ctx are NULL until then). 0, or an error (p failed with it). */
+    int (*hold)(eddy_grpc_call_t *call, eddy_buf_t *msg, bool end_stream, eddy_promise_t *p);
 } eddy__grpc_call_ops_t;
 
 struct eddy_grpc_call_s {
@@ -147,8 +150,9 @@ struct eddy_grpc_call_s {
     eddy_carrier_t *carrier;      /* the method's callbacks run there (offload.c); NULL: here */
     _Atomic bool writable_hint;   /* what is_writable last said, for carrier threads */
     const eddy__grpc_call_ops_t *side;
-    eddy_h2_stream_t *stream;     /* a reference while live; NULL once ended */
-    eddy_ctx_t *ctx;              /* the handler's (server or client); NULL once ended */
+    eddy_h2_stream_t *stream;     /* a reference while live; NULL once ended, and while a
+                                     client call waits for its connection */
+    eddy_ctx_t *ctx;              /* the handler's (server or client); NULL as stream */
     struct eddy_grpc_call_s *prev, *next; /* the handler's live calls */
     bool *sent_flag;              /* set when a message goes (the server's ping policy) */
     char *path;                   /* NUL-terminated (owned) */
