@@ -86,7 +86,12 @@ static void options_default(eddy_grpc_channel_options_t *o)
         o->keepalive_timeout_ms > 0 ? o->keepalive_timeout_ms : DEFAULT_KEEPALIVE_TIMEOUT_MS;
     eddy_h2_options_t *h = &o->h2;
     h->initial_window_size = h->initial_window_size != 0 ? h->initial_window_size : 1u << 20;
-    h->max_stream_pending = h->max_stream_pending != 0 ? h->max_stream_pending : 1u << 20;
+    /* A stream's queue takes two of the largest requests: one always fits once the call is
+     * writable (below half of it), the prefix counted. */
+    size_t two = 2 * (o->max_send_message + 5);
+    h->max_stream_pending = h->max_stream_pending != 0 ? h->max_stream_pending
+                            : two > (1u << 20)         ? two
+                                                       : 1u << 20;
     h->max_queued_streams = h->max_queued_streams != 0 ? h->max_queued_streams : UINT32_MAX;
     h->max_resets_sent = h->max_resets_sent != 0 ? h->max_resets_sent : UINT32_MAX;
     h->idle_timeout_ms = h->idle_timeout_ms != 0 ? h->idle_timeout_ms : DEFAULT_IDLE_TIMEOUT_MS;
