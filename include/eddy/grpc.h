@@ -230,7 +230,8 @@ EDDY_EXTERN void eddy_grpc_call_release(eddy_grpc_call_t *call);
 EDDY_EXTERN int eddy_grpc_call_send(eddy_grpc_call_t *call, eddy_buf_t *msg, eddy_promise_t *p);
 
 /** Whether a send would be taken without filling the stream's queue; when it says false, the
- * call's on_writable runs once it can take more. */
+ * call's on_writable runs once it can take more. A client call still waiting for its
+ * connection has no stream: false, and on_writable runs once its stream opened. */
 EDDY_EXTERN bool eddy_grpc_call_is_writable(eddy_grpc_call_t *call);
 
 /** Cancel call: the stream is reset (CANCEL), the peer sees CANCELLED; the server's method
@@ -260,13 +261,15 @@ EDDY_EXTERN void *eddy_grpc_call_user_data(const eddy_grpc_call_t *call);
  * path. A pointer set before is freed with its own free_data first. */
 EDDY_EXTERN void eddy_grpc_call_set_user_data(eddy_grpc_call_t *call, void *data,
                                               void (*free_data)(void *data));
-/** The channel (connection) the call travels on; NULL once it ended. Borrowed. */
+/** The channel (connection) the call travels on; NULL once it ended, and while a client call
+ * waits for its connection. Borrowed. */
 EDDY_EXTERN eddy_channel_t *eddy_grpc_call_channel(const eddy_grpc_call_t *call);
 
 /**
  * A timer scoped to the call: cb(call, arg) runs delay_ms from now on the call's loop unless
  * the call ended first (it never runs after: a handler's late work costs nothing). The
- * timer id for eddy_grpc_call_cancel_timer(), or 0 when refused (call ended, no memory).
+ * timer id for eddy_grpc_call_cancel_timer(), or 0 when refused (call ended, no memory, a
+ * client call still waiting for its connection: eddy_grpc_call_channel() says NULL).
  */
 EDDY_EXTERN uint64_t eddy_grpc_call_schedule(eddy_grpc_call_t *call, int64_t delay_ms,
                                              void (*cb)(eddy_grpc_call_t *call, void *arg),
@@ -328,14 +331,26 @@ typedef struct eddy_grpc_channel_options_s {
                                       (1) */
     size_t max_recv_message;       /* EDDY_GRPC_MAX_MESSAGE: a response past it ends the call
                                       RESOURCE_EXHAUSTED */
-    size_t max_send_message;       /* EDDY_GRPC_MAX_MESSAGE */
-    int64_t connect_timeout_ms;    /* each connect (10 s) */
-    int64_t keepalive_ms;          /* a PING after this long without reading, GOAWAY when
-                                      unanswered within keepalive_timeout_ms (0: off) */
+    size_t max_send_message;       /* EDDY_GRPC_MAX_MESSAGE: a send past it fails with
+                                      EDDY_EMSGSIZE (the call goes on; eddy_grpc_unary()'s
+                                      ends RESOURCE_EXHAUSTED) */
+    int64_t connect_timeout_ms;    /* each connect, and the host's lookup (10 s) */
+    int64_t keepalive_ms;          /* a PING after this long without reading while calls are
+                                      open on the connection (grpc doc/keepalive.md; none on
+                                      an idle one); unanswered within keepalive_timeout_ms,
+                                      the connection's calls end UNAVAILABLE and it closes
+                                      (also the sockets' TCP_USER_TIMEOUT). The server's GOAWAY
+                                      ENHANCE_YOUR_CALM ("too_many_pings") doubles it for the
+                                      channel (0: off) */
     int64_t keepalive_timeout_ms;  /* (20 s) */
     bool compress;                 /* gzip the requests (grpc-encoding: gzip) */
-    eddy_h2_options_t h2;          /* the connections' HTTP/2 settings (zeros: the server's
-                                      defaults above) */
+    eddy_h2_options_t h2;          /* the connections' HTTP/2 settings; zeros: http2.h's
+                                      defaults but for the initial stream window (1 MiB), a
+                                      stream's queue (max_stream_pending: two of the largest
+                                      requests, at least 1 MiB), streams waiting past the
+                                      server's limit and RST_STREAMs sent (no limit: a client's
+                                      queue and cancels are its own) and the idle timeout
+                                      (30 minutes, gRPC's channel idleness) */
 } eddy_grpc_channel_options_t;
 
 /**
@@ -348,9 +363,11 @@ typedef struct eddy_grpc_channel_options_s {
 EDDY_EXTERN eddy_grpc_channel_t *eddy_grpc_channel_new(eddy_loop_t *loop, const char *target,
                                                       const eddy_grpc_channel_options_t *o);
 
-/** Close the channel: calls in flight end UNAVAILABLE ("channel closed"), and the channel is
- * freed once its connections closed, which the returned future (the caller releases it)
- * says. Once. Any thread. */
+/** Close the channel: calls in flight and those waiting for a connection end UNAVAILABLE
+ * ("channel closed"), and the channel is freed once its connections closed, which the returned
+ * future (the caller releases it) says. Once: a second call's future fails with
+ * EDDY_EALREADY; one whose loop is shutting down fails with EDDY_ESHUTDOWN (logged; the
+ * channel stays). Any thread. */
 EDDY_EXTERN eddy_future_t *eddy_grpc_channel_close(eddy_grpc_channel_t *c);
 
 /* What a client call's callbacks are told. Each optional (NULL). The call is valid during each. */
@@ -380,20 +397,24 @@ typedef struct eddy_grpc_call_options_s {
 } eddy_grpc_call_options_t;
 
 /**
- * Start a call of path ("/pkg.Service/Method") on c: the request headers go at once (on a
- * connection made for it when none is ready; until then sends queue). Send requests with
+ * Start a call of path ("/pkg.Service/Method") on c: the request headers go at once on the
+ * next ready connection (round robin), or, with none ready, once the connection it waits for
+ * is (one being made, or made for it); until then sends queue (at most half a stream's
+ * queue: EDDY_ENOBUFS past it) and the deadline runs. Send requests with
  * eddy_grpc_call_send(), end them with eddy_grpc_call_half_close(); what comes back arrives
  * through ops (static, or outliving the call) with arg (eddy_grpc_call_arg()). Returns the
  * call with one reference, the caller's (release it, after on_close or not), or NULL with
- * *err (may be NULL): EDDY_EINVAL (a bad path or metadata), EDDY_ECLOSED (c closing),
- * EDDY_ENOMEM. Errors after the start come as on_close's status. The loop's thread.
+ * *err (may be NULL): EDDY_EINVAL (a bad path or metadata, a negative deadline), EDDY_ECLOSED
+ * (c closing), EDDY_ENOMEM. Errors after the start come as on_close's status (a connection
+ * that fails at once: before the start returns). The loop's thread.
  */
 EDDY_EXTERN eddy_grpc_call_t *eddy_grpc_call_start(eddy_grpc_channel_t *c, const char *path,
                                                   const eddy_grpc_call_options_t *o,
                                                   const eddy_grpc_client_ops_t *ops, void *arg,
                                                   int *err);
 
-/** The client's end of requests (END_STREAM). 0, or EDDY_ECLOSED (ended, or already). */
+/** The client's end of requests (END_STREAM, after the requests queued before the stream
+ * opened). 0, or EDDY_ECLOSED (ended, or already), EDDY_EINVAL (a server's call). */
 EDDY_EXTERN int eddy_grpc_call_half_close(eddy_grpc_call_t *call);
 
 /** The trailing metadata of a client call (after on_close; none before). */
@@ -413,8 +434,11 @@ typedef struct eddy_grpc_reply_s {
 /**
  * A unary call: request (taken over) to path on c, with o (may be NULL). The future (the
  * caller releases it) completes with an eddy_grpc_reply_t whatever the status (read it with
- * eddy_future_grpc_reply(); it lives with the future), and fails only with EDDY_ENOMEM or,
- * cancelled, with EDDY_ECANCELED (the call is cancelled too). Any thread.
+ * eddy_future_grpc_reply(); it lives with the future), and fails only with EDDY_ENOMEM,
+ * EDDY_EINVAL (what eddy_grpc_call_start() refuses so: checked at once) or, cancelled, with
+ * EDDY_ECANCELED (the call is cancelled too). A closing channel's reply is UNAVAILABLE
+ * ("channel closed"); OK with no response message, or a second one, is INTERNAL. Any
+ * thread.
  */
 EDDY_EXTERN eddy_future_t *eddy_grpc_unary(eddy_grpc_channel_t *c, const char *path,
                                            eddy_buf_t *request, const eddy_grpc_call_options_t *o);
