@@ -93,12 +93,15 @@ def main():
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=8),
         handlers=[grpc.method_handlers_generic_handler("peer.Test", handlers)],
-        options=[("grpc.max_receive_message_length", 8 << 20),
+        # No SO_REUSEPORT (grpcio's default): two peers at once could share a port 0 gave.
+        options=[("grpc.so_reuseport", 0),
+                 ("grpc.max_receive_message_length", 8 << 20),
                  ("grpc.max_send_message_length", 8 << 20)],
     )
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    print(port, flush=True)
+    sys.stdout.write("%d\n" % port)  # one write: the test closes its end after the line
+    sys.stdout.flush()
     sys.stdin.read()  # until the test closes our stdin, or dies
     server.stop(0)
 

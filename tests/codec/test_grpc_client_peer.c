@@ -52,10 +52,18 @@ static int peer_start(void)
     close(out[1]);
     peer_stdin = in[1];
     char line[32] = {0};
-    struct pollfd p = {.fd = out[0], .events = POLLIN};
-    ssize_t n = rc == 0 && poll(&p, 1, 30000) == 1 ? read(out[0], line, sizeof(line) - 1) : -1;
-    close(out[0]);
-    if (n <= 0) {
+    size_t got = 0;
+    while (rc == 0 && got < sizeof(line) - 1 && memchr(line, '\n', got) == NULL) {
+        struct pollfd p = {.fd = out[0], .events = POLLIN};
+        ssize_t n = poll(&p, 1, 30000) == 1 ? read(out[0], line + got, sizeof(line) - 1 - got)
+                                            : -1;
+        if (n <= 0) {
+            break;
+        }
+        got += (size_t)n;
+    }
+    close(out[0]); /* after the whole line: the peer writes nothing more */
+    if (memchr(line, '\n', got) == NULL) {
         fprintf(stderr, "the peer did not start (%s)\n", rc != 0 ? strerror(rc) : "no port");
         return -1;
     }
