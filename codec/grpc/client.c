@@ -94,9 +94,9 @@ static int md_copy(const eddy_http_header_t *md, size_t n, eddy_http_header_t **
 /* Whether md (n fields) may be sent: 0, EDDY_EINVAL, EDDY_ENOMEM. */
 static int md_check(const eddy_http_header_t *md, size_t n)
 {
-    eddy_http_header_t none[1] = {{{"", 0}, {"", 0}}}, *fields; /* no fixed ones */
+    eddy_http_header_t *fields;
     eddy_buf_t *store;
-    int err = eddy__grpc_md_fields(none, 0, md, n, &fields, &store);
+    int err = eddy__grpc_md_fields(NULL, 0, md, n, &fields, &store);
     if (err == 0) {
         free(fields);
         eddy_buf_release(store);

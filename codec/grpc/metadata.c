@@ -165,7 +165,9 @@ int eddy__grpc_md_fields(const eddy_http_header_t *fixed, size_t nfixed,
         eddy__grpc_buf_drop(*store);
         return EDDY_ENOMEM;
     }
-    memcpy(*fields, fixed, nfixed * sizeof(eddy_http_header_t));
+    if (nfixed > 0) { /* fixed may be NULL then: memcpy's source may not */
+        memcpy(*fields, fixed, nfixed * sizeof(eddy_http_header_t));
+    }
     char *to = (char *)eddy_buf_write_ptr(*store);
     for (size_t i = 0; i < n; i++) {
         eddy_http_header_t g = md[i];
