@@ -251,6 +251,18 @@ int eddy__grpc_call_queue(eddy_grpc_call_t *call, eddy_buf_t *msg, bool end_stre
     return err;
 }
 
+/* A message past the largest was refused: the call ends RESOURCE_EXHAUSTED (grpc.h). */
+static void too_big(eddy_grpc_call_t *call)
+{
+    static const char why[] = "Sent message larger than max";
+    eddy__grpc_call_log(call, EDDY_LOG_WARN, why);
+    if (call->side->too_big != NULL) {
+        call->side->too_big(call, why);
+    } else {
+        eddy__grpc_call_end(call, EDDY_GRPC_RESOURCE_EXHAUSTED, why, EDDY_H2_CANCEL);
+    }
+}
+
 int eddy_grpc_call_send(eddy_grpc_call_t *call, eddy_buf_t *msg, eddy_promise_t *p)
 {
     if (eddy__grpc_off_loop(call)) {
@@ -274,6 +286,9 @@ int eddy_grpc_call_send(eddy_grpc_call_t *call, eddy_buf_t *msg, eddy_promise_t 
             eddy_buf_release(msg);
         }
         eddy__promise_done(p, err);
+        if (err == EDDY_EMSGSIZE) {
+            too_big(call);
+        }
         return err;
     }
     call->sent++;

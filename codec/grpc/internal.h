@@ -139,6 +139,9 @@ typedef struct eddy__grpc_call_ops_s {
     void (*free)(eddy_grpc_call_t *call);
     /* The call can take messages again: tell the application. */
     void (*writable)(eddy_grpc_call_t *call);
+    /* The application sent a message past the largest: end the call RESOURCE_EXHAUSTED, as
+     * this side does (the server with that status; NULL: reset CANCEL, the client's way). */
+    void (*too_big)(eddy_grpc_call_t *call, const char *why);
     /* Client: keep msg (taken over) and p until the call's stream opens (call->stream and
      * call->ctx are NULL until then). 0, or an error (p failed with it). */
     int (*hold)(eddy_grpc_call_t *call, eddy_buf_t *msg, bool end_stream, eddy_promise_t *p);

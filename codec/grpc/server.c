@@ -475,11 +475,19 @@ static void call_writable(eddy_grpc_call_t *call)
     }
 }
 
+static void call_fail(eddy_grpc_call_t *call, int status, const char *why);
+
+static void call_too_big(eddy_grpc_call_t *call, const char *why)
+{
+    call_fail(call, EDDY_GRPC_RESOURCE_EXHAUSTED, why);
+}
+
 static const eddy__grpc_call_ops_t server_side = {
     .head = call_head,
     .ended = call_ended,
     .free = call_free,
     .writable = call_writable,
+    .too_big = call_too_big,
 };
 
 /* ---------------------------------------------------------------------------------------

@@ -223,7 +223,8 @@ EDDY_EXTERN void eddy_grpc_call_release(eddy_grpc_call_t *call);
  * first message (eddy_grpc_call_send_headers() sends them earlier). p (may be NULL) completes
  * once the bytes were written to the channel, or fails with the call's end. 0, or
  * EDDY_ECLOSED (the call ended, or this side already finished or half-closed), EDDY_EMSGSIZE
- * (past the largest message sent), EDDY_ENOBUFS (the stream's queue is full: wait for
+ * (past the largest message sent: the call then ends RESOURCE_EXHAUSTED, the server's with
+ * that status, the client's reset and closed with it), EDDY_ENOBUFS (the stream's queue is full: wait for
  * on_writable), EDDY_EINVAL (a unary or client streaming method's second response),
  * EDDY_ENOMEM. A failure returned here is not also reported through p (p is failed with it).
  */
