@@ -130,6 +130,38 @@ static void close_due(eddy_ctx_t *ctx, void *arg)
     conn_close(c);
 }
 
+static void flush_due(eddy_ctx_t *ctx, void *arg)
+{
+    eddy__h2_conn_t *c = arg;
+    c->flush_task = false;
+    if (c->wrote && !c->closed) {
+        c->wrote = false;
+        eddy_ctx_flush(ctx);
+    }
+}
+
+/*
+ * Flush what a send outside a read of this connection wrote: at the end of the loop's turn
+ * (a task), so the sends of one turn leave in one write, as a read's answers do (Netty's
+ * FlushConsolidationHandler). A client whose responses on one connection start calls on
+ * another wrote each call alone: a system call per call, and a wake-up of the server's loop
+ * per call. The client side only, for now: a server's sends outside a read are its timers'
+ * and tasks' (the tests of codec/http2 read what a reset wrote at once). A connection that
+ * failed flushes at once, before its close.
+ */
+static void flush_soon(eddy__h2_conn_t *c)
+{
+    if (c->flush_task) {
+        return;
+    }
+    if (!c->server && !c->fatal && eddy_ctx_execute(c->ctx, flush_due, c) == 0) {
+        c->flush_task = true;
+        return;
+    }
+    c->wrote = false;
+    eddy_ctx_flush(c->ctx);
+}
+
 void eddy__h2_conn_send(eddy__h2_conn_t *c)
 {
     /* Inside mem_recv, or while the events of a read reach the handlers: their answers are
@@ -171,8 +203,7 @@ void eddy__h2_conn_send(eddy__h2_conn_t *c)
     eddy__h2_out_write(c);
     c->sending = false;
     if (c->wrote && !c->in_read_batch && !c->closed) {
-        c->wrote = false;
-        eddy_ctx_flush(c->ctx);
+        flush_soon(c);
     }
     /* A write or the flush may have closed the channel (the session is gone then). The
      * close itself waits for a task: conn_send runs under the application's calls (a stream

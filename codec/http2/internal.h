@@ -116,6 +116,7 @@ struct eddy__h2_conn_s {
     bool fatal;               /* a connection error: GOAWAY out, then close */
     bool closing;             /* the close was passed on */
     bool close_task;          /* a task will close it (conn_send found it done) */
+    bool flush_task;          /* a task will flush what sends outside a read wrote */
     bool paused;              /* reading stopped while the channel is unwritable */
     bool closed;              /* the channel went inactive or the handler was removed */
     bool goaway_sent;         /* graceful shutdown began */
