@@ -96,6 +96,7 @@ import base64
 import collections
 import ctypes
 import errno
+import gzip
 import hashlib
 import json
 import os
@@ -2259,6 +2260,7 @@ class H2Req:
         self.sent = 0
         self.sid = None
         self.state = "queued"  # open, done, reset_us, reset_server, refused, unsent
+        self.reset_code = None  # the server's RST_STREAM code (reset_server)
         self.status = None
         self.got = 0
         self.head_len = None  # Content-Length of the answer
@@ -2333,11 +2335,20 @@ class H2Req:
                 return f"{self.name()}: not JSON: {bytes(self.json[:80])!r}"
         return None
 
-    def next_piece(self, room, max_frame):
-        """The next DATA frame's (bytes, padding) within room bytes of window."""
+    def on_trailers(self, headers):
+        """The answer's trailers (eddy-http-server sends none); an error, or None."""
+        return None
+
+    def reset_ok(self, code):
+        """Whether the server may reset the stream with code on a strict connection."""
+        return False
+
+    def next_piece(self, room, max_frame, limit=None):
+        """The next DATA frame's (bytes, padding) within room bytes of window (and the body's
+        first limit bytes)."""
         size = self.cut_rng.choice(self.cut_sizes)
         pad = self.cut_rng.randint(0, 255) if self.cut_rng.random() < self.cut_pad else None
-        left = len(self.body) - self.sent
+        left = (len(self.body) if limit is None else limit) - self.sent
         n = min(size, left, max_frame, room)
         if pad is not None and n + pad + 1 > min(room, max_frame):
             pad = None  # no room for the padding: none
@@ -2827,15 +2838,889 @@ class Http2(Proto):
             raise CanaryWrong(f"GET / and /bytes/{1000 + n} answered {got[1][:40]!r}, "
                               f"{len(got[3])} bytes")
 
+# ---------------------------------------------------------------------------------------------
+# gRPC (eddy-grpc-server): gRPC's interop TestService and the health service over h2c, the
+# messages protobuf's wire format by hand (grpc/testing/messages.proto), played by GrpcClient,
+# an H2Client whose requests are calls (GrpcCall).
+
+GRPC_SVC = "/grpc.testing.TestService/"
+GRPC_HEALTH = "/grpc.health.v1.Health/"
+GRPC_MAX = 4 << 20  # EDDY_GRPC_MAX_MESSAGE, each way: a message of exactly this is allowed
+# The largest response_size (and payload) whose message is at most GRPC_MAX: the payload's
+# 1 + 4 bytes of tag and length in a message's 1 + 4 (SimpleResponse, StreamingOutputCall-
+# Response; a SimpleRequest with only its payload is the same).
+GRPC_MAX_PAYLOAD = GRPC_MAX - 10
+GRPC_OK, GRPC_CANCELLED, GRPC_UNKNOWN, GRPC_NOT_FOUND = 0, 1, 2, 5
+GRPC_RESOURCE_EXHAUSTED, GRPC_UNIMPLEMENTED, GRPC_INTERNAL = 8, 12, 13
+GRPC_PING_STRIKES = 2  # the server's max_ping_strikes: GOAWAY at the strike past it
+H2_CANCEL, H2_ENHANCE_YOUR_CALM = 8, 11
+# Methods that answer the interop cases' "Echo Metadata" (x-grpc-test-echo-initial in the
+# response headers, x-grpc-test-echo-trailing-bin in the trailers): examples/grpc_server.c.
+GRPC_ECHOES = ("EmptyCall", "UnaryCall", "StreamingOutputCall", "FullDuplexCall")
+GRPC_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def pb_varint(n):
+    n &= (1 << 64) - 1  # negative int32s are ten bytes, as protobuf sends them
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def pb_int(num, v):
+    return pb_varint(num << 3) + pb_varint(v)
+
+
+def pb_bytes(num, b):
+    return pb_varint(num << 3 | 2) + pb_varint(len(b)) + b
+
+
+def pb_decode(b):
+    """A message's fields [(number, wire type, value)], value an int or bytes; ValueError when
+    it does not parse."""
+    out, i, n = [], 0, len(b)
+
+    def var():
+        nonlocal i
+        v = shift = 0
+        while True:
+            if i >= n or shift > 63:
+                raise ValueError("a varint past the end")
+            c = b[i]
+            i += 1
+            v |= (c & 0x7F) << shift
+            shift += 7
+            if not c & 0x80:
+                return v
+    while i < n:
+        key = var()
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v = var()
+        elif wt in (1, 2, 5):
+            ln = var() if wt == 2 else 8 if wt == 1 else 4
+            if i + ln > n:
+                raise ValueError("a field past the end")
+            v = bytes(b[i:i + ln])
+            i += ln
+        else:
+            raise ValueError(f"wire type {wt}")
+        out.append((num, wt, v))
+    return out
+
+
+def grpc_payload_bytes(spec):
+    """A request payload's body: [seed, n] random bytes, ["z", n] zeros (they compress)."""
+    if spec[0] == "z":
+        return bytes(spec[1])
+    return random.Random(spec[0]).randbytes(spec[1])
+
+
+def grpc_status_of(code):
+    """The grpc-status eddy-grpc-server finishes with for an EchoStatus code (0: none)."""
+    return code if 0 <= code <= 16 else GRPC_UNKNOWN
+
+
+def grpc_message_bytes(m):
+    """A request message of the plan, serialized."""
+    t = m["t"]
+    out = b""
+    if t == "empty":
+        return b""
+    if t == "raw":
+        return bytes.fromhex(m["hex"])
+    if t == "health":
+        return pb_bytes(1, m["svc"].encode()) if m["svc"] or m.get("explicit") else b""
+    if t == "simple":
+        if m.get("size"):
+            out += pb_int(2, m["size"])
+        if m.get("pay") is not None:
+            out += pb_bytes(3, pb_bytes(2, grpc_payload_bytes(m["pay"])))
+        if m.get("comp") is not None:
+            out += pb_bytes(6, pb_int(1, 1) if m["comp"] else b"")
+    elif t == "in":
+        if m.get("pay") is not None:
+            out += pb_bytes(1, pb_bytes(2, grpc_payload_bytes(m["pay"])))
+    elif t == "out":
+        for size, interval in m.get("params", []):
+            p = (pb_int(1, size) if size else b"") + (pb_int(2, interval) if interval else b"")
+            out += pb_bytes(2, p)
+        if m.get("pay") is not None:
+            out += pb_bytes(3, pb_bytes(2, grpc_payload_bytes(m["pay"])))
+    else:
+        raise ValueError(f"message type {t!r}")
+    if m.get("status") is not None:
+        code, text = m["status"]
+        out += pb_bytes(7, (pb_int(1, code) if code else b"") +
+                        (pb_bytes(2, text.encode()) if text else b""))
+    return out
+
+
+_GRPC_BOMBS = {}
+
+
+def grpc_gzip(data):
+    return gzip.compress(data, compresslevel=6, mtime=0)  # the same bytes every time
+
+
+def grpc_bomb(n):
+    """n zero bytes gzip'd (cached: a burst may use one many times)."""
+    if n not in _GRPC_BOMBS:
+        z = zlib.compressobj(9, zlib.DEFLATED, 31)
+        chunk = bytes(1 << 20)
+        out = [z.compress(chunk) for _ in range(n >> 20)]
+        out.append(z.compress(bytes(n & ((1 << 20) - 1))))
+        out.append(z.flush())
+        _GRPC_BOMBS[n] = b"".join(out)
+    return _GRPC_BOMBS[n]
+
+
+def grpc_framed(m):
+    """A message of the plan with its 5-byte prefix, as its framing says: gz (compressed),
+    flag (the prefix's flag byte), len (the length the prefix claims), flip (a byte of the
+    compressed bytes changed), junk (bytes after them), cut (only the first bytes)."""
+    if m["t"] == "bomb":
+        data = grpc_bomb(m["n"])
+    else:
+        data = grpc_message_bytes(m)
+        if m.get("gz"):
+            data = grpc_gzip(data)
+    if m.get("flip") is not None:
+        b = bytearray(data)
+        at = 10 + m["flip"] % max(1, len(b) - 10)  # past gzip's header, whose bytes go unread
+        b[min(at, len(b) - 1)] ^= 0x55
+        data = bytes(b)
+    if m.get("trunc") is not None:
+        data = data[:m["trunc"]]
+    if m.get("junk"):
+        data += bytes.fromhex(m["junk"])
+    flag = m.get("flag", 1 if m.get("gz") or m["t"] == "bomb" else 0)
+    n = m.get("len", len(data))
+    out = bytes([flag]) + struct.pack(">I", n & 0xFFFFFFFF) + data
+    if m.get("body") is not None:  # (a claimed length past the limit: these bytes of it)
+        out = out[:5] + random.Random(m["body"][0]).randbytes(m["body"][1])
+    if m.get("cut") is not None:
+        out = out[:m["cut"]]
+    return out
+
+
+def grpc_b64(data, rng=None, padded=False):
+    out = base64.b64encode(data).decode()
+    return out if padded else out.rstrip("=")
+
+
+def grpc_percent_decode(b):
+    out = bytearray()
+    i = 0
+    while i < len(b):
+        if b[i:i + 1] == b"%" and i + 2 < len(b) + 0 and \
+                re.match(rb"[0-9a-fA-F]{2}", b[i + 1:i + 3]):
+            out.append(int(b[i + 1:i + 3], 16))
+            i += 3
+        else:
+            out.append(b[i])
+            i += 1
+    return bytes(out)
+
+
+def grpc_unbase64(v):
+    """A -bin value as gRPC reads it: parts split on ',', each padded or not."""
+    out = b""
+    for part in v.split(b","):
+        part = part.strip(b" ").rstrip(b"=")
+        out += base64.b64decode(part + b"=" * (-len(part) % 4))
+    return out
+
+
+class Grpc(Http2):
+    """eddy-grpc-server (h2c by prior knowledge): gRPC's interop TestService and the health
+    service. Its plans are HTTP/2 plans (see Http2: the same settings, windows, floods, broken
+    frames) whose requests are calls (grpc_call actions, played by GrpcClient); each call says
+    what its answer must be."""
+    name = "grpc"
+    exe = "eddy-grpc-server"
+    weights = {"grpc_valid": 22, "grpc_many": 4, "grpc_big": 4, "grpc_windows": 5,
+               "grpc_slow_reader": 3, "grpc_cancel": 8, "grpc_deadline": 6, "grpc_hostile": 20,
+               "grpc_sleep": 3, "grpc_ping": 4, "grpc_ping_idle": 3, "grpc_flood": 4,
+               "grpc_half_close": 4, "grpc_vanish": 5, "grpc_reset_mid": 4, "grpc_mutated": 6,
+               "grpc_garbage": 3, "grpc_noread": 2}
+    SIZES = (0, 0, 1, 5, 10, 100, 1000, 4096, 16379, 16384, 16385, 65536, 100000)
+    BIG_SIZES = (1 << 20, 3 << 20, GRPC_MAX_PAYLOAD, GRPC_MAX_PAYLOAD - 1)
+    # How a call's bytes are cut into DATA frames: inside the 5-byte prefixes too.
+    CUTS = ([16384], [16384], [1], [1, 2, 3], [4], [5], [6], [3, 7], [1, 4, 16384],
+            [100, 1000], [7, 16384, 5000, 1], [4096], [5, 16384])
+    BIG_CUTS = ([16384], [16384], [4096], [1000, 16384], [5, 16384, 3])
+    TIMEOUTS = ("100S", "5M", "1H", "99999999S", "30000m", "99999999H", "60000000u", "2H")
+    SHORT_TIMEOUTS = ("0S", "1n", "1u", "100u", "1m", "2m", "5m", "20m", "50m", "100m")
+    BAD_TIMEOUTS = ("", "1", "123456789S", "-1S", "1x", "S", "1.5S", "+1S", "100000000H", "1s",
+                    "0x10S", "1SS", "99999999999H")
+    TEXTS = ("", "status", "a message", "100% done", "line\nbreak", "caf\u00e9",
+             "\u65e5\u672c", "emoji \U0001f600", "%41", "x" * 300)
+
+    @property
+    def client_class(self):
+        return GrpcClient
+
+    def argv(self, bin_dir, cert_dir):
+        return Proto.argv(self, bin_dir, cert_dir)
+
+    def new_conn(self, rng):
+        return {"reqs": 0}
+
+    # -- pieces of calls
+    def payload(self, rng, n, zeros=None):
+        if zeros is None:
+            zeros = rng.random() < 0.3
+        return ["z", n] if zeros else [rng.getrandbits(32), n]
+
+    def size(self, rng, big=False):
+        return rng.choice(self.BIG_SIZES if big else self.SIZES)
+
+    def echo_status(self, rng):
+        code = rng.choice(list(range(1, 17)) + [17, 100, -1, 0])
+        return [code, rng.choice(self.TEXTS)]
+
+    def metadata(self, rng, op, echoes):
+        """Metadata for a call: custom fields, -bin ones (padded, unpadded, parts joined by
+        ','), and the echo fields, with what must come back."""
+        hdrs = op["hdrs"]
+        exp = op["expect"]
+        for _ in range(geometric(rng, 2, 8) - 1):
+            r = rng.random()
+            if r < 0.3:
+                hdrs.append(["x-md-" + token(rng, 1, 8), token(rng, 0, 60)])
+            elif r < 0.55:
+                data = rng.randbytes(rng.randint(0, 40))
+                v = grpc_b64(data, padded=rng.random() < 0.5)
+                if rng.random() < 0.2:
+                    v = v + "," + grpc_b64(rng.randbytes(rng.randint(1, 9)), padded=True)
+                hdrs.append(["x-" + token(rng, 1, 8) + "-bin", v])
+            elif r < 0.65:
+                hdrs.append(["user-agent", "serverfuzz-grpc/" + token(rng)])
+            elif r < 0.75:
+                op["never"] = "Bearer " + token(rng, 8, 40)
+            elif r < 0.87:
+                if any(h[0] == "x-grpc-test-echo-initial" for h in hdrs):
+                    continue  # (one of each echo field: the server echoes the first)
+                v = token(rng, 1, 40, alphabet="abcdefghijklmnopqrstuvwxyz0123456789 -_.:/")
+                v = v.strip() or "v"
+                hdrs.append(["x-grpc-test-echo-initial", v])
+                if echoes:
+                    exp["echo_init"] = v
+            else:
+                if any(h[0] == "x-grpc-test-echo-trailing-bin" for h in hdrs):
+                    continue
+                parts = [rng.randbytes(rng.randint(0, 30)) for _ in range(rng.choice((1, 1, 2)))]
+                v = ",".join(grpc_b64(p, padded=rng.random() < 0.5) for p in parts)
+                hdrs.append(["x-grpc-test-echo-trailing-bin", v])
+                if echoes:
+                    exp["echo_trail"] = b"".join(parts).hex()
+
+    def call(self, rng, st, path, msgs, resp, status=GRPC_OK, end=None, cut=None, big=False):
+        """A grpc_call action: path, the messages, what must come back."""
+        op = {"op": "grpc_call", "i": st["reqs"], "path": path, "msgs": msgs,
+              "hdrs": [["te", "trailers"], ["content-type", rng.choice(
+                  ("application/grpc",) * 6 + ("application/grpc+proto",
+                                               "application/grpc;charset=utf-8"))]],
+              "expect": {"status": status, "resp": resp}}
+        st["reqs"] += 1
+        if end is None:
+            end = rng.choices(("data", "empty", "trailers"), (55, 30, 15))[0] if msgs else \
+                rng.choice(("headers", "headers", "empty", "trailers"))
+        op["end"] = end
+        op["cut"] = {"seed": rng.getrandbits(32),
+                     "sizes": cut or rng.choice(self.BIG_CUTS if big else self.CUTS),
+                     "pad": rng.choice((0, 0, 0, 0.3))}
+        return op
+
+    def encodings(self, rng, op, msgs):
+        """grpc-encoding gzip now and then, the messages compressed or not; what the client
+        accepts (grpc-accept-encoding)."""
+        if rng.random() < 0.25:
+            op["hdrs"].append(["grpc-encoding", rng.choice(("gzip", "gzip", "identity"))])
+            if op["hdrs"][-1][1] == "gzip":
+                for m in msgs:
+                    if rng.random() < 0.6:
+                        m["gz"] = True
+        if rng.random() < 0.4:
+            op["hdrs"].append(["grpc-accept-encoding", rng.choice(
+                ("gzip", "identity,gzip", "deflate, gzip", "identity", "br"))])
+            return "gzip" in op["hdrs"][-1][1]
+        return False
+
+    def valid_call(self, rng, st, big=False, method=None, timeout=None, small=False):
+        """One valid call of any method, with what it must answer."""
+        method = method or rng.choices(
+            ("UnaryCall", "EmptyCall", "StreamingInputCall", "StreamingOutputCall",
+             "FullDuplexCall", "Check", "Watch"), (35, 8, 14, 15, 18, 6, 4))[0]
+        status, extra, gate = GRPC_OK, {}, None
+        if small:
+            big = False
+
+        def sz():
+            return 0 if small else self.size(rng, big and rng.random() < 0.5)
+        if method == "UnaryCall":
+            m = {"t": "simple", "size": sz()}
+            if rng.random() < 0.6 or big:
+                m["pay"] = self.payload(rng, sz())
+            if rng.random() < 0.2:
+                m["comp"] = rng.random() < 0.8
+            if rng.random() < 0.15:
+                m["status"] = self.echo_status(rng)
+                status = grpc_status_of(m["status"][0])
+                if status:
+                    extra["msg"] = m["status"][1]
+            msgs = [m]
+            resp = [] if status else [["simple", max(0, m["size"])]]
+        elif method == "EmptyCall":
+            msgs, resp = [{"t": "empty"}], [["empty", 0]]
+        elif method == "StreamingInputCall":
+            msgs = [{"t": "in", "pay": self.payload(rng, sz())} if rng.random() < 0.9 else
+                    {"t": "in"} for _ in range(rng.choice((0, 1, 1, 2, 3, 5, 10)))]
+            total = sum(m["pay"][1] for m in msgs if "pay" in m)
+            resp = [["in", total]]
+        elif method == "StreamingOutputCall":
+            m = {"t": "out", "params": self.params(rng, big, small)}
+            if rng.random() < 0.3:
+                m["pay"] = self.payload(rng, rng.choice(self.SIZES))
+            if rng.random() < 0.1:
+                m["status"] = self.echo_status(rng)
+                status = grpc_status_of(m["status"][0])
+                if status:
+                    extra["msg"] = m["status"][1]
+            msgs = [m]
+            resp = [] if status else [["out", max(0, p[0])] for p in m["params"]]
+        elif method == "FullDuplexCall":
+            msgs, resp, gate = [], [], []
+            pingpong = rng.random() < 0.5
+            for _ in range(rng.choice((0, 1, 1, 2, 3, 4, 8))):
+                m = {"t": "out", "params": self.params(rng, big, small, few=True)}
+                if rng.random() < 0.2:
+                    m["pay"] = self.payload(rng, rng.choice(self.SIZES))
+                gate.append(len(resp) if pingpong else 0)
+                msgs.append(m)
+                resp += [["out", max(0, p[0])] for p in m["params"]]
+            if rng.random() < 0.1:  # a status asked last; messages after it are dropped
+                m = {"t": "out", "params": self.params(rng, False, True, few=True),
+                     "status": self.echo_status(rng)}
+                status = grpc_status_of(m["status"][0])
+                gate.append(len(resp) if pingpong else 0)
+                msgs.append(m)
+                if status:
+                    extra["msg"] = m["status"][1]
+                    for _ in range(rng.choice((0, 0, 1, 2))):
+                        msgs.append({"t": "out", "params": [[10, 0]]})
+                        gate.append(len(resp) if pingpong else 0)
+                else:
+                    resp += [["out", max(0, p[0])] for p in m["params"]]
+        else:  # Check, Watch
+            svc = rng.choice(("", "", "grpc.testing.TestService", "grpc.health.v1.Health",
+                              "unknown.Service", "grpc.testing", "grpc.testing.TestService/"))
+            known = svc in ("", "grpc.testing.TestService", "grpc.health.v1.Health")
+            msgs = [{"t": "health", "svc": svc, "explicit": rng.random() < 0.3}]
+            if method == "Check":
+                resp = [["health", 1]] if known else []
+                status = GRPC_OK if known else GRPC_NOT_FOUND
+            else:
+                resp = [["health", 1 if known else 3]]  # then open until the client goes
+        path = (GRPC_HEALTH if method in ("Check", "Watch") else GRPC_SVC) + method
+        op = self.call(rng, st, path, msgs, resp, status, big=big)
+        if gate and any(gate):
+            op["gate"] = gate
+        if method == "FullDuplexCall" and resp and rng.random() < 0.3:
+            op["end_gate"] = rng.randint(1, len(resp))  # half-closed after some answers
+        op["expect"].update(extra)
+        if method == "Watch":
+            op["end"] = rng.choice(("data", "none"))
+            op["rst"] = {"got": 1}  # it never ends: cancelled once its answer came
+        self.metadata(rng, op, method in GRPC_ECHOES)
+        accept = self.encodings(rng, op, msgs)
+        if method == "UnaryCall" and msgs[0].get("comp") and not status:
+            op["expect"]["gz"] = accept
+        elif method != "UnaryCall":
+            op["expect"]["gz"] = False
+        elif not msgs[0].get("comp"):
+            op["expect"]["gz"] = False
+        t = timeout if timeout is not None else \
+            rng.choice(self.TIMEOUTS) if rng.random() < 0.4 else None
+        if t is not None:
+            op["hdrs"].append(["grpc-timeout", t])
+        rng.shuffle(op["hdrs"])  # (fields in any order; pseudo-headers stay first)
+        return op
+
+    def params(self, rng, big=False, small=False, few=False):
+        """StreamingOutputCall's response_parameters: [size, interval_us]."""
+        n = rng.choice((0, 1, 1, 2, 3, 5) if few else (0, 1, 2, 3, 5, 10, 30))
+        out = []
+        for _ in range(n):
+            size = 0 if small else self.size(rng, big and rng.random() < 0.3)
+            if rng.random() < 0.03:
+                size = rng.choice((-1, -100))
+            interval = rng.choice((0, 0, 0, 0, 1, 100, 1000, 20000)) if not big else 0
+            out.append([size, interval])
+        return out
+
+    def hostile_call(self, rng, st):
+        """A call that breaks a rule of gRPC's, with the exact answer it must get."""
+        how = rng.choice(("len_huge", "len_over", "flag_noenc", "flag_bad", "bomb", "gz_corrupt",
+                          "enc_unsupported", "timeout_bad", "timeout_bad", "ctype", "method",
+                          "path", "two", "none", "cut", "cut", "bin_bad", "resp_big", "exact"))
+        method = rng.choice(("UnaryCall", "UnaryCall", "EmptyCall", "StreamingInputCall",
+                             "StreamingOutputCall", "FullDuplexCall"))
+        # A valid call first (its messages may go before the broken one), then broken.
+        op = self.valid_call(rng, st, method=method, small=rng.random() < 0.5)
+        exp = op["expect"]
+        exp.pop("gz", None)
+        exp["hostile"] = how
+        msgs = op["msgs"]
+        streaming = method in ("StreamingInputCall", "FullDuplexCall")
+        keep = msgs[:rng.randint(0, len(msgs))] if streaming else []
+        resp_before = self.responses_of(method, keep)
+        hdrs = op["hdrs"]
+
+        def drop_hdr(name):
+            hdrs[:] = [h for h in hdrs if h[0] != name]
+
+        def fail(status, before=True):
+            """The call ends with status; responses to messages before may come first (a
+            prefix of theirs: the server drops what it had not sent)."""
+            exp["status"] = status
+            exp["resp"] = resp_before if before else []
+            exp["prefix"] = True
+            exp.pop("msg", None)
+            exp.pop("echo_trail", None)
+            if not (method in ("StreamingOutputCall", "FullDuplexCall") and before):
+                exp.pop("echo_init", None)
+            else:
+                exp["echo_init_maybe"] = exp.pop("echo_init", None)
+            op.pop("gate", None)
+        bad = {"t": "raw", "hex": rng.randbytes(rng.choice((0, 3, 20))).hex()}
+        if how in ("len_huge", "len_over"):
+            bad["len"] = 0xFFFFFFFF if how == "len_huge" else \
+                GRPC_MAX + rng.choice((1, 2, 1000, 1 << 20))
+            bad["body"] = [rng.getrandbits(32), rng.choice((0, 1, 100, 20000))]
+            op["msgs"] = keep + [bad]
+            op["end"] = rng.choice(("data", "none", "none", "empty"))
+            fail(GRPC_RESOURCE_EXHAUSTED)
+        elif how == "flag_noenc":  # compressed, without grpc-encoding (or identity)
+            drop_hdr("grpc-encoding")
+            if rng.random() < 0.3:
+                hdrs.append(["grpc-encoding", "identity"])
+            for m in keep:
+                m.pop("gz", None)
+            m = dict(msgs[0]) if msgs and method not in ("StreamingInputCall",) else \
+                {"t": "in", "pay": self.payload(rng, 10)}
+            m["gz"] = rng.random() < 0.5
+            m["flag"] = 1
+            op["msgs"] = keep + [m]
+            fail(GRPC_INTERNAL)
+        elif how == "flag_bad":
+            bad["flag"] = rng.choice((2, 3, 0x80, 0xFF, rng.randint(2, 255)))
+            op["msgs"] = keep + [bad]
+            fail(GRPC_INTERNAL)
+        elif how in ("bomb", "gz_corrupt"):
+            drop_hdr("grpc-encoding")
+            hdrs.append(["grpc-encoding", "gzip"])
+            if how == "bomb":
+                m = {"t": "bomb", "n": rng.choice((GRPC_MAX + 1, 5 << 20, 16 << 20, 64 << 20))}
+                status = GRPC_RESOURCE_EXHAUSTED
+            else:
+                m = dict(msgs[0]) if msgs else {"t": "simple", "size": 10,
+                                                "pay": self.payload(rng, 100)}
+                m["gz"] = True
+                kind = rng.choice(("flip", "trunc", "junk", "garbage", "empty"))
+                if kind == "flip":
+                    m["flip"] = rng.getrandbits(16)
+                elif kind == "trunc":
+                    m["trunc"] = rng.choice((0, 1, 5, 10, 11, 18))
+                    if m["trunc"] == 0:  # (an empty compressed message)
+                        pass
+                elif kind == "junk":
+                    m["junk"] = rng.randbytes(rng.choice((1, 4, 10))).hex()
+                elif kind == "garbage":
+                    m = {"t": "raw", "hex": rng.randbytes(rng.randint(1, 60)).hex(), "flag": 1}
+                else:
+                    m = {"t": "raw", "hex": "", "flag": 1}
+                status = GRPC_INTERNAL
+            op["msgs"] = keep + [m]
+            fail(status)
+        elif how == "enc_unsupported":
+            drop_hdr("grpc-encoding")
+            hdrs.append(["grpc-encoding", rng.choice(("br", "deflate", "snappy", "zstd",
+                                                      "x-none", "GZIP", "gzip, identity", ""))])
+            op["expect"]["accept_enc"] = True
+            fail(GRPC_UNIMPLEMENTED, before=False)
+        elif how == "timeout_bad":  # a malformed timeout is none: the call is answered
+            drop_hdr("grpc-timeout")
+            hdrs.append(["grpc-timeout", rng.choice(self.BAD_TIMEOUTS)])
+            exp.pop("hostile")
+        elif how == "ctype":
+            drop_hdr("content-type")
+            ct = rng.choice(("application/json", "text/plain", "application/grpc-web",
+                             "application/grpcx", "application/grp", "APPLICATION/GRPC",
+                             "application/grp+proto", None))
+            if ct is not None:
+                hdrs.append(["content-type", ct])
+            exp["http"] = 415
+        elif how == "method":
+            op["method"] = rng.choice(("GET", "PUT", "DELETE", "PATCH", "OPTIONS"))
+            exp["http"] = 405
+        elif how == "path":
+            op["path"] = rng.choice((GRPC_SVC + "UnimplementedCall", GRPC_SVC + "HalfDuplexCall",
+                                     "/x", "/", GRPC_SVC + "unarycall", GRPC_SVC + "UnaryCall/x",
+                                     GRPC_SVC + "UnaryCall?x=1", "/grpc.testing.TestService",
+                                     "//UnaryCall", GRPC_HEALTH + "List",
+                                     "/grpc.testing.UnimplementedService/UnimplementedCall"))
+            fail(GRPC_UNIMPLEMENTED, before=False)
+            exp["msg"] = "Method not found"
+        elif how == "two":  # two requests for a unary or server streaming method
+            path = rng.choice(("UnaryCall", "EmptyCall", "StreamingOutputCall"))
+            op["path"] = GRPC_SVC + path
+            m = {"UnaryCall": {"t": "simple", "size": 10}, "EmptyCall": {"t": "empty"},
+                 "StreamingOutputCall": {"t": "out", "params": [[1, 0]]}}[path]
+            op["msgs"] = [m, dict(m)] + ([dict(m)] if rng.random() < 0.3 else [])
+            fail(GRPC_INTERNAL, before=False)
+        elif how == "none":  # no request for a unary or server streaming method
+            op["path"] = GRPC_SVC + rng.choice(("UnaryCall", "EmptyCall", "StreamingOutputCall"))
+            op["msgs"] = []
+            op["end"] = rng.choice(("headers", "empty", "trailers"))
+            fail(GRPC_INTERNAL, before=False)
+        elif how == "cut":  # the stream ends inside a message
+            m = dict(msgs[0]) if msgs else {"t": "in", "pay": self.payload(rng, 50)}
+            m.pop("gz", None)
+            n = len(grpc_framed(m))
+            m["cut"] = rng.choice((1, 2, 4, 5, 6, max(1, n - 1), rng.randint(1, max(1, n - 1))))
+            if m["cut"] >= n:
+                m["cut"] = 1
+            if method == "StreamingOutputCall" or method in ("UnaryCall", "EmptyCall"):
+                keep = []
+                resp_before = []
+            op["msgs"] = keep + [m]
+            op["end"] = rng.choice(("data", "empty", "trailers"))
+            fail(GRPC_INTERNAL)
+        elif how == "bin_bad":
+            hdrs.append(["x-" + token(rng, 1, 6) + "-bin",
+                         rng.choice(("!", "a", "abcde", "ab=c", "a%b", "AAAA,x", "AAAA,,B",
+                                     "A===", "AA=A", "****", "AAAA BBBB", "AB~D"))])
+            fail(GRPC_INTERNAL, before=False)
+        elif how == "resp_big":  # a response past the limit: the send fails, the call ends
+            size = GRPC_MAX_PAYLOAD + rng.choice((1, 2, 100))
+            if method == "StreamingOutputCall":
+                op["msgs"] = [{"t": "out", "params": [[10, 0], [size, 0]]}]
+                op["expect"]["resp"] = [["out", 10]]
+            else:
+                op["path"] = GRPC_SVC + "UnaryCall"
+                op["msgs"] = [{"t": "simple", "size": size}]
+                op["expect"]["resp"] = []
+            exp["status"] = GRPC_RESOURCE_EXHAUSTED
+            exp["prefix"] = True
+            exp.pop("msg", None)
+            exp.pop("echo_trail", None)
+            exp["echo_init_maybe"] = exp.pop("echo_init", None)
+            op.pop("gate", None)
+        else:  # "exact": messages of exactly the largest size, plain or inflated
+            op["path"] = GRPC_SVC + "UnaryCall"
+            m = {"t": "simple", "pay": self.payload(rng, GRPC_MAX_PAYLOAD, zeros=True)}
+            if rng.random() < 0.5:
+                drop_hdr("grpc-encoding")
+                hdrs.append(["grpc-encoding", "gzip"])
+                m["gz"] = True
+            op["msgs"] = [m]
+            exp.update(status=GRPC_OK, resp=[["simple", 0]])
+            exp.pop("msg", None)
+            exp.pop("hostile")
+            if "echo_init" not in exp:
+                exp.pop("echo_init_maybe", None)
+            op.pop("gate", None)
+        if op["end"] == "headers" and op["msgs"]:
+            op["end"] = "data"
+        exp.pop("gz", None)
+        return op
+
+    @staticmethod
+    def responses_of(method, msgs):
+        if method != "FullDuplexCall":
+            return []
+        return [["out", max(0, p[0])] for m in msgs for p in m.get("params", [])
+                if m.get("status") is None]
+
+    def calls(self, rng, st, acts, n, between=True, **kw):
+        for _ in range(n):
+            acts.append(self.valid_call(rng, st, **kw))
+            if between:
+                self.between(rng, acts, acts[0].get("keep", 65535))
+
+    def between(self, rng, acts, keep=65535):
+        """Now and then a pause, waiting for the first answers, new SETTINGS, or a frame the
+        server must ignore: Http2's, without PINGs (grpc_ping plays those, counted)."""
+        r = rng.random()
+        if r < 0.1:
+            acts.append({"op": "sleep", "ms": ms(rng.choice((0.1, 1, 10, 50)))})
+        elif r < 0.15:
+            acts.append({"op": "wait_data", "ms": 500})
+        elif r < 0.18:
+            new = [(H2_HEADER_TABLE_SIZE, 0), (H2_HEADER_TABLE_SIZE, 100),
+                   (H2_HEADER_TABLE_SIZE, 4096), (H2_MAX_FRAME_SIZE, 16384),
+                   (H2_MAX_FRAME_SIZE, 1 << 20)]
+            if keep <= 1 << 20:
+                new += [(H2_INITIAL_WINDOW_SIZE, 0), (H2_INITIAL_WINDOW_SIZE, 1000),
+                        (H2_INITIAL_WINDOW_SIZE, 1 << 20), (H2_INITIAL_WINDOW_SIZE, 65535)]
+            code, value = rng.choice(new)
+            acts.append({"op": "h2_settings", "set": {str(code): value}})
+        elif r < 0.21:
+            acts.append(self.ext(rng))
+
+    def gen_kind(self, rng, kind, plan, acts, st, budget, pre):
+        mode = "strict"
+        read = {"op": "read", "ms": ANSWER_SECONDS * 1000, "all": True}
+        if kind in ("grpc_valid", "grpc_cancel", "grpc_deadline", "grpc_hostile", "grpc_flood"):
+            acts.append(self.settings(rng))
+            n = geometric(rng, 6, 40)
+            flood_at = rng.randrange(n + 1)
+            for k in range(n):
+                if kind == "grpc_flood" and k == flood_at:
+                    self.flood(rng, st, acts)
+                if kind == "grpc_hostile" and rng.random() < 0.5:
+                    op = self.hostile_call(rng, st)
+                elif kind == "grpc_deadline" and rng.random() < 0.6:
+                    op = self.valid_call(rng, st, timeout=rng.choice(self.SHORT_TIMEOUTS))
+                    op["expect"]["cancel_ok"] = True
+                else:
+                    op = self.valid_call(rng, st)
+                extra = self.cancel(rng, op) if kind == "grpc_cancel" and \
+                    rng.random() < 0.4 else []
+                acts.append(op)
+                acts += extra
+                self.between(rng, acts, acts[0]["keep"])
+            if kind == "grpc_flood" and flood_at == n:
+                self.flood(rng, st, acts)
+            if kind == "grpc_flood":
+                mode = "semi"
+            acts.append(read)
+            if rng.random() < 0.3:
+                acts.append({"op": "h2_goaway"})
+        elif kind == "grpc_many":  # past the server's 100 streams, queued here
+            acts.append(self.settings(rng, big=True))
+            self.calls(rng, st, acts, rng.randint(100, 300), between=False, small=True,
+                       method=rng.choice(("UnaryCall", "EmptyCall", None)))
+            acts.append(read)
+        elif kind == "grpc_big":
+            acts.append(self.settings(rng, big=rng.random() < 0.5))
+            self.calls(rng, st, acts, rng.randint(1, 3), big=True)
+            self.calls(rng, st, acts, geometric(rng, 3, 10))
+            acts.append(read)
+        elif kind == "grpc_windows":  # our windows small, opened by hand, then kept small
+            acts.append(dict(self.settings(rng, small=True), auto=False))
+            self.calls(rng, st, acts, geometric(rng, 4, 12), between=False)
+            for _ in range(rng.randint(1, 6)):
+                acts.append({"op": "sleep", "ms": ms(rng.choice((1, 10, 50, 200)))})
+                acts.append({"op": "h2_grant", "n": rng.choice((1, 10, 100, 1000, 16384))})
+            acts.append({"op": "h2_auto", "keep": rng.choice((100, 1000, 16384, 65535))})
+            acts.append(read)
+        elif kind == "grpc_slow_reader":  # a small receive buffer, read now and then
+            plan["rcvbuf"] = rng.choice((2048, 4096, 16384))
+            plan["read_gap_ms"] = ms(rng.choice((1, 2, 5, 10)))
+            acts.append(self.settings(rng))
+            for _ in range(geometric(rng, 3, 6)):
+                op = self.valid_call(rng, st, method=rng.choice(
+                    ("StreamingOutputCall", "FullDuplexCall", "UnaryCall")))
+                acts.append(op)
+            acts.append(read)
+        elif kind == "grpc_sleep":  # 1 ms deadlines on calls that never answer
+            acts.append(self.settings(rng, big=True))
+            n = rng.choice((100, 300, 1000))
+            for _ in range(n):
+                msgs = [] if rng.random() < 0.7 else \
+                    [{"t": "out", "params": [[10, 10000000]]}]  # (a response 10 s later)
+                op = self.call(rng, st, GRPC_SVC + "FullDuplexCall", msgs, [], None, end="none")
+                op["hdrs"].append(["grpc-timeout", rng.choice(("1m", "1m", "1000u", "2m"))])
+                op["expect"]["cancel"] = True
+                acts.append(op)
+            self.calls(rng, st, acts, 1, between=False)
+            acts.append(read)
+        elif kind == "grpc_ping":  # PINGs among calls: the ping policy may end it (counted)
+            acts.append(self.settings(rng))
+            for _ in range(rng.randint(1, 6)):
+                if rng.random() < 0.7:
+                    self.calls(rng, st, acts, rng.randint(1, 3), between=False)
+                acts.append({"op": "h2_ping", "n": rng.choice((1, 1, 2, 3)),
+                             "base": rng.getrandbits(32)})
+                acts.append(rng.choice(({"op": "wait_data", "ms": 300},
+                                        {"op": "sleep", "ms": ms(rng.choice((0, 1, 20)))})))
+            acts.append(read)
+        elif kind == "grpc_ping_idle":  # PINGs and no call: past the strikes, GOAWAY
+            acts.append(self.settings(rng))
+            n = rng.choice((1, 2, 3, 4, 5, 10, 100))
+            for _ in range(n):  # one at a time or all at once
+                acts.append({"op": "h2_ping", "n": 1, "base": rng.getrandbits(32)})
+                if rng.random() < 0.3:
+                    acts.append({"op": "sleep", "ms": ms(rng.choice((0.1, 1, 10)))})
+            if n > GRPC_PING_STRIKES + 1:
+                acts.append({"op": "grpc_calm", "ms": ANSWER_SECONDS * 1000})
+            else:
+                self.calls(rng, st, acts, rng.randint(1, 3), between=False)
+                acts.append(read)
+        elif kind == "grpc_half_close":
+            # All sent, then shutdown(SHUT_WR). The server does not allow half-closure: the
+            # FIN closes the connection, answers on their way or not; what came is checked.
+            acts.append(self.settings(rng, big=True))
+            for _ in range(geometric(rng, 4, 20)):
+                op = self.valid_call(rng, st)
+                if op["end"] == "none":
+                    op["end"] = "data"
+                acts.append(op)
+            acts.append({"op": "h2_drain", "ms": 10000})
+            acts.append({"op": "shut"})
+            acts.append(read)
+            mode = "semi"
+        elif kind == "grpc_mutated":
+            acts.append(self.settings(rng))
+            self.calls(rng, st, acts, rng.choice((0, 1, 1, 3, 10)), between=False)
+            if rng.random() < 0.4:
+                acts.append({"op": "wait_data", "ms": 300})
+            for _ in range(rng.choice((1, 1, 1, 2, 5))):
+                acts.append({"op": "h2_raw", "hex": self.bad_frame(rng, st).hex()})
+            self.calls(rng, st, acts, rng.choice((0, 0, 1, 3)), between=False)
+            acts.append({"op": "read", "ms": ms(rng.choice((0, 50, 300, 1000)))})
+            mode = "lenient"
+        elif kind == "grpc_garbage":
+            data = self.garbage(rng)
+            if rng.random() < 0.6:
+                acts.append(self.settings(rng))
+                if rng.random() < 0.5:
+                    self.calls(rng, st, acts, 1, between=False)
+                acts.append({"op": "h2_raw", "hex": data.hex()})
+            else:
+                split_stream(rng, H2_PREFACE[:rng.randint(0, 24)] + data, acts, budget)
+            acts.append({"op": "read", "ms": ms(rng.choice((0, 100, 500)))})
+            mode = "lenient"
+        elif kind == "grpc_noread":  # never reads while it asks for MiBs
+            plan["rcvbuf"] = rng.choice((1024, 2048, 4096))
+            plan["noread"] = True
+            acts.append(self.settings(rng))
+            for _ in range(rng.randint(1, 6)):
+                acts.append(self.valid_call(rng, st, big=rng.random() < 0.5, method=rng.choice(
+                    ("StreamingOutputCall", "UnaryCall", "FullDuplexCall"))))
+            acts.append({"op": "h2_ping", "n": rng.choice((1, 10, 500))})
+            acts.append({"op": "sleep", "ms": ms(rng.uniform(200, 1500))})
+            mode = "lenient"
+        elif kind in ("grpc_reset_mid", "grpc_vanish"):  # the client gone mid-call
+            acts.append(self.settings(rng))
+            n = geometric(rng, 6, 30)
+            for _ in range(n):
+                op = self.valid_call(rng, st, big=rng.random() < 0.1)
+                if rng.random() < 0.3:
+                    op["end"] = "none"
+                acts.append(op)
+            acts.append(rng.choice(({"op": "sleep", "ms": ms(rng.choice((0, 0.1, 1, 20, 100)))},
+                                    {"op": "wait_data", "ms": 300},
+                                    {"op": "read", "ms": ms(rng.choice((10, 100)))})))
+            acts.append({"op": "rst" if kind == "grpc_reset_mid" else
+                         rng.choice(("close", "rst"))})
+            mode = "lenient"
+        else:
+            raise ValueError(kind)
+        plan["h2"] = {"check": mode}
+        return None
+
+    def cancel(self, rng, op):
+        """The call cancelled by the client at a random point: after some of its bytes went,
+        after some answers came, or at a point of the plan (the actions to play after it)."""
+        r = rng.random()
+        extra = []
+        if r < 0.4:
+            n = len(b"".join(grpc_framed(m) for m in op["msgs"]))
+            op["rst"] = {"sent": rng.randint(0, n)}
+        elif r < 0.7:
+            op["rst"] = {"got": rng.randint(0, max(1, len(op["expect"]["resp"])))}
+        else:
+            extra.append(rng.choice(({"op": "sleep", "ms": ms(rng.choice((0, 1, 10)))},
+                                     {"op": "wait_data", "ms": 300})))
+            extra.append({"op": "h2_rst", "req": op["i"], "code": rng.choice((8, 8, 0))})
+        # Never half-closed now and then: the reset ends it. (Not when it waits for answers
+        # that come only after the half-close.)
+        waits = "got" in op.get("rst", {}) and op["rst"]["got"] > 0 and \
+            not op["path"].endswith("/FullDuplexCall")
+        if rng.random() < 0.5 and op["end"] != "headers" and not waits:
+            op["end"] = "none"
+        op["expect"]["ours"] = True  # (what came before the reset is checked)
+        return extra
+
+    def flood(self, rng, st, acts):
+        what = rng.choice(("ping", "settings", "window", "rapid", "priority"))
+        n = rng.choice((10, 100, 1000, 3000))
+        if what == "ping":
+            acts.append({"op": "h2_ping", "n": n, "base": rng.getrandbits(32)})
+        elif what == "settings":
+            acts.append({"op": "h2_settings", "n": min(n, 1000)})
+        elif what == "window":
+            acts.append({"op": "h2_window", "n": n, "streams": rng.random() < 0.5})
+        elif what == "rapid":
+            acts.append({"op": "h2_rapid", "n": rng.choice((10, 100, 1100, 2000))})
+        else:
+            acts.append({"op": "h2_priority", "n": n})
+
+    def canary(self, port, n, tls):
+        """A UnaryCall (a payload in, response_size back) and a health Check on a fresh
+        connection."""
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True,
+                                                                    header_encoding=None))
+        conn.initiate_connection()
+        size = 1000 + n
+        body = {1: pb_int(2, size) + pb_bytes(3, pb_bytes(2, b"c" * 100)), 3: b""}
+        for sid, path in ((1, GRPC_SVC + "UnaryCall"), (3, GRPC_HEALTH + "Check")):
+            conn.send_headers(sid, [(b":method", b"POST"), (b":scheme", b"http"),
+                                    (b":authority", b"canary-%d" % n), (b":path", path.encode()),
+                                    (b"te", b"trailers"), (b"content-type", b"application/grpc"),
+                                    (b"grpc-timeout", b"30S")])
+            conn.send_data(sid, b"\x00" + struct.pack(">I", len(body[sid])) + body[sid],
+                           end_stream=True)
+        got = {1: b"", 3: b""}
+        trailers = {}
+        ended = set()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(conn.data_to_send())
+            while len(ended) < 2:
+                data = s.recv(65536)
+                if not data:
+                    raise OSError("closed before the answers")
+                try:
+                    events = conn.receive_data(data)
+                except h2.exceptions.ProtocolError as e:
+                    raise CanaryWrong(f"the server's frames broke HTTP/2: {e}")
+                for ev in events:
+                    if isinstance(ev, h2.events.DataReceived):
+                        got[ev.stream_id] += ev.data
+                        conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                    elif isinstance(ev, h2.events.TrailersReceived):
+                        trailers[ev.stream_id] = dict(ev.headers)
+                    elif isinstance(ev, h2.events.StreamEnded):
+                        ended.add(ev.stream_id)
+                    elif isinstance(ev, (h2.events.StreamReset, h2.events.ConnectionTerminated)):
+                        raise OSError(f"{ev}")  # refused while busy: again
+                s.sendall(conn.data_to_send())
+        want1 = pb_bytes(1, pb_bytes(2, bytes(size)))
+        want = {1: b"\x00" + struct.pack(">I", len(want1)) + want1, 3: b"\x00\x00\x00\x00\x02\x08\x01"}
+        status = [trailers.get(sid, {}).get(b"grpc-status") for sid in (1, 3)]
+        if got != want or status != [b"0", b"0"]:
+            raise CanaryWrong(f"UnaryCall ({len(got[1])} bytes, grpc-status {status[0]}) or "
+                              f"Check ({got[3].hex()}, grpc-status {status[1]}) answered wrongly")
+
 
 class CanaryWrong(Exception):
     """The canary was answered, wrongly: a failure at once (no retry)."""
 
 
 PROTOS = {p.name: p for p in (Echo(), EchoCap(), TlsEcho(), TlsEchoCap(), Rpc(), Http(), HttpFiles(),
-                              Resp(), Dns(), Ws(), WsChat(), Http2())}
+                              Resp(), Dns(), Ws(), WsChat(), Http2(), Grpc())}
 ALL_SERVERS = ["echo", "echo_cap", "tls", "tls_cap", "rpc", "http", "http_files", "resp", "dns",
-               "ws", "ws_chat", "http2"]
+               "ws", "ws_chat", "http2", "grpc"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -3618,6 +4503,7 @@ class H2Client(Client):
         self.sending = []  # open requests with body (or trailers) left to send
         self.broken = False  # raw bytes went out
         self.goaway = None   # (error code, last stream id) of the server's GOAWAY
+        self.goaway_debug = b""
         self.remote_seen = False
         self.first = bytearray()  # the server's first bytes, until its first frame is whole
         self.first_ok = False
@@ -3626,7 +4512,8 @@ class H2Client(Client):
         self.auto = True
         self.keep = 65535       # the stream window kept open (auto)
         self.conn_keep = 65535  # the connection's
-        self.pings = 0
+        self.pings = 0        # PING ACKs received
+        self.pings_sent = 0   # PINGs sent (not ACKs): what a server's ping policy counts
         self.hold_out = None  # what h2 made, held back (h2_slow)
         self.upgrading = False  # h2c by Upgrade: the 101 is still to come
         self.up_eager = False
@@ -3698,6 +4585,9 @@ class H2Client(Client):
                 touched.add(sid)
                 if r is not None and r.state == "open":
                     self.fail_req(r, r.on_data(ev.data))
+            elif isinstance(ev, h2.events.TrailersReceived):
+                if r is not None and r.state == "open":
+                    self.fail_req(r, r.on_trailers(ev.headers))
             elif isinstance(ev, h2.events.StreamEnded):
                 if r is not None and r.state == "open":
                     self.fail_req(r, r.on_end())
@@ -3714,7 +4604,8 @@ class H2Client(Client):
                         r.state = "refused"
                     else:
                         r.state = "reset_server"
-                        if self.mode == "strict" and not r.bad:
+                        r.reset_code = ev.error_code
+                        if self.mode == "strict" and not r.bad and not r.reset_ok(ev.error_code):
                             self.fail(f"{r.name()}: reset by the server "
                                       f"({h2_code(ev.error_code)})")
             elif isinstance(ev, h2.events.ConnectionTerminated):
@@ -3732,11 +4623,17 @@ class H2Client(Client):
             self.by_sid.pop(r.sid, None)  # one error a stream is enough
             r.state = "done"
 
+    def goaway_ok(self, code, debug):
+        """Whether a GOAWAY with this error code and debug data is allowed on a connection
+        that broke no rule (gRPC: its ping policy's)."""
+        return False
+
     def on_goaway(self, ev):
         code, last = int(ev.error_code), ev.last_stream_id
         self.goaway = (code, last)
-        if code != 0 and self.mode == "strict":
-            debug = (ev.additional_data or b"")[:80]
+        self.goaway_debug = bytes(ev.additional_data or b"")
+        if code != 0 and self.mode == "strict" and not self.goaway_ok(code, self.goaway_debug):
+            debug = self.goaway_debug[:80]
             self.fail(f"GOAWAY {h2_code(code)} ({debug!r}) on a connection that broke no rule")
         for r in self.reqs:
             if r.state == "queued":
@@ -3983,7 +4880,8 @@ class H2Client(Client):
                 r.hold = False
         elif op == "h2_ping":
             for k in range(a["n"]):
-                self.h2.ping(struct.pack(">Q", a.get("base", 0) + k))
+                self.h2.ping(struct.pack(">Q", (a.get("base", 0) + k) & (2 ** 64 - 1)))
+            self.pings_sent += a["n"]
         elif op == "h2_settings":  # the same SETTINGS n times, or new values once
             new = {int(k): v for k, v in a.get("set", {}).items()} or \
                 {H2_MAX_CONCURRENT_STREAMS: 100, H2_ENABLE_PUSH: 0}
@@ -4143,6 +5041,322 @@ class H2Client(Client):
         return bytes(self.up_buf[end + 4:])
 
 
+class GrpcCall(H2Req):
+    """One call of a plan as it goes (an H2Req to H2Client): its messages framed into one
+    byte string, sent as the windows allow, its gates (answers to wait for before a message),
+    its half-close (end: on its last DATA frame, an empty one, trailers, none; after end_gate
+    answers) and its reset (rst: once sent bytes went, or got answers came); what comes back
+    checked as it comes against its expect:
+      status      the grpc-status it must end with (None: it must not end with one)
+      resp        the responses, in order: [kind, size]: simple, out (a payload of size
+                  zeros), in (aggregated_payload_size), empty, health (the serving status)
+      prefix      the responses may stop short (a call ended early by an error)
+      http        an HTTP status instead of gRPC's answer (415, 405)
+      msg         the grpc-message it must carry (percent-decoded)
+      echo_init, echo_trail   the echoed metadata (the trailer's bytes in hex)
+      echo_init_maybe         the echoed initial metadata, if the headers went
+      gz          the response must be compressed (True) or not (False)
+      accept_enc  the answer must say what the server accepts (grpc-accept-encoding)
+      cancel_ok   the server may reset it (CANCEL): its deadline passed
+      cancel      the server must reset it (CANCEL), and nothing else must come"""
+
+    def __init__(self, op):
+        self.op = op
+        self.i = op["i"]
+        self.method = op.get("method", "POST")
+        self.path = op["path"]
+        self.starts = []  # where each message begins in the body
+        body = bytearray()
+        for m in op["msgs"]:
+            self.starts.append(len(body))
+            body += grpc_framed(m)
+        self.body = bytes(body)
+        self.gate = op.get("gate") or [0] * len(self.starts)
+        rst = op.get("rst") or {}
+        self.rst_sent, self.rst_got = rst.get("sent"), rst.get("got")
+        self.bad = False
+        self.hold = False
+        cut = op.get("cut") or {}
+        self.cut_rng = random.Random(cut.get("seed", 0))
+        self.cut_sizes = cut.get("sizes", [16384])
+        self.cut_pad = cut.get("pad", 0)
+        self.sent = 0
+        self.sid = None
+        self.state = "queued"
+        self.reset_code = None
+        self.exp = op["expect"]
+        self.status = None   # the HTTP status
+        self.gz = False      # the answer's messages are gzip'd (grpc-encoding: gzip)
+        self.head_block = None
+        self.trailers = None
+        self.buf = bytearray()
+        self.resps = 0       # response messages checked
+        self.got = 0         # bytes of DATA
+
+    def name(self):
+        return f"stream {self.sid} ({self.method} {self.path[:60]}" + \
+            (f", {self.exp['hostile']}" if self.exp.get("hostile") else "") + ")"
+
+    def limit(self):
+        """How much of the body may go now: up to the first message whose gate (answers to
+        wait for) is not met, and up to where the call is reset."""
+        n = len(self.body)
+        for start, g in zip(self.starts, self.gate):
+            if g and self.resps < g:
+                n = start
+                break
+        if self.rst_sent is not None:
+            n = min(n, self.rst_sent)
+        return n
+
+    def reset_ok(self, code):
+        return code == H2_CANCEL and (self.exp.get("cancel_ok") or self.exp.get("cancel"))
+
+    def on_head(self, headers):
+        self.status = int(dict(headers).get(b":status", b"0"))
+        fields = dict(headers)
+        want = self.exp.get("http", 200)
+        if self.exp.get("cancel"):
+            return f"{self.name()}: answered (:status {self.status}), wanted a reset (CANCEL)"
+        if self.status != want:
+            return f"{self.name()}: :status {self.status}, wanted {want}"
+        if want != 200:
+            return None
+        ct = fields.get(b"content-type", b"")
+        if not ct.startswith(b"application/grpc"):
+            return f"{self.name()}: content-type {ct!r}"
+        enc = fields.get(b"grpc-encoding")
+        if enc not in (None, b"identity", b"gzip"):
+            return f"{self.name()}: grpc-encoding {enc!r}"
+        self.gz = enc == b"gzip"
+        self.head_block = fields
+        if b"grpc-status" in fields:  # trailers-only
+            self.trailers = fields
+            return None
+        if self.exp.get("gz") is not None and self.gz != self.exp["gz"]:
+            return f"{self.name()}: grpc-encoding {enc!r}, " \
+                f"{'compressed' if self.exp['gz'] else 'plain'} answers wanted"
+        for key in ("echo_init", "echo_init_maybe"):
+            v = self.exp.get(key)
+            got = fields.get(b"x-grpc-test-echo-initial")
+            if v is not None and (got is not None or key == "echo_init") and \
+                    got != v.encode():
+                return f"{self.name()}: x-grpc-test-echo-initial {got!r}, wanted {v!r}"
+        return None
+
+    def on_data(self, data):
+        if self.status is None:
+            return f"{self.name()}: DATA before the head"
+        if self.exp.get("http", 200) != 200 or self.trailers is not None:
+            return f"{self.name()}: DATA after an answer without a body"
+        self.got += len(data)
+        self.buf += data
+        while len(self.buf) >= 5:
+            flag, n = self.buf[0], struct.unpack(">I", self.buf[1:5])[0]
+            if flag > 1 or (flag == 1 and not self.gz):
+                return f"{self.name()}: response {self.resps} has flag {flag}" + \
+                    (" without grpc-encoding" if flag == 1 else "")
+            if n > GRPC_MAX:
+                return f"{self.name()}: response {self.resps} of {n} bytes, past the limit"
+            if len(self.buf) < 5 + n:
+                break
+            msg = bytes(self.buf[5:5 + n])
+            del self.buf[:5 + n]
+            if flag:
+                try:
+                    msg = zlib.decompress(msg, 31)
+                except zlib.error as e:
+                    return f"{self.name()}: response {self.resps} does not inflate: {e}"
+            elif self.exp.get("gz") and n > 0:
+                return f"{self.name()}: response {self.resps} not compressed"
+            why = self.check_response(msg)
+            self.resps += 1
+            if why is not None:
+                return f"{self.name()}: response {self.resps - 1}: {why}"
+        return None
+
+    def check_response(self, msg):
+        want = self.exp["resp"]
+        if self.resps >= len(want):
+            return f"more responses than the {len(want)} wanted ({len(msg)} bytes)"
+        kind, n = want[self.resps]
+        try:
+            fields = pb_decode(msg)
+        except ValueError as e:
+            return f"does not parse ({e}): {msg[:40].hex()}"
+        if kind == "empty":
+            return None if msg == b"" else f"not empty: {msg[:40].hex()}"
+        if kind in ("in", "health"):
+            v = [f[2] for f in fields if f[0] == 1 and f[1] == 0]
+            got = v[-1] if v else 0
+            if got != n or len(fields) != len(v):
+                return f"{kind} {got} ({msg[:40].hex()}), wanted {n}"
+            return None
+        # simple, out: a payload of n zeros
+        if len(fields) != 1 or fields[0][:2] != (1, 2):
+            return f"not a response with a payload: {msg[:40].hex()}"
+        try:
+            pay = pb_decode(fields[0][2])
+        except ValueError as e:
+            return f"its payload does not parse ({e})"
+        body = b"".join(f[2] for f in pay if f[0] == 2 and f[1] == 2)
+        if any(f[0] != 2 and not (f[0] == 1 and f[2] == 0) for f in pay):
+            return f"its payload has other fields: {fields[0][2][:40].hex()}"
+        if len(body) != n or body.count(0) != n:
+            return f"a payload of {len(body)} bytes, wanted {n} zeros"
+        return None
+
+    def on_trailers(self, headers):
+        self.trailers = dict(headers)
+        return None
+
+    def on_end(self):
+        self.state = "done"
+        exp = self.exp
+        if exp.get("http", 200) != 200:
+            return None
+        if self.buf:
+            return f"{self.name()}: the answer ended inside a message ({len(self.buf)} bytes)"
+        t = self.trailers
+        if t is None or b"grpc-status" not in t:
+            return f"{self.name()}: ended without a grpc-status"
+        st = t[b"grpc-status"]
+        if exp.get("cancel") or exp.get("status") is None:
+            return f"{self.name()}: ended with grpc-status {st.decode()}, wanted a reset " \
+                f"(CANCEL)"
+        if not re.fullmatch(rb"0|[1-9][0-9]?", st) or int(st) != exp["status"]:
+            m = grpc_percent_decode(t.get(b"grpc-message", b""))[:80]
+            return f"{self.name()}: grpc-status {st.decode()} ({m!r}), wanted {exp['status']}"
+        want = len(exp["resp"])
+        if self.resps < want and not exp.get("prefix"):
+            return f"{self.name()}: {self.resps} responses, wanted {want}"
+        if exp.get("msg") is not None:
+            got = grpc_percent_decode(t.get(b"grpc-message", b""))
+            if got != exp["msg"].encode():
+                return f"{self.name()}: grpc-message {got[:80]!r}, wanted {exp['msg'][:80]!r}"
+        if exp.get("echo_trail") is not None:
+            v = t.get(b"x-grpc-test-echo-trailing-bin")
+            try:
+                got = grpc_unbase64(v) if v is not None else None
+            except ValueError:
+                got = v
+            if got != bytes.fromhex(exp["echo_trail"]):
+                return f"{self.name()}: x-grpc-test-echo-trailing-bin {v!r}, wanted " \
+                    f"{exp['echo_trail']}"
+        if exp.get("accept_enc") and not t.get(b"grpc-accept-encoding"):
+            return f"{self.name()}: UNIMPLEMENTED for the encoding without grpc-accept-encoding"
+        return None
+
+
+class GrpcClient(H2Client):
+    """One HTTP/2 connection of gRPC calls (GrpcCall): H2Client, with calls opened as gRPC
+    requests, their bodies held at their gates, reset where the plan says, and the ping
+    policy's GOAWAY allowed once enough PINGs went (grpc_calm: it must come)."""
+
+    def do(self, a, now):
+        op = a["op"]
+        if op == "grpc_call":
+            if self.dead or self.shut_sent:
+                return
+            r = GrpcCall(a)
+            self.reqs.append(r)
+            if self.goaway is not None:
+                r.state = "unsent"
+            else:
+                self.queue.append(r)
+            self.pump()
+        elif op == "grpc_calm":  # the ping policy's GOAWAY must come
+            self.wait_from = now
+            self.wait = ("calm", now + a["ms"] / 1000, None)
+        else:
+            super().do(a, now)
+
+    def goaway_ok(self, code, debug):
+        # codec/grpc/server.c on_ping: a PING is a strike when no head, message nor status
+        # went since the one before (the first never is); GOAWAY ENHANCE_YOUR_CALM
+        # "too_many_pings" at the strike past max_ping_strikes. So never before that many
+        # PINGs and one.
+        return code == H2_ENHANCE_YOUR_CALM and debug == b"too_many_pings" and \
+            self.pings_sent >= GRPC_PING_STRIKES + 2
+
+    def satisfied(self, now):
+        kind, deadline, extra = self.wait
+        if kind == "calm":
+            if self.goaway is None and not self.eof and not self.dead and now < deadline and \
+                    not self.broken:
+                return False
+            if self.goaway is None or self.goaway[0] != H2_ENHANCE_YOUR_CALM:
+                got = "no GOAWAY" if self.goaway is None else \
+                    f"GOAWAY {h2_code(self.goaway[0])} ({self.goaway_debug[:80]!r})"
+                self.fail(f"{self.pings_sent} PINGs and no call: {got}, wanted "
+                          f"ENHANCE_YOUR_CALM too_many_pings")
+            return True
+        return super().satisfied(now)
+
+    def open(self, r):
+        op = r.op
+        sid = self.h2.get_next_available_stream_id()
+        hdrs = [(b":method", r.method.encode()), (b":scheme", b"http"),
+                (b":authority", op.get("authority", "127.0.0.1").encode()),
+                (b":path", r.path.encode())]
+        for k, v in op.get("hdrs", []):
+            hdrs.append((k.encode(), v.encode("latin-1")))
+        if op.get("never"):
+            hdrs.append(h2_never_header(op["never"]))
+        end_now = op.get("end") == "headers"
+        self.h2.send_headers(sid, hdrs, end_stream=end_now)
+        r.sid = sid
+        r.state = "open"
+        self.by_sid[sid] = r
+        if not end_now:
+            self.sending.append(r)
+        if self.auto:
+            self.windows()
+
+    def cancel(self, r):
+        self.drop_sending(r)
+        r.state = "reset_us"
+        try:
+            self.h2.reset_stream(r.sid, H2_CANCEL)
+        except (h2.exceptions.ProtocolError, h2.exceptions.StreamClosedError):
+            pass
+
+    def send_body(self, r):
+        st = self.h2.streams.get(r.sid)
+        if st is None or st.closed or r.state != "open":
+            self.drop_sending(r)
+            return
+        limit = r.limit()
+        end = r.op.get("end", "data")
+        while r.sent < limit:
+            room = min(self.h2.local_flow_control_window(r.sid), self.h2.max_outbound_frame_size)
+            if room <= 0:
+                return
+            n, pad = r.next_piece(room, self.h2.max_outbound_frame_size, limit)
+            last = r.sent + n == len(r.body) and end == "data" and r.rst_sent is None and \
+                not r.op.get("end_gate")
+            self.h2.send_data(r.sid, r.body[r.sent:r.sent + n], end_stream=last, pad_length=pad)
+            r.sent += n
+        if r.rst_sent is not None and r.sent >= r.rst_sent:
+            self.cancel(r)
+            return
+        if r.sent < len(r.body) or r.resps < r.op.get("end_gate", 0):
+            return  # at a gate: the answers it waits for will bring us back
+        if end == "data" and (not r.body or r.op.get("end_gate")) or end == "empty":
+            self.h2.send_data(r.sid, b"", end_stream=True)
+        elif end == "trailers":
+            self.h2.send_headers(r.sid, [(b"x-client-trailer", b"1")], end_stream=True)
+        self.drop_sending(r)
+
+    def pump(self):
+        super().pump()
+        if self.h2 is not None and not self.done and not self.broken:
+            for r in self.reqs:
+                if r.state == "open" and r.rst_got is not None and r.resps >= r.rst_got:
+                    self.cancel(r)
+            self.emit()
+
+
 class Burst:
     """Every connection of a burst, played at once."""
 
@@ -4235,9 +5449,10 @@ class Server:
             env=sanitizer_env(), preexec_fn=die_with_parent)
         deadline = time.monotonic() + 30
         while True:
-            m = re.search(r"(?:listening|serving .*) on 127\.0\.0\.1:(\d+)", self.output())
+            m = re.search(r"(?:listening|serving .*) on 127\.0\.0\.1:(\d+)|^PORT (\d+)$",
+                          self.output(), re.M)
             if m:
-                self.port = int(m.group(1))
+                self.port = int(m.group(1) or m.group(2))
                 break
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.kill()
@@ -4385,15 +5600,32 @@ def run_seed(args, name, seed):
 
 
 def need_h2(names, what):
-    """The http2 server needs python3-h2: without it, alone (or a trace of it) it is skipped
-    (exit 77, ctest's SKIP_RETURN_CODE); among others it is left out, saying so."""
-    if h2 is not None or "http2" not in names:
+    """The http2 and grpc servers need python3-h2: without it, alone (or a trace of one) they
+    are skipped (exit 77, ctest's SKIP_RETURN_CODE); among others they are left out, saying
+    so."""
+    h2_names = [n for n in names if n in ("http2", "grpc")]
+    if h2 is not None or not h2_names:
         return names
-    if len(names) == 1:
-        print(f"SKIP: {what}: the http2 server needs python3-h2 (scripts/deps.sh)")
+    if len(names) == len(h2_names):
+        print(f"SKIP: {what}: the {' and '.join(h2_names)} server needs python3-h2 "
+              "(scripts/deps.sh)")
         sys.exit(77)
-    print("serverfuzz: http2 left out: python3-h2 is not installed", flush=True)
-    return [n for n in names if n != "http2"]
+    print(f"serverfuzz: {', '.join(h2_names)} left out: python3-h2 is not installed", flush=True)
+    return [n for n in names if n not in h2_names]
+
+
+def need_exe(args, names, what):
+    """A server whose program the tree did not build (eddy-grpc-server needs protoc-c): alone,
+    skipped (77); among others left out, saying so."""
+    missing = [n for n in names if not os.path.exists(os.path.join(args.bin_dir, PROTOS[n].exe))
+               and n == "grpc"]
+    if not missing:
+        return names
+    if len(missing) == len(names):
+        print(f"SKIP: {what}: {PROTOS[missing[0]].exe} is not built in {args.bin_dir}")
+        sys.exit(77)
+    print(f"serverfuzz: {', '.join(missing)} left out: not built", flush=True)
+    return [n for n in names if n not in missing]
 
 
 def need_certs(args, name, what):
@@ -4412,6 +5644,7 @@ def replay(args, path):
         sys.exit(2)
     name = trace["server"]
     need_h2([name], path)
+    need_exe(args, [name], path)
     need_certs(args, name, path)
     label = os.path.splitext(os.path.basename(path))[0]
     failed = 0
@@ -4519,6 +5752,7 @@ def main():
         if n not in PROTOS:
             ap.error(f"unknown server {n!r}")
     names = need_h2(names, "--servers")
+    names = need_exe(args, names, "--servers")
     for n in names:
         need_certs(args, n, "--servers")
     failures = []
