@@ -117,10 +117,10 @@ static void unary_call(eddy_grpc_call_t *call, eddy_buf_t *b)
     if (req == NULL) {
         return;
     }
-    echo_initial(call);
     if (req->response_compressed != NULL && req->response_compressed->value) {
-        eddy_grpc_call_set_compression(call, "gzip");
+        eddy_grpc_call_set_compression(call, "gzip"); /* before the echo sends the headers */
     }
+    echo_initial(call);
     if (req->response_status != NULL && req->response_status->code != 0) {
         finish(call, req->response_status);
     } else {
@@ -160,16 +160,22 @@ static void input_done(eddy_grpc_call_t *call)
 }
 
 /* ---------------------------------------------------------------------------------------
- * StreamingOutputCall and FullDuplexCall: responses as the request's parameters say, one at
- * a time as the stream takes them, after interval_us each.
+ * StreamingOutputCall and FullDuplexCall: responses as each request's parameters say, one at
+ * a time as the stream takes them, after interval_us each; a duplex call's requests answered
+ * in order, each once those before it are (a request asking a status finishes the call then).
  */
 
+typedef struct queued_s {
+    struct queued_s *next;
+    Grpc__Testing__StreamingOutputCallRequest *req;
+} queued_t;
+
 typedef struct out_s {
-    Grpc__Testing__StreamingOutputCallRequest *req; /* being answered; NULL: none */
-    size_t next;                                    /* its next response_parameters */
-    bool timer;                                     /* an interval is being waited */
-    bool half_closed;                               /* no request will come */
-    bool duplex;
+    queued_t *head, *tail; /* the requests to answer, in order; the first is being answered */
+    size_t next;           /* the first's next response_parameters */
+    bool timer;            /* its interval is being waited */
+    bool due;              /* the interval passed: the response goes once the call takes it */
+    bool half_closed;      /* no request will come */
 } out_t;
 
 static void out_pump(eddy_grpc_call_t *call);
@@ -179,43 +185,62 @@ static void out_timer(eddy_grpc_call_t *call, void *arg)
     (void)arg;
     out_t *o = eddy_grpc_call_user_data(call);
     o->timer = false;
-    Grpc__Testing__ResponseParameters *p = o->req->response_parameters[o->next++];
-    eddy_grpc_call_send(call, payload_response(p->size, true), NULL);
+    o->due = true;
     out_pump(call);
+}
+
+static void out_pop(out_t *o)
+{
+    queued_t *q = o->head;
+    o->head = q->next;
+    if (o->head == NULL) {
+        o->tail = NULL;
+    }
+    protobuf_c_message_free_unpacked(&q->req->base, NULL);
+    free(q);
+    o->next = 0;
 }
 
 static void out_free(void *arg)
 {
     out_t *o = arg;
-    if (o->req != NULL) {
-        protobuf_c_message_free_unpacked(&o->req->base, NULL);
+    while (o->head != NULL) {
+        out_pop(o);
     }
     free(o);
 }
 
-/* Send what the request still asks while the call takes it; finish once all is sent and no
+/* Send what the requests still ask while the call takes it; finish once all is sent and no
  * more requests come. */
 static void out_pump(eddy_grpc_call_t *call)
 {
     out_t *o = eddy_grpc_call_user_data(call);
-    while (o->req != NULL && !o->timer && o->next < o->req->n_response_parameters) {
+    while (!eddy_grpc_call_is_done(call) && o->head != NULL && !o->timer) {
+        Grpc__Testing__StreamingOutputCallRequest *req = o->head->req;
+        if (req->response_status != NULL && req->response_status->code != 0) {
+            finish(call, req->response_status);
+            return;
+        }
+        if (o->next == req->n_response_parameters) {
+            out_pop(o);
+            continue;
+        }
+        Grpc__Testing__ResponseParameters *p = req->response_parameters[o->next];
+        if (!o->due && p->interval_us > 0) {
+            o->timer = eddy_grpc_call_schedule(call, (p->interval_us + 999) / 1000, out_timer,
+                                               NULL) != 0;
+            if (o->timer) {
+                return;
+            }
+        }
         if (!eddy_grpc_call_is_writable(call)) {
             return; /* on_writable comes back here */
         }
-        Grpc__Testing__ResponseParameters *p = o->req->response_parameters[o->next];
-        if (p->interval_us > 0) {
-            o->timer = eddy_grpc_call_schedule(call, (p->interval_us + 999) / 1000, out_timer,
-                                               NULL) != 0;
-            return;
-        }
+        o->due = false;
         o->next++;
         eddy_grpc_call_send(call, payload_response(p->size, true), NULL);
     }
-    if (o->req != NULL && o->next == o->req->n_response_parameters) {
-        protobuf_c_message_free_unpacked(&o->req->base, NULL);
-        o->req = NULL;
-    }
-    if (o->req == NULL && o->half_closed) {
+    if (!eddy_grpc_call_is_done(call) && o->head == NULL && o->half_closed) {
         finish(call, NULL);
     }
 }
@@ -223,22 +248,25 @@ static void out_pump(eddy_grpc_call_t *call)
 static void out_request(eddy_grpc_call_t *call, eddy_buf_t *b)
 {
     out_t *o = eddy_grpc_call_user_data(call);
-    Grpc__Testing__StreamingOutputCallRequest *req =
-        (Grpc__Testing__StreamingOutputCallRequest *)unpack(
-            call, &grpc__testing__streaming_output_call_request__descriptor, b);
-    if (req == NULL) {
+    queued_t *q = malloc(sizeof(*q));
+    if (q == NULL) {
+        eddy_buf_release(b);
+        eddy_grpc_call_finish(call, EDDY_GRPC_RESOURCE_EXHAUSTED, "out of memory", NULL, 0);
         return;
     }
-    if (req->response_status != NULL && req->response_status->code != 0) {
-        finish(call, req->response_status);
-        protobuf_c_message_free_unpacked(&req->base, NULL);
+    q->req = (Grpc__Testing__StreamingOutputCallRequest *)unpack(
+        call, &grpc__testing__streaming_output_call_request__descriptor, b);
+    if (q->req == NULL) {
+        free(q);
         return;
     }
-    if (o->req != NULL) { /* a duplex client that did not wait: answer in order */
-        protobuf_c_message_free_unpacked(&o->req->base, NULL);
+    q->next = NULL;
+    if (o->tail != NULL) {
+        o->tail->next = q;
+    } else {
+        o->head = q;
     }
-    o->req = req;
-    o->next = 0;
+    o->tail = q;
     out_pump(call);
 }
 
