@@ -240,9 +240,12 @@ int eddy__grpc_call_queue(eddy_grpc_call_t *call, eddy_buf_t *msg, bool end_stre
         return EDDY_ENOMEM;
     }
     eddy__h2_stream_cork(call->stream); /* prefix and message in one DATA frame */
-    int err = eddy_h2_stream_send_data(call->stream, head, false, NULL);
+    int err = eddy_h2_stream_send_data(call->stream, head, false, NULL); /* ENOBUFS: full */
     if (err == 0) {
-        err = eddy_h2_stream_send_data(call->stream, msg, end_stream, p);
+        /* The message follows its prefix whatever the queue's bound (it is in memory
+         * already, and at most max_send): capped, one larger than max_stream_pending could
+         * never go, and its refusal left the prefix queued alone, breaking the framing. */
+        err = eddy__h2_stream_send(call->stream, msg, end_stream, p, false);
     } else {
         eddy_buf_release(msg);
         eddy__promise_done(p, err);

@@ -13,6 +13,11 @@
 void eddy__h2_stream_cork(eddy_h2_stream_t *s);
 void eddy__h2_stream_uncork(eddy_h2_stream_t *s);
 
+/* eddy_h2_stream_send_data(), past max_stream_pending unless capped: for bytes whole in
+ * memory already that must follow what was just queued (a gRPC message behind its prefix). */
+int eddy__h2_stream_send(eddy_h2_stream_t *s, eddy_buf_t *data, bool end_stream,
+                         eddy_promise_t *p, bool capped);
+
 /* Once s's END_STREAM has gone out, reset it with NO_ERROR if the peer has not ended its side:
  * "a complete response prior to the client sending an entire request" (RFC 9113 section
  * 8.1), which gRPC asks after an early status. Not counted as a reset we make for an error. */
