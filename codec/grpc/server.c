@@ -749,7 +749,11 @@ static void on_headers(conn_t *conn, eddy_h2_headers_t *h)
         call_start(conn, h);
     } else if (call != NULL && !call->ended && h->end_stream && !call->remote_done) {
         eddy_grpc_call_retain(call); /* the client's trailers: its side ends */
-        half_close(call);
+        if (eddy__grpc_deframer_partial(&call->in)) {
+            call_fail(call, EDDY_GRPC_INTERNAL, "the stream ended inside a message");
+        } else {
+            half_close(call);
+        }
         eddy_grpc_call_release(call);
     }
 }
