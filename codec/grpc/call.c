@@ -283,6 +283,9 @@ int eddy_grpc_call_send(eddy_grpc_call_t *call, eddy_buf_t *msg, eddy_promise_t 
         err = EDDY_EINVAL;
     } else if (!call->headers_sent) {
         err = call->side->head(call);
+        if (err == 0 && call->ended) {
+            err = EDDY_ECLOSED; /* the head's write met the connection gone: it ended the call */
+        }
     }
     if (err != 0) {
         if (msg != NULL) {

@@ -386,8 +386,11 @@ int eddy_grpc_call_finish(eddy_grpc_call_t *call, eddy_grpc_status_t status, con
         return EDDY_EINVAL;
     }
     int err;
+    /* Held: a write that meets the connection gone closes it at once, which ends the call
+     * and lets go of its stream before the block_send returns. */
+    eddy_h2_stream_t *s = eddy_h2_stream_retain(call->stream);
     if (!call->headers_sent) {
-        err = trailers_only(call->stream, call, status, message, md, n);
+        err = trailers_only(s, call, status, message, md, n);
     } else {
         size_t mlen = message != NULL ? strlen(message) : 0;
         char code[4], *text = malloc(3 * mlen + 1);
@@ -395,13 +398,14 @@ int eddy_grpc_call_finish(eddy_grpc_call_t *call, eddy_grpc_status_t status, con
         err = text != NULL ? 0 : EDDY_ENOMEM;
         if (err == 0) {
             size_t k = status_fields(status, message, code, text, f);
-            err = block_send(call->stream, f, k, md, n, true);
+            err = block_send(s, f, k, md, n, true);
             free(text);
         }
-        if (err == 0 && !eddy__h2_stream_remote_ended(call->stream)) {
-            eddy__h2_stream_end_early(call->stream);
+        if (err == 0 && !eddy__h2_stream_remote_ended(s)) {
+            eddy__h2_stream_end_early(s);
         }
     }
+    eddy_h2_stream_release(s);
     if (err == EDDY_EINVAL) {
         return err; /* bad metadata: nothing went; the call goes on */
     }
