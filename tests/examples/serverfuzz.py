@@ -293,6 +293,7 @@ class Proto:
     exe = ""
     tls = False  # the server speaks TLS (needs CERT_DIR); the plans handshake first
     fds = FDS  # the server's descriptor limit
+    max_rss_mb = None  # the server's peak resident memory must stay below (None: not checked)
     # Scenario weights (see gen_conn); protocols override some.
     weights = {"valid": 20, "mutated": 20, "garbage": 6, "reset_mid": 10, "half_close": 8,
                "noread": 5, "close_rst": 12, "idle": 3, "slow": 4, "big": 2}
@@ -3076,6 +3077,10 @@ class Grpc(Http2):
     what its answer must be."""
     name = "grpc"
     exe = "eddy-grpc-server"
+    # Calls announcing 4 GiB, gzip bombs of 64 MiB, 4 MiB messages each way: a server that
+    # gathered or inflated what it was told would pass this; the runs peak near 100 MiB under
+    # ASan (a few 4 MiB messages at once at most), more under TSan's shadow.
+    max_rss_mb = 1536
     weights = {"grpc_valid": 22, "grpc_many": 4, "grpc_big": 4, "grpc_windows": 5,
                "grpc_slow_reader": 3, "grpc_cancel": 8, "grpc_deadline": 6, "grpc_hostile": 20,
                "grpc_sleep": 3, "grpc_ping": 4, "grpc_ping_idle": 3, "grpc_flood": 4,
@@ -3311,7 +3316,8 @@ class Grpc(Http2):
 
     def params(self, rng, big=False, small=False, few=False):
         """StreamingOutputCall's response_parameters: [size, interval_us]."""
-        n = rng.choice((0, 1, 1, 2, 3, 5) if few else (0, 1, 2, 3, 5, 10, 30))
+        n = rng.choice((0, 1, 1, 2, 3, 5) if few else (1, 2, 3) if big else
+                       (0, 1, 2, 3, 5, 10, 30))
         out = []
         for _ in range(n):
             size = 0 if small else self.size(rng, big and rng.random() < 0.3)
@@ -3572,7 +3578,11 @@ class Grpc(Http2):
                        method=rng.choice(("UnaryCall", "EmptyCall", None)))
             acts.append(read)
         elif kind == "grpc_big":
-            acts.append(self.settings(rng, big=rng.random() < 0.5))
+            start = self.settings(rng, big=rng.random() < 0.5)
+            if start["keep"] < 65535:  # (MiBs through windows of 1000 bytes: minutes)
+                start["keep"] = rng.choice((65535, 1 << 20))
+                start["settings"][str(H2_INITIAL_WINDOW_SIZE)] = start["keep"]
+            acts.append(start)
             self.calls(rng, st, acts, rng.randint(1, 3), big=True)
             self.calls(rng, st, acts, geometric(rng, 3, 10))
             acts.append(read)
@@ -5527,6 +5537,15 @@ class Server:
     def alive(self):
         return self.proc.poll() is None
 
+    def peak_rss_mb(self):
+        """The server's peak resident memory (Linux's VmHWM), or None."""
+        try:
+            with open(f"/proc/{self.proc.pid}/status") as f:
+                m = re.search(r"^VmHWM:\s+(\d+) kB", f.read(), re.M)
+        except OSError:
+            return None
+        return int(m.group(1)) // 1024 if m else None
+
     def stop(self):
         """SIGTERM; the exit status, or a Failure when it does not exit."""
         self.proc.terminate()
@@ -5609,6 +5628,10 @@ def play(args, name, bursts, label):
         time.sleep(SETTLE_SECONDS)
         if not srv.alive():
             raise Failure(f"the server died (status {srv.proc.returncode})")
+        peak = srv.peak_rss_mb()
+        if proto.max_rss_mb is not None and peak is not None and peak > proto.max_rss_mb:
+            raise Failure(f"the server's memory grew to {peak} MiB (VmHWM), past "
+                          f"{proto.max_rss_mb} MiB")
         rc = srv.stop()
         out = srv.output()
         found = [m for m in SANITIZER_MARKERS if m in out]
