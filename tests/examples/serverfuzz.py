@@ -3200,8 +3200,9 @@ class Grpc(Http2):
             return "gzip" in op["hdrs"][-1][1]
         return False
 
-    def valid_call(self, rng, st, big=False, method=None, timeout=None, small=False):
-        """One valid call of any method, with what it must answer."""
+    def valid_call(self, rng, st, big=False, method=None, timeout=None, small=False, cap=None):
+        """One valid call of any method, with what it must answer; cap: its responses' and
+        requests' payloads at most that."""
         method = method or rng.choices(
             ("UnaryCall", "EmptyCall", "StreamingInputCall", "StreamingOutputCall",
              "FullDuplexCall", "Check", "Watch"), (35, 8, 14, 15, 18, 6, 4))[0]
@@ -3210,7 +3211,8 @@ class Grpc(Http2):
             big = False
 
         def sz():
-            return 0 if small else self.size(rng, big and rng.random() < 0.5)
+            n = 0 if small else self.size(rng, big and rng.random() < 0.5)
+            return n if cap is None else min(n, cap)
         if method == "UnaryCall":
             m = {"t": "simple", "size": sz()}
             if rng.random() < 0.6 or big:
@@ -3232,7 +3234,7 @@ class Grpc(Http2):
             total = sum(m["pay"][1] for m in msgs if "pay" in m)
             resp = [["in", total]]
         elif method == "StreamingOutputCall":
-            m = {"t": "out", "params": self.params(rng, big, small)}
+            m = {"t": "out", "params": self.params(rng, big, small, cap=cap)}
             if rng.random() < 0.3:
                 m["pay"] = self.payload(rng, rng.choice(self.SIZES))
             if rng.random() < 0.1:
@@ -3246,7 +3248,7 @@ class Grpc(Http2):
             msgs, resp, gate = [], [], []
             pingpong = rng.random() < 0.5
             for _ in range(rng.choice((0, 1, 1, 2, 3, 4, 8))):
-                m = {"t": "out", "params": self.params(rng, big, small, few=True)}
+                m = {"t": "out", "params": self.params(rng, big, small, few=True, cap=cap)}
                 if rng.random() < 0.2:
                     m["pay"] = self.payload(rng, rng.choice(self.SIZES))
                 gate.append(len(resp) if pingpong else 0)
@@ -3314,7 +3316,7 @@ class Grpc(Http2):
         if n > GRPC_MAX:
             pay[1] -= n - GRPC_MAX
 
-    def params(self, rng, big=False, small=False, few=False):
+    def params(self, rng, big=False, small=False, few=False, cap=None):
         """StreamingOutputCall's response_parameters: [size, interval_us]."""
         n = rng.choice((0, 1, 1, 2, 3, 5) if few else (1, 2, 3) if big else
                        (0, 1, 2, 3, 5, 10, 30))
@@ -3323,6 +3325,8 @@ class Grpc(Http2):
             size = 0 if small else self.size(rng, big and rng.random() < 0.3)
             if rng.random() < 0.03:
                 size = rng.choice((-1, -100))
+            if cap is not None:
+                size = min(size, cap)
             interval = rng.choice((0, 0, 0, 0, 1, 100, 1000, 20000)) if not big else 0
             out.append([size, interval])
         return out
@@ -3588,11 +3592,17 @@ class Grpc(Http2):
             acts.append(read)
         elif kind == "grpc_windows":  # our windows small, opened by hand, then kept small
             acts.append(dict(self.settings(rng, small=True), auto=False))
-            self.calls(rng, st, acts, geometric(rng, 4, 12), between=False)
+            total = 0
+            for _ in range(geometric(rng, 4, 12)):
+                op = self.valid_call(rng, st, cap=100000)
+                total += sum(r[1] for r in op["expect"]["resp"] if r[0] in ("simple", "out"))
+                acts.append(op)
             for _ in range(rng.randint(1, 6)):
                 acts.append({"op": "sleep", "ms": ms(rng.choice((1, 10, 50, 200)))})
                 acts.append({"op": "h2_grant", "n": rng.choice((1, 10, 100, 1000, 16384))})
-            acts.append({"op": "h2_auto", "keep": rng.choice((100, 1000, 16384, 65535))})
+            # (Kept small, but not a round trip per few bytes of all that is asked.)
+            keep = max(rng.choice((100, 1000, 16384, 65535)), total // 1500 + 1)
+            acts.append({"op": "h2_auto", "keep": keep})
             acts.append(read)
         elif kind == "grpc_slow_reader":  # a small receive buffer, read now and then
             plan["rcvbuf"] = rng.choice((2048, 4096, 16384))
@@ -3600,7 +3610,7 @@ class Grpc(Http2):
             acts.append(self.settings(rng))
             for _ in range(geometric(rng, 3, 6)):
                 op = self.valid_call(rng, st, method=rng.choice(
-                    ("StreamingOutputCall", "FullDuplexCall", "UnaryCall")))
+                    ("StreamingOutputCall", "FullDuplexCall", "UnaryCall")), cap=65536)
                 acts.append(op)
             acts.append(read)
         elif kind == "grpc_sleep":  # 1 ms deadlines on calls that never answer
@@ -3784,14 +3794,24 @@ class Grpc(Http2):
                               f"Check ({got[3].hex()}, grpc-status {status[1]}) answered wrongly")
 
 
+class GrpcOffload(Grpc):
+    """eddy-grpc-server --offload 2: UnaryCall and StreamingInputCall run on a carrier's two
+    threads (eddy_grpc_server_add_method_on), their call functions handed back to the loops;
+    the same plans and checks."""
+    name = "grpc_offload"
+
+    def argv(self, bin_dir, cert_dir):
+        return super().argv(bin_dir, cert_dir) + ["--offload", "2"]
+
+
 class CanaryWrong(Exception):
     """The canary was answered, wrongly: a failure at once (no retry)."""
 
 
 PROTOS = {p.name: p for p in (Echo(), EchoCap(), TlsEcho(), TlsEchoCap(), Rpc(), Http(), HttpFiles(),
-                              Resp(), Dns(), Ws(), WsChat(), Http2(), Grpc())}
+                              Resp(), Dns(), Ws(), WsChat(), Http2(), Grpc(), GrpcOffload())}
 ALL_SERVERS = ["echo", "echo_cap", "tls", "tls_cap", "rpc", "http", "http_files", "resp", "dns",
-               "ws", "ws_chat", "http2", "grpc"]
+               "ws", "ws_chat", "http2", "grpc", "grpc_offload"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -3823,6 +3843,7 @@ ALL_SERVERS = ["echo", "echo_cap", "tls", "tls_cap", "rpc", "http", "http_files"
 #   dgram {hex}             send one datagram
 #   flood {hex: [...], times}  send times datagrams, cycling through the list, at once
 #   sleep, read {ms, all}, close   as above; "flood": true in the plan: answers need not come
+# A burst of a trace may say "times": played that many times over (cases written by hand).
 # (Traces stay "eddy-serverfuzz-1": these only add to it.)
 
 def split_stream(rng, data, actions, budget):
@@ -5326,15 +5347,16 @@ class GrpcClient(H2Client):
 
     def do(self, a, now):
         op = a["op"]
-        if op == "grpc_call":
+        if op == "grpc_call":  # ("times": that many alike, in cases written by hand)
             if self.dead or self.shut_sent:
                 return
-            r = GrpcCall(a)
-            self.reqs.append(r)
-            if self.goaway is not None:
-                r.state = "unsent"
-            else:
-                self.queue.append(r)
+            for k in range(a.get("times", 1)):
+                r = GrpcCall(dict(a, i=a["i"] + k) if k else a)
+                self.reqs.append(r)
+                if self.goaway is not None:
+                    r.state = "unsent"
+                else:
+                    self.queue.append(r)
             self.pump()
         elif op == "grpc_calm":  # the ping policy's GOAWAY must come
             self.wait_from = now
@@ -5687,7 +5709,7 @@ def need_h2(names, what):
     """The http2 and grpc servers need python3-h2: without it, alone (or a trace of one) they
     are skipped (exit 77, ctest's SKIP_RETURN_CODE); among others they are left out, saying
     so."""
-    h2_names = [n for n in names if n in ("http2", "grpc")]
+    h2_names = [n for n in names if n in ("http2", "grpc", "grpc_offload")]
     if h2 is not None or not h2_names:
         return names
     if len(names) == len(h2_names):
@@ -5702,7 +5724,7 @@ def need_exe(args, names, what):
     """A server whose program the tree did not build (eddy-grpc-server needs protoc-c): alone,
     skipped (77); among others left out, saying so."""
     missing = [n for n in names if not os.path.exists(os.path.join(args.bin_dir, PROTOS[n].exe))
-               and n == "grpc"]
+               and n.startswith("grpc")]
     if not missing:
         return names
     if len(missing) == len(names):
@@ -5718,6 +5740,12 @@ def need_certs(args, name, what):
         print(f"serverfuzz: {what}: the {name} server needs CERT_DIR "
               "(tests/pipeline/tls_certs.sh DIR makes it)", file=sys.stderr)
         sys.exit(2)
+
+
+def trace_bursts(trace):
+    """A trace's bursts, each as many times as its "times" says (a case written by hand that
+    plays one burst again and again stays one burst long)."""
+    return [b for b in trace["bursts"] for _ in range(b.get("times", 1))]
 
 
 def replay(args, path):
@@ -5736,7 +5764,7 @@ def replay(args, path):
         print(f"serverfuzz: replaying {path} ({name}, seed {trace.get('seed')}, "
               f"{len(trace['bursts'])} bursts){f' #{r + 1}' if args.repeat > 1 else ''}",
               flush=True)
-        res = play(args, name, trace["bursts"], f"replay-{label}")
+        res = play(args, name, trace_bursts(trace), f"replay-{label}")
         if res is not None:
             failed += 1
             print(f"serverfuzz: FAILED: replay of {path}: {res[0]}", flush=True)
@@ -5762,12 +5790,12 @@ def reduce(args, path):
                 return signature(res[0])
         return None
 
-    sig = fails(trace["bursts"])
+    sig = fails(trace_bursts(trace))
     if sig is None:
         print(f"serverfuzz: {path} does not fail in {args.repeat} tries: nothing to reduce")
         return False
     print(f"serverfuzz: reducing {path}, failing with: {sig}", flush=True)
-    bursts = trace["bursts"]
+    bursts = trace_bursts(trace)
     i = 0
     while len(bursts) > 1 and i < len(bursts):
         cand = bursts[:i] + bursts[i + 1:]
