@@ -197,6 +197,12 @@ int eddy_ctx_execute(eddy_ctx_t *ctx, eddy_ctx_cb cb, void *arg)
 
 int eddy_ctx_cancel(eddy_ctx_t *ctx, uint64_t id)
 {
+    if (ctx->removed) {
+        /* Its jobs were cancelled at the removal, and a loop context's jobs word is the
+         * graveyard's link now: a cancel from handler_removed (a handler letting go of its
+         * timers) walked the removed contexts as jobs, round the pipeline's ring for ever. */
+        return EDDY_EALREADY;
+    }
     for (job_t *j = *eddy__ctx_jobs(ctx); j != NULL && id != 0; j = j->next) {
         if (j->id == id) {
             job_cancel(j);

@@ -28,7 +28,11 @@ typedef struct timed_s {
     const char *remove_other; /* the callback removes this handler */
     uint64_t id;   /* the last id scheduled */
     uint64_t scheduled_in_removed; /* what eddy_ctx_schedule returned inside handler_removed */
+    bool cancel_in_removed; /* handler_removed cancels timer id */
 } timed_t;
+
+/* What eddy_ctx_cancel returned inside handler_removed (cancel_in_removed). */
+static int cancelled_in_removed;
 
 static void timed_cb(eddy_ctx_t *ctx, void *arg)
 {
@@ -59,6 +63,9 @@ static void timed_removed(eddy_ctx_t *ctx)
     timed_t *t = eddy_ctx_state(ctx);
     t->removed++;
     t->scheduled_in_removed = eddy_ctx_schedule(ctx, 1, timed_cb, t);
+    if (t->cancel_in_removed) {
+        cancelled_in_removed = eddy_ctx_cancel(ctx, t->id);
+    }
 }
 
 static const eddy_handler_ops_t timed_ops = {
@@ -279,6 +286,28 @@ static void test_scoped_timer_armed_after_the_channel_closed_is_refused(void **s
     assert_true(eddy_embedded_finish(ch));
 }
 
+/* A handler that lets go of its timers in handler_removed, after another handler was
+ * removed by the same close: the timers were cancelled at the removal, so the cancel says
+ * EDDY_EALREADY (it read the removed context's jobs word, the graveyard's link by then, and
+ * walked the removed contexts as jobs round the pipeline's ring for ever: found by serverfuzz
+ * grpc, the gRPC handler ending its calls' deadline timers at a close). */
+static void test_scoped_cancel_in_handler_removed(void **state)
+{
+    (void)state;
+    eddy_channel_t *ch = eddy_embedded_channel_new();
+    add_timed(ch, "a", 'a');
+    timed_t *b = add_timed(ch, "b", 'b');
+    b->id = eddy_ctx_schedule(ctx_of(ch, "b"), 10, timed_cb, b);
+    assert_true(b->id != 0);
+    b->cancel_in_removed = true;
+    cancelled_in_removed = -1;
+    eddy_channel_close(ch, NULL);
+    assert_int_equal(cancelled_in_removed, EDDY_EALREADY);
+    eddy_embedded_advance_time(ch, 100);
+    assert_int_equal(removed_fired[1], 0);
+    assert_true(eddy_embedded_finish(ch));
+}
+
 static int reset_counters(void **state)
 {
     (void)state;
@@ -303,6 +332,7 @@ int main(void)
         cmocka_unit_test_setup(test_scoped_execute_runs_soon_unless_removed, reset_counters),
         cmocka_unit_test_setup(test_scoped_timer_armed_after_the_channel_closed_is_refused,
                                reset_counters),
+        cmocka_unit_test_setup(test_scoped_cancel_in_handler_removed, reset_counters),
     };
     return cmocka_run_group_tests_name("pipeline.scoped", tests, NULL, NULL);
 }
