@@ -850,6 +850,16 @@ eddy_future_t *eddy_channel_close_future(eddy_channel_t *ch)
     }
 }
 
+void eddy__channel_enter(eddy_channel_t *ch)
+{
+    eddy__channel_hold(ch);
+}
+
+void eddy__channel_leave(eddy_channel_t *ch)
+{
+    eddy__channel_unhold(ch);
+}
+
 void eddy__channel_set_close_hook(eddy_channel_t *ch, const eddy__close_hook_t *hook)
 {
     assert(hook == NULL || ch->close_hook == NULL || ch->close_hook == hook); /* one owner */

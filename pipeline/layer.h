@@ -62,6 +62,14 @@ typedef struct eddy__close_hook_s {
 /* Set ch's close hook (the loop, before it closes; one per channel). */
 void eddy__channel_set_close_hook(eddy_channel_t *ch, const eddy__close_hook_t *hook);
 
+/* Hold ch across work a task of its loop does outside any of its pipeline's events (as the
+ * loop holds it for a timer's or an I/O callback's), work that may close it: a send that
+ * meets the peer gone closes the channel inside the write, and its removed handlers' state
+ * would be freed there, under the handler still running. Held, ch and that state stay until
+ * the matching leave. The loop's thread. */
+void eddy__channel_enter(eddy_channel_t *ch);
+void eddy__channel_leave(eddy_channel_t *ch);
+
 /* Call fn(ch, arg) for each socket channel of loop whose close hook is hook (a server
  * bootstrap's children), as a snapshot: fn may close them. The loop's thread. */
 void eddy__loop_each_hooked(eddy_loop_t *loop, const eddy__close_hook_t *hook,

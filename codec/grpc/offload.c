@@ -157,6 +157,13 @@ static void op_run(void *arg)
     eddy_grpc_call_t *call = o->call;
     eddy_buf_t *msg = o->msg;
     o->msg = NULL;
+    /* A task, outside the pipeline's events: a write that meets the peer gone closes the
+     * channel inside it, and would free the HTTP/2 and gRPC handlers' state under their own
+     * code (held, it stays until the op is over). NULL once the call ended. */
+    eddy_channel_t *ch = eddy_grpc_call_channel(call);
+    if (ch != NULL) {
+        eddy__channel_enter(ch);
+    }
     switch (o->kind) {
     case EDDY__GRPC_OP_SEND:
         eddy_grpc_call_send(call, msg, o->p);
@@ -176,6 +183,9 @@ static void op_run(void *arg)
     case EDDY__GRPC_OP_CANCEL:
         eddy_grpc_call_cancel(call);
         break;
+    }
+    if (ch != NULL) {
+        eddy__channel_leave(ch);
     }
     op_free(o);
 }
