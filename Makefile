@@ -5,6 +5,7 @@
 #   make install [PREFIX=/usr/local] [DESTDIR=]   the library, its headers and package files
 #   make soak   fuzz the example servers whole (SECONDS=300,
 #               SERVERS=echo,tls,echo_cap,tls_cap,rpc,http,resp,dns,ws,ws_chat,http2,grpc,
+#               grpc_offload,
 #               SANITIZER=address or thread)
 #   make soak-client   fuzz eddy-http-client whole (SECONDS=300, SANITIZER=address or thread)
 # Every target builds, and runs ctest, with JOBS parallel jobs: the processors nproc counts by
@@ -105,12 +106,12 @@ install:
 # The example servers fuzzed whole (tests/examples/serverfuzz.py, fuzz/README.md) in the
 # ASan+UBSan build, or with SANITIZER=thread in the TSan build: fresh seeds for SECONDS in all,
 # the SERVERS in turn. Each seed is printed, each failure with its trace file (in the tree's
-# soak/); exits non-zero after a failure. grpc needs eddy-grpc-server, built when protoc-c and
-# grpc-proto are there (scripts/deps.sh): without it the grpc runs are left out. The fuzzer's
-# Python is the system's when there is one (python3-h2 is a Debian package, which a python3
-# of pyenv's or a venv first on PATH does not see; http2 and grpc need it).
+# soak/); exits non-zero after a failure. grpc and grpc_offload need eddy-grpc-server, built
+# when protoc-c and grpc-proto are there (scripts/deps.sh): without it they are left out. The
+# fuzzer's Python is the system's when there is one (python3-h2 is a Debian package, which a
+# python3 of pyenv's or a venv first on PATH does not see; http2 and the grpc ones need it).
 SECONDS ?= 300
-SERVERS ?= echo,tls,echo_cap,tls_cap,rpc,http,resp,dns,ws,ws_chat,http2,grpc
+SERVERS ?= echo,tls,echo_cap,tls_cap,rpc,http,resp,dns,ws,ws_chat,http2,grpc,grpc_offload
 PYTHON3 ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 SANITIZER ?= address
 SOAK_TREE = $(if $(filter thread,$(SANITIZER)),$(TSAN_TREE),$(ASAN_TREE))
@@ -124,9 +125,9 @@ soak-tree: deps
 soak: soak-tree
 	@cmake --build $(SOAK_TREE) -j $(JOBS) --target eddy-echo-server eddy-rpc-server \
 		eddy-http-server eddy-resp-server eddy-dns-server eddy-ws-server
-	@case ",$(SERVERS)," in *,grpc,*) cmake --build $(SOAK_TREE) -j $(JOBS) \
+	@case ",$(SERVERS)," in *,grpc,*|*,grpc_offload,*) cmake --build $(SOAK_TREE) -j $(JOBS) \
 		--target eddy-grpc-server || echo "make soak: no eddy-grpc-server (it needs protoc-c \
-		and grpc-proto: scripts/deps.sh); grpc is left out";; esac
+		and grpc-proto: scripts/deps.sh); grpc and grpc_offload are left out";; esac
 	@bash tests/pipeline/tls_certs.sh $(SOAK_TREE)/soak-certs
 	$(SOAK_ENV) $(PYTHON3) tests/examples/serverfuzz.py $(SOAK_TREE)/examples $(SOAK_TREE)/soak-certs \
 		--soak $(SECONDS) --servers $(SERVERS) --out $(SOAK_TREE)/soak

@@ -6,7 +6,8 @@ a hard cap on each connection's queued replies, --max-pending ("echo_cap", "tls_
 eddy-rpc-server, eddy-http-server, eddy-resp-server, eddy-dns-server on
 examples/zones/example.zone, eddy-ws-server with --echo ("ws") and in broadcast mode
 ("ws_chat"), eddy-http-server over HTTP/2 by prior knowledge ("http2"), eddy-grpc-server,
-gRPC's interop TestService, over h2c ("grpc")) with two worker
+gRPC's interop TestService, over h2c ("grpc"), and so with --offload 2 ("grpc_offload":
+UnaryCall and StreamingInputCall on a carrier's threads)) with two worker
 loops, 256 descriptors and an ephemeral port of 127.0.0.1, and plays bursts of client
 connections against it, all at once and interleaved on one selectors loop; for DNS, UDP flows
 (a socket each) among them. What every connection does is generated up front from the run's
@@ -3786,7 +3787,8 @@ class Grpc(Http2):
                         raise OSError(f"{ev}")  # refused while busy: again
                 s.sendall(conn.data_to_send())
         want1 = pb_bytes(1, pb_bytes(2, bytes(size)))
-        want = {1: b"\x00" + struct.pack(">I", len(want1)) + want1, 3: b"\x00\x00\x00\x00\x02\x08\x01"}
+        want = {1: b"\x00" + struct.pack(">I", len(want1)) + want1,
+                3: b"\x00\x00\x00\x00\x02\x08\x01"}  # (HealthCheckResponse SERVING)
         status = [trailers.get(sid, {}).get(b"grpc-status") for sid in (1, 3)]
         if got != want or status != [b"0", b"0"]:
             raise CanaryWrong(f"UnaryCall ({len(got[1])} bytes, grpc-status {status[0]}) or "
@@ -3808,7 +3810,8 @@ class CanaryWrong(Exception):
 
 
 PROTOS = {p.name: p for p in (Echo(), EchoCap(), TlsEcho(), TlsEchoCap(), Rpc(), Http(), HttpFiles(),
-                              Resp(), Dns(), Ws(), WsChat(), Http2(), Grpc(), GrpcOffload())}
+                              Resp(), Dns(), Ws(), WsChat(), Http2(), Grpc(),
+                              GrpcOffload())}
 ALL_SERVERS = ["echo", "echo_cap", "tls", "tls_cap", "rpc", "http", "http_files", "resp", "dns",
                "ws", "ws_chat", "http2", "grpc", "grpc_offload"]
 
