@@ -341,9 +341,12 @@ static void housekeep(eddy_ctx_t *ctx, void *arg)
         return;
     }
     int64_t now = eddy__h2_now(c);
-    if (c->settings_sent_at != 0 && now - c->settings_sent_at > c->o.settings_timeout_ms * MS) {
+    /* Not while we read nothing (paused, the peer not taking our bytes): the ACK or the rest
+     * of the block may be waiting in the socket; the clocks start again when we read. */
+    if (c->settings_sent_at != 0 && !c->paused &&
+        now - c->settings_sent_at > c->o.settings_timeout_ms * MS) {
         eddy__h2_conn_fail(c, NGHTTP2_SETTINGS_TIMEOUT, "SETTINGS not acknowledged");
-    } else if (c->header_block_since != 0 &&
+    } else if (c->header_block_since != 0 && !c->paused &&
                now - c->header_block_since > c->o.header_timeout_ms * MS) {
         eddy__h2_conn_fail(c, NGHTTP2_ENHANCE_YOUR_CALM, "header block not finished in time");
     } else if (c->close_promise != NULL && now - c->shutdown_at > c->o.shutdown_timeout_ms * MS) {
@@ -611,6 +614,10 @@ static void h2_writability(eddy_ctx_t *ctx)
         if (c->paused) {
             c->paused = false;
             eddy_channel_set_option(ch, EDDY_AUTO_READ, 1);
+            /* What we did not read while paused was not the peer's delay. */
+            int64_t now = eddy__h2_now(c);
+            c->settings_sent_at = c->settings_sent_at != 0 ? now : 0;
+            c->header_block_since = c->header_block_since != 0 ? now : 0;
         }
         eddy__h2_conn_send(c);
         c->writability_dirty = true;
