@@ -4114,6 +4114,7 @@ class Client:
             self.finish()  # refused: the server may be out of descriptors; not ours to judge
             return
         self.connecting = True
+        self.started_at = time.monotonic()
         self.update()
 
     def update(self):
@@ -4660,6 +4661,7 @@ class H2Client(Client):
                 self.broken = True
                 return
             self.first_ok = True
+            self.first_at = time.monotonic()
             data = bytes(self.first)
             self.first = None
         try:
@@ -4728,7 +4730,13 @@ class H2Client(Client):
         self.goaway_debug = bytes(ev.additional_data or b"")
         if code != 0 and self.mode == "strict" and not self.goaway_ok(code, self.goaway_debug):
             debug = self.goaway_debug[:80]
-            self.fail(f"GOAWAY {h2_code(code)} ({debug!r}) on a connection that broke no rule")
+            # When we read the server's first frame tells a server that did not wait from a
+            # client that was not there to answer (starved of the CPU on a loaded machine).
+            t0 = getattr(self, "started_at", None)
+            when = f"; its SETTINGS read {self.first_at - t0:.1f} s after the connect, this " \
+                f"{time.monotonic() - t0:.1f} s" if t0 and getattr(self, "first_at", None) else ""
+            self.fail(f"GOAWAY {h2_code(code)} ({debug!r}) on a connection that broke no "
+                      f"rule{when}")
         for r in self.reqs:
             if r.state == "queued":
                 r.state = "unsent"
