@@ -429,8 +429,8 @@ typedef struct eddy__task_slot_s {
     alignas(64) eddy_task_cb fn;
     void *arg;
     int64_t stamp_ns; /* when queued, on sampled slots (lag); 0 elsewhere */
-    /* The sequence last published in this slot, stored (release) after the fields above;
-     * -1 before the first. */
+    /* One more than the sequence last published in this slot, stored (release) after the
+     * fields above; 0 (the ring comes zeroed) before the first. */
     _Atomic int64_t seq;
 } eddy__task_slot_t;
 

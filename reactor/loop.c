@@ -373,14 +373,6 @@ static int init_poller(eddy_loop_t *loop, const eddy__poller_ops_t *const *choic
     return err;
 }
 
-/* A slot no sequence was published in yet (eddy__task_slot_t.seq). */
-static void init_task_slot(void *slot, size_t index, void *arg)
-{
-    (void)index;
-    (void)arg;
-    atomic_init(&((eddy__task_slot_t *)slot)->seq, -1);
-}
-
 eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
 {
     eddy_loop_options_t o = {0};
@@ -428,7 +420,9 @@ eddy_loop_t *eddy_loop_new(const eddy_loop_options_t *opts)
      * its slot shows its sequence: taskq.c), so the wait strategy only matters to producers
      * on a full ring: yielding keeps them polite. */
     loop->ws = eddy_wait_strategy_yielding();
-    loop->ring = eddy_ring_new(qsize, sizeof(eddy__task_slot_t), init_task_slot, NULL);
+    /* Zeroed slots are unpublished (taskq.c stores seq + 1), so the ring needs no pass over
+     * it: its pages are touched only as tasks use them. */
+    loop->ring = eddy_ring_new(qsize, sizeof(eddy__task_slot_t), NULL, NULL);
     loop->consumed = eddy_sequence_new(EDDY_SEQUENCE_INITIAL);
     loop->termination = eddy__future_new_unowned();
     if (loop->ws == NULL || loop->ring == NULL || loop->consumed == NULL ||

@@ -34,13 +34,17 @@ eddy_ring_t *eddy_ring_new(size_t size, size_t slot_size, eddy_ring_init_cb init
     if (ring == NULL)
         return NULL;
     /* Padding at both ends keeps the first and last slots off lines that other allocations
-     * write (the Disruptor pads its entries array the same way, BUFFER_PAD). */
-    ring->_mem = eddy__aligned_zalloc(2 * EDDY__LINE + size * stride);
+     * write (the Disruptor pads its entries array the same way, BUFFER_PAD). calloc, not
+     * aligned memory cleared by hand: a large ring comes zeroed from the kernel, and its
+     * pages cost memory only once a slot on them is used (a loop's 512 KiB task ring). */
+    ring->_mem = calloc(1, 3 * EDDY__LINE + size * stride);
     if (ring->_mem == NULL) {
         free(ring);
         return NULL;
     }
-    ring->_slots = (char *)ring->_mem + EDDY__LINE;
+    uintptr_t first = (uintptr_t)ring->_mem + EDDY__LINE;
+    ring->_slots = (char *)((first + EDDY__LINE - 1) & ~(uintptr_t)(EDDY__LINE - 1));
+    assert(((uintptr_t)ring->_slots & (EDDY__LINE - 1)) == 0);
     ring->_stride = stride;
     ring->_mask = (int64_t)size - 1;
     ring->_size = size;

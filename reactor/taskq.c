@@ -41,10 +41,12 @@ static int claimed_after_shutdown(eddy_loop_t *loop, int64_t seq)
     return seq <= limit ? 0 : EDDY_ESHUTDOWN;
 }
 
-/* Publish a filled slot: the loop reads its fields once it sees seq (task_published). */
+/* Publish a filled slot: the loop reads its fields once it sees seq (task_published). The
+ * slot holds seq + 1, so that a zeroed slot is one never published. */
 static inline void publish(eddy__task_slot_t *slot, int64_t seq)
 {
-    atomic_store_explicit(&slot->seq, seq, memory_order_release);
+    assert(seq >= 0 && atomic_load_explicit(&slot->seq, memory_order_relaxed) <= seq);
+    atomic_store_explicit(&slot->seq, seq + 1, memory_order_release);
 }
 
 /* Whether seq's slot holds seq, published: its fields may be read. The loop's thread. */
@@ -52,7 +54,7 @@ static inline bool task_published(const eddy_loop_t *loop, int64_t seq)
 {
     const eddy__task_slot_t *slot = eddy_ring_get(loop->ring, seq);
     /* Pairs with the release store in publish(). */
-    return atomic_load_explicit(&slot->seq, memory_order_acquire) == seq;
+    return atomic_load_explicit(&slot->seq, memory_order_acquire) == seq + 1;
 }
 
 static int overflow_push(eddy_loop_t *loop, eddy_task_cb fn, void *arg)
