@@ -3,24 +3,32 @@
  * root one segment at a time, answered with the file as a region (file.h).
  *
  * Traversal: the path is percent-decoded once; a NUL, a backslash, or a "." or ".." segment
- * is refused (403), so nothing a request says can name a parent. Each segment is then opened
- * with openat(O_NOFOLLOW) relative to the directory before it, starting at the root's
- * descriptor: a symbolic link anywhere on the way fails with ELOOP (404), whether it points
- * in or out, and a directory renamed meanwhile cannot lead out either, since nothing is
- * resolved by name from the root twice. (realpath() and a prefix check would race with such
- * renames, and openat2(RESOLVE_BENEATH) is Linux 5.6 and later only.)
+ * is refused (403), so nothing a request says can name a parent. What is left is opened
+ * beneath the root's descriptor with no symbolic link followed: a link anywhere on the way
+ * fails with ELOOP (404), whether it points in or out, and a directory renamed meanwhile
+ * cannot lead out either. Where the kernel has openat2 (Linux 5.6), one call resolves the
+ * whole path so (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), as nginx opens a file in one call;
+ * elsewhere each segment is opened with openat(O_NOFOLLOW) relative to the directory before
+ * it, nothing resolved by name from the root twice. (realpath() and a prefix check would
+ * race with such renames.)
  */
 #include "codec/http/files.h"
 
 #include "buffer/layer.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#endif
 
 /* Ranges served in one multipart answer; a request for more gets the whole file (nginx's
  * max_ranges is unlimited by default, but a request for thousands of tiny ranges is an
@@ -155,12 +163,14 @@ static int open_status(int err)
     }
 }
 
-/* What a path resolved to: the file (or directory) open, the directory holding it, and the
- * last segment's name (for the type and the siblings). */
+/* What a path resolved to: the file (or directory) open, its path beneath the root and where
+ * its last segment starts (for the type, the index and the siblings), and, when it was found
+ * by the walk, the directory holding it open (-1 when openat2 found it). */
 typedef struct found_s {
-    int fd, dir;
+    int fd, dir, root;
     struct stat st;
-    char name[NAME_MAX + 1];
+    size_t last; /* rel + last: the last segment ("" for the root) */
+    char rel[PATH_MAX];
 } found_t;
 
 static void found_close(found_t *f)
@@ -174,6 +184,11 @@ static void found_close(found_t *f)
     f->fd = f->dir = -1;
 }
 
+static const char *found_name(const found_t *f)
+{
+    return f->rel + f->last;
+}
+
 /* Open name beneath dir without following a link; O_NONBLOCK so that a FIFO cannot block. */
 static int open_beneath(int dir, const char *name)
 {
@@ -182,7 +197,54 @@ static int open_beneath(int dir, const char *name)
     return fd;
 }
 
-/* One step down: what f names becomes the directory, seg the name. 0 or a status. */
+/* Set once openat2 is known missing (ENOSYS): every later path takes the walk. */
+static atomic_bool no_openat2;
+
+void eddy__files_force_walk(bool walk)
+{
+    atomic_store_explicit(&no_openat2, walk, memory_order_relaxed);
+}
+
+/* Open the relative path rel beneath dir in one call, no link followed on the way, nothing
+ * outside dir reachable; -1 with ENOSYS where the kernel (or libc's headers) lack openat2. */
+static int open_path_beneath(int dir, const char *rel)
+{
+#if defined(SYS_openat2) && defined(RESOLVE_BENEATH)
+    struct open_how how = {
+        .flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    int fd = (int)syscall(SYS_openat2, dir, rel, &how, sizeof(how));
+    eddy__fd_made();
+    return fd;
+#else
+    (void)dir;
+    (void)rel;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* fd (>= 0) into f with its stat: 0, or the status for errno (fd is left in f to close). */
+static int found_open(found_t *f, int fd)
+{
+    f->fd = fd;
+    return fd < 0 || fstat(fd, &f->st) != 0 ? open_status(errno) : 0;
+}
+
+/* Open f's path extended by tail (a suffix, or "/" and a name) beneath the root. */
+static int open_extended(const found_t *f, const char *tail)
+{
+    char rel[sizeof(f->rel) + NAME_MAX + 2];
+    int n = snprintf(rel, sizeof(rel), "%s%s", f->rel, tail);
+    if (n < 0 || (size_t)n >= sizeof(rel)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return open_path_beneath(f->root, rel);
+}
+
+/* One step of the walk down: what f names becomes the directory, seg the name. 0 or a status. */
 static int step(found_t *f, const char *seg)
 {
     if (f->fd >= 0 && !S_ISDIR(f->st.st_mode)) {
@@ -195,12 +257,7 @@ static int step(found_t *f, const char *seg)
         f->dir = f->fd;
         f->fd = -1;
     }
-    f->fd = open_beneath(f->dir, seg);
-    if (f->fd < 0 || fstat(f->fd, &f->st) != 0) {
-        return open_status(errno);
-    }
-    strcpy(f->name, seg);
-    return 0;
+    return found_open(f, open_beneath(f->dir, seg));
 }
 
 /* Another descriptor of directory dir: openat rather than dup, which TSan takes for a write
@@ -212,23 +269,69 @@ static int reopen_dir(int dir)
     return fd;
 }
 
-/* Resolve the decoded path beneath root into f: 0 or the status to answer. */
-static int resolve(int root, const char *path, found_t *f)
+/* The decoded path's segments joined into f->rel ("." for the root), f->last at the last:
+ * 0, 403 for a "." or ".." segment, 404 for one too long. */
+static int relative_path(const char *path, found_t *f)
 {
-    *f = (found_t){.fd = -1, .dir = reopen_dir(root)};
+    char seg[NAME_MAX + 1];
+    bool bad = false;
+    size_t n = 0;
+    f->last = 0;
+    while (next_segment(&path, seg, &bad)) {
+        if (bad) {
+            return 403;
+        }
+        size_t len = strlen(seg);
+        assert(n + (n > 0) + len < sizeof(f->rel)); /* no longer than the decoded path */
+        if (n > 0) {
+            f->rel[n++] = '/';
+        }
+        f->last = n;
+        memcpy(f->rel + n, seg, len + 1);
+        n += len;
+    }
+    if (n == 0) {
+        strcpy(f->rel, ".");
+        f->last = 1; /* the root's name is "" */
+    }
+    return 0;
+}
+
+/* The walk: each segment of f->rel opened beneath the one before it, from the root. */
+static int walk(found_t *f)
+{
+    f->dir = reopen_dir(f->root);
     if (f->dir < 0) {
         return open_status(errno);
     }
+    const char *path = f->rel;
     char seg[NAME_MAX + 1];
     bool bad = false;
     int status = 0;
-    while (status == 0 && next_segment(&path, seg, &bad)) {
+    while (status == 0 && strcmp(path, ".") != 0 && next_segment(&path, seg, &bad)) {
         status = bad ? 403 : step(f, seg);
     }
     if (status == 0 && f->fd < 0) { /* the root itself */
-        f->fd = reopen_dir(f->dir);
-        status = f->fd < 0 || fstat(f->fd, &f->st) != 0 ? open_status(errno) : 0;
+        status = found_open(f, reopen_dir(f->dir));
     }
+    return status;
+}
+
+/* Resolve the decoded path beneath root into f: 0 or the status to answer. */
+static int resolve(int root, const char *path, found_t *f)
+{
+    *f = (found_t){.fd = -1, .dir = -1, .root = root};
+    int status = relative_path(path, f);
+    if (status == 0 && !atomic_load_explicit(&no_openat2, memory_order_relaxed)) {
+        int fd = open_path_beneath(root, f->rel);
+        if (fd >= 0 || errno != ENOSYS) {
+            status = found_open(f, fd);
+            goto out;
+        }
+        atomic_store_explicit(&no_openat2, true, memory_order_relaxed);
+    }
+    status = status != 0 ? status : walk(f);
+out:
     if (status != 0) {
         found_close(f);
     }
@@ -238,7 +341,23 @@ static int resolve(int root, const char *path, found_t *f)
 /* The index file of the directory f names, in its place. 0 or a status. */
 static int open_index(found_t *f, const char *index)
 {
-    int status = step(f, index);
+    size_t n = strlen(f->rel);
+    if (n + 1 + strlen(index) >= sizeof(f->rel)) {
+        return 404; /* ENAMETOOLONG */
+    }
+    int status;
+    if (f->dir >= 0) {
+        status = step(f, index); /* the walk's: the directory beside */
+    } else {
+        char tail[NAME_MAX + 2];
+        snprintf(tail, sizeof(tail), "/%s", index);
+        int fd = open_extended(f, tail);
+        eddy__fd_close(f->fd);
+        status = found_open(f, fd);
+    }
+    f->rel[n] = '/';
+    f->last = n + 1;
+    strcpy(f->rel + f->last, index); /* the name the type and the siblings come from */
     return status == 0 && !S_ISREG(f->st.st_mode) ? 404 : status;
 }
 
@@ -321,7 +440,7 @@ static void redirect_slash(eddy_ctx_t *ctx, const eddy_http_request_t *req)
 typedef struct meta_s {
     const char *type;
     const char *encoding; /* "br", "gzip", or NULL */
-    bool vary;            /* a precompressed sibling exists */
+    bool vary;            /* chosen by Accept-Encoding (siblings looked for) */
     char etag[48];
     char modified[EDDY_HTTP_DATE_LEN + 1];
 } meta_t;
@@ -505,37 +624,45 @@ static void send_file(eddy_ctx_t *ctx, const eddy_http_request_t *req, int fd,
     send_response(ctx, r);
 }
 
-/* A precompressed sibling of f (name + suffix, a regular file in the same directory), or -1;
- * *exists says whether there is one, accepted or not. */
-static int sibling(const found_t *f, const char *suffix, bool accepted, bool *exists,
-                   struct stat *st)
+/* A precompressed sibling of f (its name + suffix, a regular file in the same directory), or
+ * -1 (st: its stat). */
+static int sibling(const found_t *f, const char *suffix, struct stat *st)
 {
-    char name[NAME_MAX + 8];
-    snprintf(name, sizeof(name), "%s%s", f->name, suffix);
-    int fd = strlen(name) <= NAME_MAX ? open_beneath(f->dir, name) : -1;
-    if (fd >= 0 && (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))) {
-        eddy__fd_close(fd);
-        fd = -1;
+    int fd = -1;
+    size_t n = strlen(found_name(f));
+    if (n + strlen(suffix) > NAME_MAX) {
+        return -1;
     }
-    *exists |= fd >= 0;
-    if (fd >= 0 && !accepted) {
+    if (f->dir >= 0) { /* the walk's: the directory beside */
+        char name[NAME_MAX + 1];
+        memcpy(name, found_name(f), n);
+        strcpy(name + n, suffix); /* the length checked above */
+        fd = open_beneath(f->dir, name);
+    } else {
+        fd = open_extended(f, suffix);
+    }
+    if (fd >= 0 && (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))) {
         eddy__fd_close(fd);
         fd = -1;
     }
     return fd;
 }
 
-/* Swap f's file for its best precompressed sibling that req accepts, if any. */
+/* Swap f's file for its best precompressed sibling that req accepts, if any. Only the codings
+ * req accepts are looked for (as nginx's gzip_static), and every answer says Vary:
+ * Accept-Encoding, since it is chosen by it whether a sibling exists or not. */
 static void pick_encoding(const eddy_http_request_t *req, found_t *f, meta_t *m)
 {
     static const struct {
         const char *suffix, *coding;
     } codings[] = {{".br", "br"}, {".gz", "gzip"}};
     const eddy_http_header_t *ae = eddy_http_request_header(req, "Accept-Encoding");
-    for (size_t i = 0; i < 2; i++) {
-        bool ok = ae != NULL && eddy__files_accepts(ae->value, codings[i].coding);
+    m->vary = true;
+    for (size_t i = 0; i < 2 && ae != NULL && m->encoding == NULL; i++) {
         struct stat st;
-        int fd = sibling(f, codings[i].suffix, ok && m->encoding == NULL, &m->vary, &st);
+        int fd = eddy__files_accepts(ae->value, codings[i].coding)
+                     ? sibling(f, codings[i].suffix, &st)
+                     : -1;
         if (fd >= 0) {
             eddy__fd_close(f->fd);
             f->fd = fd;
@@ -549,7 +676,7 @@ static void pick_encoding(const eddy_http_request_t *req, found_t *f, meta_t *m)
 static void serve_found(eddy_ctx_t *ctx, const eddy_http_request_t *req, found_t *f,
                         bool precompressed)
 {
-    meta_t m = {.type = eddy__files_type(f->name)};
+    meta_t m = {.type = eddy__files_type(found_name(f))};
     if (precompressed) {
         pick_encoding(req, f, &m);
     }
@@ -577,12 +704,14 @@ static void serve(eddy_ctx_t *ctx, eddy_http_files_t *files, const eddy_http_req
     int status = decode_path(req->target, path, sizeof(path));
     status = status != 0 ? status : resolve(files->root, path, &f);
     bool dir = status == 0 && S_ISDIR(f.st.st_mode);
-    if (dir && path[strlen(path) - 1] != '/') {
+    bool slash = status == 0 && path[strlen(path) - 1] == '/';
+    if (dir && !slash) {
         found_close(&f);
         redirect_slash(ctx, req);
         return;
     }
-    status = status != 0 ? status : dir ? open_index(&f, files->index) : 0;
+    /* "/file/" names a directory that is not there (ENOTDIR, as open(2) and nginx say). */
+    status = status != 0 ? status : dir ? open_index(&f, files->index) : slash ? 404 : 0;
     status = status != 0 || S_ISREG(f.st.st_mode) ? status : 404;
     if (status != 0) {
         found_close(&f);

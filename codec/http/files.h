@@ -31,5 +31,8 @@ bool eddy__files_if_range(eddy_http_str_t v, const char *etag, int64_t mtime);
 int eddy__files_ranges(eddy_http_str_t v, uint64_t size, eddy__files_range_t *out, size_t max);
 /* Whether the Accept-Encoding list accepts coding (named, without a q of 0). */
 bool eddy__files_accepts(eddy_http_str_t list, const char *coding);
+/* Tests: resolve paths by the openat walk even where openat2 exists (true), or try openat2
+ * again (false). Any thread. */
+void eddy__files_force_walk(bool walk);
 
 #endif /* EDDY_CODEC_HTTP_FILES_H */

@@ -344,14 +344,16 @@ EDDY_EXTERN eddy_handler_t eddy_http_response_encoder(void);
  * multipart/byteranges; none satisfiable: 416 with the unsatisfied-range form of Content-Range,
  * RFC 9110 section 14.4); the index
  * file for a directory, and 301 to "/dir/" for "/dir"; a ".br" or ".gz" sibling when the
- * request's Accept-Encoding allows it (Content-Encoding, "Vary: Accept-Encoding"). The body is
+ * request's Accept-Encoding allows it (Content-Encoding; only accepted codings are looked for,
+ * and every file answer says "Vary: Accept-Encoding" unless no_precompressed). The body is
  * a file region (file.h): sendfile on a plain socket.
  *
  * Nothing outside the root is ever served: the path is percent-decoded once, and a decoded
  * NUL, backslash, "." or ".." segment is 403 (an encoded slash splits segments as a slash
- * does, so "%2e%2e%2f" is ".." and refused); each segment is opened with openat(O_NOFOLLOW)
- * beneath the one before, from the root's descriptor, so no symbolic link is followed, inside
- * the root or out (404); a path past PATH_MAX or a segment past NAME_MAX is 404.
+ * does, so "%2e%2e%2f" is ".." and refused); the rest is opened beneath the root's
+ * descriptor in one openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) (Linux 5.6; elsewhere each
+ * segment with openat(O_NOFOLLOW) beneath the one before), so no symbolic link is followed,
+ * inside the root or out (404); a path past PATH_MAX or a segment past NAME_MAX is 404.
  */
 typedef struct eddy_http_files_s eddy_http_files_t;
 

@@ -120,16 +120,40 @@ static void test_files_accept_encoding_honours_q_zero(void **state)
 
 static char root[64];
 
+/* The tree beneath root: files, a directory with an index and a precompressed page, and
+ * links that point in and out (none of them may be followed). */
+static const char *const tree_files[][2] = {
+    {"a.txt", "abcdefghijklmnopqrstuvwxyz"},
+    {"sub/index.html", "<p>index</p>"},
+    {"sub/page.html", "<p>a page, plain</p>"},
+    {"sub/page.html.gz", "not really gzip"},
+};
+static const char *const tree_links[][2] = {
+    {"link-in", "a.txt"}, {"link-out", "/etc/hostname"}, {"dirlink", "sub"}, {"sub/up", ".."}};
+
+static void root_path(char *out, size_t cap, const char *rel)
+{
+    snprintf(out, cap, "%s/%s", root, rel);
+}
+
 static int setup_root(void **state)
 {
     (void)state;
     snprintf(root, sizeof(root), "/tmp/eddy-files-%d", (int)getpid());
     mkdir(root, 0700);
     char path[128];
-    snprintf(path, sizeof(path), "%s/a.txt", root);
-    FILE *f = fopen(path, "w");
-    fputs("abcdefghijklmnopqrstuvwxyz", f);
-    fclose(f);
+    root_path(path, sizeof(path), "sub");
+    mkdir(path, 0700);
+    for (size_t i = 0; i < sizeof(tree_files) / sizeof(tree_files[0]); i++) {
+        root_path(path, sizeof(path), tree_files[i][0]);
+        FILE *f = fopen(path, "w");
+        fputs(tree_files[i][1], f);
+        fclose(f);
+    }
+    for (size_t i = 0; i < sizeof(tree_links) / sizeof(tree_links[0]); i++) {
+        root_path(path, sizeof(path), tree_links[i][0]);
+        assert_int_equal(symlink(tree_links[i][1], path), 0);
+    }
     return 0;
 }
 
@@ -137,8 +161,16 @@ static int teardown_root(void **state)
 {
     (void)state;
     char path[128];
-    snprintf(path, sizeof(path), "%s/a.txt", root);
-    unlink(path);
+    for (size_t i = 0; i < sizeof(tree_links) / sizeof(tree_links[0]); i++) {
+        root_path(path, sizeof(path), tree_links[i][0]);
+        unlink(path);
+    }
+    for (size_t i = 0; i < sizeof(tree_files) / sizeof(tree_files[0]); i++) {
+        root_path(path, sizeof(path), tree_files[i][0]);
+        unlink(path);
+    }
+    root_path(path, sizeof(path), "sub");
+    rmdir(path);
     rmdir(root);
     return 0;
 }
@@ -182,6 +214,9 @@ static void expect(eddy_channel_t *ch, const char *request, const char *status, 
 {
     eddy_file_region_t *r;
     char *head = ask(ch, request, &r);
+    if (strstr(head, status) == NULL) {
+        print_error("asked:\n%s\nwanted \"%s\" in:\n%s\n", request, status, head);
+    }
     assert_non_null(strstr(head, status));
     if (len > 0) {
         assert_non_null(r);
@@ -215,6 +250,45 @@ static void test_files_handler_answers_on_the_embedded_channel(void **state)
     eddy_embedded_finish(ch);
 }
 
+/* What a path may name, by either way of resolving it: links are never followed, in or out;
+ * directories give their index; a page's precompressed sibling is found and named. */
+static void paths_resolve_beneath_the_root(void)
+{
+    eddy_channel_t *ch = files_channel();
+    expect(ch, "GET //sub//index.html HTTP/1.1\r\nHost: a\r\n\r\n", "200 OK", 0, 12);
+    expect(ch, "GET /sub/ HTTP/1.1\r\nHost: a\r\n\r\n", "text/html", 0, 12);
+    expect(ch, "GET /sub HTTP/1.1\r\nHost: a\r\n\r\n", "Location: /sub/", 0, 0);
+    expect(ch, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", "404", 0, 0); /* no index */
+    expect(ch, "GET /sub/page.html HTTP/1.1\r\nHost: a\r\n\r\n", "Vary: Accept-Encoding", 0,
+           20);
+    expect(ch, "GET /sub/page.html HTTP/1.1\r\nHost: a\r\nAccept-Encoding: gzip\r\n\r\n",
+           "Content-Encoding: gzip", 0, 15);
+    expect(ch, "GET /link-in HTTP/1.1\r\nHost: a\r\n\r\n", "404", 0, 0);
+    expect(ch, "GET /link-out HTTP/1.1\r\nHost: a\r\n\r\n", "404", 0, 0);
+    expect(ch, "GET /dirlink/index.html HTTP/1.1\r\nHost: a\r\n\r\n", "404", 0, 0);
+    expect(ch, "GET /sub/up/a.txt HTTP/1.1\r\nHost: a\r\n\r\n", "404", 0, 0);
+    expect(ch, "GET /a.txt/ HTTP/1.1\r\nHost: a\r\n\r\n", "404", 0, 0);
+    expect(ch, "GET /a.txt/x HTTP/1.1\r\nHost: a\r\n\r\n", "404", 0, 0);
+    expect(ch, "GET /sub/%2e%2e/a.txt HTTP/1.1\r\nHost: a\r\n\r\n", "403", 0, 0);
+    expect(ch, "GET /sub/. HTTP/1.1\r\nHost: a\r\n\r\n", "403", 0, 0);
+    eddy_embedded_finish(ch);
+}
+
+static void test_files_paths_resolve_beneath_the_root_by_openat2(void **state)
+{
+    (void)state;
+    eddy__files_force_walk(false); /* the walk all the same where the kernel lacks openat2 */
+    paths_resolve_beneath_the_root();
+}
+
+static void test_files_paths_resolve_beneath_the_root_by_the_walk(void **state)
+{
+    (void)state;
+    eddy__files_force_walk(true);
+    paths_resolve_beneath_the_root();
+    eddy__files_force_walk(false);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -224,6 +298,10 @@ int main(void)
         cmocka_unit_test(test_files_if_range_compares_strongly),
         cmocka_unit_test(test_files_ranges_clip_and_refuse),
         cmocka_unit_test(test_files_accept_encoding_honours_q_zero),
+        cmocka_unit_test_setup_teardown(test_files_paths_resolve_beneath_the_root_by_openat2,
+                                        setup_root, teardown_root),
+        cmocka_unit_test_setup_teardown(test_files_paths_resolve_beneath_the_root_by_the_walk,
+                                        setup_root, teardown_root),
         cmocka_unit_test_setup_teardown(test_files_handler_answers_on_the_embedded_channel,
                                         setup_root, teardown_root),
     };
