@@ -3,18 +3,21 @@
 # --root (sendfile on epoll; eddy_uring: the same server on io_uring, which reads and sends)
 # against nginx 1.22 serving the same directory with sendfile on, one worker each, on files of
 # 1 KiB, 64 KiB and 1 MiB, over plain HTTP/1.1 and over TLS (no kTLS on either side: both read
-# and encrypt). For each case and round, each server in turn (A B C A B C ...) is started
+# and encrypt), and a 100 KiB text file asked for with Accept-Encoding: gzip, answered from its
+# precompressed .gz sibling (gz/100k: eddy's handler looks for siblings by default, nginx has
+# gzip_static on). For each case and round, each server in turn (A B C A B C ...) is started
 # pinned to one CPU, warmed up, measured by wrk pinned to another CPU, and stopped. Prints the
 # rounds, medians (requests/s, MB/s, p99, the server's CPU time per request from
-# /proc/PID/stat), the machine's costs beside them, eddy / nginx ratios (the issue's target:
-# 1.0x nginx per server CPU-second) and one {"bench":"files",...} JSON line per comparison.
+# /proc/PID/stat), the machine's costs beside them, eddy / nginx per server CPU-second paired
+# per round (the issue's target: 1.0x), their median and range, and one {"bench":"files",...}
+# JSON line per comparison.
 #
 #   bash bench/files/run.sh BUILD_DIR [--rounds N] [--seconds S] [--warmup S]
 #                           [--connections N] [--cases LIST] [--servers LIST] [--cpu N]
 #                           [--client-cpu N] [--no-pin] [--no-costs]
 #
 # Defaults: 3 rounds of 10 s, 1 s of warm-up, cases plain/1k,plain/64k,plain/1m,tls/1k,
-# tls/64k,tls/1m, servers eddy,eddy_uring,nginx (those found), server on CPU 0, wrk on CPU 1.
+# tls/64k,tls/1m,gz/100k, servers eddy,eddy_uring,nginx (those found), server on CPU 0, wrk on CPU 1.
 # SMOKE=1 (the ctest bench.files_smoke): one round of 1 s of plain/64k and tls/64k, no machine
 # costs, and eddy must answer.
 set -euo pipefail
@@ -25,7 +28,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh"
 build_dir=$1
 shift
 rounds=3 seconds=10 warmup=1 conns=64 cpu=0 client_cpu=1 pin=1 costs=1
-cases=plain/1k,plain/64k,plain/1m,tls/1k,tls/64k,tls/1m
+cases=plain/1k,plain/64k,plain/1m,tls/1k,tls/64k,tls/1m,gz/100k
 servers=eddy,eddy_uring,nginx
 if [[ ${SMOKE:-0} == 1 ]]; then
     rounds=1 seconds=1 warmup=0 cases=plain/64k,tls/64k costs=0
@@ -53,6 +56,11 @@ echo 'files' >"$tmp/www/index.html"
 head -c 1024 /dev/urandom >"$tmp/www/1k.bin"
 head -c 65536 /dev/urandom >"$tmp/www/64k.bin"
 head -c 1048576 /dev/urandom >"$tmp/www/1m.bin"
+# Prose for gz/100k: the project's own documentation, 100 KiB of it, and its gzip -6 sibling.
+src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cat "$src_dir"/README.md "$src_dir"/docs/*.md >"$tmp/prose.txt"
+head -c 102400 "$tmp/prose.txt" >"$tmp/www/100k.txt"
+gzip -6 -k "$tmp/www/100k.txt"
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
     -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
 
@@ -93,7 +101,7 @@ start_server() {
         [[ $transport == tls ]] && cmd+=(--tls "$tmp/cert.pem" "$tmp/key.pem")
         ;;
     nginx)
-        lines="location / { root $tmp/www; }"
+        lines="location / { root $tmp/www; gzip_static on; }"
         if [[ $transport == tls ]]; then
             lines+="
         ssl_certificate $tmp/cert.pem; ssl_certificate_key $tmp/key.pem;
@@ -117,21 +125,28 @@ to_ms() {
         printf "%.3f", n }'
 }
 
-# One measured run of server $1 on case $2 (transport/size); appends to rounds.txt.
+# One measured run of server $1 on case $2 (transport/size, transport plain, tls or gz: plain
+# asking for gzip); appends to rounds.txt.
 measure() {
-    local s=$1 c=$2 transport=${2%/*} size=${2#*/} url rps p99 cpu0 cpu1 cpu_ns mbs
+    local s=$1 c=$2 transport=${2%/*} size=${2#*/} url rps p99 cpu0 cpu1 cpu_ns mbs file
+    local hdr=()
+    file=$tmp/www/$size.bin
+    if [[ $transport == gz ]]; then
+        transport=plain file=$tmp/www/$size.txt.gz hdr=(-H 'Accept-Encoding: gzip')
+    fi
     start_server "$s" "$transport"
-    url=$http_scheme://127.0.0.1:$port/$size.bin
-    if [[ $(curl -sk --max-time 5 -o /dev/null -w '%{size_download}' "$url") != \
-        $(stat -c %s "$tmp/www/$size.bin") ]]; then
+    url=$http_scheme://127.0.0.1:$port/$(basename "${file%.gz}")
+    if [[ $(curl -sk --max-time 5 "${hdr[@]}" -o /dev/null -w '%{size_download}' "$url") != \
+        $(stat -c %s "$file") ]]; then
         echo "bench/files/run.sh: $s does not serve $url whole" >&2
         exit 1
     fi
     if ((warmup > 0)); then
-        "${pin_client[@]}" wrk -t1 -c"$conns" -d"${warmup}s" "$url" >/dev/null
+        "${pin_client[@]}" wrk -t1 -c"$conns" -d"${warmup}s" "${hdr[@]}" "$url" >/dev/null
     fi
     cpu0=$(cpu_ticks "$server_pid")
-    "${pin_client[@]}" wrk -t1 -c"$conns" -d"${seconds}s" --latency "$url" >"$tmp/wrk.txt"
+    "${pin_client[@]}" wrk -t1 -c"$conns" -d"${seconds}s" --latency "${hdr[@]}" "$url" \
+        >"$tmp/wrk.txt"
     cpu1=$(cpu_ticks "$server_pid")
     stop_server
     rps=$(awk '/^Requests\/sec:/ {print $2}' "$tmp/wrk.txt")
@@ -140,11 +155,11 @@ measure() {
     p99=$(to_ms "$p99")
     cpu_ns=$(awk -v t=$((cpu1 - cpu0)) -v hz="$hz" -v rps="$rps" -v s="$seconds" \
         'BEGIN { printf "%.0f", (rps > 0 ? t * 1e9 / hz / (rps * s) : 0) }')
-    mbs=$(awk -v rps="$rps" -v b="$(stat -c %s "$tmp/www/$size.bin")" \
+    mbs=$(awk -v rps="$rps" -v b="$(stat -c %s "$file")" \
         'BEGIN { printf "%.1f", rps * b / 1e6 }')
     printf 'round %d %-9s %-10s %10.0f req/s %9s MB/s  p99 %8.3f ms  server CPU %8d ns/req\n' \
         "$r" "$c" "$s" "$rps" "$mbs" "$p99" "$cpu_ns"
-    echo "$c $s $rps $p99 $cpu_ns $mbs" >>"$tmp/rounds.txt"
+    echo "$c $s $rps $p99 $cpu_ns $mbs $r" >>"$tmp/rounds.txt"
 }
 
 costs_line=
@@ -184,6 +199,7 @@ function median(list,    a, i, j, t, m) {
     ops[k] = ops[k] " " $3; p99[k] = p99[k] " " $4; cpu[k] = cpu[k] " " $5; mbs[k] = mbs[k] " " $6
     if (!($1 in seenc)) { seenc[$1] = 1; corder[++nc] = $1 }
     if (!($2 in seens)) { seens[$2] = 1; sorder[++ns] = $2 }
+    round_cpu[k, $7] = $5; nround[$1] = $7 + 1
 }
 END {
     printf "\n%-10s %-11s %12s %10s %10s %14s %14s\n", "case", "server", "req/s (med)", "MB/s",
@@ -203,11 +219,22 @@ END {
     for (i = 1; i <= nc; i++) {
         c = corder[i]; e = c " eddy"; n = c " nginx"
         if (!(e in mo) || !(n in mo) || mc[e] <= 0) continue
-        r = mc[n] / mc[e] # requests per server CPU-second, eddy over nginx
+        # Requests per server CPU-second, eddy over nginx, paired per round.
+        list = ""; lo = 0; hi = 0
+        for (q = 0; q < nround[c]; q++) {
+            if (round_cpu[e, q] <= 0 || round_cpu[n, q] <= 0) continue
+            x = round_cpu[n, q] / round_cpu[e, q]; list = list " " x
+            if (lo == 0 || x < lo) lo = x
+            if (x > hi) hi = x
+        }
+        r = list != "" ? median(list) : mc[n] / mc[e]
+        printf "%s: eddy / nginx per server CPU-s, paired per round: median %.2fx (%.2f-%.2f)\n",
+            c, r, lo, hi
         printf "{\"bench\":\"files\",\"case\":\"%s\",\"subject\":\"eddy\",\"baseline\":\"nginx\",", c
         printf "\"ops_per_s\":%.0f,\"baseline_ops_per_s\":%.0f,", mo[e], mo[n]
         printf "\"cpu_ns_per_req\":%.0f,\"baseline_cpu_ns_per_req\":%.0f,", mc[e], mc[n]
         printf "\"p99_ms\":%.3f,\"baseline_p99_ms\":%.3f,\"ratio_per_cpu\":%.3f,", mp[e], mp[n], r
+        printf "\"ratio_min\":%.3f,\"ratio_max\":%.3f,", lo, hi
         printf "\"target_ratio\":1.0,\"target_met\":%s,\"connections\":%d,\"seconds\":%d,",
             (r >= 1.0 ? "true" : "false"), conns, seconds
         printf "\"rounds\":%d}\n", rounds

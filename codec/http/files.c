@@ -648,44 +648,79 @@ static int sibling(const found_t *f, const char *suffix, struct stat *st)
     return fd;
 }
 
-/* Swap f's file for its best precompressed sibling that req accepts, if any. Only the codings
- * req accepts are looked for (as nginx's gzip_static), and every answer says Vary:
- * Accept-Encoding, since it is chosen by it whether a sibling exists or not. */
+/* The codings of precompressed siblings, the preferred first. */
+static const struct {
+    const char *suffix, *coding;
+} sibling_codings[] = {{".br", "br"}, {".gz", "gzip"}};
+
+#define NCODINGS (sizeof(sibling_codings) / sizeof(sibling_codings[0]))
+
+/* Whether req's Accept-Encoding accepts sibling coding i. */
+static bool accepts_coding(const eddy_http_request_t *req, size_t i)
+{
+    const eddy_http_header_t *ae = eddy_http_request_header(req, "Accept-Encoding");
+    return ae != NULL && eddy__files_accepts(ae->value, sibling_codings[i].coding);
+}
+
+/* The best precompressed sibling of f that req accepts, open (st: its stat, m: its coding),
+ * or -1. Only the codings req accepts are looked for (as nginx's gzip_static), and m says
+ * Vary: Accept-Encoding whether one is found or not, since the answer is chosen by it. */
+static int best_sibling(const eddy_http_request_t *req, const found_t *f, meta_t *m,
+                        struct stat *st)
+{
+    m->vary = true;
+    for (size_t i = 0; i < NCODINGS; i++) {
+        int fd = accepts_coding(req, i) ? sibling(f, sibling_codings[i].suffix, st) : -1;
+        if (fd >= 0) {
+            m->encoding = sibling_codings[i].coding;
+            return fd;
+        }
+    }
+    return -1;
+}
+
+/* Swap f's file for its best precompressed sibling that req accepts, if any. */
 static void pick_encoding(const eddy_http_request_t *req, found_t *f, meta_t *m)
 {
-    static const struct {
-        const char *suffix, *coding;
-    } codings[] = {{".br", "br"}, {".gz", "gzip"}};
-    const eddy_http_header_t *ae = eddy_http_request_header(req, "Accept-Encoding");
-    m->vary = true;
-    for (size_t i = 0; i < 2 && ae != NULL && m->encoding == NULL; i++) {
-        struct stat st;
-        int fd = eddy__files_accepts(ae->value, codings[i].coding)
-                     ? sibling(f, codings[i].suffix, &st)
-                     : -1;
-        if (fd >= 0) {
-            eddy__fd_close(f->fd);
-            f->fd = fd;
-            f->st = st;
-            m->encoding = codings[i].coding;
-        }
+    struct stat st;
+    int fd = best_sibling(req, f, m, &st);
+    if (fd >= 0) {
+        eddy__fd_close(f->fd);
+        f->fd = fd;
+        f->st = st;
     }
 }
 
-/* The file f found, answered. */
-static void serve_found(eddy_ctx_t *ctx, const eddy_http_request_t *req, found_t *f,
-                        bool precompressed)
+/*
+ * Where openat2 resolves paths: the best accepted sibling of the decoded path, looked for
+ * before the path itself, as nginx's gzip_static does (one open, not two, for a request that
+ * gets one). 1: found, f open on it and m's coding set (a sibling is served so even where the
+ * name beside it is missing); 0: looked for, none (f holds nothing open); -1: not looked for
+ * (the walk is in use, or the path names a directory).
+ */
+static int sibling_first(int root, const eddy_http_request_t *req, const char *path,
+                         found_t *f, meta_t *m)
 {
-    meta_t m = {.type = eddy__files_type(found_name(f))};
-    if (precompressed) {
-        pick_encoding(req, f, &m);
+    *f = (found_t){.fd = -1, .dir = -1, .root = root};
+    if (atomic_load_explicit(&no_openat2, memory_order_relaxed) ||
+        path[strlen(path) - 1] == '/' || relative_path(path, f) != 0 ||
+        strcmp(f->rel, ".") == 0) {
+        return -1;
     }
-    eddy__files_etag(&f->st, m.etag, sizeof(m.etag));
-    eddy__http_date_format((int64_t)f->st.st_mtim.tv_sec, m.modified);
+    f->fd = best_sibling(req, f, m, &f->st);
+    return f->fd >= 0;
+}
+
+/* The file f found, answered (m: its coding, when chosen already). */
+static void serve_found(eddy_ctx_t *ctx, const eddy_http_request_t *req, found_t *f, meta_t *m)
+{
+    m->type = eddy__files_type(found_name(f));
+    eddy__files_etag(&f->st, m->etag, sizeof(m->etag));
+    eddy__http_date_format((int64_t)f->st.st_mtim.tv_sec, m->modified);
     int fd = f->fd;
     f->fd = -1;
     found_close(f);
-    send_file(ctx, req, fd, &f->st, &m);
+    send_file(ctx, req, fd, &f->st, m);
 }
 
 /* Answer req from the root. */
@@ -701,7 +736,15 @@ static void serve(eddy_ctx_t *ctx, eddy_http_files_t *files, const eddy_http_req
     }
     char path[PATH_MAX];
     found_t f = {.fd = -1, .dir = -1};
+    meta_t m = {0};
     int status = decode_path(req->target, path, sizeof(path));
+    int first = status == 0 && files->precompressed
+                    ? sibling_first(files->root, req, path, &f, &m)
+                    : -1;
+    if (first == 1) {
+        serve_found(ctx, req, &f, &m);
+        return;
+    }
     status = status != 0 ? status : resolve(files->root, path, &f);
     bool dir = status == 0 && S_ISDIR(f.st.st_mode);
     bool slash = status == 0 && path[strlen(path) - 1] == '/';
@@ -718,7 +761,10 @@ static void serve(eddy_ctx_t *ctx, eddy_http_files_t *files, const eddy_http_req
         reply_status(ctx, req, status);
         return;
     }
-    serve_found(ctx, req, &f, files->precompressed);
+    if (files->precompressed && first == -1) {
+        pick_encoding(req, &f, &m); /* the walk's, or an index's */
+    }
+    serve_found(ctx, req, &f, &m);
 }
 
 /* ---------------------------------------------------------------------------------------
