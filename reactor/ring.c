@@ -28,7 +28,7 @@ eddy_ring_t *eddy_ring_new(size_t size, size_t slot_size, eddy_ring_init_cb init
     if (!is_pow2(size) || size > ((size_t)1 << 40) || slot_size == 0 || slot_size > SIZE_MAX / 4)
         return NULL;
     size_t stride = (slot_size + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
-    if (stride > (SIZE_MAX - 2 * EDDY__LINE) / size)
+    if (stride > (SIZE_MAX - 3 * EDDY__LINE) / size)
         return NULL;
     eddy_ring_t *ring = malloc(sizeof *ring);
     if (ring == NULL)

@@ -55,7 +55,8 @@ typedef struct eddy_loop_options_s {
                                     after the I/O); 0: 50 */
     int64_t max_task_quantum_ns; /* stop running tasks after this long in one turn, whatever
                                     io_ratio allows (Netty 4.2); 0: no such limit */
-    size_t task_queue_size;      /* ring slots (64 B each), a power of two; 0: 8192 */
+    size_t task_queue_size;      /* ring slots (64 B each, resident once first used), a
+                                    power of two; 0: 8192 */
     int64_t stall_threshold_ns;  /* report a task or callback that holds the loop longer;
                                     0: 100 ms; negative: off */
     int cpu;                     /* pin the thread to this CPU; -1 (or 0 fields): no pinning;
