@@ -16,14 +16,12 @@ Exit status 0: passed; 1: failed; 77: skipped (no chromium, or it cannot start h
 import gzip
 import hashlib
 import os
-import shutil
 import struct
 import sys
-import tempfile
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from http2_browser import Browser, Failed, Server, Skip  # noqa: E402
+from http2_browser import Failed, drive  # noqa: E402
 
 BIG = 1 << 20
 SCRIPT = "document.body.dataset.script = 'ran ' + (6 * 7);\n" + "// padding\n" * 200
@@ -146,54 +144,17 @@ def visit(browser, url, want, hashes):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__)
-        return 2
-    exe, certs = sys.argv[1], sys.argv[2]
-    chromium = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")
-                     if shutil.which(b)), None)
-    if chromium is None:
-        print("SKIP: no chromium (scripts/deps.sh installs Debian's)")
-        return 77
-    tmp = tempfile.mkdtemp(prefix="files-browser-")
-    servers = []
-    browser = None
-    try:
+    hashes = []
+
+    def server_args(tmp):
         root = os.path.join(tmp, "www")
-        hashes = make_root(root)
-        tls = Server(exe, ["--root", root, "--tls", os.path.join(certs, "server.pem"),
-                           os.path.join(certs, "server.key")], os.path.join(tmp, "tls.log"))
-        servers.append(tls)
-        plain = Server(exe, ["--root", root], os.path.join(tmp, "plain.log"))
-        servers.append(plain)
-        browser = Browser(chromium, os.path.join(tmp, "profile"),
-                          os.path.join(tmp, "chromium.log"))
-        try:
-            browser.send("Browser.getVersion", timeout=30)
-        except (TimeoutError, Failed) as e:
-            raise Skip(f"{chromium} did not start here ({e}): {browser.tail()}")
-        visit(browser, f"https://127.0.0.1:{tls.port}/", "h2", hashes)
-        visit(browser, f"http://127.0.0.1:{plain.port}/", "http/1.1", hashes)
-        browser.close()
-        browser = None
-        for s in servers:
-            s.stop()
-        print("files_browser: all checks passed")
-        return 0
-    except Skip as e:
-        print(f"SKIP: {e}")
-        return 77
-    except (Failed, TimeoutError) as e:
-        print(f"FAIL: {e}")
-        for s in servers:
-            print(f"--- {s.log_path}:\n{s.output()[-3000:]}")
-        return 1
-    finally:
-        if browser is not None:
-            browser.close()
-        for s in servers:
-            s.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+        hashes.extend(make_root(root))
+        return ["--root", root]
+
+    def visits(browser, tls_port, plain_port):
+        visit(browser, f"https://127.0.0.1:{tls_port}/", "h2", hashes)
+        visit(browser, f"http://127.0.0.1:{plain_port}/", "http/1.1", hashes)
+    return drive("files_browser", sys.argv, __doc__, server_args, visits)
 
 
 if __name__ == "__main__":

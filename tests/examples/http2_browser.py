@@ -256,24 +256,30 @@ def visit(browser, url, want):
           f"{len(conns)} connection{'s' if len(conns) != 1 else ''}", flush=True)
 
 
-def main():
-    if len(sys.argv) != 3:
-        print(__doc__)
+def drive(name, argv, doc, server_args, visits):
+    """The frame of a browser test: argv is SERVER CERT_DIR; server_args(tmp) gives the
+    servers' own arguments (it may fill tmp first); an eddy-http-server with --tls and one
+    without are started with them, then headless Chromium, and visits(browser, tls_port,
+    plain_port) checks what it wants; both servers must then stop cleanly. Returns the exit
+    status: 0 passed, 1 failed, 2 usage, 77 skipped."""
+    if len(argv) != 3:
+        print(doc)
         return 2
-    exe, certs = sys.argv[1], sys.argv[2]
+    exe, certs = argv[1], argv[2]
     chromium = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")
                      if shutil.which(b)), None)
     if chromium is None:
         print("SKIP: no chromium (scripts/deps.sh installs Debian's)")
         return 77
-    tmp = tempfile.mkdtemp(prefix="http2-browser-")
+    tmp = tempfile.mkdtemp(prefix=name.replace("_", "-") + "-")
     servers = []
     browser = None
     try:
-        tls = Server(exe, ["--tls", os.path.join(certs, "server.pem"),
-                           os.path.join(certs, "server.key")], os.path.join(tmp, "tls.log"))
+        args = server_args(tmp)
+        tls = Server(exe, args + ["--tls", os.path.join(certs, "server.pem"),
+                                  os.path.join(certs, "server.key")], os.path.join(tmp, "tls.log"))
         servers.append(tls)
-        plain = Server(exe, [], os.path.join(tmp, "plain.log"))
+        plain = Server(exe, args, os.path.join(tmp, "plain.log"))
         servers.append(plain)
         browser = Browser(chromium, os.path.join(tmp, "profile"),
                           os.path.join(tmp, "chromium.log"))
@@ -281,13 +287,12 @@ def main():
             browser.send("Browser.getVersion", timeout=30)
         except (TimeoutError, Failed) as e:
             raise Skip(f"{chromium} did not start here ({e}): {browser.tail()}")
-        visit(browser, f"https://127.0.0.1:{tls.port}/", "h2")
-        visit(browser, f"http://127.0.0.1:{plain.port}/", "http/1.1")
+        visits(browser, tls.port, plain.port)
         browser.close()
         browser = None
         for s in servers:
             s.stop()
-        print("http2_browser: all checks passed")
+        print(f"{name}: all checks passed")
         return 0
     except Skip as e:
         print(f"SKIP: {e}")
@@ -303,6 +308,13 @@ def main():
         for s in servers:
             s.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    def visits(browser, tls_port, plain_port):
+        visit(browser, f"https://127.0.0.1:{tls_port}/", "h2")
+        visit(browser, f"http://127.0.0.1:{plain_port}/", "http/1.1")
+    return drive("http2_browser", sys.argv, __doc__, lambda tmp: [], visits)
 
 
 if __name__ == "__main__":
