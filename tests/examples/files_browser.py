@@ -21,7 +21,7 @@ import sys
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from http2_browser import Failed, drive  # noqa: E402
+from http2_browser import Failed, Tab, drive  # noqa: E402
 
 BIG = 1 << 20
 SCRIPT = "document.body.dataset.script = 'ran ' + (6 * 7);\n" + "// padding\n" * 200
@@ -96,18 +96,8 @@ PAGE_SCRIPT = r"""
 
 def visit(browser, url, want, hashes):
     """Open url in a new tab, check what the page says, and the protocol of everything."""
-    target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-    session = browser.send("Target.attachToTarget",
-                           {"targetId": target, "flatten": True})["sessionId"]
-    browser.send("Network.enable", session=session)
-    browser.send("Page.enable", session=session)
-    browser.send("Page.navigate", {"url": url}, session=session)
-    browser.wait_event("Page.loadEventFired", session, 30)
-    got = browser.send("Runtime.evaluate", {"expression": PAGE_SCRIPT, "awaitPromise": True,
-                                            "returnByValue": True}, session=session, timeout=60)
-    if "exceptionDetails" in got:
-        raise Failed(f"{url}: the page script failed: {got['exceptionDetails']}")
-    v = got["result"]["value"]
+    tab = Tab(browser, url)
+    v = tab.run(PAGE_SCRIPT)
     checks = [
         ("the stylesheet applies", v["color"] == "rgb(1, 2, 3)", v["color"]),
         ("the script ran from app.js.gz", v["script"] == "ran 42", v["script"]),
@@ -122,23 +112,13 @@ def visit(browser, url, want, hashes):
     for what, ok, seen in checks:
         if not ok:
             raise Failed(f"{url}: {what}: no, {seen!r}")
-    encodings = {e["params"]["response"]["url"].rsplit("/", 1)[-1]:
-                 {k.lower(): x for k, x in e["params"]["response"]["headers"].items()}
-                 .get("content-encoding")
-                 for e in browser.events
-                 if e.get("method") == "Network.responseReceived"
-                 and e.get("sessionId") == session}
+    encodings = {r["url"].rsplit("/", 1)[-1]:
+                 {k.lower(): x for k, x in r["headers"].items()}.get("content-encoding")
+                 for r in tab.responses()}
     if encodings.get("app.js") != "gzip":
         raise Failed(f"{url}: app.js came with Content-Encoding {encodings.get('app.js')!r}")
-    wrong = [p for p in v["protocols"] if p[1] != want]
-    if len(v["protocols"]) < 8 or wrong:
-        raise Failed(f"{url}: protocols {v['protocols']}, wanted {want!r} for each")
-    conns = {e["params"]["response"].get("connectionId") for e in browser.events
-             if e.get("method") == "Network.responseReceived" and e.get("sessionId") == session}
-    if want == "h2" and len(conns) != 1:
-        raise Failed(f"{url}: over h2 the responses came on connections {sorted(conns)}")
-    browser.send("Target.closeTarget", {"targetId": target})
-    browser.events = [e for e in browser.events if e.get("sessionId") != session]
+    tab.check_protocols(v["protocols"], 8, want)
+    tab.close()
     print(f"files_browser: {url}: {want}, {len(v['protocols'])} resources, every check passed",
           flush=True)
 

@@ -212,28 +212,62 @@ class Browser:
         self.log.close()
 
 
+class Tab:
+    """A page of the browser's, loaded from url: the script run in it, the responses it
+    received (DevTools' Network.responseReceived), closed with what it left in the events."""
+
+    def __init__(self, browser, url):
+        self.browser, self.url = browser, url
+        self.target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = browser.send("Target.attachToTarget",
+                                    {"targetId": self.target, "flatten": True})["sessionId"]
+        browser.send("Network.enable", session=self.session)
+        browser.send("Page.enable", session=self.session)
+        browser.send("Page.navigate", {"url": url}, session=self.session)
+        browser.wait_event("Page.loadEventFired", self.session, 30)
+
+    def run(self, script):
+        """The value the script's promise resolves to."""
+        got = self.browser.send("Runtime.evaluate", {"expression": script, "awaitPromise": True,
+                                                     "returnByValue": True},
+                                session=self.session, timeout=60)
+        if "exceptionDetails" in got:
+            raise Failed(f"{self.url}: the page script failed: {got['exceptionDetails']}")
+        return got["result"]["value"]
+
+    def responses(self):
+        return [e["params"]["response"] for e in self.browser.events
+                if e.get("method") == "Network.responseReceived"
+                and e.get("sessionId") == self.session]
+
+    def check_protocols(self, protocols, at_least, want):
+        """Every resource the page's timing lists came by want, at least at_least of them;
+        over h2 every response on one connection. Returns the connections' count."""
+        wrong = [p for p in protocols if p[1] != want]
+        if len(protocols) < at_least or wrong:
+            raise Failed(f"{self.url}: protocols {protocols}, wanted {want!r} for each")
+        conns = {r.get("connectionId") for r in self.responses()}
+        if want == "h2" and len(conns) != 1:
+            raise Failed(f"{self.url}: over h2 the responses came on connections "
+                         f"{sorted(conns)}")
+        return len(conns)
+
+    def close(self):
+        self.browser.send("Target.closeTarget", {"targetId": self.target})
+        self.browser.events = [e for e in self.browser.events
+                               if e.get("sessionId") != self.session]
+
+
 def visit(browser, url, want):
     """Open url in a new tab, run the page script, check it all came by protocol want."""
-    target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-    session = browser.send("Target.attachToTarget",
-                           {"targetId": target, "flatten": True})["sessionId"]
-    browser.send("Network.enable", session=session)
-    browser.send("Page.enable", session=session)
-    browser.send("Page.navigate", {"url": url}, session=session)
-    browser.wait_event("Page.loadEventFired", session, 30)
-    doc = [e["params"]["response"] for e in browser.events
-           if e.get("method") == "Network.responseReceived" and e.get("sessionId") == session
-           and e["params"]["response"]["url"] == url]
+    tab = Tab(browser, url)
+    doc = [r for r in tab.responses() if r["url"] == url]
     if not doc:
         raise Failed(f"{url}: no response seen")
     if doc[0]["status"] != 200 or doc[0].get("protocol") != want:
         raise Failed(f"{url}: status {doc[0]['status']} by {doc[0].get('protocol')!r}, "
                      f"wanted 200 by {want!r}")
-    got = browser.send("Runtime.evaluate", {"expression": PAGE_SCRIPT, "awaitPromise": True,
-                                            "returnByValue": True}, session=session, timeout=60)
-    if "exceptionDetails" in got:
-        raise Failed(f"{url}: the page script failed: {got['exceptionDetails']}")
-    v = got["result"]["value"]
+    v = tab.run(PAGE_SCRIPT)
     if v["text"] != "Hello, World!":
         raise Failed(f"{url}: the page says {v['text'][:80]!r}")
     for r in v["results"]:
@@ -241,19 +275,11 @@ def visit(browser, url, want):
         if r["status"] != status or not r["same"]:
             raise Failed(f"{url}: {r['what']}: status {r['status']} (wanted {status}), "
                          f"{r['length']} bytes, {'the same' if r['same'] else 'NOT the same'}")
-    wrong = [p for p in v["protocols"] if p[1] != want]
-    if len(v["protocols"]) < 1 + len(v["results"]) or wrong:
-        raise Failed(f"{url}: protocols {v['protocols']}, wanted {want!r} for each")
-    # h2: everything on one connection (the DevTools' connection ids of the responses).
-    conns = {e["params"]["response"].get("connectionId") for e in browser.events
-             if e.get("method") == "Network.responseReceived" and e.get("sessionId") == session}
-    if want == "h2" and len(conns) != 1:
-        raise Failed(f"{url}: over h2 the responses came on connections {sorted(conns)}")
-    browser.send("Target.closeTarget", {"targetId": target})
-    browser.events = [e for e in browser.events if e.get("sessionId") != session]
+    conns = tab.check_protocols(v["protocols"], 1 + len(v["results"]), want)
+    tab.close()
     print(f"http2_browser: {url}: {want}, {len(v['results'])} fetches byte for byte "
           f"({sum(r['length'] for r in v['results'])} bytes), "
-          f"{len(conns)} connection{'s' if len(conns) != 1 else ''}", flush=True)
+          f"{conns} connection{'s' if conns != 1 else ''}", flush=True)
 
 
 def drive(name, argv, doc, server_args, visits):
