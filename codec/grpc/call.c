@@ -7,6 +7,7 @@
 #include "buffer/layer.h"
 #include "codec/http2/layer.h"
 #include "pipeline/layer.h"
+#include "reactor/layer.h"
 
 #include <eddy/channel.h>
 #include <eddy/loop.h>
@@ -55,12 +56,23 @@ void eddy_grpc_call_release(eddy_grpc_call_t *call)
         return;
     }
     assert(call->ended && call->stream == NULL && call->timers == NULL);
+    eddy_loop_t *held = call->carrier != NULL ? call->loop : NULL;
     call->side->free(call);
     user_data_drop(call);
     eddy__grpc_deframer_free(&call->in);
     eddy__grpc_buf_drop(call->md_store);
     free(call->path);
     free(call);
+    if (held != NULL) {
+        eddy__loop_release(held); /* last: what went before may still reach the loop */
+    }
+}
+
+void eddy__grpc_call_on_carrier(eddy_grpc_call_t *call, eddy_carrier_t *carrier)
+{
+    assert(call->carrier == NULL && carrier != NULL);
+    call->carrier = carrier;
+    eddy__loop_retain(call->loop);
 }
 
 eddy_grpc_call_t *eddy__grpc_call_of(eddy_h2_stream_t *s)

@@ -182,6 +182,10 @@ struct eddy_grpc_call_s {
     uint32_t sent;                /* messages sent */
 };
 
+/* Run call's method callbacks on carrier (offload.c). The call then holds a use of its loop's
+ * memory until it is freed: a carrier thread holding the call may hand an operation to the loop
+ * after the loop group was freed (the task is refused, as on any terminated loop). */
+void eddy__grpc_call_on_carrier(eddy_grpc_call_t *call, eddy_carrier_t *carrier);
 /* Initialise call's common part on stream s (a reference is taken) under ctx. */
 void eddy__grpc_call_init(eddy_grpc_call_t *call, const eddy__grpc_call_ops_t *side,
                           eddy_ctx_t *ctx, eddy_h2_stream_t *s);

@@ -618,7 +618,9 @@ static eddy_grpc_call_t *call_new(conn_t *conn, eddy_h2_stream_t *s, const metho
     call->sent_flag = &conn->sent_since_ping;
     call->path = path;
     call->arg = m->arg;
-    call->carrier = m->carrier;
+    if (m->carrier != NULL) {
+        eddy__grpc_call_on_carrier(call, m->carrier);
+    }
     call->kind = (uint8_t)m->kind;
     call->max_recv = conn->server->o.max_recv_message;
     call->max_send = conn->server->o.max_send_message;

@@ -169,7 +169,9 @@ EDDY_EXTERN int eddy_grpc_server_add_method(eddy_grpc_server_t *s, const char *p
  * (a send's promise says how it went; the other errors are those of the loop's own call,
  * logged by nobody: check the call's state from a later callback), and
  * eddy_grpc_call_is_writable() says what the loop last knew. Timers (eddy_grpc_call_schedule)
- * belong to the loop's thread. Same errors as eddy_grpc_server_add_method().
+ * belong to the loop's thread. The carrier may stop after the loops (drained then): a call it
+ * holds keeps its loop's memory, and what a callback does once the loop has ended is dropped
+ * (a send's promise fails). Same errors as eddy_grpc_server_add_method().
  */
 EDDY_EXTERN int eddy_grpc_server_add_method_on(eddy_grpc_server_t *s, const char *path,
                                               eddy_grpc_kind_t kind,
