@@ -25,7 +25,8 @@
  * --gzip puts the response encoder and the compressor (include/eddy/http_coding.h) before the
  * handler, which then writes response objects on HTTP/1.1 too, not pre-encoded bytes: bodies
  * of 1 KiB or more go compressed with the best coding the client accepts among those built
- * (br, zstd, gzip, deflate).
+ * (br, zstd, gzip, deflate); with --root, files too, compressed as they are read (a file with
+ * a precompressed sibling the client takes is served from the sibling instead).
  *
  * The pipeline is the library's pieces, as Netty's HttpHelloWorldServer is: a message deadline
  * (--request-timeout: a request must arrive whole within it, however slowly its bytes

@@ -10,6 +10,7 @@
 #define EDDY_PIPELINE_LAYER_H
 
 #include <eddy/channel.h>
+#include <eddy/handler.h>
 #include <eddy/pipeline.h>
 
 #include "buffer/layer.h"
@@ -17,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Complete p (NULL is fine) with 0 or err. */
 static inline void eddy__promise_done(eddy_promise_t *p, int err)
@@ -88,5 +90,46 @@ int64_t eddy__timeout_ns(int64_t ms);
  * *closed remembering it. The handler's state may be freed when this returns (the close
  * removes the handler). The loop's thread (handler/timeout.c). */
 void eddy__ctx_timed_out(eddy_ctx_t *ctx, bool *closed);
+
+/*
+ * The chunked writer's queue (handler/chunked.c, handler.h) for a handler that pulls chunked
+ * inputs itself, as the HTTP/1.1 response encoder does to frame their chunks: inputs, and
+ * what is written after them, queue in order with their promises; eddy__pump_run() passes
+ * the queue on, an input a chunk at a time, while the channel stays writable. The owner runs
+ * it on flush and when the channel turns writable, and drops it when removed. The loop's
+ * thread.
+ */
+typedef struct eddy__pump_ops_s {
+    /* Chunk b (taken over) of the input at the head, on from ctx; last: the input ended (b
+     * is then empty) and p (borrowed, may be NULL) goes with this write. */
+    void (*emit)(eddy_ctx_t *ctx, eddy_buf_t *b, bool last, eddy_promise_t *p);
+    /* msg (taken over), queued behind an input, on with p (borrowed, may be NULL). */
+    void (*pass)(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p);
+} eddy__pump_ops_t;
+
+typedef struct eddy__pump_item_s eddy__pump_item_t;
+
+typedef struct eddy__pump_s {
+    const eddy__pump_ops_t *ops;
+    eddy__pump_item_t *head, *tail;
+    bool running; /* inside eddy__pump_run(): a flush from a promise listener only asks again */
+} eddy__pump_t;
+
+/* Whether anything is queued (what is written next must queue behind it). */
+static inline bool eddy__pump_busy(const eddy__pump_t *q)
+{
+    return q->head != NULL;
+}
+/* Queue msg (taken over) with p (a reference taken): 0, or EDDY_ENOMEM (neither taken). */
+int eddy__pump_add(eddy__pump_t *q, eddy_msg_t *msg, eddy_promise_t *p);
+/* Pass the queue on while the channel stays writable (not when already inside). An input
+ * whose read fails fails its promise, raises the error and closes the channel. */
+void eddy__pump_run(eddy__pump_t *q, eddy_ctx_t *ctx);
+/* Let everything queued go, its promises failed with err. */
+void eddy__pump_drop(eddy__pump_t *q, int err);
+
+/* Read up to cap bytes of c into dst (handler.h's eddy_chunked_read_cb): the count, 0 at its
+ * end, or a negative code. For a handler that takes a chunked input as a body (HTTP/2). */
+ssize_t eddy__chunked_read(eddy_chunked_t *c, uint8_t *dst, size_t cap);
 
 #endif /* EDDY_PIPELINE_LAYER_H */

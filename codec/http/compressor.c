@@ -20,6 +20,9 @@
 #include "buffer/layer.h"
 #include "pipeline/layer.h"
 
+#include <eddy/file.h>
+#include <eddy/handler.h>
+
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,6 +262,9 @@ static bool compressible(const compressor_t *c, const eddy_http_response_t *r)
     if (type != NULL && type_compressed(type->value)) {
         return false;
     }
+    if (r->_nparts > 0) { /* a streamed body (a chunked input) is the application's to code */
+        return !r->_streamed && eddy_http_response_body_length(r) >= c->min_length;
+    }
     return r->chunked || (r->body != NULL && eddy_buf_readable(r->body) >= c->min_length);
 }
 
@@ -326,6 +332,120 @@ static int compress_whole(eddy_ctx_t *ctx, const compressor_t *c, size_t i, eddy
     return 0;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * A body of parts (file regions, buffers) compressed as it is read: the chunked input that
+ * takes their place, pulled by the response encoder (HTTP/1.1) or the HTTP/2 adapter only
+ * while the peer takes more, so a slow reader of a large file costs a chunk and the coding's
+ * state, never the file.
+ */
+
+/* Read from a region this much at a time (nginx reads 32 KiB for gzip). */
+#define SQUEEZE_READ ((size_t)32 << 10)
+
+typedef struct squeeze_s {
+    const eddy__coding_ops_t *ops;
+    void *enc;
+    eddy_msg_t **parts; /* owned, each */
+    size_t n, at;       /* parts, and the one read next */
+    const uint8_t *in;  /* what the coding has yet to take: staged, or a buffer part's */
+    size_t in_n;
+    bool eof;           /* every part read */
+    bool finished;      /* ... and the coding ended */
+    uint8_t stage[];    /* SQUEEZE_READ bytes read from a region */
+} squeeze_t;
+
+/* The next input of s into s->in (0 bytes: every part was read). 0, or the read's error
+ * (EDDY_ETRUNCATED: the file ended before its region). */
+static int squeeze_fill(squeeze_t *s)
+{
+    s->in_n = 0;
+    while (s->in_n == 0 && s->at < s->n) {
+        eddy_msg_t *part = s->parts[s->at];
+        eddy_file_region_t *fr = eddy_file_region_of(part);
+        if (fr == NULL || eddy_file_region_remaining(fr) == 0) {
+            eddy_buf_t *b = fr == NULL ? eddy_buf_of(part) : NULL;
+            s->in = b != NULL ? eddy_buf_read_ptr(b) : NULL;
+            s->in_n = b != NULL ? eddy_buf_readable(b) : 0;
+            s->at++;
+            continue;
+        }
+        ssize_t got = eddy_file_region_read(fr, s->stage, SQUEEZE_READ);
+        if (got <= 0) {
+            return got < 0 ? (int)got : EDDY_ETRUNCATED;
+        }
+        eddy_file_region_skip(fr, (uint64_t)got);
+        s->in = s->stage;
+        s->in_n = (size_t)got;
+    }
+    s->eof = s->in_n == 0;
+    return 0;
+}
+
+/* eddy_chunked_read_cb: compressed bytes into dst until it is full or the coding ended. */
+static ssize_t squeeze_read(void *arg, uint8_t *dst, size_t cap)
+{
+    squeeze_t *s = arg;
+    eddy__coding_io_t io = {.in = s->in, .in_n = s->in_n, .out = dst, .out_n = cap};
+    while (!s->finished && io.out_n > 0) {
+        if (io.in_n == 0 && !s->eof) {
+            int err = squeeze_fill(s);
+            if (err != 0) {
+                return err;
+            }
+            io.in = s->in;
+            io.in_n = s->in_n;
+        }
+        int rc = s->ops->enc_step(s->enc, &io, s->eof ? EDDY__CODING_FINISH : EDDY__CODING_RUN);
+        if (rc < 0) {
+            return rc;
+        }
+        s->finished = rc == 1 && s->eof;
+    }
+    s->in = io.in;
+    s->in_n = io.in_n;
+    return (ssize_t)(cap - io.out_n);
+}
+
+/* eddy_chunked_close_cb. */
+static void squeeze_free(void *arg)
+{
+    squeeze_t *s = arg;
+    for (size_t i = 0; i < s->n; i++) {
+        eddy_msg_release(s->parts[i]);
+    }
+    free(s->parts);
+    s->ops->enc_free(s->enc);
+    free(s);
+}
+
+/* r's parts compressed with coding i as they are read: r is streamed (no Content-Length,
+ * no ranges). 0, or an error with r as it came but for its headers. */
+static int compress_parts(const compressor_t *c, size_t i, eddy_http_response_t *r)
+{
+    const eddy__coding_ops_t *ops = c->codings[i];
+    squeeze_t *s = malloc(sizeof(*s) + SQUEEZE_READ);
+    eddy_msg_t **parts = malloc(r->_nparts * sizeof(*parts));
+    void *enc = ops->enc_new(c->levels[i], (size_t)eddy_http_response_body_length(r));
+    int err = s == NULL || parts == NULL || enc == NULL ? EDDY_ENOMEM : headers_set(r, ops);
+    eddy_chunked_t *in = NULL;
+    if (err == 0) {
+        *s = (squeeze_t){.ops = ops, .enc = enc, .parts = parts, .n = r->_nparts};
+        in = eddy_chunked_new(squeeze_read, squeeze_free, s, 0);
+        err = in == NULL ? EDDY_ENOMEM : 0;
+    }
+    if (err != 0) { /* no input: its close never runs */
+        if (enc != NULL) {
+            ops->enc_free(enc);
+        }
+        free(parts);
+        free(s);
+        return err;
+    }
+    eddy__http_remove_field(&r->_msg, "accept-ranges"); /* ranges are of the file's bytes */
+    eddy__http_response_stream_parts(r, eddy_chunked_msg(in), parts);
+    return 0;
+}
+
 /* The streamed body's coding, when there is one, ends. */
 static void stream_end(compressor_t *c)
 {
@@ -360,8 +480,10 @@ static void on_response(eddy_ctx_t *ctx, compressor_t *c, eddy_http_response_t *
     }
     int err = vary_add(r);
     if (err == 0 && n.coding >= 0) {
-        err = r->chunked ? compress_start(c, (size_t)n.coding, r)
-                         : compress_whole(ctx, c, (size_t)n.coding, r);
+        size_t i = (size_t)n.coding;
+        err = r->chunked       ? compress_start(c, i, r)
+              : r->_nparts > 0 ? compress_parts(c, i, r)
+                               : compress_whole(ctx, c, i, r);
     }
     if (err != 0) {
         /* A Content-Encoding added before the failure would announce a coding the body does

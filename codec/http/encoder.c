@@ -6,10 +6,15 @@
  */
 #include "codec/http/internal.h"
 
+#include "pipeline/layer.h"
+
 #include <assert.h>
 #include <stdlib.h>
 
 typedef struct http_encoder_s {
+    eddy__pump_t pump; /* a streamed body (a chunked input part) and what is written after it */
+    bool framed;       /* the input being pumped goes as chunks; else as it is (1.0) */
+    bool input_closes; /* ... and the connection ends after it */
     bool streaming; /* the response being written is followed by its content messages */
     bool chunked;   /* ... written as chunks; else as they are, the close ending them */
     bool empty;     /* ... but it has no body (HEAD, 1xx, 204, 304): its content is dropped */
@@ -37,9 +42,9 @@ static size_t http_size_hint(void *self, const eddy_msg_t *msg)
     return 32 + (c->data != NULL ? eddy_buf_readable(c->data) : 0);
 }
 
-static int encode_chunk(eddy_http_content_t *c, eddy_buf_t *out)
+/* n bytes at p as a chunk onto out, and the zero chunk after them when last. */
+static int encode_chunk(const uint8_t *p, size_t n, bool last, eddy_buf_t *out)
 {
-    size_t n = c->data != NULL ? eddy_buf_readable(c->data) : 0;
     int err = eddy_buf_ensure_writable(out, n + 32);
     if (err != 0) {
         return err;
@@ -54,10 +59,10 @@ static int encode_chunk(eddy_http_content_t *c, eddy_buf_t *out)
         }
         eddy_buf_write_bytes(out, num + i, sizeof(num) - i);
         eddy_buf_write_bytes(out, "\r\n", 2);
-        eddy_buf_write_bytes(out, eddy_buf_read_ptr(c->data), n);
+        eddy_buf_write_bytes(out, p, n);
         eddy_buf_write_bytes(out, "\r\n", 2);
     }
-    if (c->last) {
+    if (last) {
         eddy_buf_write_bytes(out, "0\r\n\r\n", 5);
     }
     return 0;
@@ -71,10 +76,12 @@ static int http_encode(eddy_ctx_t *ctx, void *self, eddy_msg_t *msg, eddy_buf_t 
     if (r != NULL) {
         e->streaming = r->chunked;
         e->chunked = r->chunked && r->version != 10;
+        e->framed = r->_streamed && r->version != 10;
         e->empty =
             r->chunked && (r->head_only || r->status < 200 || r->status == 204 || r->status == 304);
         e->closes = !eddy_http_response_keeps_alive(r);
-        e->close_now = e->closes && !r->chunked;
+        e->input_closes = e->closes && r->_streamed;
+        e->close_now = e->closes && !eddy__http_response_streamed(r);
         return eddy_http_response_encode(r, out);
     }
     eddy_http_content_t *c = eddy_http_content_of(msg);
@@ -89,7 +96,8 @@ static int http_encode(eddy_ctx_t *ctx, void *self, eddy_msg_t *msg, eddy_buf_t 
         return 0;
     }
     if (chunked) {
-        return encode_chunk(c, out);
+        size_t n = c->data != NULL ? eddy_buf_readable(c->data) : 0;
+        return encode_chunk(n > 0 ? eddy_buf_read_ptr(c->data) : NULL, n, c->last, out);
     }
     if (c->data != NULL) {
         return eddy_buf_write_bytes(out, eddy_buf_read_ptr(c->data), eddy_buf_readable(c->data));
@@ -116,7 +124,8 @@ static bool sends_parts(const eddy_http_response_t *r)
     return !r->head_only && r->status >= 200 && r->status != 204 && r->status != 304;
 }
 
-static void http_encoder_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
+/* The write of msg now, nothing queued before it. */
+static void write_now(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
 {
     eddy_encoder_t *enc = eddy_ctx_state(ctx);
     eddy_http_response_t *r = eddy_http_response_of(msg);
@@ -128,11 +137,105 @@ static void http_encoder_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t 
     if (n > 0) {
         write_parts(ctx, parts, n, p);
     }
-    http_encoder_t *e = enc != NULL ? eddy_encoder_self(enc) : NULL;
-    if (e != NULL && e->close_now) {
+    http_encoder_t *e = eddy_encoder_self(enc);
+    if (e->close_now) {
         e->close_now = false;
         eddy_ctx_close_after_flush(ctx, NULL);
     }
+}
+
+/* A chunk b (taken over) of a streamed body: framed as one (1.1), or as it is (1.0); the
+ * zero chunk and p with the last, and then the close a 1.0 response needs. */
+static void emit_chunk(eddy_ctx_t *ctx, eddy_buf_t *b, bool last, eddy_promise_t *p)
+{
+    http_encoder_t *e = eddy_encoder_self(eddy_ctx_state(ctx));
+    eddy_buf_t *out = b;
+    if (e->framed) {
+        size_t n = eddy_buf_readable(b);
+        out = eddy_buf_alloc(eddy_ctx_alloc(ctx), n + 32, EDDY_BUF_DEFAULT_MAX_CAPACITY);
+        int err = out != NULL ? encode_chunk(eddy_buf_read_ptr(b), n, last, out) : EDDY_ENOMEM;
+        eddy_buf_release(b);
+        if (err != 0) {
+            if (out != NULL) {
+                eddy_buf_release(out);
+            }
+            eddy__promise_done(p, err);
+            eddy_ctx_fire_exception(ctx, err);
+            eddy_ctx_close(ctx, NULL); /* the body would have a hole */
+            return;
+        }
+    }
+    eddy_ctx_write(ctx, eddy_buf_msg(out), p);
+    if (last && e->input_closes) {
+        e->input_closes = false;
+        eddy_ctx_close_after_flush(ctx, NULL);
+    }
+}
+
+static const eddy__pump_ops_t http_pump = {
+    .emit = emit_chunk,
+    .pass = write_now,
+};
+
+/* Queue msg with p behind what is queued; a streamed response as its head, then its input
+ * (which p goes with). */
+static void queue(eddy_ctx_t *ctx, http_encoder_t *e, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    eddy_http_response_t *r = eddy_http_response_of(msg);
+    size_t n = 0;
+    eddy_msg_t **input = r != NULL && r->_streamed && sends_parts(r)
+                             ? eddy__http_response_take_parts(r, &n)
+                             : NULL;
+    assert(input == NULL || n == 1); /* a chunked input is the only part */
+    e->pump.ops = &http_pump;
+    int err = eddy__pump_add(&e->pump, msg, input != NULL ? NULL : p);
+    if (err != 0) {
+        eddy_ctx_fail_write(ctx, msg, p, err);
+    } else if (input != NULL && (err = eddy__pump_add(&e->pump, input[0], p)) != 0) {
+        /* The head is queued, its body cannot be: the connection cannot go on. */
+        eddy__promise_done(p, err);
+        eddy_ctx_fire_exception(ctx, err);
+        eddy_ctx_close(ctx, NULL);
+    }
+    if (input != NULL && err != 0) {
+        eddy_msg_release(input[0]);
+    }
+    free(input);
+}
+
+static void http_encoder_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    http_encoder_t *e = eddy_encoder_self(eddy_ctx_state(ctx));
+    eddy_http_response_t *r = eddy_http_response_of(msg);
+    if (eddy__pump_busy(&e->pump) || (r != NULL && r->_streamed && sends_parts(r))) {
+        queue(ctx, e, msg, p);
+        return;
+    }
+    write_now(ctx, msg, p);
+}
+
+static void http_encoder_flush(eddy_ctx_t *ctx)
+{
+    http_encoder_t *e = eddy_encoder_self(eddy_ctx_state(ctx));
+    eddy__pump_run(&e->pump, ctx);
+    eddy_ctx_flush(ctx);
+}
+
+static void http_encoder_writability(eddy_ctx_t *ctx)
+{
+    http_encoder_t *e = eddy_encoder_self(eddy_ctx_state(ctx));
+    if (eddy__pump_busy(&e->pump) && eddy_channel_is_writable(eddy_ctx_channel(ctx))) {
+        eddy__pump_run(&e->pump, ctx);
+        eddy_ctx_flush(ctx);
+    }
+    eddy_ctx_fire_channel_writability_changed(ctx);
+}
+
+static void http_encoder_removed(eddy_ctx_t *ctx)
+{
+    http_encoder_t *e = eddy_encoder_self(eddy_ctx_state(ctx));
+    eddy__pump_drop(&e->pump, EDDY_ECLOSED);
+    eddy_encoder_handler_removed(ctx);
 }
 
 static const eddy_encoder_ops_t http_response_encoder = {
@@ -144,8 +247,10 @@ static const eddy_encoder_ops_t http_response_encoder = {
 
 static const eddy_handler_ops_t http_response_encoder_handler = {
     .name = "http_response_encoder",
-    .handler_removed = eddy_encoder_handler_removed,
+    .handler_removed = http_encoder_removed,
+    .channel_writability_changed = http_encoder_writability,
     .write = http_encoder_write,
+    .flush = http_encoder_flush,
 };
 
 eddy_encoder_t *eddy_http_response_encoder_new(void)

@@ -370,6 +370,9 @@ int eddy_http_request_add_header(eddy_http_request_t *r, const char *name, const
 
 uint64_t eddy__http_part_length(eddy_msg_t *msg)
 {
+    if (msg->type == EDDY_MSG_CHUNKED) {
+        return 0; /* not known: the response is streamed */
+    }
     eddy_file_region_t *fr = eddy_file_region_of(msg);
     return fr != NULL ? eddy_file_region_remaining(fr) : eddy_buf_readable(eddy_buf_of(msg));
 }
@@ -390,23 +393,44 @@ static int parts_grow(eddy_http_response_t *r)
     return 0;
 }
 
+/* Whether msg may join r's parts: a buffer or a region, or a chunked input alone. */
+static bool part_fits(const eddy_http_response_t *r, const eddy_msg_t *msg)
+{
+    if (r->_msg.type != EDDY_MSG_HTTP_RESPONSE || r->body != NULL || r->chunked ||
+        r->_streamed) {
+        return false;
+    }
+    return msg->type == EDDY_MSG_BUF || msg->type == EDDY_MSG_FILE_REGION ||
+           (msg->type == EDDY_MSG_CHUNKED && r->_nparts == 0);
+}
+
 int eddy_http_response_add_body(eddy_http_response_t *r, eddy_msg_t *msg)
 {
-    bool ok = r->_msg.type == EDDY_MSG_HTTP_RESPONSE && r->body == NULL && !r->chunked &&
-              (msg->type == EDDY_MSG_BUF || msg->type == EDDY_MSG_FILE_REGION);
-    int err = ok ? parts_grow(r) : EDDY_EINVAL;
+    int err = part_fits(r, msg) ? parts_grow(r) : EDDY_EINVAL;
     if (err != 0) {
         eddy_msg_release(msg);
         return err;
     }
     r->_parts[r->_nparts++] = msg;
     r->_parts_len += eddy__http_part_length(msg);
+    r->_streamed = msg->type == EDDY_MSG_CHUNKED;
     return 0;
 }
 
 uint64_t eddy_http_response_body_length(const eddy_http_response_t *r)
 {
     return r->body != NULL ? eddy_buf_readable(r->body) : r->_parts_len;
+}
+
+void eddy__http_response_stream_parts(eddy_http_response_t *r, eddy_msg_t *input,
+                                      eddy_msg_t **out)
+{
+    assert(input->type == EDDY_MSG_CHUNKED && r->_nparts > 0 && !r->_streamed);
+    memcpy(out, r->_parts, r->_nparts * sizeof(*out));
+    r->_parts[0] = input;
+    r->_nparts = 1;
+    r->_parts_len = 0;
+    r->_streamed = true;
 }
 
 eddy_msg_t **eddy__http_response_take_parts(eddy_http_response_t *r, size_t *n)
@@ -825,7 +849,12 @@ static bool status_has_body(int status)
  * (RFC 9112 section 6.1), so the body goes as it is and the close ends it (section 6.3). */
 static bool close_delimited(const eddy_http_response_t *r)
 {
-    return r->chunked && r->version == 10 && status_has_body(r->status);
+    return eddy__http_response_streamed(r) && r->version == 10 && status_has_body(r->status);
+}
+
+bool eddy__http_response_streamed(const eddy_http_response_t *r)
+{
+    return r->chunked || r->_streamed;
 }
 
 bool eddy_http_response_keeps_alive(const eddy_http_response_t *r)
@@ -859,7 +888,7 @@ int eddy_http_response_encode(const eddy_http_response_t *r, eddy_buf_t *out)
     if (hdrs > 0) {
         eddy_buf_write_bytes(out, eddy_buf_read_ptr(r->_head), hdrs);
     }
-    if (r->chunked && status_has_body(r->status)) {
+    if (eddy__http_response_streamed(r) && status_has_body(r->status)) {
         if (!close_delimited(r)) {
             eddy_buf_write_bytes(out, "Transfer-Encoding: chunked\r\n", 28);
         }

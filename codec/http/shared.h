@@ -35,7 +35,17 @@ bool eddy__http_send_take(eddy_msg_t *msg, eddy_http_request_t **req, eddy_promi
  * length for the head (eddy_http_response_body_length()). */
 eddy_msg_t **eddy__http_response_take_parts(eddy_http_response_t *r, size_t *n);
 
-/* The bytes a body part holds (a buffer's readable bytes, a region's remaining ones). */
+/* Make the chunked input `input` (taken over) r's only part, r streamed: its parts (r has
+ * some, none an input) move to out, which has room for r->_nparts of them. Cannot fail. */
+void eddy__http_response_stream_parts(eddy_http_response_t *r, eddy_msg_t *input,
+                                      eddy_msg_t **out);
+
+/* Whether r's body length is not known up front: content messages follow it (chunked), or
+ * its one part is a chunked input. */
+bool eddy__http_response_streamed(const eddy_http_response_t *r);
+
+/* The bytes a body part holds (a buffer's readable bytes, a region's remaining ones; 0 for a
+ * chunked input, whose length is not known). */
 uint64_t eddy__http_part_length(eddy_msg_t *msg);
 
 #endif /* EDDY_CODEC_HTTP_SHARED_H */

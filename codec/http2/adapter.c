@@ -390,7 +390,7 @@ static int head_send(exchange_t *ex, const eddy_http_response_t *r, bool end_str
             f[k++] = *h;
         }
     }
-    if (!r->chunked && has_length(r->status)) {
+    if (!eddy__http_response_streamed(r) && has_length(r->status)) {
         size_t len = (size_t)eddy_http_response_body_length(r);
         f[k++] = (eddy_http_header_t){.name = {"content-length", 14},
                                       .value = eddy__h2_decimal(len, length, sizeof(length))};
@@ -425,20 +425,60 @@ static eddy_buf_t *region_piece(eddy_ctx_t *ctx, eddy_file_region_t *fr, int *er
     return b;
 }
 
+/* A chunked input (a streamed body, its only part) goes as DATA read in pieces this large:
+ * a frame's worth at the default SETTINGS_MAX_FRAME_SIZE. */
+#define INPUT_CHUNK ((size_t)16 << 10)
+
+/* The next piece of the input c as a buffer (empty at its end: *end set), or NULL with *err. */
+static eddy_buf_t *input_piece(eddy_ctx_t *ctx, eddy_chunked_t *c, bool *end, int *err)
+{
+    eddy_buf_t *b = eddy_buf_alloc(eddy_ctx_alloc(ctx), INPUT_CHUNK, INPUT_CHUNK);
+    ssize_t got = b == NULL ? EDDY_ENOMEM : eddy__chunked_read(c, eddy_buf_write_ptr(b), INPUT_CHUNK);
+    if (got < 0) {
+        if (b != NULL) {
+            eddy_buf_release(b);
+        }
+        *err = (int)got;
+        return NULL;
+    }
+    eddy_buf_produce(b, (size_t)got);
+    *end = got == 0;
+    return b;
+}
+
+/* The next piece of part: a buffer whole, a region's or an input's next piece; *done once
+ * it is the part's last. NULL with *err set. */
+static eddy_buf_t *part_piece(eddy_ctx_t *ctx, eddy_msg_t *part, bool *done, int *err)
+{
+    eddy_file_region_t *fr = eddy_file_region_of(part);
+    eddy_chunked_t *in = eddy_chunked_of(part);
+    *done = true;
+    if (in != NULL) {
+        return input_piece(ctx, in, done, err);
+    }
+    if (fr == NULL) {
+        return eddy_buf_retain(eddy_buf_of(part));
+    }
+    eddy_buf_t *b = region_piece(ctx, fr, err);
+    *done = eddy_file_region_remaining(fr) == 0;
+    return b;
+}
+
 /*
- * The next DATA of ex's body: a buffer part whole, or the next piece of a region part, with
- * end_stream and the promise on the body's last byte. 0, or the error that ends the stream.
+ * The next DATA of ex's body: a buffer part whole, or the next piece of a region or input
+ * part, with end_stream and the promise on the body's last byte. 0, or the error that ends
+ * the stream.
  */
 static int send_piece(eddy_ctx_t *ctx, exchange_t *ex)
 {
     eddy_msg_t *part = ex->parts[ex->sent];
-    eddy_file_region_t *fr = eddy_file_region_of(part);
     int err = 0;
-    eddy_buf_t *b = fr != NULL ? region_piece(ctx, fr, &err) : eddy_buf_retain(eddy_buf_of(part));
+    bool done;
+    eddy_buf_t *b = part_piece(ctx, part, &done, &err);
     if (b == NULL) {
         return err;
     }
-    if (fr == NULL || eddy_file_region_remaining(fr) == 0) {
+    if (done) {
         eddy_msg_release(part);
         ex->sent++;
     }
@@ -499,7 +539,7 @@ static void adapter_user_event(eddy_ctx_t *ctx, int event, void *data)
 static bool has_data(const eddy_http_response_t *r)
 {
     return r->status >= 200 && !r->head_only && !r->chunked &&
-           eddy_http_response_body_length(r) > 0;
+           (r->_streamed || eddy_http_response_body_length(r) > 0);
 }
 
 static void on_response(eddy_ctx_t *ctx, adapter_t *a, eddy_http_response_t *r,

@@ -164,6 +164,7 @@ typedef struct eddy_http_response_s {
     eddy_msg_t **_parts;         /* built: the body as parts (eddy_http_response_add_body()) */
     size_t _nparts, _parts_cap;
     uint64_t _parts_len; /* their bytes */
+    bool _streamed;      /* its one part is a chunked input: its length is not known */
 } eddy_http_response_t;
 
 typedef struct eddy_http_decoder_options_s {
@@ -259,9 +260,20 @@ EDDY_EXTERN void eddy_http_response_set_body(eddy_http_response_t *r, eddy_buf_t
  * DATA frames read from the file over HTTP/2), and Content-Length is the sum of their
  * lengths. A HEAD answer (head_only) writes the length and drops the parts. The response
  * encoder handler writes the parts; eddy_http_response_encode() writes the head alone (the
- * parts are then the caller's to write after it). Takes ownership of
- * msg, also on failure. 0, EDDY_EINVAL (a decoded or chunked response, one with a body
- * buffer, or a message of another type), EDDY_ENOMEM. The thread building r.
+ * parts are then the caller's to write after it).
+ *
+ * msg may instead be a chunked input (handler.h: a generator, a file read and transformed),
+ * as the body's only part: the body is then what it reads, of a length not known up front,
+ * pulled a chunk at a time only while the connection (HTTP/1.1) or the stream (HTTP/2) takes
+ * more, so a slow reader costs a chunk, not the body. It goes as chunks on HTTP/1.1
+ * (Transfer-Encoding: chunked; to a 1.0 client as it is, the close ending it), as DATA frames
+ * on HTTP/2; the response's promise completes after its last byte, or fails with the input's
+ * read error (the connection, or the HTTP/2 stream, is then cut: the body has a hole). The
+ * HTTP compressor answers a compressible file this way (http_coding.h).
+ *
+ * Takes ownership of msg, also on failure. 0, EDDY_EINVAL (a decoded or chunked response, one
+ * with a body buffer, a message of another type, a chunked input beside another part),
+ * EDDY_ENOMEM. The thread building r.
  */
 EDDY_EXTERN int eddy_http_response_add_body(eddy_http_response_t *r, eddy_msg_t *msg);
 /** The length of r's body as it is encoded: its body buffer's bytes, or its parts' sum. */

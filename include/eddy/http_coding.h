@@ -64,7 +64,13 @@ typedef struct eddy_http_compressor_options_s {
  *     Content-Length); a chunked response's content is compressed piece by piece as it comes,
  *     each piece flushed (Z_SYNC_FLUSH, BROTLI_OPERATION_FLUSH, ZSTD_e_flush) so the client
  *     can read what was sent so far, the last piece ending the stream: a body is never held
- *     whole. Streamed bodies are compressed whatever their size.
+ *     whole. Streamed bodies are compressed whatever their size;
+ *   - a body of parts (file regions and buffers, eddy_http_response_add_body(): the file
+ *     handler's answers) of min_length or more is compressed as it is read: its parts become
+ *     one chunked input read 32 KiB at a time, pulled only while the peer takes more, and the
+ *     response goes streamed (chunked on HTTP/1.1, no Content-Length, no Accept-Ranges). A
+ *     file that shrinks meanwhile cuts the body (EDDY_ETRUNCATED raised, connection closed or
+ *     HTTP/2 stream reset).
  *
  * A coding that cannot start (no memory) leaves a whole body uncompressed; one that fails in
  * the middle of a streamed body fails its write (eddy_ctx_fail_write: the connection closes

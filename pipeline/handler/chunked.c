@@ -9,6 +9,7 @@
 
 #include <eddy/handler.h>
 
+#include <assert.h>
 #include <stdlib.h>
 
 #define DEFAULT_CHUNK 16384
@@ -88,54 +89,72 @@ eddy_chunked_t *eddy_chunked_file(eddy_file_region_t *r, size_t chunk_size)
     return c;
 }
 
+ssize_t eddy__chunked_read(eddy_chunked_t *c, uint8_t *dst, size_t cap)
+{
+    assert(!c->closed);
+    return c->read(c->arg, dst, cap);
+}
+
 /* ---------------------------------------------------------------------------------------
- * The handler
+ * The queue (pipeline/layer.h)
  */
 
 /* A write held back behind a chunked input (or one itself). */
-typedef struct item_s {
-    struct item_s *next;
+struct eddy__pump_item_s {
+    eddy__pump_item_t *next;
     eddy_msg_t *msg;
     eddy_promise_t *p; /* a reference, or NULL */
-} item_t;
+};
 
-typedef struct writer_s {
-    item_t *head, *tail;
-    bool pumping; /* inside pump(): a flush from a promise listener only asks again */
-} writer_t;
-
-static item_t *pop(writer_t *w)
+static eddy__pump_item_t *pop(eddy__pump_t *q)
 {
-    item_t *it = w->head;
-    w->head = it->next;
-    if (w->head == NULL) {
-        w->tail = NULL;
+    eddy__pump_item_t *it = q->head;
+    q->head = it->next;
+    if (q->head == NULL) {
+        q->tail = NULL;
     }
     return it;
 }
 
+static void push_front(eddy__pump_t *q, eddy__pump_item_t *it)
+{
+    it->next = q->head;
+    q->head = it;
+    if (q->tail == NULL) {
+        q->tail = it;
+    }
+}
+
 /* The item leaves: its message released (an input's close runs with its last reference), its
  * reference to the promise dropped (completed by the caller, or handed on with a write). */
-static void item_free(item_t *it)
+static void item_free(eddy__pump_item_t *it)
 {
     eddy_msg_release(it->msg);
     eddy_future_release(it->p);
     free(it);
 }
 
-/* Pass it on (its promise with it) and free the item. */
-static void pass_on(eddy_ctx_t *ctx, item_t *it, eddy_msg_t *msg)
+int eddy__pump_add(eddy__pump_t *q, eddy_msg_t *msg, eddy_promise_t *p)
 {
-    eddy_ctx_write(ctx, msg, it->p);
-    eddy_future_release(it->p);
-    free(it);
+    eddy__pump_item_t *it = malloc(sizeof(*it));
+    if (it == NULL) {
+        return EDDY_ENOMEM;
+    }
+    *it = (eddy__pump_item_t){.msg = msg, .p = p != NULL ? eddy_future_retain(p) : NULL};
+    if (q->tail != NULL) {
+        q->tail->next = it;
+    } else {
+        q->head = it;
+    }
+    q->tail = it;
+    return 0;
 }
 
 /*
- * One chunk of c, written on: 1 when more may follow, 0 at the end (an empty buffer carrying
- * the input's promise went on, completing after the chunks before it), or a negative code.
+ * One chunk of c on: 1 when more may follow, 0 at the end (an empty buffer carrying the
+ * input's promise went on, completing after the chunks before it), or a negative code.
  */
-static int pull(eddy_ctx_t *ctx, eddy_chunked_t *c, eddy_promise_t *p)
+static int pull(eddy__pump_t *q, eddy_ctx_t *ctx, eddy_chunked_t *c, eddy_promise_t *p)
 {
     eddy_buf_t *b = eddy_buf_alloc(eddy_ctx_alloc(ctx), c->chunk, c->chunk);
     ssize_t n = b != NULL ? c->read(c->arg, eddy_buf_write_ptr(b), c->chunk) : EDDY_ENOMEM;
@@ -146,13 +165,13 @@ static int pull(eddy_ctx_t *ctx, eddy_chunked_t *c, eddy_promise_t *p)
         return (int)n;
     }
     eddy_buf_produce(b, (size_t)n);
-    eddy_ctx_write(ctx, eddy_buf_msg(b), n == 0 ? p : NULL);
+    q->ops->emit(ctx, b, n == 0, n == 0 ? p : NULL);
     return n > 0;
 }
 
 /* The input at the head failed with err: its promise fails, the error is raised, and the
  * channel closes (the bytes written so far leave a hole in the stream). */
-static void input_failed(eddy_ctx_t *ctx, item_t *it, int err)
+static void input_failed(eddy_ctx_t *ctx, eddy__pump_item_t *it, int err)
 {
     input_close(eddy_chunked_of(it->msg));
     eddy__promise_done(it->p, err);
@@ -161,64 +180,88 @@ static void input_failed(eddy_ctx_t *ctx, item_t *it, int err)
     eddy_ctx_close(ctx, NULL);
 }
 
-/* Write what is queued while the channel stays writable. */
-static void pump(eddy_ctx_t *ctx, writer_t *w)
+void eddy__pump_run(eddy__pump_t *q, eddy_ctx_t *ctx)
 {
+    if (q->running) {
+        return;
+    }
     eddy_channel_t *ch = eddy_ctx_channel(ctx);
-    w->pumping = true;
-    while (w->head != NULL && eddy_channel_is_writable(ch) && !eddy_ctx_is_removed(ctx)) {
-        eddy_chunked_t *c = eddy_chunked_of(w->head->msg);
+    q->running = true;
+    while (q->head != NULL && eddy_channel_is_writable(ch) && !eddy_ctx_is_removed(ctx)) {
+        eddy_chunked_t *c = eddy_chunked_of(q->head->msg);
         if (c == NULL) {
-            item_t *it = pop(w);
-            pass_on(ctx, it, it->msg);
+            eddy__pump_item_t *it = pop(q);
+            q->ops->pass(ctx, it->msg, it->p);
+            eddy_future_release(it->p);
+            free(it);
             continue;
         }
-        int rc = pull(ctx, c, w->head->p);
+        /* Out of the queue while its chunk is written: a write that closes the channel drops
+         * what is queued (the owner is removed) under us. */
+        eddy__pump_item_t *it = pop(q);
+        int rc = pull(q, ctx, c, it->p);
         if (rc == 0) {
             input_close(c);
-            item_free(pop(w)); /* its promise went with the last buffer */
+            item_free(it); /* its promise went with the last buffer */
         } else if (rc < 0) {
-            input_failed(ctx, pop(w), rc);
+            input_failed(ctx, it, rc);
+        } else if (eddy_ctx_is_removed(ctx)) {
+            eddy__promise_done(it->p, EDDY_ECLOSED);
+            item_free(it);
+        } else {
+            push_front(q, it);
         }
     }
-    w->pumping = false;
+    q->running = false;
 }
+
+void eddy__pump_drop(eddy__pump_t *q, int err)
+{
+    while (q->head != NULL) {
+        eddy__pump_item_t *it = pop(q);
+        eddy__promise_done(it->p, err);
+        item_free(it);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The handler
+ */
+
+static void writer_emit(eddy_ctx_t *ctx, eddy_buf_t *b, bool last, eddy_promise_t *p)
+{
+    (void)last;
+    eddy_ctx_write(ctx, eddy_buf_msg(b), p);
+}
+
+static const eddy__pump_ops_t writer_pump = {
+    .emit = writer_emit,
+    .pass = eddy_ctx_write,
+};
 
 static void writer_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
 {
-    writer_t *w = eddy_ctx_state(ctx);
-    if (w->head == NULL && eddy_chunked_of(msg) == NULL) {
+    eddy__pump_t *q = eddy_ctx_state(ctx);
+    if (!eddy__pump_busy(q) && eddy_chunked_of(msg) == NULL) {
         eddy_ctx_write(ctx, msg, p); /* nothing to keep order with */
         return;
     }
-    item_t *it = malloc(sizeof(*it));
-    if (it == NULL) {
+    if (eddy__pump_add(q, msg, p) != 0) {
         eddy_ctx_fail_write(ctx, msg, p, EDDY_ENOMEM);
-        return;
     }
-    *it = (item_t){.msg = msg, .p = p != NULL ? eddy_future_retain(p) : NULL};
-    if (w->tail != NULL) {
-        w->tail->next = it;
-    } else {
-        w->head = it;
-    }
-    w->tail = it;
 }
 
 static void writer_flush(eddy_ctx_t *ctx)
 {
-    writer_t *w = eddy_ctx_state(ctx);
-    if (!w->pumping) {
-        pump(ctx, w);
-    }
+    eddy__pump_run(eddy_ctx_state(ctx), ctx);
     eddy_ctx_flush(ctx);
 }
 
 static void writer_writability(eddy_ctx_t *ctx)
 {
-    writer_t *w = eddy_ctx_state(ctx);
-    if (w->head != NULL && !w->pumping && eddy_channel_is_writable(eddy_ctx_channel(ctx))) {
-        pump(ctx, w);
+    eddy__pump_t *q = eddy_ctx_state(ctx);
+    if (eddy__pump_busy(q) && !q->running && eddy_channel_is_writable(eddy_ctx_channel(ctx))) {
+        eddy__pump_run(q, ctx);
         eddy_ctx_flush(ctx);
     }
     eddy_ctx_fire_channel_writability_changed(ctx);
@@ -227,12 +270,7 @@ static void writer_writability(eddy_ctx_t *ctx)
 /* Removed (at close, every handler is): what is queued fails. */
 static void writer_removed(eddy_ctx_t *ctx)
 {
-    writer_t *w = eddy_ctx_state(ctx);
-    while (w->head != NULL) {
-        item_t *it = pop(w);
-        eddy__promise_done(it->p, EDDY_ECLOSED);
-        item_free(it);
-    }
+    eddy__pump_drop(eddy_ctx_state(ctx), EDDY_ECLOSED);
 }
 
 static const eddy_handler_ops_t writer_ops = {
@@ -250,7 +288,11 @@ const eddy_handler_ops_t *eddy_chunked_writer_ops(void)
 
 void *eddy_chunked_writer_new(void)
 {
-    return calloc(1, sizeof(writer_t));
+    eddy__pump_t *q = calloc(1, sizeof(*q));
+    if (q != NULL) {
+        q->ops = &writer_pump;
+    }
+    return q;
 }
 
 eddy_handler_t eddy_chunked_writer(void)

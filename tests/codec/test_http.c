@@ -13,6 +13,7 @@
 
 #include <eddy/channel.h>
 #include <eddy/codec.h>
+#include <eddy/handler.h>
 #include <eddy/http.h>
 #include <eddy/pipeline.h>
 
@@ -918,6 +919,114 @@ static void test_every_registered_status_has_its_reason(void **state)
     assert_string_equal(eddy_http_reason(511), "Network Authentication Required");
 }
 
+/* A chunked input (handler.h) of `left` pieces of "abc", failing with EDDY_EIO when left
+ * reaches fail_at (0: never). */
+typedef struct gen_s {
+    int left, fail_at;
+    bool closed;
+} gen_t;
+
+static ssize_t gen_read(void *arg, uint8_t *dst, size_t cap)
+{
+    gen_t *g = arg;
+    assert_true(cap >= 3);
+    if (g->fail_at != 0 && g->left == g->fail_at) {
+        return EDDY_EIO;
+    }
+    if (g->left == 0) {
+        return 0;
+    }
+    g->left--;
+    memcpy(dst, "abc", 3);
+    return 3;
+}
+
+static void gen_close(void *arg)
+{
+    gen_t *g = arg;
+    assert_false(g->closed);
+    g->closed = true;
+}
+
+/* A response of version whose body is g, as a chunked input. */
+static eddy_http_response_t *streamed_response(gen_t *g, int version)
+{
+    eddy_http_response_t *r = eddy_http_response_new(200);
+    assert_non_null(r);
+    r->version = version;
+    eddy_chunked_t *in = eddy_chunked_new(gen_read, gen_close, g, 0);
+    assert_non_null(in);
+    assert_int_equal(eddy_http_response_add_body(r, eddy_chunked_msg(in)), 0);
+    return r;
+}
+
+static void test_encoder_streams_a_chunked_input_and_what_follows_waits(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    eddy_channel_t *ch = encoder_channel();
+    gen_t g = {.left = 3};
+    eddy_promise_t *p = eddy_promise_new(eddy_channel_loop(ch));
+    eddy_http_response_t *r = streamed_response(&g, 11);
+    /* Pipelined: the next answer is written before the first body was read. */
+    eddy_channel_write(ch, eddy_http_response_msg(r), p);
+    eddy_http_response_t *next = eddy_http_response_new(404);
+    eddy_channel_write(ch, eddy_http_response_msg(next), NULL);
+    assert_false(eddy_future_is_done(p));
+    eddy_channel_flush(ch);
+    assert_true(eddy_future_is_done(p) && eddy_future_error(p) == 0);
+    assert_true(g.closed);
+    eddy_future_release(p);
+    char *out = outbound_str(ch);
+    assert_string_equal(out, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             "3\r\nabc\r\n3\r\nabc\r\n3\r\nabc\r\n0\r\n\r\n"
+                             "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+    free(out);
+
+    /* HTTP/1.0: the bytes as they are, the close ending them. */
+    g = (gen_t){.left = 2};
+    eddy_embedded_write_outbound(ch, eddy_http_response_msg(streamed_response(&g, 10)));
+    assert_false(eddy_channel_is_open(ch));
+    out = outbound_str(ch);
+    assert_string_equal(out, "HTTP/1.0 200 OK\r\nConnection: close\r\n\r\nabcabc");
+    free(out);
+    finish_clean(ch, live);
+
+    /* A chunked input is a body's only part. */
+    r = eddy_http_response_new(200);
+    eddy_chunked_t *in = eddy_chunked_new(gen_read, gen_close, &g, 0);
+    g = (gen_t){0};
+    assert_int_equal(eddy_http_response_add_body(r, eddy_buf_msg(eddy_buf_from_str("x"))), 0);
+    assert_int_equal(eddy_http_response_add_body(r, eddy_chunked_msg(in)), EDDY_EINVAL);
+    assert_true(g.closed); /* taken over, also on failure */
+    eddy_msg_release(eddy_http_response_msg(r));
+    g = (gen_t){0};
+    r = streamed_response(&g, 11);
+    assert_int_equal(eddy_http_response_add_body(r, eddy_buf_msg(eddy_buf_from_str("x"))),
+                     EDDY_EINVAL);
+    eddy_msg_release(eddy_http_response_msg(r));
+    assert_true(g.closed);
+}
+
+static void test_encoder_cuts_the_stream_when_a_chunked_input_fails(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    eddy_channel_t *ch = encoder_channel();
+    gen_t g = {.left = 3, .fail_at = 1};
+    eddy_promise_t *p = eddy_promise_new(eddy_channel_loop(ch));
+    eddy_channel_write_and_flush(ch, eddy_http_response_msg(streamed_response(&g, 11)), p);
+    assert_int_equal(eddy_future_error(p), EDDY_EIO);
+    assert_true(g.closed);
+    eddy_future_release(p);
+    assert_int_equal(eddy_embedded_error(ch), EDDY_EIO); /* raised: the body has a hole */
+    assert_false(eddy_channel_is_open(ch));
+    char *out = outbound_str(ch); /* what was not flushed went with the close */
+    assert_null(strstr(out, "0\r\n\r\n")); /* no zero chunk: the peer sees a cut body */
+    free(out);
+    finish_clean(ch, live);
+}
+
 static void test_encoder_output_decodes_as_it_was(void **state)
 {
     (void)state;
@@ -1119,6 +1228,8 @@ int main(void)
         cmocka_unit_test(test_encoder_closes_after_a_response_that_does_not_keep_alive),
         cmocka_unit_test(test_encoder_ends_a_1_0_body_of_unknown_length_by_closing),
         cmocka_unit_test(test_every_registered_status_has_its_reason),
+        cmocka_unit_test(test_encoder_streams_a_chunked_input_and_what_follows_waits),
+        cmocka_unit_test(test_encoder_cuts_the_stream_when_a_chunked_input_fails),
         cmocka_unit_test(test_encoder_output_decodes_as_it_was),
         cmocka_unit_test(test_date_is_an_imf_fixdate),
         cmocka_unit_test(test_date_is_cached_per_loop_until_its_clock_reaches_the_next_second),

@@ -14,6 +14,8 @@
 #include <cmocka.h>
 
 #include <eddy/channel.h>
+#include <eddy/file.h>
+#include <eddy/handler.h>
 #include <eddy/http.h>
 #include <eddy/http_client.h>
 #include <eddy/http_coding.h>
@@ -597,6 +599,112 @@ static void test_every_coding_is_read_back_by_tools_and_python(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A temporary file holding body's bytes, open (the caller releases it; the path is gone). */
+static eddy_file_t *file_of(const eddy_buf_t *body)
+{
+    char path[] = "/tmp/eddy_coding_file_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    size_t n = eddy_buf_readable(body);
+    assert_int_equal(write(fd, eddy_buf_read_ptr(body), n), (ssize_t)n);
+    eddy_file_t *f = eddy_file_adopt(fd);
+    assert_non_null(f);
+    return f;
+}
+
+/* Everything the input of r (its only part, a chunked input) reads, in reads of cap: the
+ * bytes, or NULL when a read failed (its code in *err). */
+static eddy_buf_t *input_drain(eddy_http_response_t *r, size_t cap, int *err)
+{
+    assert_int_equal(r->_nparts, 1);
+    eddy_chunked_t *in = eddy_chunked_of(r->_parts[0]);
+    assert_non_null(in);
+    eddy_buf_t *out = eddy_buf_new(cap);
+    for (;;) {
+        assert_int_equal(eddy_buf_ensure_writable(out, cap), 0);
+        ssize_t n = eddy__chunked_read(in, eddy_buf_write_ptr(out), cap);
+        if (n <= 0) {
+            *err = (int)n;
+            break;
+        }
+        eddy_buf_produce(out, (size_t)n);
+    }
+    if (*err != 0) {
+        eddy_buf_release(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* A file's answer (as the file handler makes it: regions, a strong ETag, Accept-Ranges) is
+ * compressed as it is read, in each coding: streamed, no length nor ranges, a weak ETag; the
+ * bytes decode to the file's, however small the reads. Below the threshold it stays; a file
+ * that shrinks under its region fails the read. */
+static void test_compressor_codes_file_regions_as_they_are_read(void **state)
+{
+    (void)state;
+    const char *codings[] = {"gzip", "deflate", "br", "zstd"};
+    eddy_buf_t *body = text_body(300000);
+    eddy_buf_t *head = eddy_buf_copy(body, 0, 1000);
+    eddy_file_t *f = file_of(body);
+    for (size_t i = 0; i < 4; i++) {
+        eddy_channel_t *ch = compressor_channel(NULL);
+        request_in(ch, "GET", codings[i], 0);
+        eddy_http_response_t *r = response_new(200, "text/plain", NULL, 0);
+        assert_int_equal(eddy_http_response_add_header(r, "ETag", "\"abc\""), 0);
+        assert_int_equal(eddy_http_response_add_header(r, "Accept-Ranges", "bytes"), 0);
+        /* A buffer, then the file in two regions. */
+        assert_int_equal(eddy_http_response_add_body(r, eddy_buf_msg(eddy_buf_retain(head))), 0);
+        assert_int_equal(eddy_http_response_add_body(
+                             r, eddy_file_region_msg(eddy_file_region_new(f, 1000, 100000))), 0);
+        assert_int_equal(eddy_http_response_add_body(
+                             r, eddy_file_region_msg(eddy_file_region_new(f, 101000, 199000))), 0);
+        response_out(ch, r);
+        assert_string_equal(coding_of(r), codings[i]);
+        assert_true(r->_streamed);
+        assert_null(eddy_http_response_header(r, "accept-ranges"));
+        const eddy_http_header_t *etag = eddy_http_response_header(r, "etag");
+        assert_true(etag != NULL && etag->value.len == 7 && memcmp(etag->value.p, "W/", 2) == 0);
+        int err;
+        eddy_buf_t *wire = input_drain(r, i == 0 ? 7 : 16384, &err); /* tiny reads too */
+        assert_non_null(wire);
+        assert_true(eddy_buf_readable(wire) < 300000 / 2);
+        eddy_msg_release(&r->_msg);
+        r = response_new(200, NULL, wire, 0);
+        eddy_http_response_add_header(r, "Content-Encoding", codings[i]);
+        assert_decodes_to(r, body);
+        eddy_msg_release(&r->_msg);
+        assert_true(eddy_embedded_finish(ch));
+    }
+    /* Below the threshold: as it is, with its length. */
+    eddy_channel_t *ch = compressor_channel(NULL);
+    request_in(ch, "GET", "gzip", 0);
+    eddy_http_response_t *r = response_new(200, "text/plain", NULL, 0);
+    assert_int_equal(eddy_http_response_add_body(
+                         r, eddy_file_region_msg(eddy_file_region_new(f, 0, 1000))), 0);
+    response_out(ch, r);
+    assert_string_equal(coding_of(r), "");
+    assert_false(r->_streamed);
+    assert_int_equal(eddy_http_response_body_length(r), 1000);
+    eddy_msg_release(&r->_msg);
+    /* The file shrinks under its region: the read fails, EDDY_ETRUNCATED. */
+    request_in(ch, "GET", "gzip", 0);
+    r = response_new(200, "text/plain", NULL, 0);
+    assert_int_equal(eddy_http_response_add_body(
+                         r, eddy_file_region_msg(eddy_file_region_new(f, 0, 300000))), 0);
+    response_out(ch, r);
+    assert_int_equal(ftruncate(eddy_file_fd(f), 100000), 0);
+    int err;
+    assert_null(input_drain(r, 16384, &err));
+    assert_int_equal(err, EDDY_ETRUNCATED);
+    eddy_msg_release(&r->_msg);
+    assert_true(eddy_embedded_finish(ch));
+    eddy_file_release(f);
+    eddy_buf_release(head);
+    eddy_buf_release(body);
+}
+
 /* ---------------------------------------------------------------------------------------
  * The decompressor
  */
@@ -812,6 +920,7 @@ int main(void)
         cmocka_unit_test(test_compressor_matches_http2_streams_out_of_order),
         cmocka_unit_test(test_compressor_streams_again_after_a_body_given_up),
         cmocka_unit_test(test_every_coding_is_read_back_by_tools_and_python),
+        cmocka_unit_test(test_compressor_codes_file_regions_as_they_are_read),
         cmocka_unit_test(test_decompressor_refuses_a_gzip_bomb),
         cmocka_unit_test(test_decompressor_refuses_truncated_and_corrupt_input),
         cmocka_unit_test(test_decompressor_survives_mutated_input),

@@ -6,14 +6,18 @@
 # small tree; a generated traversal corpus (files_traversal.py) with a secret next to the root
 # and links inside it pointing out; a slow reader of a 256 MiB sparse file with the server's RSS
 # bounded, and a file truncated mid-send (a short body, a closed connection, the server serving
-# on), each over plain HTTP, TLS and h2c;
-# then SIGTERM: both servers exit 0. Every client call is bounded in time. EDDY_POLLER picks
+# on), each over plain HTTP, TLS and h2c. The servers run with --gzip: files compressed on the
+# fly in each coding (gzip, br, zstd, deflate) decoded by the system's tools and by Python over
+# each protocol; the headers of a coded answer; HTTP/1.0 (the close ends it); pipelined coded
+# and plain answers in order; what stays as it is (small, image, HEAD, Range); a slow reader
+# of a coded file and a file truncated while coded, as above.
+# Then SIGTERM: both servers exit 0. Every client call is bounded in time. EDDY_POLLER picks
 # the transport (ctest runs it on each).
 #   tests/examples/files.sh SERVER CERT_DIR
 set -euo pipefail
 server=$1
 certs=$2
-for tool in curl wget python3; do
+for tool in curl wget python3 gzip brotli zstd; do
     command -v $tool >/dev/null || { echo "SKIP: $tool is not installed (scripts/deps.sh)"; exit 77; }
 done
 tmp=$(mktemp -d)
@@ -51,13 +55,19 @@ printf 'compressed-br' >"$root/doc.txt.br"
 echo '<a href="a/one.html">1</a> <a href="two.css">2</a>' >"$root/tree/index.html"
 echo 'one' >"$root/tree/a/one.html"
 echo 'body{}' >"$root/tree/two.css"
+docs=$(dirname "$0")/../../docs
+cat "$docs"/*.md "$docs"/*.md >"$tmp/docs"
+head -c 102400 "$tmp/docs" >"$root/prose.txt"
+head -c 786432 /dev/urandom | base64 >"$root/m1.txt"
+printf 'short text, too short to code\n' >"$root/small.txt"
+head -c 4096 /dev/urandom >"$root/photo.png"
 
 # Under ASan, freed blocks wait in a quarantine of 256 MiB, which the RSS checks below would
 # count as growth: a small one (no effect on other builds).
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1
-"$server" --port 0 --threads 1 --root "$root" >"$log" 2>&1 &
+"$server" --port 0 --threads 1 --root "$root" --gzip >"$log" 2>&1 &
 pid=$!
-"$server" --port 0 --threads 1 --root "$root" --tls "$certs/server.pem" "$certs/server.key" \
+"$server" --port 0 --threads 1 --root "$root" --gzip --tls "$certs/server.pem" "$certs/server.key" \
     >"$tls_log" 2>&1 &
 tls_pid=$!
 port=$(port_of "$log")
@@ -156,62 +166,150 @@ done
 timeout 120 python3 "$(dirname "$0")/files_traversal.py" "$port" "$root" "$token" ||
     fail "traversal"
 
+# Each coding, decoded by its tool, each way in.
+decode() { # CODING
+    case $1 in
+    gzip) gzip -dc ;;
+    br) brotli -dc ;;
+    zstd) zstd -dcq ;;
+    deflate) python3 -c 'import sys, zlib; sys.stdout.buffer.write(zlib.decompress(sys.stdin.buffer.read()))' ;;
+    esac
+}
+for f in prose.txt m1.txt; do
+    for coding in gzip br zstd deflate; do
+        for way in "$url --http1.1" "$url --http2-prior-knowledge" "$tls_url --http1.1" \
+            "$tls_url --http2"; do
+            set -- $way
+            curl -k "$2" -H "Accept-Encoding: $coding" -D "$tmp/h" -o "$tmp/got" "$1/$f" ||
+                fail "$coding $f over $way"
+            grep -qi "^content-encoding: $coding" "$tmp/h" || fail "$coding $f over $way: $(cat "$tmp/h")"
+            decode $coding <"$tmp/got" | cmp -s - "$root/$f" || fail "$coding $f over $way: the body"
+        done
+    done
+done
+# Python's own decoders, and curl's.
+curl -H 'Accept-Encoding: gzip' -o "$tmp/got" "$url/m1.txt"
+python3 - "$tmp/got" "$root/m1.txt" <<'EOF' || fail "Python's gzip"
+import gzip, sys
+assert gzip.decompress(open(sys.argv[1], "rb").read()) == open(sys.argv[2], "rb").read()
+EOF
+curl --compressed -o "$tmp/got" "$url/prose.txt" && cmp -s "$tmp/got" "$root/prose.txt" ||
+    fail "curl --compressed"
+
+# The headers of a coded answer, and of the same file plain.
+curl -H 'Accept-Encoding: gzip' -D "$tmp/h" -o /dev/null "$url/prose.txt"
+grep -qi '^transfer-encoding: chunked' "$tmp/h" && grep -qi '^vary: accept-encoding' "$tmp/h" &&
+    grep -qi '^etag: W/"' "$tmp/h" && ! grep -qi '^content-length' "$tmp/h" &&
+    ! grep -qi '^accept-ranges' "$tmp/h" || fail "coded headers: $(cat "$tmp/h")"
+curl -H 'Accept-Encoding: identity' -D "$tmp/h" -o "$tmp/got" "$url/prose.txt"
+grep -qi '^content-length: 102400' "$tmp/h" && grep -qi '^etag: "' "$tmp/h" &&
+    ! grep -qi '^content-encoding' "$tmp/h" && cmp -s "$tmp/got" "$root/prose.txt" ||
+    fail "identity: $(cat "$tmp/h")"
+# HTTP/1.0: no chunks; the close ends the body.
+curl --http1.0 -H 'Accept-Encoding: gzip' -D "$tmp/h" -o "$tmp/got" "$url/m1.txt"
+grep -qi '^connection: close' "$tmp/h" && ! grep -qi '^transfer-encoding' "$tmp/h" &&
+    gzip -dc <"$tmp/got" | cmp -s - "$root/m1.txt" || fail "HTTP/1.0: $(cat "$tmp/h")"
+# What stays as it is.
+for args in "small.txt" "photo.png" "prose.txt -I" "prose.txt -r 0-9"; do
+    set -- $args
+    curl -H 'Accept-Encoding: gzip' -D "$tmp/h" -o /dev/null "${@:2}" "$url/$1"
+    ! grep -qi '^content-encoding' "$tmp/h" && grep -qi '^content-length' "$tmp/h" ||
+        fail "coded, but should not be: $args: $(cat "$tmp/h")"
+done
+
+# Pipelined: coded and plain answers in the order asked, each whole.
+timeout 20 python3 - "$port" "$root" <<'EOF' || fail "pipelined"
+import gzip, socket, sys
+port, root = int(sys.argv[1]), sys.argv[2]
+asks = [("prose.txt", "gzip"), ("small.txt", "gzip"), ("m1.txt", "identity"), ("m1.txt", "gzip"),
+        ("prose.txt", "identity")]
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+s.sendall(b"".join(b"GET /%s HTTP/1.1\r\nHost: x\r\nAccept-Encoding: %s\r\n\r\n"
+                   % (f.encode(), c.encode()) for f, c in asks))
+buf = bytearray()
+def need(n):
+    while len(buf) < n:
+        got = s.recv(1 << 16)
+        assert got, "closed early"
+        buf.extend(got)
+def line():
+    while b"\r\n" not in buf:
+        need(len(buf) + 1)
+    i = buf.index(b"\r\n")
+    out = bytes(buf[:i]); del buf[:i + 2]
+    return out
+for name, coding in asks:
+    status = line()
+    assert status.startswith(b"HTTP/1.1 200"), status
+    heads = {}
+    while (l := line()):
+        k, v = l.split(b":", 1)
+        heads[k.strip().lower()] = v.strip()
+    if b"content-length" in heads:
+        n = int(heads[b"content-length"]); need(n); body = bytes(buf[:n]); del buf[:n]
+    else:
+        assert heads.get(b"transfer-encoding") == b"chunked", heads
+        body = bytearray()
+        while (n := int(line().split(b";")[0], 16)):
+            need(n + 2); body += buf[:n]; assert buf[n:n + 2] == b"\r\n"; del buf[:n + 2]
+        assert line() == b""
+    if heads.get(b"content-encoding") == b"gzip":
+        body = gzip.decompress(body)
+    want = open(f"{root}/{name}", "rb").read()
+    assert body == want, (name, coding, len(body), len(want))
+print("pipelined: ok")
+EOF
+
 # A slow reader of a large file, over plain HTTP and over TLS (where the file is read and
 # sealed a piece at a time): each server's memory stays put.
 truncate -s 256M "$root/sparse.bin"
-rss() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
-slow_reader() { # PID PORT TLS
-    local before after
-    before=$(rss "$1")
-    timeout 30 python3 - "$2" "$3" <<'EOF' || fail "slow reader (TLS: $3)"
-import socket, ssl, sys, time
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-s.connect(("127.0.0.1", int(sys.argv[1])))
-if sys.argv[2] == "1":
-    ctx = ssl.create_default_context()
-    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-    s = ctx.wrap_socket(s)
-s.sendall(b"GET /sparse.bin HTTP/1.1\r\nHost: x\r\n\r\n")
-got, end = 0, time.time() + 4
-while time.time() < end:
-    got += len(s.recv(65536))
-    time.sleep(0.01)
-assert got > 1 << 20, got
-print(f"slow reader: {got} bytes in 4 s")
-EOF
-    after=$(rss "$1")
-    (( after - before < 4096 )) || fail "RSS grew by $((after - before)) KiB for a slow reader"
-}
-slow_reader "$pid" "$port" 0
-slow_reader "$tls_pid" "$tls_port" 1
+slow_reader "$pid" "$port" 0 /sparse.bin
+slow_reader "$tls_pid" "$tls_port" 1 /sparse.bin
 # HTTP/2 (h2c): the body goes as the stream takes it, not read whole into the stream's queue.
 before=$(rss "$pid")
 command curl -s --http2-prior-knowledge --limit-rate 2M --max-time 4 -o /dev/null \
     "$url/sparse.bin" && fail "the h2 slow reader got 256 MiB in 4 s"
 after=$(rss "$pid")
 (( after - before < 4096 )) || fail "RSS grew by $((after - before)) KiB for a slow h2 reader"
+# The same, of a 64 MiB text file compressed on the fly: it is read only as the reader takes
+# its coded bytes.
+head -c $((48 << 20)) /dev/urandom | base64 >"$root/big.txt"
+slow_reader "$pid" "$port" 0 /big.txt 'Accept-Encoding: gzip'
+slow_reader "$tls_pid" "$tls_port" 1 /big.txt 'Accept-Encoding: gzip'
+before=$(rss "$pid")
+command curl -s --http2-prior-knowledge -H 'Accept-Encoding: gzip' --limit-rate 1M --max-time 4 \
+    -o /dev/null "$url/big.txt" && fail "the h2 slow reader got 48 MiB of gzip in 4 s"
+after=$(rss "$pid")
+(( after - before < 4096 )) || fail "RSS grew by $((after - before)) KiB for a slow coded h2 reader"
 
-# A file truncated while it is sent, over plain HTTP, TLS and h2c: a short body and a closed
-# connection (a reset stream for h2c), never more than the file holds; the server serves the
-# next request.
-truncated() { # URL CURL_VERSION_FLAG
-    head -c $((64 << 20)) /dev/urandom >"$root/shrinks.bin"
-    cp "$root/shrinks.bin" "$tmp/shrinks.orig"
-    curl -k "$2" --limit-rate 4M -o "$tmp/got" "$1/shrinks.bin" 2>/dev/null &
-    local cpid=$! rc=0 size
+# A file truncated while it is sent, over plain HTTP, TLS and h2c, as it is and gzip'd on the
+# fly: a short body and a closed connection (a reset stream for h2c; no zero chunk), never
+# more than the file holds; the server serves the next request.
+truncated() { # URL CURL_VERSION_FLAG [CODING]
+    local cpid rc=0 size coded=(cat)
+    head -c $((48 << 20)) /dev/urandom | base64 >"$root/shrinks.txt"
+    cp "$root/shrinks.txt" "$tmp/shrinks.orig"
+    if [[ -n ${3:-} ]]; then
+        coded=(gzip -dc)
+    fi
+    curl -k "$2" -H "Accept-Encoding: ${3:-identity}" --limit-rate 4M -o "$tmp/got" \
+        "$1/shrinks.txt" 2>/dev/null &
+    cpid=$!
     sleep 1
-    truncate -s 1M "$root/shrinks.bin"
+    truncate -s 1M "$root/shrinks.txt"
     wait $cpid || rc=$?
-    [[ $rc != 0 ]] || fail "a truncated file came whole from $1"
-    size=$(stat -c %s "$tmp/got")
-    (( size < 64 << 20 )) && cmp -s -n "$size" "$tmp/got" "$tmp/shrinks.orig" ||
-        fail "truncated at $1: $size bytes, or not the file's"
+    [[ $rc != 0 ]] || fail "a truncated file came whole from $1 ($2 ${3:-})"
+    "${coded[@]}" <"$tmp/got" >"$tmp/got.plain" 2>/dev/null || true
+    size=$(stat -c %s "$tmp/got.plain")
+    (( size > 0 && size < $(stat -c %s "$tmp/shrinks.orig") )) && cmp -s -n "$size" "$tmp/got.plain" "$tmp/shrinks.orig" ||
+        fail "truncated at $1 ($2 ${3:-}): $size bytes, or not the file's"
     [[ $(curl -k "$1/az.txt") == abcdefghijklmnopqrstuvwxyz ]] || fail "serving after a truncation"
 }
-truncated "$url" --http1.1
-truncated "$tls_url" --http1.1
-truncated "$url" --http2-prior-knowledge # the stream is reset
+for coding in '' gzip; do
+    truncated "$url" --http1.1 $coding
+    truncated "$tls_url" --http1.1 $coding
+    truncated "$url" --http2-prior-knowledge $coding # the stream is reset
+done
 
 # SIGTERM: both stop by themselves.
 kill -TERM "$pid" "$tls_pid"

@@ -713,6 +713,32 @@ class Http(Proto):
             raise CanaryWrong(f"GET / answered {got[:300]!r}")
 
 
+def chunked_length(rx, at):
+    """The length of the chunked body at rx[at:] (its chunks, the zero chunk, and trailers):
+    None while incomplete, a string saying what is wrong when malformed."""
+    pos = at
+    while True:
+        eol = rx.find(b"\r\n", pos)
+        if eol < 0:
+            return None if len(rx) - pos < 64 else "a chunk size line with no end"
+        m = re.fullmatch(rb"([0-9a-fA-F]{1,16})(;[^\r\n]*)?", bytes(rx[pos:eol]))
+        if not m:
+            return f"malformed chunk size line {bytes(rx[pos:eol])[:40]!r}"
+        n = int(m.group(1), 16)
+        pos = eol + 2
+        if n == 0:
+            end = rx.find(b"\r\n", pos)  # trailers end at an empty line
+            while end > pos:
+                pos = end + 2
+                end = rx.find(b"\r\n", pos)
+            return None if end < 0 else end + 2 - at
+        if len(rx) < pos + n + 2:
+            return None
+        if rx[pos + n:pos + n + 2] != b"\r\n":
+            return "a chunk not followed by CRLF"
+        pos += n + 2
+
+
 class HttpChecker:
     """Answers in order: a status line, headers, the body Content-Length says (none for HEAD);
     100 Continue allowed between; nothing after the answer to a closing request."""
@@ -748,6 +774,13 @@ class HttpChecker:
             method, want, version, _ = self.expects[self.n]
             cl = re.search(r"\r\ncontent-length:\s*(\d+)", head, re.I)
             length = 0 if method == "HEAD" else int(cl.group(1)) if cl else 0
+            if (method != "HEAD" and status not in (204, 304) and
+                    re.search(r"\r\ntransfer-encoding:\s*chunked\r\n", head + "\r\n", re.I)):
+                length = chunked_length(rx, end + 4)
+                if isinstance(length, str):
+                    return f"request {self.n} ({method}): {length}"
+                if length is None:
+                    return None
             if len(rx) < end + 4 + length:
                 return None
             if not self.allowed(status, want):
@@ -765,11 +798,11 @@ class HttpChecker:
 
 
 class HttpFiles(Http):
-    """eddy-http-server --root DIR (#33): GET and HEAD of files and directories, with single,
-    multiple, unsatisfiable and malformed ranges, conditionals, precompressed siblings, other
-    methods (405), and targets that try to leave the root; no answer may hold the secret
-    placed next to the root, and every status is the one the rules give (or one of a few
-    for hostile targets)."""
+    """eddy-http-server --root DIR --gzip (#33): GET and HEAD of files and directories, with
+    single, multiple, unsatisfiable and malformed ranges, conditionals, precompressed siblings,
+    files compressed on the fly (chunked answers), other methods (405), and targets that try to
+    leave the root; no answer may hold the secret placed next to the root, and every status is
+    the one the rules give (or one of a few for hostile targets)."""
     name = "http_files"
     # Each answer holds its file open until it is written, so pipelined requests to a slow
     # reader hold one each: at 256 the listener ran out and reset valid connections (as it
@@ -778,7 +811,9 @@ class HttpFiles(Http):
     SECRET = b"serverfuzz-secret-7f3a"
     FILES = {"index.html": b"<html>files</html>\n", "a.txt": b"abcdefghijklmnopqrstuvwxyz",
              "empty.bin": b"", "sub/index.html": b"sub\n", "sub/k4.bin": bytes(range(256)) * 16,
-             "doc.txt": b"plain\n", "doc.txt.gz": b"gz-bytes"}
+             "doc.txt": b"plain\n", "doc.txt.gz": b"gz-bytes",
+             "text.txt": b"".join(b"line %d of a text the compressor codes\n" % i
+                                  for i in range(600))}
     root = None
 
     def argv(self, bin_dir, cert_dir):
@@ -793,7 +828,7 @@ class HttpFiles(Http):
             with open(os.path.join(top, "secret.txt"), "wb") as f:
                 f.write(self.SECRET)
             os.symlink("../secret.txt", os.path.join(HttpFiles.root, "link.txt"))
-        return super().argv(bin_dir, cert_dir) + ["--root", HttpFiles.root]
+        return super().argv(bin_dir, cert_dir) + ["--root", HttpFiles.root, "--gzip"]
 
     def target(self, rng):
         """A target and the statuses a GET of it may get without a Range."""
@@ -830,8 +865,10 @@ class HttpFiles(Http):
         elif gettable and rng.random() < 0.2:
             headers.append(("If-None-Match", "*"))
             want = 304
-        if gettable and rng.random() < 0.3:
-            headers.append(("Accept-Encoding", rng.choice(("gzip", "br;q=0, gzip", "identity"))))
+        if gettable and version == "1.1" and rng.random() < 0.4:
+            # Not for 1.0: a coded file's length is not known, so the close would end it.
+            headers.append(("Accept-Encoding", rng.choice(("gzip", "br;q=0, gzip", "identity",
+                                                           "br", "zstd"))))
         if method in ("POST", "DELETE"):
             want = 405  # the method is refused before the path is looked at
             body = body if body is not None else rng.randbytes(rng.choice((0, 10, 1000)))
