@@ -22,6 +22,7 @@ PACKAGES=(
     libc-ares-dev       # name resolution on the loop (bootstrap/resolver.c)
     libck-dev           # bench/ring's ck_ring baseline (the benchmarks build in make test)
     libcmocka-dev       # the tests
+    libdeflate-dev      # gzip and deflate of whole HTTP bodies, faster than zlib (optional)
     libgrpc++-dev       # gRPC C++ 1.51: an interop peer (tests/grpc/cpp), bench/grpc's baseline
     libjemalloc-dev     # bench/buffer's jemalloc baseline
     libnghttp2-dev      # HTTP/2 (codec/http2/), on nghttp2 1.52 or later

@@ -42,6 +42,10 @@ typedef struct eddy__coding_ops_s {
      * FINISH every byte written), 0 when it wants more room, EDDY_ENOMEM or EDDY_EINVAL. */
     int (*enc_step)(void *s, eddy__coding_io_t *io, eddy__coding_mode_t mode);
     void (*enc_free)(void *s);
+    /* A whole body compressed at once at level onto the end of out (growing it), faster
+     * than a stream (libdeflate, where built): 0, EDDY_ENOMEM, EDDY_ECAPACITY. NULL: none,
+     * the body goes through enc_new/enc_step. */
+    int (*enc_whole)(int level, const uint8_t *in, size_t n, eddy_buf_t *out);
     /* A decompressor; NULL without memory. */
     void *(*dec_new)(void);
     /* Read and write what io allows: 1 once the stream ended, 0 when it wants more input or

@@ -6,6 +6,10 @@
 
 #include <eddy/common.h>
 
+#include "eddy_config.h"
+
+#include <assert.h>
+
 #include <stdalign.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -13,6 +17,11 @@
 
 #define ZLIB_CONST /* next_in points at const bytes */
 #include <zlib.h>
+
+#ifdef EDDY_HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#include <pthread.h>
+#endif
 
 /* zlib's largest window, and what selects the gzip wrapper around it. */
 #define WBITS 15
@@ -197,6 +206,89 @@ static void zlib_dec_free(void *s)
     free(s);
 }
 
+#ifdef EDDY_HAVE_LIBDEFLATE
+/* ---------------------------------------------------------------------------------------
+ * Whole bodies through libdeflate: the same formats, at the same level in 40% of zlib's time
+ * (100 KiB of our docs at level 6: 1.5 against 3.7 ms, 0.3% smaller). Its compressor (about
+ * 1 MB at level 6) is made once per thread and kept, for the level last asked for.
+ */
+
+typedef struct whole_s {
+    struct libdeflate_compressor *c;
+    int level;
+} whole_t;
+
+static pthread_key_t whole_key;
+static pthread_once_t whole_once = PTHREAD_ONCE_INIT;
+
+static void whole_free(void *arg)
+{
+    whole_t *w = arg;
+    libdeflate_free_compressor(w->c);
+    free(w);
+}
+
+static void whole_key_make(void)
+{
+    if (pthread_key_create(&whole_key, whole_free) != 0) {
+        abort(); /* out of keys at start: nothing sensible is left to do */
+    }
+}
+
+/* This thread's compressor at level, or NULL without memory. */
+static struct libdeflate_compressor *whole_compressor(int level)
+{
+    pthread_once(&whole_once, whole_key_make);
+    whole_t *w = pthread_getspecific(whole_key);
+    if (w == NULL && (w = calloc(1, sizeof(*w))) != NULL &&
+        pthread_setspecific(whole_key, w) != 0) {
+        free(w);
+        w = NULL;
+    }
+    if (w != NULL && (w->c == NULL || w->level != level)) {
+        libdeflate_free_compressor(w->c);
+        w->c = libdeflate_alloc_compressor(level);
+        w->level = level;
+    }
+    return w != NULL ? w->c : NULL;
+}
+
+typedef size_t (*whole_bound_fn)(struct libdeflate_compressor *c, size_t n);
+typedef size_t (*whole_fn)(struct libdeflate_compressor *c, const void *in, size_t n, void *out,
+                           size_t cap);
+
+static int whole_run(whole_bound_fn bound, whole_fn run, int level, const uint8_t *in, size_t n,
+                     eddy_buf_t *out)
+{
+    struct libdeflate_compressor *c = whole_compressor(level);
+    if (c == NULL) {
+        return EDDY_ENOMEM;
+    }
+    size_t cap = bound(c, n);
+    int err = eddy_buf_ensure_writable(out, cap);
+    if (err != 0) {
+        return err;
+    }
+    size_t got = run(c, in, n, eddy_buf_write_ptr(out), cap);
+    assert(got > 0); /* the bound is room enough */
+    eddy_buf_produce(out, got);
+    return 0;
+}
+
+static int gzip_whole(int level, const uint8_t *in, size_t n, eddy_buf_t *out)
+{
+    return whole_run(libdeflate_gzip_compress_bound, libdeflate_gzip_compress, level, in, n, out);
+}
+
+static int deflate_whole(int level, const uint8_t *in, size_t n, eddy_buf_t *out)
+{
+    return whole_run(libdeflate_zlib_compress_bound, libdeflate_zlib_compress, level, in, n, out);
+}
+#else
+#define gzip_whole NULL
+#define deflate_whole NULL
+#endif
+
 const eddy__coding_ops_t eddy__coding_gzip = {
     .name = "gzip",
     .default_level = 6, /* nginx's gzip_comp_level and zlib's own default */
@@ -206,6 +298,7 @@ const eddy__coding_ops_t eddy__coding_gzip = {
     .enc_new = gzip_enc_new,
     .enc_step = zlib_enc_step,
     .enc_free = zlib_enc_free,
+    .enc_whole = gzip_whole,
     .dec_new = gzip_dec_new,
     .dec_step = zlib_dec_step,
     .dec_free = zlib_dec_free,
@@ -220,6 +313,7 @@ const eddy__coding_ops_t eddy__coding_deflate = {
     .enc_new = deflate_enc_new,
     .enc_step = zlib_enc_step,
     .enc_free = zlib_enc_free,
+    .enc_whole = deflate_whole,
     .dec_new = deflate_dec_new,
     .dec_step = zlib_dec_step,
     .dec_free = zlib_dec_free,

@@ -305,23 +305,38 @@ static int headers_set(eddy_http_response_t *r, const eddy__coding_ops_t *ops)
     return err != 0 ? err : etag_weaken(r);
 }
 
+/* The n bytes at in compressed at once with coding i into *out (a new buffer). */
+static int code_whole(eddy_ctx_t *ctx, const compressor_t *c, size_t i, const uint8_t *in,
+                      size_t n, eddy_buf_t **out)
+{
+    const eddy__coding_ops_t *ops = c->codings[i];
+    *out = eddy_buf_alloc(eddy_ctx_alloc(ctx), n / 4 + 64, EDDY_BUF_DEFAULT_MAX_CAPACITY);
+    if (*out == NULL) {
+        return EDDY_ENOMEM;
+    }
+    int err;
+    if (ops->enc_whole != NULL) {
+        err = ops->enc_whole(c->levels[i], in, n, *out);
+    } else {
+        void *enc = ops->enc_new(c->levels[i], n);
+        err = enc == NULL ? EDDY_ENOMEM : eddy__coding_encode(ops, enc, in, n, EDDY__CODING_FINISH, *out);
+        if (enc != NULL) {
+            ops->enc_free(enc);
+        }
+    }
+    if (err != 0) {
+        eddy_buf_release(*out);
+        *out = NULL;
+    }
+    return err;
+}
+
 /* r's whole body compressed at once with coding i. */
 static int compress_whole(eddy_ctx_t *ctx, const compressor_t *c, size_t i, eddy_http_response_t *r)
 {
-    const eddy__coding_ops_t *ops = c->codings[i];
-    size_t n = eddy_buf_readable(r->body);
-    void *enc = ops->enc_new(c->levels[i], n);
-    eddy_buf_t *out =
-        eddy_buf_alloc(eddy_ctx_alloc(ctx), n / 4 + 64, EDDY_BUF_DEFAULT_MAX_CAPACITY);
-    int err = enc == NULL || out == NULL ? EDDY_ENOMEM
-                                         : eddy__coding_encode(ops, enc, eddy_buf_read_ptr(r->body),
-                                                               n, EDDY__CODING_FINISH, out);
-    if (enc != NULL) {
-        ops->enc_free(enc);
-    }
-    if (err == 0) {
-        err = headers_set(r, ops);
-    }
+    eddy_buf_t *out;
+    int err = code_whole(ctx, c, i, eddy_buf_read_ptr(r->body), eddy_buf_readable(r->body), &out);
+    err = err != 0 ? err : headers_set(r, c->codings[i]);
     if (err != 0) {
         if (out != NULL) {
             eddy_buf_release(out);
@@ -418,6 +433,69 @@ static void squeeze_free(void *arg)
     free(s);
 }
 
+/* A body of parts up to this long, where the coding compresses whole bodies faster than
+ * streams (libdeflate), is read whole and compressed at once: it keeps its length. */
+#define WHOLE_PARTS_MAX ((uint64_t)256 << 10)
+
+/* The bytes of r's parts, read into one buffer (*out), or an error (EDDY_ETRUNCATED: a file
+ * shorter than its region). */
+static int parts_read(eddy_ctx_t *ctx, const eddy_http_response_t *r, eddy_buf_t **out)
+{
+    size_t n = (size_t)eddy_http_response_body_length(r);
+    eddy_buf_t *b = eddy_buf_alloc(eddy_ctx_alloc(ctx), n > 0 ? n : 1, n > 0 ? n : 1);
+    int err = b == NULL ? EDDY_ENOMEM : 0;
+    for (size_t k = 0; err == 0 && k < r->_nparts; k++) {
+        eddy_file_region_t *fr = eddy_file_region_of(r->_parts[k]);
+        eddy_buf_t *part = fr == NULL ? eddy_buf_of(r->_parts[k]) : NULL;
+        if (part != NULL) {
+            eddy_buf_write_bytes(b, eddy_buf_read_ptr(part), eddy_buf_readable(part));
+            continue;
+        }
+        size_t want = (size_t)eddy_file_region_remaining(fr);
+        ssize_t got = eddy_file_region_read(fr, eddy_buf_write_ptr(b), want);
+        err = got < 0 ? (int)got : (size_t)got < want ? EDDY_ETRUNCATED : 0;
+        if (err == 0) {
+            eddy_buf_produce(b, want);
+        }
+    }
+    if (err != 0 && b != NULL) {
+        eddy_buf_release(b);
+        b = NULL;
+    }
+    *out = b;
+    return err;
+}
+
+/* r's parts (a file) read and compressed at once with coding i: r gets the compressed body
+ * in their place. */
+static int compress_parts_whole(eddy_ctx_t *ctx, const compressor_t *c, size_t i,
+                                eddy_http_response_t *r)
+{
+    eddy_buf_t *in, *out = NULL;
+    int err = parts_read(ctx, r, &in);
+    if (err == 0) {
+        err = code_whole(ctx, c, i, eddy_buf_read_ptr(in), eddy_buf_readable(in), &out);
+        eddy_buf_release(in);
+    }
+    err = err != 0 ? err : headers_set(r, c->codings[i]);
+    if (err != 0) {
+        if (out != NULL) {
+            eddy_buf_release(out);
+        }
+        return err;
+    }
+    size_t n;
+    eddy_msg_t **parts = eddy__http_response_take_parts(r, &n);
+    for (size_t k = 0; k < n; k++) {
+        eddy_msg_release(parts[k]);
+    }
+    free(parts);
+    r->_parts_len = 0;
+    eddy_http_response_set_body(r, out);
+    eddy__http_remove_field(&r->_msg, "accept-ranges"); /* ranges are of the file's bytes */
+    return 0;
+}
+
 /* r's parts compressed with coding i as they are read: r is streamed (no Content-Length,
  * no ranges). 0, or an error with r as it came but for its headers. */
 static int compress_parts(const compressor_t *c, size_t i, eddy_http_response_t *r)
@@ -444,6 +522,18 @@ static int compress_parts(const compressor_t *c, size_t i, eddy_http_response_t 
     eddy__http_remove_field(&r->_msg, "accept-ranges"); /* ranges are of the file's bytes */
     eddy__http_response_stream_parts(r, eddy_chunked_msg(in), parts);
     return 0;
+}
+
+/* r's parts (a file) compressed with coding i: at once when small and the coding is faster
+ * so, else as they are read. */
+static int compress_file(eddy_ctx_t *ctx, const compressor_t *c, size_t i,
+                         eddy_http_response_t *r)
+{
+    if (c->codings[i]->enc_whole != NULL &&
+        eddy_http_response_body_length(r) <= WHOLE_PARTS_MAX) {
+        return compress_parts_whole(ctx, c, i, r);
+    }
+    return compress_parts(c, i, r);
 }
 
 /* The streamed body's coding, when there is one, ends. */
@@ -482,7 +572,7 @@ static void on_response(eddy_ctx_t *ctx, compressor_t *c, eddy_http_response_t *
     if (err == 0 && n.coding >= 0) {
         size_t i = (size_t)n.coding;
         err = r->chunked       ? compress_start(c, i, r)
-              : r->_nparts > 0 ? compress_parts(c, i, r)
+              : r->_nparts > 0 ? compress_file(ctx, c, i, r)
                                : compress_whole(ctx, c, i, r);
     }
     if (err != 0) {

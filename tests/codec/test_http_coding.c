@@ -677,6 +677,27 @@ static void test_compressor_codes_file_regions_as_they_are_read(void **state)
         eddy_msg_release(&r->_msg);
         assert_true(eddy_embedded_finish(ch));
     }
+    /* A file of 256 KiB or less, in a coding that compresses whole bodies faster than streams
+     * (gzip and deflate with libdeflate): read and compressed at once, its length kept. */
+    for (size_t i = 0; i < 4; i++) {
+        const eddy__coding_ops_t *ops = eddy__coding_find(codings[i], strlen(codings[i]));
+        eddy_channel_t *ch = compressor_channel(NULL);
+        request_in(ch, "GET", codings[i], 0);
+        eddy_http_response_t *r = response_new(200, "text/plain", NULL, 0);
+        assert_int_equal(eddy_http_response_add_body(
+                             r, eddy_file_region_msg(eddy_file_region_new(f, 0, 100000))), 0);
+        response_out(ch, r);
+        assert_string_equal(coding_of(r), codings[i]);
+        assert_int_equal(r->_streamed, ops->enc_whole == NULL);
+        if (ops->enc_whole != NULL) {
+            eddy_buf_t *want = eddy_buf_copy(body, 0, 100000);
+            assert_int_equal(r->_nparts, 0);
+            assert_decodes_to(r, want);
+            eddy_buf_release(want);
+        }
+        eddy_msg_release(&r->_msg);
+        assert_true(eddy_embedded_finish(ch));
+    }
     /* Below the threshold: as it is, with its length. */
     eddy_channel_t *ch = compressor_channel(NULL);
     request_in(ch, "GET", "gzip", 0);
