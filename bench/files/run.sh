@@ -5,7 +5,8 @@
 # 1 KiB, 64 KiB and 1 MiB, over plain HTTP/1.1 and over TLS (no kTLS on either side: both read
 # and encrypt), and a 100 KiB text file asked for with Accept-Encoding: gzip, answered from its
 # precompressed .gz sibling (gz/100k: eddy's handler looks for siblings by default, nginx has
-# gzip_static on). For each case and round, each server in turn (A B C A B C ...) is started
+# gzip_static on) or compressed on the fly at gzip level 6 (gzfly/100k: eddy-http-server
+# --gzip, nginx gzip on, gzip_comp_level 6; both stream it chunked). For each case and round, each server in turn (A B C A B C ...) is started
 # pinned to one CPU, warmed up, measured by wrk pinned to another CPU, and stopped. Prints the
 # rounds, medians (requests/s, MB/s, p99, the server's CPU time per request from
 # /proc/PID/stat), the machine's costs beside them, eddy / nginx per server CPU-second paired
@@ -17,7 +18,7 @@
 #                           [--client-cpu N] [--no-pin] [--no-costs]
 #
 # Defaults: 3 rounds of 10 s, 1 s of warm-up, cases plain/1k,plain/64k,plain/1m,tls/1k,
-# tls/64k,tls/1m,gz/100k, servers eddy,eddy_uring,nginx (those found), server on CPU 0, wrk on CPU 1.
+# tls/64k,tls/1m,gz/100k,gzfly/100k, servers eddy,eddy_uring,nginx (those found), server on CPU 0, wrk on CPU 1.
 # SMOKE=1 (the ctest bench.files_smoke): one round of 1 s of plain/64k and tls/64k, no machine
 # costs, and eddy must answer.
 set -euo pipefail
@@ -28,7 +29,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../support/proc.sh"
 build_dir=$1
 shift
 rounds=3 seconds=10 warmup=1 conns=64 cpu=0 client_cpu=1 pin=1 costs=1
-cases=plain/1k,plain/64k,plain/1m,tls/1k,tls/64k,tls/1m,gz/100k
+cases=plain/1k,plain/64k,plain/1m,tls/1k,tls/64k,tls/1m,gz/100k,gzfly/100k
 servers=eddy,eddy_uring,nginx
 if [[ ${SMOKE:-0} == 1 ]]; then
     rounds=1 seconds=1 warmup=0 cases=plain/64k,tls/64k costs=0
@@ -61,6 +62,7 @@ src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cat "$src_dir"/README.md "$src_dir"/docs/*.md >"$tmp/prose.txt"
 head -c 102400 "$tmp/prose.txt" >"$tmp/www/100k.txt"
 gzip -6 -k "$tmp/www/100k.txt"
+cp "$tmp/www/100k.txt" "$tmp/www/fly100k.txt" # no sibling: compressed on the fly
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
     -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
 
@@ -99,9 +101,12 @@ start_server() {
         [[ $s == eddy_uring ]] && poller=io_uring
         cmd=(env EDDY_POLLER=$poller "$eddy_server" --threads 1 --port "$port" --root "$tmp/www")
         [[ $transport == tls ]] && cmd+=(--tls "$tmp/cert.pem" "$tmp/key.pem")
+        [[ $transport == gzfly ]] && cmd+=(--gzip)
         ;;
     nginx)
         lines="location / { root $tmp/www; gzip_static on; }"
+        [[ $transport == gzfly ]] && lines+="
+        gzip on; gzip_comp_level 6; gzip_types text/plain; gzip_min_length 1024;"
         if [[ $transport == tls ]]; then
             lines+="
         ssl_certificate $tmp/cert.pem; ssl_certificate_key $tmp/key.pem;
@@ -125,18 +130,27 @@ to_ms() {
         printf "%.3f", n }'
 }
 
-# One measured run of server $1 on case $2 (transport/size, transport plain, tls or gz: plain
-# asking for gzip); appends to rounds.txt.
+# One measured run of server $1 on case $2 (transport/size, transport plain, tls, gz: plain
+# asking for gzip, or gzfly: the same of a file with no sibling); appends to rounds.txt.
 measure() {
     local s=$1 c=$2 transport=${2%/*} size=${2#*/} url rps p99 cpu0 cpu1 cpu_ns mbs file
     local hdr=()
     file=$tmp/www/$size.bin
     if [[ $transport == gz ]]; then
         transport=plain file=$tmp/www/$size.txt.gz hdr=(-H 'Accept-Encoding: gzip')
+    elif [[ $transport == gzfly ]]; then
+        file=$tmp/www/fly$size.txt hdr=(-H 'Accept-Encoding: gzip')
     fi
     start_server "$s" "$transport"
+    [[ $transport == gzfly ]] && transport=plain
     url=$http_scheme://127.0.0.1:$port/$(basename "${file%.gz}")
-    if [[ $(curl -sk --max-time 5 "${hdr[@]}" -o /dev/null -w '%{size_download}' "$url") != \
+    if [[ $file == */fly* ]]; then # coded on the fly: its bytes decode to the file's
+        curl -sk --max-time 5 "${hdr[@]}" -D "$tmp/h" -o "$tmp/got" "$url"
+        if ! grep -qi '^content-encoding: gzip' "$tmp/h" || ! gzip -dc <"$tmp/got" | cmp -s - "$file"; then
+            echo "bench/files/run.sh: $s does not code $url on the fly" >&2
+            exit 1
+        fi
+    elif [[ $(curl -sk --max-time 5 "${hdr[@]}" -o /dev/null -w '%{size_download}' "$url") != \
         $(stat -c %s "$file") ]]; then
         echo "bench/files/run.sh: $s does not serve $url whole" >&2
         exit 1

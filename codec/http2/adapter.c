@@ -518,6 +518,9 @@ static void send_parts(eddy_ctx_t *ctx, adapter_t *a, exchange_t *ex, eddy_http_
 {
     ex->parts = eddy__http_response_take_parts(r, &ex->nparts);
     ex->sent = 0;
+    /* Pieces are read as the stream takes them: a piece queued ahead is enough (a slow
+     * reader of a file then holds 64 KiB of it, not half a MiB). */
+    eddy__h2_stream_cap_pending(ex->stream, FILE_CHUNK);
     ex->body_p = p != NULL ? eddy_future_retain(p) : NULL;
     pump_body(ctx, a, ex);
 }

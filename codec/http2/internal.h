@@ -70,6 +70,7 @@ struct eddy_h2_stream_s {
                                 side is still open (layer.h) */
     eddy__h2_chunk_t *head, *tail; /* the body queued */
     size_t pending;          /* bytes in that queue */
+    size_t pending_cap;      /* writable while pending is below (0: max_stream_pending / 2) */
     nghttp2_nv *trailers;    /* submitted once the body is out (nghttp2#269) */
     size_t trailer_count;
     eddy_buf_t *trailer_buf; /* their names and values */
@@ -166,6 +167,10 @@ void eddy__h2_streams_writability(eddy__h2_conn_t *c);
 /* s cannot take more now (its window, its queue, the channel): it hears
  * EDDY_EVENT_H2_STREAM_WRITABLE when it can. A stream whose body ended waits for nothing. */
 void eddy__h2_stream_block(eddy_h2_stream_t *s);
+/* Say s is writable only while fewer than bytes are queued on it: a body pulled from a
+ * source (a file, a chunked input) needs no deeper queue than a piece ahead, where one
+ * written whole may queue up to half of max_stream_pending. */
+void eddy__h2_stream_cap_pending(eddy_h2_stream_t *s, size_t bytes);
 /* Fire EDDY_EVENT_H2_STREAM_WRITABLE for the streams that became writable since. */
 void eddy__h2_streams_fire_writable(eddy__h2_conn_t *c);
 /* The frames gathered for the next write: append bytes, write them. */

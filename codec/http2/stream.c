@@ -539,7 +539,8 @@ bool eddy_h2_stream_is_writable(const eddy_h2_stream_t *cs)
     if (cs->closed || c == NULL || cs->body_ended) {
         return false;
     }
-    bool writable = cs->pending < c->o.max_stream_pending / 2 &&
+    size_t cap = cs->pending_cap != 0 ? cs->pending_cap : c->o.max_stream_pending / 2;
+    bool writable = cs->pending < cap &&
                     nghttp2_session_get_stream_remote_window_size(c->session, cs->id) > 0 &&
                     eddy_channel_is_writable(eddy_ctx_channel(c->ctx));
     if (!writable) {
@@ -553,6 +554,11 @@ bool eddy_h2_stream_is_writable(const eddy_h2_stream_t *cs)
 void eddy__h2_streams_writability(eddy__h2_conn_t *c)
 {
     c->writability_dirty = true;
+}
+
+void eddy__h2_stream_cap_pending(eddy_h2_stream_t *s, size_t bytes)
+{
+    s->pending_cap = bytes;
 }
 
 void eddy__h2_stream_block(eddy_h2_stream_t *s)
