@@ -22,8 +22,15 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <pthread.h>
+#include <signal.h>
+#include <sys/sendfile.h>
+#include <time.h>
+#endif
 
 static void on_io(eddy_io_t *io, unsigned events, void *arg);
 
@@ -1018,4 +1025,86 @@ eddy_future_t *eddy_channel_connect(eddy_loop_t *loop, const eddy_addr_t *remote
 eddy_channel_t *eddy_future_channel(const eddy_future_t *f)
 {
     return eddy_future_is_done(f) && eddy_future_error(f) == 0 ? eddy_future_result(f) : NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * File regions (both transports)
+ */
+
+/* The most one sendfile() call is asked to move: a region of a gigabyte to a fast peer
+ * still comes back to the loop between calls (the spin count bounds the calls per flush). */
+#define SENDFILE_MAX ((size_t)2 << 20)
+
+#if defined(__linux__)
+/*
+ * sendfile(2) has no MSG_NOSIGNAL: to a peer that reset, it raises SIGPIPE at the calling
+ * thread, whose default action ends the process (serverfuzz's http_files found it). The
+ * first sendfile on a thread blocks SIGPIPE for that thread, for good (a loop's thread: the
+ * application's own threads are left alone), and an EPIPE takes the signal it left pending,
+ * so none is delivered should the thread unblock it. Two system calls once per thread, and
+ * one per broken pipe, rather than two around every sendfile.
+ */
+static void sigpipe_block_once(void)
+{
+    static _Thread_local bool blocked;
+    if (!blocked) {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGPIPE);
+        blocked = pthread_sigmask(SIG_BLOCK, &set, NULL) == 0;
+    }
+}
+
+static void sigpipe_take(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    struct timespec now = {0, 0};
+    while (sigtimedwait(&set, NULL, &now) < 0 && errno == EINTR) {
+    }
+}
+
+/* n bytes of r to the socket, in the kernel: what went, 0 for the end of the file, -errno. */
+static ssize_t region_out(eddy_channel_t *ch, const eddy_file_region_t *r, size_t n)
+{
+    off_t off = (off_t)eddy_file_region_offset(r);
+    sigpipe_block_once();
+    ssize_t w = sendfile(ch->fd, eddy_file_fd(eddy_file_region_file(r)), &off, n);
+    int err = w < 0 ? -errno : 0;
+    if (err == -EPIPE) {
+        sigpipe_take();
+    }
+    return w < 0 ? err : w;
+}
+#else
+/* Without Linux's sendfile(2) (whose signature differs on the BSDs): read, then send. */
+static ssize_t region_out(eddy_channel_t *ch, const eddy_file_region_t *r, size_t n)
+{
+    char chunk[16384];
+    ssize_t got = eddy_file_region_read(r, chunk, n < sizeof(chunk) ? n : sizeof(chunk));
+    if (got <= 0) {
+        return got == EDDY_ETRUNCATED ? 0 : got;
+    }
+    ssize_t w = send(ch->fd, chunk, (size_t)got, MSG_NOSIGNAL);
+    return w < 0 ? -errno : w;
+}
+#endif
+
+ssize_t eddy__socket_send_region(eddy_channel_t *ch, const eddy_file_region_t *r, size_t *total)
+{
+    uint64_t left = eddy_file_region_remaining(r);
+    *total = left < SENDFILE_MAX ? (size_t)left : SENDFILE_MAX;
+    ssize_t w = region_out(ch, r, *total);
+    return w == 0 ? EDDY_ETRUNCATED : w;
+}
+
+int eddy__socket_more_flag(const eddy_channel_t *ch)
+{
+#ifdef MSG_MORE
+    return eddy__outbound_region_second(ch) ? MSG_MORE : 0;
+#else
+    (void)ch;
+    return 0;
+#endif
 }

@@ -78,6 +78,16 @@ void eddy__socket_input_end(eddy_channel_t *ch, int err, bool eof);
 void eddy__socket_close_parts(eddy_channel_t *ch);
 /* Close a descriptor never registered (the channel ops' destroy). */
 void eddy__socket_destroy(eddy_channel_t *ch);
+/* The file region r at the head of ch's buffer, as far as the (non-blocking) socket takes it
+ * without waiting, in the kernel (sendfile(2); read and send without it): the bytes sent,
+ * *total those offered, or a negative code (-EAGAIN: full; EDDY_ETRUNCATED: the file ended
+ * first). Blocks SIGPIPE on the calling thread the first time (loop threads only). */
+ssize_t eddy__socket_send_region(eddy_channel_t *ch, const eddy_file_region_t *r, size_t *total);
+/* MSG_MORE when a file region follows the bytes about to go (a response's head, then its
+ * file): the kernel holds the head until sendfile adds the file, so a small file leaves in one
+ * segment, not two (server segs_out for 2000 keep-alive GETs of a 1 KiB file: 4001 without,
+ * 2001 with; nginx gets the same with tcp_nopush); the sendfile, without it, pushes them. */
+int eddy__socket_more_flag(const eddy_channel_t *ch);
 /* Connect ch to remote (bound to local first, when given; the channel ops' connect). The
  * transport's update_interest waits for writability while CONNECTING (readiness: the
  * watcher; io_uring: a poll, ending in eddy__socket_connected()). */

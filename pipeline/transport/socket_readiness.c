@@ -12,12 +12,6 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#if defined(__linux__)
-#include <pthread.h>
-#include <signal.h>
-#include <sys/sendfile.h>
-#include <time.h>
-#endif
 #include <unistd.h>
 
 #ifndef IOV_MAX
@@ -219,93 +213,6 @@ static void socket_read(eddy_channel_t *ch)
  * Writing
  */
 
-/* The most one sendfile() call is asked to move: a region of a gigabyte to a fast peer
- * still comes back to the loop between calls (the spin count bounds the calls per flush). */
-#define SENDFILE_MAX ((size_t)2 << 20)
-
-#if defined(__linux__)
-/*
- * sendfile(2) has no MSG_NOSIGNAL: to a peer that reset, it raises SIGPIPE at the calling
- * thread, whose default action ends the process (serverfuzz's http_files found it). The
- * first sendfile on a thread blocks SIGPIPE for that thread, for good (a loop's thread: the
- * application's own threads are left alone), and an EPIPE takes the signal it left pending,
- * so none is delivered should the thread unblock it. Two system calls once per thread, and
- * one per broken pipe, rather than two around every sendfile.
- */
-static void sigpipe_block_once(void)
-{
-    static _Thread_local bool blocked;
-    if (!blocked) {
-        sigset_t set;
-        sigemptyset(&set);
-        sigaddset(&set, SIGPIPE);
-        blocked = pthread_sigmask(SIG_BLOCK, &set, NULL) == 0;
-    }
-}
-
-static void sigpipe_take(void)
-{
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGPIPE);
-    struct timespec now = {0, 0};
-    while (sigtimedwait(&set, NULL, &now) < 0 && errno == EINTR) {
-    }
-}
-
-/* n bytes of r to the socket, in the kernel: what went, 0 for the end of the file, -errno. */
-static ssize_t region_out(eddy_channel_t *ch, const eddy_file_region_t *r, size_t n)
-{
-    off_t off = (off_t)eddy_file_region_offset(r);
-    sigpipe_block_once();
-    ssize_t w = sendfile(ch->fd, eddy_file_fd(eddy_file_region_file(r)), &off, n);
-    int err = w < 0 ? -errno : 0;
-    if (err == -EPIPE) {
-        sigpipe_take();
-    }
-    return w < 0 ? err : w;
-}
-#else
-/* Without Linux's sendfile(2) (whose signature differs on the BSDs): read, then send. */
-static ssize_t region_out(eddy_channel_t *ch, const eddy_file_region_t *r, size_t n)
-{
-    char chunk[16384];
-    ssize_t got = eddy_file_region_read(r, chunk, n < sizeof(chunk) ? n : sizeof(chunk));
-    if (got <= 0) {
-        return got == EDDY_ETRUNCATED ? 0 : got;
-    }
-    ssize_t w = send(ch->fd, chunk, (size_t)got, MSG_NOSIGNAL);
-    return w < 0 ? -errno : w;
-}
-#endif
-
-/* The file region at the head of the buffer, as far as the socket takes it: the bytes sent,
- * *total those offered, or a negative code (EDDY_ETRUNCATED: the file ended first). */
-static ssize_t send_region(eddy_channel_t *ch, const eddy_file_region_t *r, size_t *total)
-{
-    uint64_t left = eddy_file_region_remaining(r);
-    *total = left < SENDFILE_MAX ? (size_t)left : SENDFILE_MAX;
-    ssize_t w = region_out(ch, r, *total);
-    return w == 0 ? EDDY_ETRUNCATED : w;
-}
-
-/*
- * MSG_MORE when a file region follows the bytes about to go (a response's head, then its
- * file): the kernel holds the head until sendfile adds the file, so a small file leaves in one
- * segment, not two (server segs_out for 2000 keep-alive GETs of a 1 KiB file: 4001 without,
- * 2001 with; nginx gets the same with tcp_nopush). The sendfile that follows, which has no
- * MSG_MORE, pushes them.
- */
-static int more_flag(const eddy_channel_t *ch)
-{
-#ifdef MSG_MORE
-    return eddy__outbound_region_second(ch) ? MSG_MORE : 0;
-#else
-    (void)ch;
-    return 0;
-#endif
-}
-
 /* One write of what is flushed: the bytes up to a file region in one sendmsg(), or the
  * region at the head. The bytes sent, *total those offered (0: only empty messages are
  * next), or -errno. */
@@ -313,7 +220,7 @@ static ssize_t write_once(eddy_channel_t *ch, struct iovec *iov, size_t *total)
 {
     const eddy_file_region_t *r = eddy__outbound_head_region(ch);
     if (r != NULL) {
-        return send_region(ch, r, total);
+        return eddy__socket_send_region(ch, r, total);
     }
     int n;
     *total = eddy__outbound_iovec(ch, iov, MAX_IOV, &n, NULL, NULL);
@@ -321,7 +228,7 @@ static ssize_t write_once(eddy_channel_t *ch, struct iovec *iov, size_t *total)
         return 0;
     }
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-    ssize_t w = sendmsg(ch->fd, &mh, MSG_NOSIGNAL | more_flag(ch));
+    ssize_t w = sendmsg(ch->fd, &mh, MSG_NOSIGNAL | eddy__socket_more_flag(ch));
     return w < 0 ? -errno : w;
 }
 

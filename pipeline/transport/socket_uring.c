@@ -10,10 +10,11 @@
  *   still delivered. With AUTO_READ off each read request is one single-shot receive.
  * - Writing: one send in flight per channel, a sendmsg() of the outbound buffer's flushed
  *   bytes; its completion says how many were written and the next send starts from there.
- *   A file region is read (pread) into a pooled buffer a piece at a time and sent from it:
- *   one copy more than sendfile(2), but no pipe per channel (a splice needs two, and two
- *   linked operations whose partial completions must be undone), and the one send in flight
- *   keeps the region's order among the buffers around it as it keeps theirs.
+ *   A file region at the head goes with sendfile(2) from the loop, as on the readiness
+ *   transports, as far as the socket takes it; when it is full, a poll for POLLOUT takes the
+ *   send's place and its completion flushes on. No copy through user space and no pipe per
+ *   channel (a splice needs two, and two linked operations whose partial completions must be
+ *   undone); a region read into a buffer and sent cost twice sendfile's CPU per MiB.
  *   The send holds a reference to each message it reads, so a close that fails the entries
  *   cannot free memory the kernel still sends from.
  * - Accepting: one multishot accept per listener.
@@ -375,49 +376,6 @@ static void give_back_block(eddy_channel_t *ch, uring_ch_t *u)
     }
 }
 
-/* A file region goes in pieces this large: read into a pooled buffer, then sent. 128 KiB: a
- * loopback socket's buffer takes about that much at once. */
-#define REGION_CHUNK ((size_t)128 << 10)
-
-/*
- * The next piece of the file region at the head of the buffer, read into a pooled buffer the
- * send holds (sb->held[0]) and points at (sb->iov[0]): the bytes read, or a negative code
- * (EDDY_ETRUNCATED: the file ended before the region). The send's completion skips the
- * region by what went out; a short send reads the rest again with the next piece.
- */
-static ssize_t stage_region(send_block_t *sb, const eddy_file_region_t *r, int *n)
-{
-    uint64_t left = eddy_file_region_remaining(r);
-    size_t cap = left < REGION_CHUNK ? (size_t)left : REGION_CHUNK;
-    eddy_buf_t *b = eddy_buf_alloc(eddy_allocator_default(), cap, cap);
-    if (b == NULL) {
-        return EDDY_ENOMEM;
-    }
-    ssize_t got = eddy_file_region_read(r, eddy_buf_write_ptr(b), cap);
-    if (got <= 0) {
-        eddy_buf_release(b);
-        return got;
-    }
-    eddy_buf_produce(b, (size_t)got);
-    sb->held[0] = eddy_buf_msg(b);
-    sb->nheld = 1;
-    sb->iov[0] = (struct iovec){.iov_base = (void *)(uintptr_t)eddy_buf_read_ptr(b),
-                                .iov_len = (size_t)got};
-    *n = 1;
-    return got;
-}
-
-/* What the next send carries: a piece of a file region at the head, or the flushed bytes up
- * to the next region (references to their messages in sb->held). */
-static ssize_t stage(eddy_channel_t *ch, send_block_t *sb, int *n)
-{
-    const eddy_file_region_t *r = eddy__outbound_head_region(ch);
-    if (r != NULL) {
-        return stage_region(sb, r, n);
-    }
-    return (ssize_t)eddy__outbound_iovec(ch, sb->iov, MAX_IOV, n, sb->held, &sb->nheld);
-}
-
 /* The stream cannot go on (the peer is gone, a file region's file ended): fail what is
  * queued, close. */
 static void broken(eddy_channel_t *ch, int err)
@@ -425,6 +383,53 @@ static void broken(eddy_channel_t *ch, int err)
     eddy__outbound_fail_all(ch, err);
     eddy_pipeline_fire_exception(&ch->pipeline, err);
     eddy__channel_do_close(ch, err, NULL);
+}
+
+static void on_writable(eddy__uring_op_t *op, int res, unsigned flags);
+
+/* Wait for the socket to take more: a poll for POLLOUT in the send's place. */
+static void arm_writable(eddy_channel_t *ch, uring_ch_t *u)
+{
+    struct io_uring_sqe *sqe = eddy__uring_sqe(eddy__loop_of(ch), &u->sb->op);
+    if (sqe == NULL) {
+        fail(ch, EDDY_ENOMEM);
+        return;
+    }
+    u->sb->op.cb = on_writable;
+    io_uring_prep_poll_add(sqe, ch->fd, POLLOUT);
+    u->state |= SENDING;
+    op_begin(ch);
+}
+
+/* sendfile calls per flush before the loop gets a turn (a fast peer of a large file). */
+#define REGION_SPIN 8
+
+/*
+ * The file region at the head, sent in the kernel as far as the socket takes it: true to go
+ * on flushing; false once the socket is full (a poll armed) or the stream broke.
+ */
+static bool send_region(eddy_channel_t *ch, uring_ch_t *u, const eddy_file_region_t *r,
+                        int *spins)
+{
+    size_t total;
+    ssize_t w = eddy__socket_send_region(ch, r, &total);
+    if (w > 0) {
+        eddy__outbound_written(ch, (size_t)w); /* promises complete: their listeners may
+                                                  write, flush (a send in flight) or close */
+        if (u->state & SENDING || (ch->flags & EDDY__CH_CLOSED)) {
+            return false;
+        }
+        if (++*spins < REGION_SPIN) {
+            return true;
+        }
+        w = -EAGAIN; /* enough for one turn: the poll comes back at once if it can take more */
+    }
+    if (w == -EAGAIN || w == -EINTR) {
+        arm_writable(ch, u);
+    } else {
+        broken(ch, (int)w);
+    }
+    return false;
 }
 
 static void uring_flush(eddy_channel_t *ch)
@@ -437,7 +442,10 @@ static void uring_flush(eddy_channel_t *ch)
     if (u->state & SENDING) {
         return; /* the send's completion goes on with what was flushed since */
     }
-    while (eddy__outbound_has_flushed(ch)) {
+    int spins = 0;
+    /* Completed promises run listeners that may flush (a send then in flight) or close. */
+    while (eddy__outbound_has_flushed(ch) && !(u->state & SENDING) &&
+           !(ch->flags & EDDY__CH_CLOSED)) {
         if (u->sb == NULL) {
             u->sb = eddy__uring_block_take(eddy__loop_of(ch), sizeof(send_block_t));
             if (u->sb == NULL) {
@@ -449,8 +457,17 @@ static void uring_flush(eddy_channel_t *ch)
             u->sb->nheld = 0;
         }
         send_block_t *sb = u->sb;
+        const eddy_file_region_t *r = eddy__outbound_head_region(ch);
+        if (r != NULL) {
+            if (send_region(ch, u, r, &spins)) {
+                continue;
+            }
+            give_back_block(ch, u); /* unless a send or a poll is in flight */
+            return;
+        }
         int n;
-        ssize_t total = stage(ch, sb, &n);
+        ssize_t total = (ssize_t)eddy__outbound_iovec(ch, sb->iov, MAX_IOV, &n, sb->held,
+                                                      &sb->nheld);
         if (total < 0) {
             broken(ch, (int)total);
             give_back_block(ch, u);
@@ -468,12 +485,16 @@ static void uring_flush(eddy_channel_t *ch)
             return;
         }
         sb->mh = (struct msghdr){.msg_iov = sb->iov, .msg_iovlen = (size_t)n};
-        io_uring_prep_sendmsg(sqe, ch->fd, &sb->mh, MSG_NOSIGNAL);
+        sb->op.cb = on_send;
+        io_uring_prep_sendmsg(sqe, ch->fd, &sb->mh, MSG_NOSIGNAL | eddy__socket_more_flag(ch));
         u->state |= SENDING;
         op_begin(ch);
         return;
     }
     give_back_block(ch, u);
+    if ((u->state & SENDING) || (ch->flags & EDDY__CH_CLOSED)) {
+        return; /* a listener's flush sends, or a listener closed */
+    }
     if (ch->flags & EDDY__CH_SHUTDOWN_PENDING) {
         eddy__socket_finish_shutdown_output(ch);
     }
@@ -493,6 +514,26 @@ static void on_send(eddy__uring_op_t *op, int res, unsigned flags)
             uring_flush(ch); /* what is still flushed, or the FIN a shutdown waits for */
         } else if (res != -ECANCELED) {
             broken(ch, res); /* EPIPE, ECONNRESET */
+        }
+    }
+    give_back_block(ch, u);
+    op_end(ch);
+    eddy__channel_unhold(ch);
+}
+
+/* The socket can take more (or failed: the sendfile that follows says how). */
+static void on_writable(eddy__uring_op_t *op, int res, unsigned flags)
+{
+    (void)flags;
+    eddy_channel_t *ch = eddy__channel_hold(EDDY_CONTAINER_OF(op, send_block_t, op)->ch);
+    uring_ch_t *u = uring_of(ch);
+    assert((u->state & SENDING) && &u->sb->op == op && u->sb->nheld == 0);
+    u->state &= ~SENDING;
+    if (!(ch->flags & EDDY__CH_CLOSED)) {
+        if (res >= 0 || res == -EINTR) {
+            uring_flush(ch);
+        } else if (res != -ECANCELED) {
+            broken(ch, res);
         }
     }
     give_back_block(ch, u);
