@@ -3,8 +3,9 @@
  * stand for a range of one (Netty's FileRegion / DefaultFileRegion).
  *
  * A region written to a channel reaches the socket without passing through user space where
- * the transport can: sendfile(2) on the readiness transports (epoll, kqueue, poll); the
- * io_uring transport reads it into a pooled buffer and sends that; the TLS handler reads it
+ * the transport can: sendfile(2) on every transport (io_uring's too, a poll for POLLOUT
+ * waiting when the socket is full; a read and a send where sendfile is missing); the TLS
+ * handler reads it
  * in records' worth (16 KiB) and encrypts them (docs/pipeline.md, "File regions"). It keeps
  * its order among the byte buffers written before and after it, counts its length against
  * the channel's write water marks, and completes its write promise like any other message.
