@@ -157,6 +157,12 @@ typedef struct eddy__outbound_s {
      * written on the loop, read by eddy_channel_counters() anywhere, so relaxed atomic loads
      * and stores (plain moves on x86). */
     _Atomic size_t pending;
+    /* Bytes handlers hold queued in front of the channel (eddy__outbound_hold): they count
+     * toward writability, not the hard cap. The loop's thread. */
+    size_t held;
+    /* pending alone passed the high water mark and has not fallen below the low one: what
+     * the holders themselves go by (eddy__outbound_has_room). */
+    bool full;
 } eddy__outbound_t;
 
 /* Flags of eddy_channel_s.flags (the loop's thread). */
@@ -428,6 +434,17 @@ int eddy__outbound_reserve(eddy_channel_t *ch, size_t bytes);
 void eddy__outbound_unreserve(eddy_channel_t *ch, size_t bytes);
 /* Bytes queued, flushed or not. Any thread. */
 size_t eddy__outbound_pending(const eddy_channel_t *ch);
+/* A handler that keeps writes queued itself, in order behind a body it pulls (the chunked
+ * writer, the HTTP/1.1 encoder: pipeline/layer.h's pump), holds their bytes: the channel is
+ * unwritable while pending and held bytes together pass the water marks, so a decoder
+ * passes no more messages (a client pipelining requests behind a streamed answer queues
+ * a high water mark of answers, not one per request it sent). Held bytes are not under the
+ * hard cap: they were taken already. The holder itself goes on while the bytes queued in the
+ * channel leave room (has_room: pending alone under the marks), and the writability event
+ * also fires when that changes while bytes are held. unhold leaves writability to the next
+ * update (a write, eddy__outbound_update_writability()). */
+void eddy__outbound_hold(eddy_channel_t *ch, size_t bytes);
+void eddy__outbound_unhold(eddy_channel_t *ch, size_t bytes);
 /* Messages, not bytes (datagram channels): the first flushed messages, in order, into
  * msgs[0..max) (borrowed: valid until they complete); returns how many. */
 size_t eddy__outbound_flushed_msgs(const eddy_channel_t *ch, eddy_msg_t **msgs, size_t max);

@@ -95,9 +95,11 @@ void eddy__ctx_timed_out(eddy_ctx_t *ctx, bool *closed);
  * The chunked writer's queue (handler/chunked.c, handler.h) for a handler that pulls chunked
  * inputs itself, as the HTTP/1.1 response encoder does to frame their chunks: inputs, and
  * what is written after them, queue in order with their promises; eddy__pump_run() passes
- * the queue on, an input a chunk at a time, while the channel stays writable. The owner runs
- * it on flush and when the channel turns writable, and drops it when removed. The loop's
- * thread.
+ * the queue on, an input a chunk at a time, while the channel's queue has room. What is queued
+ * is held against the channel's writability (pipeline/internal.h, eddy__outbound_hold): an
+ * input a chunk, anything else its bytes, so a decoder upstream stops passing messages
+ * while answers pile up behind an input. The owner runs it on flush and on the writability
+ * event, and drops it when removed. The loop's thread.
  */
 typedef struct eddy__pump_ops_s {
     /* Chunk b (taken over) of the input at the head, on from ctx; last: the input ended (b
@@ -105,24 +107,33 @@ typedef struct eddy__pump_ops_s {
     void (*emit)(eddy_ctx_t *ctx, eddy_buf_t *b, bool last, eddy_promise_t *p);
     /* msg (taken over), queued behind an input, on with p (borrowed, may be NULL). */
     void (*pass)(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p);
+    /* The bytes msg (not an input) will write, where eddy__msg_bytes() cannot tell (the
+     * owner's own messages, an HTTP response); NULL or 0: eddy__msg_bytes(). */
+    size_t (*bytes)(eddy_msg_t *msg);
 } eddy__pump_ops_t;
 
 typedef struct eddy__pump_item_s eddy__pump_item_t;
 
 typedef struct eddy__pump_s {
     const eddy__pump_ops_t *ops;
+    eddy_channel_t *ch; /* the channel its items are held against (set by the first add) */
     eddy__pump_item_t *head, *tail;
     bool running; /* inside eddy__pump_run(): a flush from a promise listener only asks again */
 } eddy__pump_t;
+
+/* Whether the bytes queued in the channel itself (not those a pump holds) leave room: what a
+ * pump's owner goes by to run it (pipeline/internal.h, eddy__outbound_hold). */
+bool eddy__outbound_has_room(const eddy_channel_t *ch);
 
 /* Whether anything is queued (what is written next must queue behind it). */
 static inline bool eddy__pump_busy(const eddy__pump_t *q)
 {
     return q->head != NULL;
 }
-/* Queue msg (taken over) with p (a reference taken): 0, or EDDY_ENOMEM (neither taken). */
-int eddy__pump_add(eddy__pump_t *q, eddy_msg_t *msg, eddy_promise_t *p);
-/* Pass the queue on while the channel stays writable (not when already inside). An input
+/* Queue msg (taken over) with p (a reference taken), written from ctx: 0, or EDDY_ECLOSED
+ * (the channel closed: nothing could go on) or EDDY_ENOMEM (neither taken). */
+int eddy__pump_add(eddy__pump_t *q, eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p);
+/* Pass the queue on while the channel's queue has room (not when already inside). An input
  * whose read fails fails its promise, raises the error and closes the channel. */
 void eddy__pump_run(eddy__pump_t *q, eddy_ctx_t *ctx);
 /* Let everything queued go, its promises failed with err. */

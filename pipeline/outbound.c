@@ -124,18 +124,31 @@ static eddy__entry_t *take_head(eddy__outbound_t *ob)
     return e;
 }
 
+/* Whether n bytes make a channel full that was (was) or was not: past the high water mark
+ * it becomes full, under the low one it stops being full. */
+static bool over_marks(const eddy_channel_t *ch, size_t n, bool was)
+{
+    if (!was && n > (size_t)ch->opt[EDDY_WRITE_BUFFER_HIGH_WATER_MARK]) {
+        return true;
+    }
+    if (was && n < (size_t)ch->opt[EDDY_WRITE_BUFFER_LOW_WATER_MARK]) {
+        return false;
+    }
+    return was;
+}
+
 void eddy__outbound_update_writability(eddy_channel_t *ch)
 {
     eddy__assert_on_loop(eddy__loop_of(ch));
+    eddy__outbound_t *ob = &ch->out;
+    bool was_full = ob->full;
+    ob->full = over_marks(ch, pending(ob), was_full);
     bool writable = atomic_load_explicit(&ch->writable, memory_order_relaxed);
-    bool now = writable;
-    size_t n = pending(&ch->out);
-    if (writable && n > (size_t)ch->opt[EDDY_WRITE_BUFFER_HIGH_WATER_MARK]) {
-        now = false;
-    } else if (!writable && n < (size_t)ch->opt[EDDY_WRITE_BUFFER_LOW_WATER_MARK]) {
-        now = true;
-    }
+    bool now = !over_marks(ch, pending(ob) + ob->held, !writable);
     if (now == writable) {
+        if (ob->full != was_full && ob->held > 0 && !(ch->flags & EDDY__CH_CLOSED)) {
+            eddy__pipeline_fire_writability(&ch->pipeline); /* the holders may go on */
+        }
         return;
     }
     atomic_store_explicit(&ch->writable, now, memory_order_relaxed);
@@ -390,12 +403,32 @@ void eddy__outbound_unreserve(eddy_channel_t *ch, size_t bytes)
     pending_set(&ch->out, pending(&ch->out) - bytes);
 }
 
+void eddy__outbound_hold(eddy_channel_t *ch, size_t bytes)
+{
+    eddy__assert_on_loop(eddy__loop_of(ch));
+    ch->out.held += bytes;
+    eddy__outbound_update_writability(ch);
+}
+
+void eddy__outbound_unhold(eddy_channel_t *ch, size_t bytes)
+{
+    eddy__assert_on_loop(eddy__loop_of(ch));
+    assert(bytes <= ch->out.held);
+    ch->out.held -= bytes;
+}
+
+bool eddy__outbound_has_room(const eddy_channel_t *ch)
+{
+    return !ch->out.full;
+}
+
 void eddy__outbound_closing(eddy_channel_t *ch)
 {
     eddy__assert_on_loop(eddy__loop_of(ch));
     /* No writability event on a closing channel: it would invite writes that can only fail. */
     if (pending(&ch->out) < (size_t)ch->opt[EDDY_WRITE_BUFFER_LOW_WATER_MARK]) {
         atomic_store_explicit(&ch->writable, true, memory_order_relaxed);
+        ch->out.full = false;
     }
 }
 
@@ -411,6 +444,7 @@ void eddy__outbound_fail_all(eddy_channel_t *ch, int err)
      * themselves (TLS), which take it out as they fail them. No writability event on a
      * closing channel: inactive follows. */
     atomic_store_explicit(&ch->writable, true, memory_order_relaxed);
+    ob->full = false;
 }
 
 void eddy__outbound_fail_unflushed(eddy_channel_t *ch, int err)

@@ -172,9 +172,22 @@ static void emit_chunk(eddy_ctx_t *ctx, eddy_buf_t *b, bool last, eddy_promise_t
     }
 }
 
+/* What a response queued behind a streamed body will write: its head's header lines and
+ * the body it sends (a streamed one's input counts by itself). */
+static size_t queued_bytes(eddy_msg_t *msg)
+{
+    eddy_http_response_t *r = eddy_http_response_of(msg);
+    if (r == NULL) {
+        return 0;
+    }
+    size_t head = r->_head != NULL ? eddy_buf_readable(r->_head) : 0;
+    return head + (sends_parts(r) && !r->_streamed ? eddy_http_response_body_length(r) : 0);
+}
+
 static const eddy__pump_ops_t http_pump = {
     .emit = emit_chunk,
     .pass = write_now,
+    .bytes = queued_bytes,
 };
 
 /* Queue msg with p behind what is queued; a streamed response as its head, then its input
@@ -188,10 +201,10 @@ static void queue(eddy_ctx_t *ctx, http_encoder_t *e, eddy_msg_t *msg, eddy_prom
                              : NULL;
     assert(input == NULL || n == 1); /* a chunked input is the only part */
     e->pump.ops = &http_pump;
-    int err = eddy__pump_add(&e->pump, msg, input != NULL ? NULL : p);
+    int err = eddy__pump_add(&e->pump, ctx, msg, input != NULL ? NULL : p);
     if (err != 0) {
         eddy_ctx_fail_write(ctx, msg, p, err);
-    } else if (input != NULL && (err = eddy__pump_add(&e->pump, input[0], p)) != 0) {
+    } else if (input != NULL && (err = eddy__pump_add(&e->pump, ctx, input[0], p)) != 0) {
         /* The head is queued, its body cannot be: the connection cannot go on. */
         eddy__promise_done(p, err);
         eddy_ctx_fire_exception(ctx, err);
@@ -224,7 +237,7 @@ static void http_encoder_flush(eddy_ctx_t *ctx)
 static void http_encoder_writability(eddy_ctx_t *ctx)
 {
     http_encoder_t *e = eddy_encoder_self(eddy_ctx_state(ctx));
-    if (eddy__pump_busy(&e->pump) && eddy_channel_is_writable(eddy_ctx_channel(ctx))) {
+    if (eddy__pump_busy(&e->pump) && eddy__outbound_has_room(eddy_ctx_channel(ctx))) {
         eddy__pump_run(&e->pump, ctx);
         eddy_ctx_flush(ctx);
     }

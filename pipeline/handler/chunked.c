@@ -104,7 +104,27 @@ struct eddy__pump_item_s {
     eddy__pump_item_t *next;
     eddy_msg_t *msg;
     eddy_promise_t *p; /* a reference, or NULL */
+    size_t held;       /* its bytes held against the channel's writability */
 };
+
+/* What an item costs besides its bytes (its entry, its message's header). */
+#define ITEM_BYTES 64
+
+/* What msg holds while queued: an input, a chunk (what it writes next); anything else, the
+ * bytes it will write. */
+static size_t item_bytes(const eddy__pump_t *q, eddy_msg_t *msg)
+{
+    eddy_chunked_t *c = eddy_chunked_of(msg);
+    size_t n = c != NULL ? c->chunk : q->ops->bytes != NULL ? q->ops->bytes(msg) : 0;
+    return ITEM_BYTES + (n != 0 ? n : eddy__msg_bytes(msg));
+}
+
+/* The item's bytes are no longer held against ch (it goes on, or is dropped). */
+static void unhold(eddy_channel_t *ch, eddy__pump_item_t *it)
+{
+    eddy__outbound_unhold(ch, it->held);
+    it->held = 0;
+}
 
 static eddy__pump_item_t *pop(eddy__pump_t *q)
 {
@@ -134,19 +154,27 @@ static void item_free(eddy__pump_item_t *it)
     free(it);
 }
 
-int eddy__pump_add(eddy__pump_t *q, eddy_msg_t *msg, eddy_promise_t *p)
+int eddy__pump_add(eddy__pump_t *q, eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
 {
+    if (!eddy_channel_is_open(eddy_ctx_channel(ctx))) {
+        return EDDY_ECLOSED; /* it would wait for a turn that never comes (held a file) */
+    }
     eddy__pump_item_t *it = malloc(sizeof(*it));
     if (it == NULL) {
         return EDDY_ENOMEM;
     }
-    *it = (eddy__pump_item_t){.msg = msg, .p = p != NULL ? eddy_future_retain(p) : NULL};
+    assert(q->ch == NULL || q->ch == eddy_ctx_channel(ctx)); /* one channel's */
+    q->ch = eddy_ctx_channel(ctx);
+    *it = (eddy__pump_item_t){
+        .msg = msg, .p = p != NULL ? eddy_future_retain(p) : NULL, .held = item_bytes(q, msg)};
     if (q->tail != NULL) {
         q->tail->next = it;
     } else {
         q->head = it;
     }
     q->tail = it;
+    /* Last: the writability event this may fire finds the item queued. */
+    eddy__outbound_hold(q->ch, it->held);
     return 0;
 }
 
@@ -187,10 +215,11 @@ void eddy__pump_run(eddy__pump_t *q, eddy_ctx_t *ctx)
     }
     eddy_channel_t *ch = eddy_ctx_channel(ctx);
     q->running = true;
-    while (q->head != NULL && eddy_channel_is_writable(ch) && !eddy_ctx_is_removed(ctx)) {
+    while (q->head != NULL && eddy__outbound_has_room(ch) && !eddy_ctx_is_removed(ctx)) {
         eddy_chunked_t *c = eddy_chunked_of(q->head->msg);
         if (c == NULL) {
             eddy__pump_item_t *it = pop(q);
+            unhold(ch, it); /* its write counts its bytes now */
             q->ops->pass(ctx, it->msg, it->p);
             eddy_future_release(it->p);
             free(it);
@@ -200,25 +229,32 @@ void eddy__pump_run(eddy__pump_t *q, eddy_ctx_t *ctx)
          * what is queued (the owner is removed) under us. */
         eddy__pump_item_t *it = pop(q);
         int rc = pull(q, ctx, c, it->p);
+        if (rc > 0 && !eddy_ctx_is_removed(ctx)) {
+            push_front(q, it); /* still held: its next chunk */
+            continue;
+        }
+        unhold(ch, it);
         if (rc == 0) {
             input_close(c);
             item_free(it); /* its promise went with the last buffer */
         } else if (rc < 0) {
             input_failed(ctx, it, rc);
-        } else if (eddy_ctx_is_removed(ctx)) {
+        } else {
             eddy__promise_done(it->p, EDDY_ECLOSED);
             item_free(it);
-        } else {
-            push_front(q, it);
         }
     }
     q->running = false;
+    if (!eddy_ctx_is_removed(ctx)) {
+        eddy__outbound_update_writability(ch); /* what left the queue no longer counts */
+    }
 }
 
 void eddy__pump_drop(eddy__pump_t *q, int err)
 {
     while (q->head != NULL) {
         eddy__pump_item_t *it = pop(q);
+        unhold(q->ch, it);
         eddy__promise_done(it->p, err);
         item_free(it);
     }
@@ -246,8 +282,9 @@ static void writer_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
         eddy_ctx_write(ctx, msg, p); /* nothing to keep order with */
         return;
     }
-    if (eddy__pump_add(q, msg, p) != 0) {
-        eddy_ctx_fail_write(ctx, msg, p, EDDY_ENOMEM);
+    int err = eddy__pump_add(q, ctx, msg, p);
+    if (err != 0) {
+        eddy_ctx_fail_write(ctx, msg, p, err);
     }
 }
 
@@ -260,7 +297,7 @@ static void writer_flush(eddy_ctx_t *ctx)
 static void writer_writability(eddy_ctx_t *ctx)
 {
     eddy__pump_t *q = eddy_ctx_state(ctx);
-    if (eddy__pump_busy(q) && !q->running && eddy_channel_is_writable(eddy_ctx_channel(ctx))) {
+    if (eddy__pump_busy(q) && !q->running && eddy__outbound_has_room(eddy_ctx_channel(ctx))) {
         eddy__pump_run(q, ctx);
         eddy_ctx_flush(ctx);
     }

@@ -117,6 +117,46 @@ static void test_chunked_input_that_fails_fails_its_promise_and_closes(void **st
     eddy_embedded_finish(ch); /* the raised error and the chunks before it are left */
 }
 
+/* Writes queued behind an input count toward the channel's writability (so a decoder
+ * upstream stops passing messages while answers pile up behind a body), and stop counting
+ * once they went on; a write once the channel closed is refused at once, not queued. */
+static void test_chunked_writes_queued_behind_an_input_hold_writability(void **state)
+{
+    (void)state;
+    gen_t g = {.total = 3000};
+    eddy_channel_t *ch = eddy_embedded_channel_new();
+    assert_int_equal(eddy_channel_set_option(ch, EDDY_WRITE_BUFFER_LOW_WATER_MARK, 4096), 0);
+    assert_int_equal(eddy_channel_set_option(ch, EDDY_WRITE_BUFFER_HIGH_WATER_MARK, 8192), 0);
+    assert_int_equal(EDDY_PIPELINE_ADD_LAST(eddy_channel_pipeline(ch), eddy_chunked_writer()), 0);
+    eddy_channel_write(ch, gen_msg(&g, 1000), NULL);
+    char kib[1025];
+    memset(kib, 'k', 1024);
+    kib[1024] = '\0';
+    int queued = 0;
+    while (eddy_channel_is_writable(ch)) {
+        assert_true(queued < 16); /* about 8 KiB of writes held, not more */
+        eddy_channel_write(ch, text(kib), NULL);
+        queued++;
+    }
+    assert_true(queued >= 5);
+    eddy_channel_flush(ch);
+    eddy_embedded_run_pending(ch);
+    assert_true(eddy_channel_is_writable(ch));
+    size_t total = 0;
+    for (eddy_msg_t *m; (m = eddy_embedded_read_outbound(ch)) != NULL;) {
+        total += readable_of(m);
+    }
+    assert_int_equal(total, 3000 + (size_t)queued * 1024);
+    eddy_channel_write(ch, gen_msg(&g, 1000), NULL); /* busy again, then closed */
+    eddy_channel_close(ch, NULL);
+    eddy_promise_t *p = eddy_promise_new(NULL);
+    eddy_channel_write(ch, text("late"), p);
+    assert_int_equal(eddy_future_await(p, DEADLINE_MS), 0);
+    assert_int_not_equal(eddy_future_error(p), 0);
+    eddy_future_release(p);
+    eddy_embedded_finish(ch);
+}
+
 /* ---------------------------------------------------------------------------------------
  * A slow reader over a socket
  */
@@ -189,6 +229,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunked_writes_chunks_in_order_then_completes),
         cmocka_unit_test(test_chunked_input_that_fails_fails_its_promise_and_closes),
+        cmocka_unit_test(test_chunked_writes_queued_behind_an_input_hold_writability),
         cmocka_unit_test(test_chunked_slow_reader_holds_bounded_memory),
     };
     return cmocka_run_group_tests_name("pipeline.chunked", tests, NULL, NULL);
