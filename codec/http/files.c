@@ -467,11 +467,44 @@ static bool not_modified(const eddy_http_request_t *req, const meta_t *m, int64_
     return ims != NULL && eddy__files_parse_date(ims->value, &since) == 0 && mtime <= since;
 }
 
-/* A region of file as a body part of r: 0, or EDDY_ENOMEM. */
-static int add_region(eddy_http_response_t *r, eddy_file_t *file, uint64_t first, uint64_t len)
+/* A part of a body up to this many bytes is read when the answer is made, not sent from the
+ * file: the answer then holds no descriptor while it waits behind others (a client that
+ * pipelines requests for small files and does not read held one per answer: the per-byte
+ * backpressure lets hundreds of small answers queue, and their descriptors ran the process
+ * out), and it goes in the same write as its head. */
+#define READ_PART_MAX 16384
+
+/* The region fr read whole into a buffer, or NULL (no memory; the file shorter than the
+ * region now, which the region itself, sent, ends cleanly). */
+static eddy_buf_t *read_part(eddy_ctx_t *ctx, const eddy_file_region_t *fr, size_t len)
+{
+    eddy_buf_t *b = eddy_buf_alloc(eddy_ctx_alloc(ctx), len, EDDY_BUF_DEFAULT_MAX_CAPACITY);
+    if (b == NULL || len == 0) {
+        return b;
+    }
+    ssize_t n = eddy_file_region_read(fr, eddy_buf_write_ptr(b), len);
+    if (n != (ssize_t)len || eddy_buf_produce(b, len) != 0) {
+        eddy_buf_release(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* A region of file as a body part of r (read now when small, see READ_PART_MAX): 0, or
+ * EDDY_ENOMEM. */
+static int add_region(eddy_ctx_t *ctx, eddy_http_response_t *r, eddy_file_t *file, uint64_t first,
+                      uint64_t len)
 {
     eddy_file_region_t *fr = eddy_file_region_new(file, first, len);
-    return fr != NULL ? eddy_http_response_add_body(r, eddy_file_region_msg(fr)) : EDDY_ENOMEM;
+    if (fr == NULL) {
+        return EDDY_ENOMEM;
+    }
+    eddy_buf_t *b = len <= READ_PART_MAX && !r->head_only ? read_part(ctx, fr, len) : NULL;
+    if (b != NULL) {
+        eddy_msg_release(eddy_file_region_msg(fr));
+        return eddy_http_response_add_body(r, eddy_buf_msg(b));
+    }
+    return eddy_http_response_add_body(r, eddy_file_region_msg(fr));
 }
 
 /* Text as a body part of r. */
@@ -489,17 +522,18 @@ static void content_range(char *out, size_t cap, const eddy__files_range_t *g, u
 }
 
 /* The parts of a multipart/byteranges body (RFC 9110 section 14.6), boundary b. */
-static int add_multipart(eddy_http_response_t *r, eddy_file_t *file, const meta_t *m,
-                         const eddy__files_range_t *g, int n, uint64_t size, const char *b)
+static int add_multipart(eddy_ctx_t *ctx, eddy_http_response_t *r, eddy_file_t *file,
+                         const meta_t *m, const eddy__files_range_t *g, int n, uint64_t size,
+                         const char *b)
 {
     int err = 0;
     for (int i = 0; i < n && err == 0; i++) {
         char head[256], range[80];
         content_range(range, sizeof(range), &g[i], size);
-        snprintf(head, sizeof(head), "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: %s\r\n\r\n",
-                 b, m->type, range);
+        snprintf(head, sizeof(head), "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: %s\r\n\r\n", b,
+                 m->type, range);
         err = add_text(r, head);
-        err = err != 0 ? err : add_region(r, file, g[i].first, g[i].len);
+        err = err != 0 ? err : add_region(ctx, r, file, g[i].first, g[i].len);
     }
     char tail[64];
     snprintf(tail, sizeof(tail), "\r\n--%s--\r\n", b);
@@ -507,19 +541,19 @@ static int add_multipart(eddy_http_response_t *r, eddy_file_t *file, const meta_
 }
 
 /* The body and the framing headers of a 200 or 206: 0 or EDDY_ENOMEM. */
-static int fill_body(eddy_http_response_t *r, eddy_file_t *file, const meta_t *m,
+static int fill_body(eddy_ctx_t *ctx, eddy_http_response_t *r, eddy_file_t *file, const meta_t *m,
                      const eddy__files_range_t *g, int n, uint64_t size)
 {
     if (n < 0) {
         eddy_http_response_add_header(r, "Content-Type", m->type);
-        return add_region(r, file, 0, size);
+        return add_region(ctx, r, file, 0, size);
     }
     if (n == 1) {
         char range[80];
         content_range(range, sizeof(range), &g[0], size);
         eddy_http_response_add_header(r, "Content-Type", m->type);
         eddy_http_response_add_header(r, "Content-Range", range);
-        return add_region(r, file, g[0].first, g[0].len);
+        return add_region(ctx, r, file, g[0].first, g[0].len);
     }
     uint8_t rnd[8];
     char boundary[24], type[64];
@@ -529,7 +563,7 @@ static int fill_body(eddy_http_response_t *r, eddy_file_t *file, const meta_t *m
     }
     snprintf(type, sizeof(type), "multipart/byteranges; boundary=%s", boundary);
     eddy_http_response_add_header(r, "Content-Type", type);
-    return add_multipart(r, file, m, g, n, size, boundary);
+    return add_multipart(ctx, r, file, m, g, n, size, boundary);
 }
 
 /* The Range header's ranges when it applies (GET, If-Range holding): their count, 0 for
@@ -549,8 +583,8 @@ static int wanted_ranges(const eddy_http_request_t *req, const meta_t *m, int64_
 }
 
 /* 416 for a file of size bytes. */
-static void reply_unsatisfiable(eddy_ctx_t *ctx, const eddy_http_request_t *req,
-                                const meta_t *m, uint64_t size)
+static void reply_unsatisfiable(eddy_ctx_t *ctx, const eddy_http_request_t *req, const meta_t *m,
+                                uint64_t size)
 {
     eddy_http_response_t *r = response_for(ctx, req, 416);
     if (r == NULL) {
@@ -592,7 +626,7 @@ static eddy_http_response_t *file_response(eddy_ctx_t *ctx, const eddy_http_requ
     if (m->encoding != NULL) {
         eddy_http_response_add_header(r, "Content-Encoding", m->encoding);
     }
-    if (!pl->fresh && fill_body(r, file, m, pl->g, pl->n, pl->size) != 0) {
+    if (!pl->fresh && fill_body(ctx, r, file, m, pl->g, pl->n, pl->size) != 0) {
         eddy_msg_release(eddy_http_response_msg(r));
         return NULL;
     }
@@ -698,13 +732,12 @@ static void pick_encoding(const eddy_http_request_t *req, found_t *f, meta_t *m)
  * name beside it is missing); 0: looked for, none (f holds nothing open); -1: not looked for
  * (the walk is in use, or the path names a directory).
  */
-static int sibling_first(int root, const eddy_http_request_t *req, const char *path,
-                         found_t *f, meta_t *m)
+static int sibling_first(int root, const eddy_http_request_t *req, const char *path, found_t *f,
+                         meta_t *m)
 {
     *f = (found_t){.fd = -1, .dir = -1, .root = root};
-    if (atomic_load_explicit(&no_openat2, memory_order_relaxed) ||
-        path[strlen(path) - 1] == '/' || relative_path(path, f) != 0 ||
-        strcmp(f->rel, ".") == 0) {
+    if (atomic_load_explicit(&no_openat2, memory_order_relaxed) || path[strlen(path) - 1] == '/' ||
+        relative_path(path, f) != 0 || strcmp(f->rel, ".") == 0) {
         return -1;
     }
     f->fd = best_sibling(req, f, m, &f->st);
@@ -738,9 +771,8 @@ static void serve(eddy_ctx_t *ctx, eddy_http_files_t *files, const eddy_http_req
     found_t f = {.fd = -1, .dir = -1};
     meta_t m = {0};
     int status = decode_path(req->target, path, sizeof(path));
-    int first = status == 0 && files->precompressed
-                    ? sibling_first(files->root, req, path, &f, &m)
-                    : -1;
+    int first =
+        status == 0 && files->precompressed ? sibling_first(files->root, req, path, &f, &m) : -1;
     if (first == 1) {
         serve_found(ctx, req, &f, &m);
         return;
@@ -779,7 +811,11 @@ static void files_read(eddy_ctx_t *ctx, eddy_msg_t *msg)
         eddy_ctx_fire_channel_read(ctx, msg); /* not ours */
         return;
     }
-    serve(ctx, c->files, req);
+    /* A closed connection's decoder still passes on what it held (a client that pipelined
+     * thousands of requests, then reset): no answer could go, so no file is opened. */
+    if (eddy_channel_is_open(eddy_ctx_channel(ctx))) {
+        serve(ctx, c->files, req);
+    }
     eddy_msg_release(msg);
 }
 

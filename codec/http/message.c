@@ -401,7 +401,7 @@ static bool part_fits(const eddy_http_response_t *r, const eddy_msg_t *msg)
         return false;
     }
     return msg->type == EDDY_MSG_BUF || msg->type == EDDY_MSG_FILE_REGION ||
-           (msg->type == EDDY_MSG_CHUNKED && r->_nparts == 0);
+           (msg->type == EDDY_MSG_CHUNKED && r->_nparts == 0 && r->_parts_len == 0);
 }
 
 int eddy_http_response_add_body(eddy_http_response_t *r, eddy_msg_t *msg)
@@ -410,6 +410,13 @@ int eddy_http_response_add_body(eddy_http_response_t *r, eddy_msg_t *msg)
     if (err != 0) {
         eddy_msg_release(msg);
         return err;
+    }
+    if (r->head_only && msg->type != EDDY_MSG_CHUNKED) {
+        /* Only its length is ever written: let it go now, so that a HEAD answer queued
+         * behind others (pipelined to a peer not reading) holds no file open. */
+        r->_parts_len += eddy__http_part_length(msg);
+        eddy_msg_release(msg);
+        return 0;
     }
     r->_parts[r->_nparts++] = msg;
     r->_parts_len += eddy__http_part_length(msg);

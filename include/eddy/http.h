@@ -258,7 +258,8 @@ EDDY_EXTERN void eddy_http_response_set_body(eddy_http_response_t *r, eddy_buf_t
  * instead of a body buffer: the body is then its parts in order, written after the head as
  * they are (a file region reaches the socket through sendfile where the transport can, or as
  * DATA frames read from the file over HTTP/2), and Content-Length is the sum of their
- * lengths. A HEAD answer (head_only) writes the length and drops the parts. The response
+ * lengths. A HEAD answer (head_only) writes the length and drops the parts (those added
+ * after head_only was set, at once: a HEAD answer queued behind others holds no file). The response
  * encoder handler writes the parts; eddy_http_response_encode() writes the head alone (the
  * parts are then the caller's to write after it).
  *

@@ -190,54 +190,107 @@ static eddy_channel_t *files_channel(void)
     return ch;
 }
 
-/* Feed request, return the head of the answer (NUL-terminated, malloc'd); *region gets the
- * region that followed, if any (the caller's). */
-static char *ask(eddy_channel_t *ch, const char *request, eddy_file_region_t **region)
+/* What the handler wrote for one request: the bytes of its buffers (head, and a body read
+ * into memory), and the file region that followed, if any. */
+typedef struct answer_s {
+    char *text; /* NUL-terminated, malloc'd */
+    size_t len, body;
+    eddy_file_region_t *region; /* the caller's */
+} answer_t;
+
+static answer_t ask(eddy_channel_t *ch, const char *request)
 {
     eddy_embedded_write_inbound(ch, eddy_buf_msg(eddy_buf_from(request, strlen(request))));
-    eddy_msg_t *m = eddy_embedded_read_outbound(ch);
-    assert_non_null(m);
-    eddy_buf_t *b = eddy_buf_of(m);
-    assert_non_null(b);
-    char *head = strndup((const char *)eddy_buf_read_ptr(b), eddy_buf_readable(b));
-    eddy_msg_release(m);
-    m = eddy_embedded_read_outbound(ch);
-    *region = m != NULL ? eddy_file_region_of(m) : NULL;
-    if (m != NULL && *region == NULL) {
+    answer_t a = {.text = calloc(1, 1)};
+    assert_non_null(a.text);
+    for (eddy_msg_t *m; (m = eddy_embedded_read_outbound(ch)) != NULL;) {
+        eddy_buf_t *b = eddy_buf_of(m);
+        if (b == NULL) {
+            assert_null(a.region); /* one region an answer, last */
+            a.region = eddy_file_region_of(m);
+            assert_non_null(a.region);
+            continue;
+        }
+        size_t n = eddy_buf_readable(b);
+        a.text = realloc(a.text, a.len + n + 1);
+        assert_non_null(a.text);
+        memcpy(a.text + a.len, eddy_buf_read_ptr(b), n);
+        a.len += n;
+        a.text[a.len] = '\0';
         eddy_msg_release(m);
     }
-    return head;
+    const char *end = strstr(a.text, "\r\n\r\n");
+    assert_non_null(end);
+    a.body = a.len - (size_t)(end + 4 - a.text);
+    return a;
 }
 
+/* The answer's head has status; its body is len bytes from off of the file (0: no file's
+ * bytes, only a text of the handler's or nothing): a region when the body is larger than the
+ * handler reads at once, else in memory. */
 static void expect(eddy_channel_t *ch, const char *request, const char *status, uint64_t off,
                    uint64_t len)
 {
-    eddy_file_region_t *r;
-    char *head = ask(ch, request, &r);
-    if (strstr(head, status) == NULL) {
-        print_error("asked:\n%s\nwanted \"%s\" in:\n%s\n", request, status, head);
+    answer_t a = ask(ch, request);
+    if (strstr(a.text, status) == NULL) {
+        print_error("asked:\n%s\nwanted \"%s\" in:\n%s\n", request, status, a.text);
     }
-    assert_non_null(strstr(head, status));
-    if (len > 0) {
-        assert_non_null(r);
-        assert_int_equal(eddy_file_region_offset(r), off);
-        assert_int_equal(eddy_file_region_remaining(r), len);
-    } else {
-        assert_null(r);
+    assert_non_null(strstr(a.text, status));
+    if (a.region != NULL) {
+        assert_true(len > 16384);
+        assert_int_equal(a.body, 0);
+        assert_int_equal(eddy_file_region_offset(a.region), off);
+        assert_int_equal(eddy_file_region_remaining(a.region), len);
+        eddy_msg_release(eddy_file_region_msg(a.region));
+    } else if (len > 0) {
+        assert_int_equal(a.body, len);
     }
-    if (r != NULL) {
-        eddy_msg_release(eddy_file_region_msg(r));
+    free(a.text);
+}
+
+/* As expect, and the body in memory is body. */
+static void expect_body(eddy_channel_t *ch, const char *request, const char *status,
+                        const char *body)
+{
+    answer_t a = ask(ch, request);
+    assert_non_null(strstr(a.text, status));
+    assert_null(a.region);
+    assert_int_equal(a.body, strlen(body));
+    assert_memory_equal(a.text + a.len - a.body, body, a.body);
+    free(a.text);
+}
+
+/* A file of n bytes at rel beneath the root (removed by the caller). */
+static void make_file(const char *rel, size_t n)
+{
+    char path[128];
+    root_path(path, sizeof(path), rel);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    for (size_t i = 0; i < n; i++) {
+        fputc('a' + (int)(i % 26), f);
     }
-    free(head);
+    assert_int_equal(fclose(f), 0);
 }
 
 static void test_files_handler_answers_on_the_embedded_channel(void **state)
 {
     (void)state;
     eddy_channel_t *ch = files_channel();
-    expect(ch, "GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 200 OK", 0, 26);
-    expect(ch, "GET /a.txt HTTP/1.1\r\nHost: a\r\nRange: bytes=3-4\r\n\r\n",
-           "Content-Range: bytes 3-4/26", 3, 2);
+    expect_body(ch, "GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 200 OK",
+                "abcdefghijklmnopqrstuvwxyz");
+    expect_body(ch, "GET /a.txt HTTP/1.1\r\nHost: a\r\nRange: bytes=3-4\r\n\r\n",
+                "Content-Range: bytes 3-4/26", "de");
+    /* A body of up to 16 KiB is read at once, so a queued answer holds no descriptor; a
+     * larger one goes as the file's region (sendfile). */
+    make_file("big.txt", 16385);
+    expect(ch, "GET /big.txt HTTP/1.1\r\nHost: a\r\n\r\n", "200 OK", 0, 16385);
+    expect(ch, "GET /big.txt HTTP/1.1\r\nHost: a\r\nRange: bytes=1-16384\r\n\r\n", "206", 1,
+           16384);
+    expect(ch, "GET /big.txt HTTP/1.1\r\nHost: a\r\nRange: bytes=0-\r\n\r\n", "206", 0, 16385);
+    char path[128];
+    root_path(path, sizeof(path), "big.txt");
+    unlink(path);
     expect(ch, "HEAD /a.txt HTTP/1.1\r\nHost: a\r\n\r\n", "Content-Length: 26", 0, 0);
     expect(ch, "GET /a.txt HTTP/1.1\r\nHost: a\r\nIf-None-Match: *\r\n\r\n", "304", 0, 0);
     expect(ch, "GET /a.txt HTTP/1.1\r\nHost: a\r\nRange: bytes=26-\r\n\r\n", "bytes */26", 0, 0);
