@@ -8,7 +8,8 @@
 # can count tracepoints here) counts the server's system calls over the same window, and the
 # server is stopped. echo_report then prints medians, min-max and each eddy server / the
 # others' ratios, one {"bench":"echo",...} line per comparison, and the data of the chart;
-# gnuplot (when installed) draws bench/echo.png.
+# gnuplot (when installed) draws bench/echo.png. Last, with epoll_raw among the servers, each
+# eddy server's p99 over raw epoll's of the same round, round by round (#32's tail target).
 #
 #   bash bench/echo/run.sh BUILD_DIR [--rounds N] [--seconds S] [--warmup S] [--cpu N]
 #                          [--client-cpu N] [--no-pin] [--cases LIST] [--servers LIST] [--port N]
@@ -188,6 +189,29 @@ done
 n=0
 rounds_loop "$cases" run_round
 "$bin/echo_report" "$tmp/rounds.txt" --seconds "$seconds" --chart-data "$tmp/chart.dat"
+# p99 round by round against raw epoll's of the same round (#32: at most 1.5x in every round).
+if [[ ,$servers, == *,epoll_raw,* ]]; then
+    awk '$2 == "epoll_raw" { raw[$1, $3] = $7 }
+        { p99[$1, $2, $3] = $7; seen[$1, $2] = 1; if (!($1 in cs)) { cs[$1] = 1; order[++nc] = $1 }
+          if ($3 > last) last = $3 }
+        END {
+            for (i = 1; i <= nc; i++) {
+                c = order[i]
+                for (k in seen) {
+                    split(k, f, SUBSEP)
+                    if (f[1] != c || f[2] !~ /^eddy/) continue
+                    line = sprintf("p99 / epoll_raw, %s, %s, by round:", c, f[2]); worst = 0
+                    for (r = 0; r <= last; r++) {
+                        if (!((c, r) in raw) || raw[c, r] <= 0) continue
+                        x = p99[c, f[2], r] / raw[c, r]
+                        line = line sprintf(" %.2f", x)
+                        if (x > worst) worst = x
+                    }
+                    print line sprintf("  (worst %.2fx)", worst)
+                }
+            }
+        }' "$tmp/rounds.txt"
+fi
 if command -v gnuplot >/dev/null && [[ -s $tmp/chart.dat ]]; then
     panels=2
     if grep -q '^idle_rss ' "$tmp/chart.dat"; then
