@@ -1566,6 +1566,14 @@ WS_BAD_UTF8 = [b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe
                b"\x80", b"\xf0\x9f\x98", b"\xc3\x28", b"\xf8\x88\x80\x80\x80", b"\xfe\xfe"]
 
 
+def utf8_valid(data):
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
 def ws_mask(data, key):
     if not data:
         return b""
@@ -1828,6 +1836,11 @@ class Ws(Proto):
         if kind in ("utf8", "utf8_frag"):
             bad = text[:rng.randint(0, len(text))] + rng.choice(WS_BAD_UTF8) + \
                 ws_text(rng, rng.choice((0, 5)))
+            if utf8_valid(bad):
+                # A prefix cut inside a character, completed by the bad bytes and what
+                # follows, can make a valid text (b"\x00\xe4\x94\xb2\xcc\x80", seed
+                # 76911881748518): never a 1007 then.
+                bad += b"\xff"
             if kind == "utf8":
                 return ws_frame(rng, OP_TEXT, bad), 1007
             return self.data(rng, st, OP_TEXT, bad, rng.randint(2, 6), 0).flat(), 1007
