@@ -155,7 +155,14 @@ static void deadline_fire(eddy_ctx_t *ctx, void *arg)
     eddy_grpc_call_t *call = arg;
     call->deadline_timer = 0;
     eddy__grpc_call_log(call, EDDY_LOG_DEBUG, "deadline exceeded");
-    eddy__grpc_call_end(call, EDDY_GRPC_DEADLINE_EXCEEDED, "Deadline Exceeded", EDDY_H2_CANCEL);
+    if (call->side->expired != NULL) {
+        eddy_grpc_call_retain(call); /* the status's write may close the connection */
+        call->side->expired(call);
+        eddy_grpc_call_release(call);
+    } else {
+        eddy__grpc_call_end(call, EDDY_GRPC_DEADLINE_EXCEEDED, "Deadline Exceeded",
+                            EDDY_H2_CANCEL);
+    }
 }
 
 void eddy__grpc_call_arm_deadline(eddy_grpc_call_t *call)

@@ -142,6 +142,9 @@ typedef struct eddy__grpc_call_ops_s {
     /* The application sent a message past the largest: end the call RESOURCE_EXHAUSTED, as
      * this side does (the server with that status; NULL: reset CANCEL, the client's way). */
     void (*too_big)(eddy_grpc_call_t *call, const char *why);
+    /* The deadline passed: end the call DEADLINE_EXCEEDED, as this side does (the server with
+     * that status; NULL: reset CANCEL, the client's way). */
+    void (*expired)(eddy_grpc_call_t *call);
     /* Client: keep msg (taken over) and p until the call's stream opens (call->stream and
      * call->ctx are NULL until then). 0, or an error (p failed with it). */
     int (*hold)(eddy_grpc_call_t *call, eddy_buf_t *msg, bool end_stream, eddy_promise_t *p);
@@ -197,8 +200,8 @@ void eddy__grpc_call_end(eddy_grpc_call_t *call, eddy_grpc_status_t status, cons
  * status (*why set) that ends the call. */
 int eddy__grpc_call_data(eddy_grpc_call_t *call, eddy_h2_data_t *d, eddy__grpc_msg_cb cb,
                          const char **why);
-/* Arm the deadline timer of call (deadline set); at expiry the side's ended runs with
- * DEADLINE_EXCEEDED and the stream is reset (CANCEL). */
+/* Arm the deadline timer of call (deadline set); at expiry the call ends DEADLINE_EXCEEDED
+ * as its side's expired says. */
 void eddy__grpc_call_arm_deadline(eddy_grpc_call_t *call);
 /* Queue msg (taken over) framed on call's stream, end_stream after it. */
 int eddy__grpc_call_queue(eddy_grpc_call_t *call, eddy_buf_t *msg, bool end_stream,

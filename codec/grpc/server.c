@@ -305,11 +305,9 @@ static int trailers_only(eddy_h2_stream_t *s, const eddy_grpc_call_t *call,
         return EDDY_ENOMEM;
     }
     k += status_fields(status, message, code, text, f + k);
+    eddy__h2_stream_end_early(s);
     int err = block_send(s, f, k, md, n, true);
     free(text);
-    if (err == 0 && !eddy__h2_stream_remote_ended(s)) {
-        eddy__h2_stream_end_early(s);
-    }
     return err;
 }
 
@@ -317,9 +315,8 @@ static int trailers_only(eddy_h2_stream_t *s, const eddy_grpc_call_t *call,
 static void http_refuse(eddy_h2_stream_t *s, const char *status)
 {
     eddy_http_header_t f[] = {FIELD(":status", status)};
-    if (eddy_h2_stream_send_headers(s, f, 1, true) == 0 && !eddy__h2_stream_remote_ended(s)) {
-        eddy__h2_stream_end_early(s);
-    }
+    eddy__h2_stream_end_early(s);
+    eddy_h2_stream_send_headers(s, f, 1, true);
 }
 
 static int call_head(eddy_grpc_call_t *call)
@@ -372,6 +369,37 @@ int eddy_grpc_call_set_compression(eddy_grpc_call_t *call, const char *encoding)
     return 0;
 }
 
+/* The status on call's stream: trailers-only before the head, else trailers after what is
+ * queued; a reset NO_ERROR follows if the client is still sending (end_early). 0 or an error
+ * (EDDY_EINVAL: bad metadata, nothing went). */
+static int status_send(eddy_grpc_call_t *call, eddy_grpc_status_t status, const char *message,
+                       const eddy_http_header_t *md, size_t n)
+{
+    /* Held: a write that meets the connection gone closes it at once, which ends the call
+     * and lets go of its stream before the block_send returns. */
+    eddy_h2_stream_t *s = eddy_h2_stream_retain(call->stream);
+    int err;
+    if (!call->headers_sent) {
+        err = trailers_only(s, call, status, message, md, n);
+    } else {
+        size_t mlen = message != NULL ? strlen(message) : 0;
+        char code[4], *text = malloc(3 * mlen + 1);
+        eddy_http_header_t f[2];
+        err = text != NULL ? 0 : EDDY_ENOMEM;
+        if (err == 0) {
+            size_t k = status_fields(status, message, code, text, f);
+            eddy__h2_stream_end_early(s);
+            err = block_send(s, f, k, md, n, true);
+            free(text);
+        }
+    }
+    eddy_h2_stream_release(s);
+    if (err != EDDY_EINVAL) {
+        server_call(call)->conn->sent_since_ping = true;
+    }
+    return err;
+}
+
 int eddy_grpc_call_finish(eddy_grpc_call_t *call, eddy_grpc_status_t status, const char *message,
                           const eddy_http_header_t *md, size_t n)
 {
@@ -385,31 +413,10 @@ int eddy_grpc_call_finish(eddy_grpc_call_t *call, eddy_grpc_status_t status, con
     if ((int)status < 0 || (int)status > 16) {
         return EDDY_EINVAL;
     }
-    int err;
-    /* Held: a write that meets the connection gone closes it at once, which ends the call
-     * and lets go of its stream before the block_send returns. */
-    eddy_h2_stream_t *s = eddy_h2_stream_retain(call->stream);
-    if (!call->headers_sent) {
-        err = trailers_only(s, call, status, message, md, n);
-    } else {
-        size_t mlen = message != NULL ? strlen(message) : 0;
-        char code[4], *text = malloc(3 * mlen + 1);
-        eddy_http_header_t f[2];
-        err = text != NULL ? 0 : EDDY_ENOMEM;
-        if (err == 0) {
-            size_t k = status_fields(status, message, code, text, f);
-            err = block_send(s, f, k, md, n, true);
-            free(text);
-        }
-        if (err == 0 && !eddy__h2_stream_remote_ended(s)) {
-            eddy__h2_stream_end_early(s);
-        }
-    }
-    eddy_h2_stream_release(s);
+    int err = status_send(call, status, message, md, n);
     if (err == EDDY_EINVAL) {
         return err; /* bad metadata: nothing went; the call goes on */
     }
-    server_call(call)->conn->sent_since_ping = true;
     call->local_done = true;
     eddy__grpc_call_end(call, status, message, err == 0 ? UINT32_MAX : EDDY_H2_INTERNAL_ERROR);
     return err;
@@ -486,12 +493,28 @@ static void call_too_big(eddy_grpc_call_t *call, const char *why)
     call_fail(call, EDDY_GRPC_RESOURCE_EXHAUSTED, why);
 }
 
+/* The deadline passed: the client hears DEADLINE_EXCEEDED as a status, as gRPC's own servers
+ * say it (a reset CANCEL alone reads as CANCELLED to a client whose clock has not yet reached
+ * its deadline), unless what the call queued still waits for the client's window: then the
+ * reset CANCEL alone. The method hears it by its cancel callback. */
+static void call_expired(eddy_grpc_call_t *call)
+{
+    static const char why[] = "Deadline Exceeded";
+    int err = EDDY_EAGAIN;
+    if (!call->headers_sent || eddy__h2_stream_pending(call->stream) == 0) {
+        err = status_send(call, EDDY_GRPC_DEADLINE_EXCEEDED, why, NULL, 0);
+    }
+    eddy__grpc_call_end(call, EDDY_GRPC_DEADLINE_EXCEEDED, why,
+                        err == 0 ? UINT32_MAX : EDDY_H2_CANCEL);
+}
+
 static const eddy__grpc_call_ops_t server_side = {
     .head = call_head,
     .ended = call_ended,
     .free = call_free,
     .writable = call_writable,
     .too_big = call_too_big,
+    .expired = call_expired,
 };
 
 /* ---------------------------------------------------------------------------------------
@@ -593,10 +616,8 @@ static const method_t *head_check(conn_t *conn, eddy_h2_stream_t *s, const head_
         fixed[k++] = FIELD("grpc-status", "12");
         fixed[k++] = FIELD("grpc-message", "Unsupported grpc-encoding");
         fixed[k++] = f;
-        if (eddy_h2_stream_send_headers(s, fixed, k, true) == 0 &&
-            !eddy__h2_stream_remote_ended(s)) {
-            eddy__h2_stream_end_early(s);
-        }
+        eddy__h2_stream_end_early(s);
+        eddy_h2_stream_send_headers(s, fixed, k, true);
         return NULL;
     }
     return m;

@@ -20,8 +20,12 @@ int eddy__h2_stream_send(eddy_h2_stream_t *s, eddy_buf_t *data, bool end_stream,
 
 /* Once s's END_STREAM has gone out, reset it with NO_ERROR if the peer has not ended its side:
  * "a complete response prior to the client sending an entire request" (RFC 9113 section
- * 8.1), which gRPC asks after an early status. Not counted as a reset we make for an error. */
+ * 8.1), which gRPC asks after an early status. Not counted as a reset we make for an error.
+ * Called before the END_STREAM is queued: outside a read (a timer) it may go at once. */
 void eddy__h2_stream_end_early(eddy_h2_stream_t *s);
+
+/* Bytes queued on s that nghttp2 has not taken yet (they wait for the peer's window). */
+size_t eddy__h2_stream_pending(const eddy_h2_stream_t *s);
 
 /* Whether the peer has ended its side of s (its END_STREAM came), or s is closed. */
 bool eddy__h2_stream_remote_ended(const eddy_h2_stream_t *s);

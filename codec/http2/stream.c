@@ -509,6 +509,11 @@ void eddy__h2_stream_end_early(eddy_h2_stream_t *s)
     s->end_early = true;
 }
 
+size_t eddy__h2_stream_pending(const eddy_h2_stream_t *s)
+{
+    return s->pending;
+}
+
 bool eddy__h2_stream_remote_ended(const eddy_h2_stream_t *s)
 {
     if (s->closed || s->conn == NULL) {

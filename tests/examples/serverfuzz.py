@@ -91,8 +91,8 @@ two requests or none to a unary method, the stream ending inside a message, -bin
 that is not base64 (13, INTERNAL), an unknown grpc-encoding (12 with grpc-accept-encoding),
 unknown paths (12), a wrong content-type (HTTP 415) or :method (405); malformed
 grpc-timeouts must be read as none (the call answered). Deadlines of 1 ms on calls that
-never answer (up to 1000 on one connection) must each end with RST_STREAM CANCEL from the
-server. PINGs are counted as codec/grpc/server.c on_ping counts them: GOAWAY
+never answer (up to 1000 on one connection) must each end with DEADLINE_EXCEEDED from the
+server (trailers-only, then RST_STREAM NO_ERROR: a stream left open would hold up the rest). PINGs are counted as codec/grpc/server.c on_ping counts them: GOAWAY
 ENHANCE_YOUR_CALM "too_many_pings" is allowed only after max_ping_strikes + 2 of them, and
 required after that many on a connection with no call. After every
 burst a canary (a well-formed request on a fresh connection) must be answered correctly
@@ -2933,6 +2933,7 @@ GRPC_OK, GRPC_CANCELLED, GRPC_UNKNOWN, GRPC_NOT_FOUND = 0, 1, 2, 5
 GRPC_RESOURCE_EXHAUSTED, GRPC_UNIMPLEMENTED, GRPC_INTERNAL = 8, 12, 13
 GRPC_PING_STRIKES = 2  # the server's max_ping_strikes: GOAWAY at the strike past it
 H2_CANCEL, H2_ENHANCE_YOUR_CALM = 8, 11
+GRPC_DEADLINE = b"4"  # grpc-status DEADLINE_EXCEEDED
 # Methods that answer the interop cases' "Echo Metadata" (x-grpc-test-echo-initial in the
 # response headers, x-grpc-test-echo-trailing-bin in the trailers): examples/grpc_server.c.
 GRPC_ECHOES = ("EmptyCall", "UnaryCall", "StreamingOutputCall", "FullDuplexCall")
@@ -5209,8 +5210,9 @@ class GrpcCall(H2Req):
       echo_init_maybe         the echoed initial metadata, if the headers went
       gz          the response must be compressed (True) or not (False)
       accept_enc  the answer must say what the server accepts (grpc-accept-encoding)
-      cancel_ok   the server may reset it (CANCEL): its deadline passed
-      cancel      the server must reset it (CANCEL), and nothing else must come"""
+      cancel_ok   its deadline may pass: the server may end it DEADLINE_EXCEEDED (a status,
+                  or a reset CANCEL while its answers wait for our window)
+      cancel      its deadline must pass: it must end so, and nothing else must come"""
 
     def __init__(self, op):
         self.op = op
@@ -5268,8 +5270,10 @@ class GrpcCall(H2Req):
         self.status = int(dict(headers).get(b":status", b"0"))
         fields = dict(headers)
         want = self.exp.get("http", 200)
-        if self.exp.get("cancel"):
-            return f"{self.name()}: answered (:status {self.status}), wanted a reset (CANCEL)"
+        if self.exp.get("cancel") and (self.status != 200 or
+                                       fields.get(b"grpc-status") != GRPC_DEADLINE):
+            return f"{self.name()}: answered (:status {self.status}, grpc-status " \
+                f"{fields.get(b'grpc-status')}), wanted DEADLINE_EXCEEDED"
         if self.status != want:
             return f"{self.name()}: :status {self.status}, wanted {want}"
         if want != 200:
@@ -5373,6 +5377,8 @@ class GrpcCall(H2Req):
         if t is None or b"grpc-status" not in t:
             return f"{self.name()}: ended without a grpc-status"
         st = t[b"grpc-status"]
+        if st == GRPC_DEADLINE and (exp.get("cancel") or exp.get("cancel_ok")):
+            return None  # the deadline passed (what came before it was checked as it came)
         if exp.get("cancel") or exp.get("status") is None:
             return f"{self.name()}: ended with grpc-status {st.decode()}, wanted a reset " \
                 f"(CANCEL)"
