@@ -18,6 +18,7 @@
 #include <eddy/codec.h>
 
 #include "buffer/layer.h"
+#include "pipeline/layer.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -65,6 +66,7 @@ struct eddy_decoder_s {
     bool fired;                 /* a message went on since the last read_complete */
     bool closing;               /* inside input_closed(): nested closes do nothing more */
     bool held;                  /* decoding stopped for backpressure with bytes left */
+    bool holding;               /* ... and so holds the channel's input (eddy__channel_hold_input) */
     bool resume_queued;         /* resume() will run */
     bool input_ended;           /* the input ended while held: handled behind the bytes */
     size_t emitted;             /* messages fired, ever: read_complete after a close */
@@ -528,8 +530,18 @@ static bool held_back(eddy_ctx_t *ctx)
            eddy_channel_is_open(ch);
 }
 
-/* Decode until a call makes no progress, or backpressure holds the rest. false: the handler
- * is gone. */
+/* While backpressure holds messages back, the channel reads nothing more: the held bytes go
+ * first, once it drains (resume), and only then does reading go on. */
+static void hold_input(eddy_ctx_t *ctx, eddy_decoder_t *d, bool hold)
+{
+    if (d->holding != hold) {
+        d->holding = hold;
+        eddy__channel_hold_input(eddy_ctx_channel(ctx), hold);
+    }
+}
+
+/* Decode until a call makes no progress, or backpressure holds the rest (the input held
+ * meanwhile). false: the handler is gone. */
 static bool call_decode(eddy_ctx_t *ctx, eddy_decoder_t *d)
 {
     d->held = false;
@@ -550,7 +562,9 @@ static bool call_decode(eddy_ctx_t *ctx, eddy_decoder_t *d)
                 /* It would emit the same again forever: a broken decoder, as Netty says with
                  * a DecoderException. */
                 eddy_ctx_fire_exception(ctx, EDDY_EDECODE);
-                return !eddy_ctx_is_removed(ctx);
+                if (eddy_ctx_is_removed(ctx)) {
+                    return false;
+                }
             }
             break;
         }
@@ -558,6 +572,7 @@ static bool call_decode(eddy_ctx_t *ctx, eddy_decoder_t *d)
             break;
         }
     }
+    hold_input(ctx, d, d->held);
     return true;
 }
 
@@ -615,6 +630,7 @@ void eddy_decoder_handler_removed(eddy_ctx_t *ctx)
     if (d == NULL) {
         return;
     }
+    hold_input(ctx, d, false);
     eddy_msg_t *left = cum_take(&d->cum);
     if (left != NULL) {
         if (d->active != NULL) {

@@ -194,7 +194,13 @@ enum {
      * cap admitted already, or TLS's own: the cap does not refuse it. Set by the TLS handler
      * around its write; the head's add consumes it. */
     EDDY__CH_SEALED = 1u << 18,
+    /* A handler holds the channel's input (eddy__channel_hold_input): a decoder that backpressure
+     * stopped with messages left. Set while input_holds > 0. */
+    EDDY__CH_INPUT_HELD = 1u << 19,
 };
+
+/* What stops a channel's reading though it wants input: the backpressure pause, a hold. */
+#define EDDY__CH_NO_INPUT (EDDY__CH_PAUSED | EDDY__CH_INPUT_HELD)
 
 typedef struct eddy__attr_s {
     const void *key;
@@ -282,6 +288,7 @@ struct eddy_channel_s {
      * next recvmmsg asks for (datagram.c), 0 before the first. */
     uint8_t recv_index;
     bool recv_shrink_next;
+    uint16_t input_holds; /* eddy__channel_hold_input()'s, not yet let go */
     /* REGISTERED, ACTIVE and CLOSED of `flags`, for eddy_channel_is_open() and the like on
      * any thread: stored (eddy__channel_show_state) after each change on the loop. */
     _Atomic uint8_t shown_state;

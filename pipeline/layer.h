@@ -125,6 +125,14 @@ typedef struct eddy__pump_s {
  * pump's owner goes by to run it (pipeline/internal.h, eddy__outbound_hold). */
 bool eddy__outbound_has_room(const eddy_channel_t *ch);
 
+/* Hold ch's input (hold true) or let go of one hold (false): while any is held the channel
+ * reads nothing, though it wants input, as under the backpressure pause. For a handler that
+ * keeps bytes it cannot pass on yet (a decoder that backpressure stopped): the channel must
+ * not read more until those are through, or each writability event would bring in a read's
+ * worth (on io_uring a batch of receives) more than it sends out. Holds and lets go pair;
+ * a lingering close reads regardless. On the loop.*/
+void eddy__channel_hold_input(eddy_channel_t *ch, bool hold);
+
 /* Whether anything is queued (what is written next must queue behind it). */
 static inline bool eddy__pump_busy(const eddy__pump_t *q)
 {

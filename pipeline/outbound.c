@@ -417,6 +417,22 @@ void eddy__outbound_unhold(eddy_channel_t *ch, size_t bytes)
     ch->out.held -= bytes;
 }
 
+void eddy__channel_hold_input(eddy_channel_t *ch, bool hold)
+{
+    eddy__assert_on_loop(eddy__loop_of(ch));
+    assert(hold ? ch->input_holds < UINT16_MAX : ch->input_holds > 0);
+    ch->input_holds = (uint16_t)(ch->input_holds + (hold ? 1 : -1));
+    bool held = ch->input_holds > 0;
+    if (held == ((ch->flags & EDDY__CH_INPUT_HELD) != 0) ||
+        (ch->flags & (EDDY__CH_CLOSED | EDDY__CH_LINGERING))) {
+        return;
+    }
+    ch->flags = held ? ch->flags | EDDY__CH_INPUT_HELD : ch->flags & ~EDDY__CH_INPUT_HELD;
+    if (ch->ops->update_interest != NULL) {
+        ch->ops->update_interest(ch); /* reading resumes only if it was wanted */
+    }
+}
+
 bool eddy__outbound_has_room(const eddy_channel_t *ch)
 {
     return !ch->out.full;

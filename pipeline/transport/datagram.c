@@ -162,7 +162,7 @@ static void update_interest(eddy_channel_t *ch)
     }
     assert(ch->fd >= 0); /* datagram_do_close() lets go of it at close */
     unsigned ev = 0;
-    if ((ch->flags & EDDY__CH_READING) && !(ch->flags & EDDY__CH_PAUSED)) {
+    if ((ch->flags & EDDY__CH_READING) && !(ch->flags & EDDY__CH_NO_INPUT)) {
         ev |= EDDY_IO_READ;
     }
     if (ch->flags & EDDY__CH_WRITE_WAIT) {
@@ -279,7 +279,7 @@ static void datagram_read(eddy_channel_t *ch)
         ch->flags &= ~EDDY__CH_READING;
     }
     const eddy_addr_t *self = eddy_channel_local_addr(ch); /* every packet's recipient */
-    while (left > 0 && !(ch->flags & (EDDY__CH_CLOSED | EDDY__CH_PAUSED))) {
+    while (left > 0 && !(ch->flags & (EDDY__CH_CLOSED | EDDY__CH_NO_INPUT))) {
         struct mmsghdr mm[MAX_BATCH];
         struct iovec iov[MAX_BATCH];
         eddy_addr_t from[MAX_BATCH];

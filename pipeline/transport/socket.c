@@ -340,7 +340,7 @@ static void linger_after_fin(eddy_channel_t *ch, int err)
     }
     /* Read whatever the settings said before (AUTO_READ off, paused): only the peer's FIN
      * ends the wait early. */
-    ch->flags = (ch->flags | EDDY__CH_READING) & ~EDDY__CH_PAUSED;
+    ch->flags = (ch->flags | EDDY__CH_READING) & ~EDDY__CH_NO_INPUT;
     ch->ops->update_interest(ch);
     if (!(ch->flags & EDDY__CH_CLOSED) && l->timer == NULL) {
         l->timer = eddy_loop_schedule(eddy__loop_of(ch), ms, linger_timed_out, ch);

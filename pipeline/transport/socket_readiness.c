@@ -41,7 +41,7 @@ static void watch(eddy_channel_t *ch, bool lazy)
     assert(ch->fd >= 0); /* an open channel has its descriptor: close_fd() runs at close */
     unsigned ev = 0;
     bool wanted = (ch->flags & EDDY__CH_READING) && !(ch->flags & EDDY__CH_INPUT_SHUTDOWN);
-    if (wanted && !(ch->flags & EDDY__CH_PAUSED)) {
+    if (wanted && !(ch->flags & EDDY__CH_NO_INPUT)) {
         ev |= EDDY_IO_READ;
     } else if (lazy && !(ch->flags & (EDDY__CH_LISTENER | EDDY__CH_INPUT_SHUTDOWN)) &&
                (eddy__io_interest(&ch->io) & EDDY_IO_READ)) {
@@ -158,7 +158,7 @@ static void socket_read(eddy_channel_t *ch)
     if (one_batch) {
         ch->flags &= ~EDDY__CH_READING;
     }
-    while (msgs < max_msgs && !(ch->flags & (EDDY__CH_CLOSED | EDDY__CH_PAUSED))) {
+    while (msgs < max_msgs && !(ch->flags & (EDDY__CH_CLOSED | EDDY__CH_NO_INPUT))) {
         size_t size = recv_guess(ch);
         eddy_buf_t *buf = eddy_buf_alloc(alloc, size, size);
         if (buf == NULL) {
@@ -410,7 +410,8 @@ void eddy__readiness_on_io(eddy_channel_t *ch, unsigned events)
     if (!(events & (EDDY_IO_READ | EDDY_IO_HUP | EDDY_IO_ERROR)) || (ch->flags & EDDY__CH_CLOSED)) {
         return;
     }
-    if ((ch->flags & EDDY__CH_READING) && !(ch->flags & (EDDY__CH_INPUT_SHUTDOWN | EDDY__CH_PAUSED))) {
+    if ((ch->flags & EDDY__CH_READING) &&
+        !(ch->flags & (EDDY__CH_INPUT_SHUTDOWN | EDDY__CH_NO_INPUT))) {
         socket_read(ch);
     } else if (events & EDDY_IO_ERROR) {
         int err = eddy__io_socket_error(&ch->io);
