@@ -14,8 +14,8 @@
  *
  * Receives land in a ring of provided buffers, each a pooled eddy_buf_t: a completion hands
  * its buffer up without a copy, and the slot gets a fresh one at once. The ring starts with a
- * few buffers and grows as batches need more, up to its size; its buffers are larger while
- * receives fill them (adapt_buffers).
+ * few buffers and grows as batches need more, up to its size and its byte budget; its buffers
+ * are larger while receives fill them (adapt_buffers).
  */
 #include "eddy_config.h"
 
@@ -73,6 +73,23 @@
  * bench/echo's 16 x 64 KiB: 0.70x raw epoll's MB/s with 16 KiB buffers, 0.95x with 64 KiB. */
 #define STREAM_BUFFER_SIZE 65536
 
+/* The bytes of buffers a loop's ring holds at most: 32 of the stream size, 128 of the small
+ * one. Without it, floods of many connections grew each ring to its 512 slots of 64 KiB
+ * (32 MiB a loop, resident once written) and it stayed so. It also bounds what one batch can
+ * bring in for a channel whose reading paused meanwhile (a multishot receive takes what the
+ * socket holds until the ring runs dry): the hostile suite's TLS echo client that never reads
+ * grew the server (ASan) by 57 MB with 4 MiB, 49 with 2, 44 with 1; epoll 38. A slot the
+ * budget leaves empty is filled after a batch, when takes have made room or the buffers are
+ * small again. */
+#define RING_BYTES (2u << 20)
+
+/* A receive this short (and at most a quarter of its buffer) is copied into a buffer of its
+ * size, and its ring buffer goes back into the slot: a connection that keeps a few bytes (a
+ * request waiting for its answer, a decoder's partial frame) must not keep 16 or 64 KiB with
+ * them. epoll's reads are sized per channel and had no such cost: under the hostile suite's
+ * floods the HTTP server grew 16 MiB on epoll, 42 on io_uring before this. */
+#define COPY_RECV_MAX 4096
+
 typedef struct uring_state_s {
     struct io_uring ring;
     bool enabled;     /* made disabled: the loop's thread enables it at its first wait */
@@ -84,11 +101,15 @@ typedef struct uring_state_s {
     eddy_buf_t **bufs;
     unsigned nbufs;        /* the ring's entries: slots it may grow to */
     unsigned nfilled;      /* slots in use, 0 .. nfilled-1 */
+    uint16_t *empty;       /* slots below nfilled with no buffer (the pool had none, or the
+                              budget had no room): nempty of them, filled after a batch */
+    unsigned nempty;
+    size_t ring_bytes;     /* of the buffers in the ring now */
+    size_t budget;         /* ... at most (RING_BYTES, or $EDDY_URING_TUNE's ring-bytes) */
     uint32_t buf_size;     /* of the buffers put into the ring now */
     uint32_t small_size;   /* buf_size while receives are short */
     uint32_t stream_size;  /* while they fill their buffers (small_size: a fixed size) */
     unsigned br_added;     /* slots refilled since the tail was last published */
-    unsigned br_empty;     /* slots with no buffer (the pool had none): refilled after a batch */
     unsigned br_taken;     /* buffers receives took in this batch */
     unsigned br_full;      /* of which they filled */
     bool br_dry;           /* a receive of this batch found the ring empty (-ENOBUFS) */
@@ -205,20 +226,30 @@ uint16_t eddy__uring_buf_group(const eddy_loop_t *loop)
     return BUF_GROUP;
 }
 
-/* Put buf (NULL: a fresh one from the pool) into slot bid; published with the batch. */
-static void buf_slot_fill(uring_state_t *st, uint16_t bid, eddy_buf_t *buf)
+/* Put buf into slot bid; published with the batch. */
+static void buf_slot_put(uring_state_t *st, uint16_t bid, eddy_buf_t *buf)
 {
-    if (buf == NULL) {
-        buf = eddy_buf_alloc(eddy_allocator_default(), st->buf_size, st->buf_size);
-        if (buf == NULL) {
-            st->bufs[bid] = NULL;
-            st->br_empty++;
-            return;
-        }
-    }
+    assert(bid < st->nfilled && st->bufs[bid] == NULL);
     st->bufs[bid] = buf;
+    st->ring_bytes += eddy_buf_writable(buf);
     io_uring_buf_ring_add(st->br, eddy_buf_write_ptr(buf), (unsigned)eddy_buf_writable(buf), bid,
                           io_uring_buf_ring_mask(st->nbufs), (int)st->br_added++);
+}
+
+/* A fresh buffer from the pool into slot bid, if the budget has room and the pool gives one;
+ * else the slot waits among the empty ones. Whether it was filled. */
+static bool buf_slot_fill(uring_state_t *st, uint16_t bid)
+{
+    eddy_buf_t *buf = st->ring_bytes + st->buf_size <= st->budget
+                          ? eddy_buf_alloc(eddy_allocator_default(), st->buf_size, st->buf_size)
+                          : NULL;
+    if (buf == NULL) {
+        assert(st->nempty < st->nbufs);
+        st->empty[st->nempty++] = bid;
+        return false;
+    }
+    buf_slot_put(st, bid, buf);
+    return true;
 }
 
 eddy_buf_t *eddy__uring_take_buf(eddy_loop_t *loop, int res, unsigned flags)
@@ -232,15 +263,27 @@ eddy_buf_t *eddy__uring_take_buf(eddy_loop_t *loop, int res, unsigned flags)
     uint16_t bid = (uint16_t)(flags >> IORING_CQE_BUFFER_SHIFT);
     assert(bid < st->nfilled && st->bufs[bid] != NULL);
     eddy_buf_t *buf = st->bufs[bid];
+    st->bufs[bid] = NULL;
+    assert(st->ring_bytes >= eddy_buf_writable(buf));
+    st->ring_bytes -= eddy_buf_writable(buf);
     if (res <= 0) {
-        buf_slot_fill(st, bid, buf); /* nothing in it: the same buffer goes back */
+        buf_slot_put(st, bid, buf); /* nothing in it: the same buffer goes back */
         return NULL;
     }
-    if ((size_t)res == eddy_buf_writable(buf)) {
+    size_t cap = eddy_buf_writable(buf);
+    if ((size_t)res == cap) {
         st->br_full++;
     }
+    if ((size_t)res <= COPY_RECV_MAX && (size_t)res <= cap / 4) {
+        eddy_buf_t *copy = eddy_buf_alloc(eddy_allocator_default(), (size_t)res, (size_t)res);
+        if (copy != NULL) {
+            eddy_buf_write_bytes(copy, eddy_buf_write_ptr(buf), (size_t)res);
+            buf_slot_put(st, bid, buf);
+            return copy;
+        }
+    }
     eddy_buf_set_writer_index(buf, (size_t)res);
-    buf_slot_fill(st, bid, NULL);
+    buf_slot_fill(st, bid);
     return buf;
 }
 
@@ -401,6 +444,7 @@ static void buffers_free(uring_state_t *st)
         }
         free(st->bufs);
     }
+    free(st->empty);
     if (st->br != NULL) {
         munmap(st->br, st->br_bytes);
     }
@@ -414,7 +458,8 @@ static int buffers_init(uring_state_t *st, unsigned n, uint32_t size)
     void *mem =
         mmap(NULL, st->br_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     st->bufs = calloc(n, sizeof(*st->bufs));
-    if (mem == MAP_FAILED || st->bufs == NULL) {
+    st->empty = malloc(n * sizeof(*st->empty));
+    if (mem == MAP_FAILED || st->bufs == NULL || st->empty == NULL) {
         if (mem != MAP_FAILED) {
             munmap(mem, st->br_bytes);
         }
@@ -430,10 +475,9 @@ static int buffers_init(uring_state_t *st, unsigned n, uint32_t size)
     }
     st->nfilled = n < FIRST_BUFFERS ? n : FIRST_BUFFERS;
     for (unsigned i = 0; i < st->nfilled; i++) {
-        buf_slot_fill(st, (uint16_t)i, NULL);
-    }
-    if (st->br_empty != 0) {
-        return EDDY_ENOMEM;
+        if (!buf_slot_fill(st, (uint16_t)i)) {
+            return EDDY_ENOMEM;
+        }
     }
     io_uring_buf_ring_advance(st->br, (int)st->br_added);
     st->br_added = 0;
@@ -444,11 +488,12 @@ static int buffers_init(uring_state_t *st, unsigned n, uint32_t size)
  * $EDDY_URING_TUNE: switches one feature off, or sets a size, for measuring each one's effect
  * (bench/RESULTS.md); comma-separated: no-defer-taskrun (COOP_TASKRUN instead),
  * no-registered-fd, single-shot (receives re-armed after each completion), entries=N,
- * buffers=N, buffer-size=N (used where the loop's options leave them 0). Not for production.
+ * buffers=N, buffer-size=N (used where the loop's options leave them 0), ring-bytes=N (the
+ * ring's budget). Not for production.
  */
 typedef struct tune_s {
     bool no_defer, no_regfd, single_shot;
-    unsigned entries, buffers, buffer_size;
+    unsigned entries, buffers, buffer_size, ring_bytes;
 } tune_t;
 
 static tune_t tune_from_env(void)
@@ -470,10 +515,25 @@ static tune_t tune_from_env(void)
             t.buffers = x;
         } else if (sscanf(v, "buffer-size=%u", &x) == 1) {
             t.buffer_size = x;
+        } else if (sscanf(v, "ring-bytes=%u", &x) == 1) {
+            t.ring_bytes = x;
         }
         v += n + (v[n] == ',');
     }
     return t;
+}
+
+/* The ring's byte budget: RING_BYTES (or the tune's), or all its slots at the largest size
+ * where the loop's options set the count or the size; never below its first buffers. */
+static size_t ring_budget(const eddy_loop_t *loop, const tune_t *t, unsigned nbufs,
+                          uint32_t largest)
+{
+    size_t b = t->ring_bytes ? t->ring_bytes : RING_BYTES;
+    if (loop->uring_buffers != 0 || loop->uring_buffer_size != 0) {
+        b = (size_t)nbufs * largest;
+    }
+    size_t least = (size_t)FIRST_BUFFERS * largest;
+    return b > least ? b : least;
 }
 
 bool eddy__uring_single_shot(const eddy_loop_t *loop)
@@ -599,6 +659,7 @@ static int uring_init(eddy_loop_t *loop)
     loop->poller_data = st;
     st->small_size = size;
     st->stream_size = fixed_size ? size : STREAM_BUFFER_SIZE;
+    st->budget = ring_budget(loop, &t, nbufs, st->stream_size);
     err = buffers_init(st, nbufs, size);
     if (err == 0) {
         st->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -663,13 +724,10 @@ static int enter(uring_state_t *st, int64_t timeout_ns)
     return rc == -ETIME || rc == -EINTR ? 0 : rc;
 }
 
+/* The empty slots get buffers while the budget has room and the pool gives them. */
 static void refill_empty(uring_state_t *st)
 {
-    for (unsigned i = 0; i < st->nfilled && st->br_empty > 0; i++) {
-        if (st->bufs[i] == NULL) {
-            st->br_empty--;
-            buf_slot_fill(st, (uint16_t)i, NULL);
-        }
+    while (st->nempty > 0 && buf_slot_fill(st, st->empty[--st->nempty])) {
     }
 }
 
@@ -694,12 +752,12 @@ static void adapt_buffers(uring_state_t *st)
     st->br_dry = false;
     st->br_taken = 0;
     st->br_full = 0;
-    if (!grow || st->nfilled == st->nbufs) {
-        return;
+    if (!grow || st->nempty > 0 || st->nfilled == st->nbufs) {
+        return; /* (slots left empty: the budget or the pool is what limits) */
     }
     unsigned n = st->nfilled * 2 < st->nbufs ? st->nfilled * 2 : st->nbufs;
-    for (unsigned i = st->nfilled; i < n; i++) {
-        buf_slot_fill(st, (uint16_t)i, NULL);
+    for (unsigned i = n; i-- > st->nfilled;) {
+        st->empty[st->nempty++] = (uint16_t)i; /* filled by refill_empty, lowest first */
     }
     st->nfilled = n;
 }
@@ -751,11 +809,11 @@ static int uring_wait(eddy_loop_t *loop, int64_t timeout_ns)
     }
     io_uring_cq_advance(&st->ring, n);
     st->dispatched = 0;
-    if (st->br_empty > 0) {
-        refill_empty(st);
-    }
     if (st->br_taken > 0 || st->br_dry) {
         adapt_buffers(st);
+    }
+    if (st->nempty > 0) {
+        refill_empty(st);
     }
     if (st->br_added > 0) {
         io_uring_buf_ring_advance(st->br, (int)st->br_added);

@@ -54,6 +54,7 @@ enum {
     SENDING = 1u << 2,          /* a send is with the kernel */
     READ_BATCH = 1u << 3,       /* reads this batch: channel_read_complete is due */
     READ_DONE_QUEUED = 1u << 4, /* and on_read_done is queued on the loop */
+    RECV_SHORT = 1u << 5,       /* receives are single-shot until the output drains (arm) */
 };
 
 /* What a send in flight reads, and its operation: taken from the loop's cache when a send
@@ -135,7 +136,16 @@ static bool arm(eddy_channel_t *ch, uring_ch_t *u)
         io_uring_prep_poll_add(sqe, ch->fd, POLLOUT);
     } else {
         u->recv.cb = on_recv;
-        if (ch->opt[EDDY_AUTO_READ] && !eddy__uring_single_shot(loop)) {
+        /* After the backpressure pause, one buffer a receive until the peer has taken all we
+         * had for it: a multishot receive takes what the socket holds, up to the loop's
+         * whole ring, in one batch before its cancel lands, and each pause would let in that
+         * much more than went out (a TLS echo client that never reads: 28 MiB where epoll's
+         * one read a wake-up held 9). */
+        if ((u->state & RECV_SHORT) && eddy__outbound_pending(ch) == 0) {
+            u->state &= ~RECV_SHORT;
+        }
+        if (ch->opt[EDDY_AUTO_READ] && !(u->state & RECV_SHORT) &&
+            !eddy__uring_single_shot(loop)) {
             io_uring_prep_recv_multishot(sqe, ch->fd, NULL, 0, 0);
         } else {
             io_uring_prep_recv(sqe, ch->fd, NULL, 0, 0); /* one batch per read request */
@@ -167,7 +177,7 @@ static bool wants_input(const eddy_channel_t *ch)
         return (f & EDDY__CH_READING) != 0;
     }
     return (f & EDDY__CH_READING) && (f & EDDY__CH_ACTIVE) &&
-           !(f & (EDDY__CH_PAUSED | EDDY__CH_INPUT_SHUTDOWN | EDDY__CH_CONNECTING));
+           !(f & (EDDY__CH_NO_INPUT | EDDY__CH_INPUT_SHUTDOWN | EDDY__CH_CONNECTING));
 }
 
 static void update_interest(eddy_channel_t *ch)
@@ -183,6 +193,9 @@ static void update_interest(eddy_channel_t *ch)
             fail(ch, EDDY_ENOMEM);
         }
     } else if (!want && (u->state & RECV_ARMED) && !(u->state & RECV_CANCELLING)) {
+        if (ch->flags & EDDY__CH_NO_INPUT) {
+            u->state |= RECV_SHORT;
+        }
         if (!cancel(ch, &u->recv)) {
             fail(ch, EDDY_ENOMEM);
             return;
