@@ -21,13 +21,14 @@
 #define DEFAULT_IO_RATIO 50
 #define DEFAULT_STALL_NS ((int64_t)100 * 1000000)
 
-/* The default is the first that can be set up here (docs/loop.md, "Pollers"). */
+/* The default is the first that can be set up here (docs/loop.md, "Pollers"): io_uring
+ * where the kernel has everything eddy uses of it (its init probes), else epoll. */
 const eddy__poller_ops_t *const eddy__pollers[] = {
-#ifdef EDDY_HAVE_EPOLL
-    &eddy__poller_epoll,
-#endif
 #ifdef EDDY_HAVE_IO_URING
     &eddy__poller_uring,
+#endif
+#ifdef EDDY_HAVE_EPOLL
+    &eddy__poller_epoll,
 #endif
 #ifdef EDDY_HAVE_KQUEUE
     &eddy__poller_kqueue,

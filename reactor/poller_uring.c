@@ -628,6 +628,31 @@ static bool kernel_too_old(void)
     return major < 6;
 }
 
+/* The operations the transports use (reactor/uring.h's users: socket_uring.c, datagram.c,
+ * this file's watchers and wake-up), each one the kernel must know; a kernel that made the
+ * ring but lacks one (or cannot say) is refused, so the default goes on to the next backend
+ * rather than failing a channel later. */
+static const uint8_t used_ops[] = {
+    IORING_OP_NOP,     IORING_OP_POLL_ADD, IORING_OP_POLL_REMOVE,  IORING_OP_RECV,
+    IORING_OP_SENDMSG, IORING_OP_ACCEPT,   IORING_OP_ASYNC_CANCEL, IORING_OP_CLOSE,
+};
+
+static int probe_ops(struct io_uring *ring)
+{
+    struct io_uring_probe *probe = io_uring_get_probe_ring(ring);
+    if (probe == NULL) {
+        return EDDY_ENOSYS;
+    }
+    int err = 0;
+    for (size_t i = 0; i < sizeof(used_ops) && err == 0; i++) {
+        if (!io_uring_opcode_supported(probe, used_ops[i])) {
+            err = EDDY_ENOSYS;
+        }
+    }
+    io_uring_free_probe(probe);
+    return err;
+}
+
 static int uring_init(eddy_loop_t *loop)
 {
     if (under_valgrind() || kernel_too_old()) {
@@ -660,7 +685,10 @@ static int uring_init(eddy_loop_t *loop)
     st->small_size = size;
     st->stream_size = fixed_size ? size : STREAM_BUFFER_SIZE;
     st->budget = ring_budget(loop, &t, nbufs, st->stream_size);
-    err = buffers_init(st, nbufs, size);
+    err = probe_ops(&st->ring);
+    if (err == 0) {
+        err = buffers_init(st, nbufs, size);
+    }
     if (err == 0) {
         st->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         err = st->wakefd < 0 ? -errno : 0;

@@ -50,7 +50,8 @@ typedef struct eddy_loop_options_s {
     const char *name;            /* thread name (15 chars shown); NULL: "eddy-loop" */
     const char *poller;          /* "epoll", "io_uring", "kqueue" or "poll", or a list
                                     to try in order ("io_uring,epoll"); NULL: $EDDY_POLLER
-                                    (the same forms), else the default (docs/loop.md) */
+                                    (the same forms), else the default: io_uring where
+                                    the kernel has what eddy uses, else epoll (docs/loop.md) */
     unsigned io_ratio;           /* percent of a turn for I/O, 1..100 (100: run every task
                                     after the I/O); 0: 50 */
     int64_t max_task_quantum_ns; /* stop running tasks after this long in one turn, whatever

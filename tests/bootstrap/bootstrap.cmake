@@ -1,8 +1,4 @@
 # The bootstraps on real loopback sockets, once per poller built here (docs/style.md, "Tests").
-if(EDDY_HAVE_EPOLL)
-    eddy_add_test(bootstrap bootstrap TIMEOUT 120 LABELS concurrency ENVIRONMENT EDDY_POLLER=epoll)
-else()
-    eddy_add_test(bootstrap bootstrap TIMEOUT 120 LABELS concurrency)
-endif()
+eddy_add_test(bootstrap bootstrap TIMEOUT 120 LABELS concurrency)
 eddy_add_poller_runs(bootstrap.bootstrap COMMAND bootstrap_test_bootstrap TIMEOUT 120
     URING_LABELS concurrency)

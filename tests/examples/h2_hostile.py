@@ -1827,8 +1827,11 @@ def case_data_above_window(t):
     out (our window 0): FLOW_CONTROL_ERROR (6.9.1), on the stream or the connection. A server
     that returns window as data arrives, whatever its application does, never sees an
     overrun (nghttpd and h2o: they buffer the upload); then it answers (ABSORBED) or refuses
-    the size (413).
-    Seen: eddy: RST_STREAM FLOW_CONTROL_ERROR; nghttpd and h2o: ABSORBED."""
+    the size (413). Which one eddy is depends on how the bytes reach it: a read that takes
+    several frames at once (epoll) sees the overrun before any window went back; receives of
+    a 16 KiB buffer each (io_uring) return window between frames, as nghttpd does.
+    Seen: eddy: RST_STREAM FLOW_CONTROL_ERROR (epoll), ABSORBED (io_uring); nghttpd and h2o:
+    ABSORBED."""
     c = settled(t, {S_ENABLE_PUSH: 0, S_INITIAL_WINDOW_SIZE: 0})
     sid = open_upload(c)
     win = min(c.send_conn, c.send_win[sid])
@@ -1837,9 +1840,7 @@ def case_data_above_window(t):
     if toks == ["STALLED"] or toks == ["STATUS(200)"]:
         toks = ["ABSORBED"]
     return judge(t, c, toks, ["RST(FLOW_CONTROL_ERROR)", "GOAWAY(FLOW_CONTROL_ERROR)",
-                              "ABSORBED", "STATUS(413)"],
-                 ["RST(FLOW_CONTROL_ERROR)", "GOAWAY(FLOW_CONTROL_ERROR)"]) + \
-        f" (its window was {win})"
+                              "ABSORBED", "STATUS(413)"]) + f" (its window was {win})"
 
 
 @case("data")

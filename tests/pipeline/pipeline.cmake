@@ -3,11 +3,7 @@ eddy_add_test(pipeline pipeline)
 # Handler-scoped timers and tasks (pipeline/scoped.c), on the embedded channel.
 eddy_add_test(pipeline scoped)
 # Stream channels on real loopback sockets, once per poller built here (docs/style.md, "Tests").
-if(EDDY_HAVE_EPOLL)
-    eddy_add_test(pipeline socket TIMEOUT 120 LABELS concurrency ENVIRONMENT EDDY_POLLER=epoll)
-else()
-    eddy_add_test(pipeline socket TIMEOUT 120 LABELS concurrency)
-endif()
+eddy_add_test(pipeline socket TIMEOUT 120 LABELS concurrency)
 eddy_add_poller_runs(pipeline.socket COMMAND pipeline_test_socket TIMEOUT 120
     URING_LABELS concurrency)
 # What only the io_uring transport can get wrong, on loops made with small rings.
@@ -29,9 +25,5 @@ eddy_add_poller_runs(pipeline.no_loss COMMAND pipeline_test_no_loss TIMEOUT 120
     URING_LABELS concurrency)
 # File regions (include/eddy/file.h): the embedded channel and the HTTP encoder, then real
 # loopback sockets on every poller (sendfile; io_uring's read and send).
-if(EDDY_HAVE_EPOLL)
-    eddy_add_test(pipeline file_region TIMEOUT 60 ENVIRONMENT EDDY_POLLER=epoll)
-else()
-    eddy_add_test(pipeline file_region TIMEOUT 60)
-endif()
+eddy_add_test(pipeline file_region TIMEOUT 60)
 eddy_add_poller_runs(pipeline.file_region COMMAND pipeline_test_file_region TIMEOUT 60)

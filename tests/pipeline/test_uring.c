@@ -8,8 +8,9 @@
  * close, a reset and a half-close with a receive and a send in flight (the peer sees its FIN,
  * nothing is used after it is freed); and a ring the kernel refuses (a seccomp filter, as a
  * container's, in a child process), where a list of pollers ("io_uring,epoll") and the
- * default fall back to the next and say so once, and an explicit request fails. The rest of the suite runs on io_uring too, as "<test>[io_uring]".
- * Skipped where the running kernel gives no ring.
+ * default fall back to the next and say so once, and an explicit request fails; where the
+ * kernel gives a ring, the default is io_uring. The rest of the suite runs on io_uring too, as
+ * "<test>[io_uring]" (and as the default). Skipped where the running kernel gives no ring.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -591,6 +592,29 @@ static void test_uring_refused_ring_falls_back_by_default_and_fails_when_asked(v
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* Where the kernel makes a ring, a loop with no poller asked for (no option, no
+ * $EDDY_POLLER) gets io_uring. */
+static void test_uring_is_the_default_where_the_kernel_has_it(void **state)
+{
+    (void)state;
+    eddy_loop_t *probe = eddy_loop_new(&(eddy_loop_options_t){.poller = "io_uring"});
+    if (probe == NULL) {
+        skip(); /* refused here: the fallback test covers the default then */
+    }
+    eddy_loop_free(probe);
+    const char *env = getenv("EDDY_POLLER");
+    char *saved = env != NULL ? strdup(env) : NULL;
+    unsetenv("EDDY_POLLER");
+    eddy_loop_t *loop = eddy_loop_new(NULL);
+    assert_non_null(loop);
+    assert_string_equal(eddy_loop_poller(loop), "io_uring");
+    eddy_loop_free(loop);
+    if (saved != NULL) {
+        setenv("EDDY_POLLER", saved, 1);
+        free(saved);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], FALLBACK_CHILD) == 0) {
@@ -604,6 +628,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_uring_close_with_a_receive_and_a_send_in_flight),
         cmocka_unit_test(test_uring_reset_with_a_send_in_flight),
         cmocka_unit_test(test_uring_half_close_with_a_send_in_flight),
+        cmocka_unit_test(test_uring_is_the_default_where_the_kernel_has_it),
         cmocka_unit_test(test_uring_refused_ring_falls_back_by_default_and_fails_when_asked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,6 @@
 # The loop, timer, future and group tests run once per poller built here (docs/style.md, "Tests"):
-# eddy_add_test() registers the epoll run, and eddy_add_poller_runs() reuses the same program
-# with EDDY_POLLER=poll and io_uring. The stress program is labelled concurrency, so `make test` also runs it
+# eddy_add_test() registers a run that eddy_add_poller_runs() pins to epoll, and the same program
+# runs again with EDDY_POLLER=poll and io_uring. The stress program is labelled concurrency, so `make test` also runs it
 # under ThreadSanitizer.
 function(eddy_add_loop_test unit)
     cmake_parse_arguments(L "" "TIMEOUT;NAME" "LABELS" ${ARGN})
@@ -15,12 +15,7 @@ function(eddy_add_loop_test unit)
         set(labels LABELS ${L_LABELS})
     endif()
     string(REPLACE "test_" "" shown ${L_NAME})
-    if(EDDY_HAVE_EPOLL)
-        eddy_add_test(reactor ${unit} NAME ${L_NAME} TIMEOUT ${L_TIMEOUT} ${labels}
-            ENVIRONMENT EDDY_POLLER=epoll)
-    else()
-        eddy_add_test(reactor ${unit} NAME ${L_NAME} TIMEOUT ${L_TIMEOUT} ${labels})
-    endif()
+    eddy_add_test(reactor ${unit} NAME ${L_NAME} TIMEOUT ${L_TIMEOUT} ${labels})
     eddy_add_poller_runs("reactor.${shown}" COMMAND reactor_${L_NAME} TIMEOUT ${L_TIMEOUT}
         LABELS ${L_LABELS})
 endfunction()
