@@ -66,7 +66,7 @@ struct eddy_decoder_s {
     bool fired;                 /* a message went on since the last read_complete */
     bool closing;               /* inside input_closed(): nested closes do nothing more */
     bool held;                  /* decoding stopped for backpressure with bytes left */
-    bool holding;               /* ... and so holds the channel's input (eddy__channel_hold_input) */
+    bool holding;               /* ... and holds the channel's input (eddy__channel_hold_input) */
     bool resume_queued;         /* resume() will run */
     bool input_ended;           /* the input ended while held: handled behind the bytes */
     size_t emitted;             /* messages fired, ever: read_complete after a close */

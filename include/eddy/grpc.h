@@ -109,8 +109,8 @@ typedef struct eddy_grpc_method_ops_s {
     void (*on_half_close)(eddy_grpc_call_t *call);
     /* The call ended without the method's finish: the client cancelled (EDDY_GRPC_CANCELLED),
      * its deadline passed (EDDY_GRPC_DEADLINE_EXCEEDED; the client is sent that status, or a
-     * reset CANCEL while the call's messages wait for its window), or the connection went (EDDY_GRPC_UNAVAILABLE). Sends after it fail with
-     * EDDY_ECLOSED; finishing is not needed (it fails the same way). Optional: a method that
+     * reset CANCEL while the call's messages wait for its window), or the connection went
+     * (EDDY_GRPC_UNAVAILABLE). Sends after it fail with EDDY_ECLOSED; finishing is not needed (it fails the same way). Optional: a method that
      * keeps no state past its callbacks needs none. */
     void (*on_cancel)(eddy_grpc_call_t *call, eddy_grpc_status_t why);
     /* The call can take messages again after eddy_grpc_call_is_writable() said false, or a
