@@ -90,6 +90,12 @@
  * io_uring came from elsewhere: the held input and the ring's size; this changed it little.) */
 #define COPY_RECV_MAX 4096
 
+/* Batches in a row whose receives filled no buffer before the ring's buffers are small again.
+ * A stream's batches often hold only the tail of a message that a receive before took most of
+ * (bench/echo's 16 x 64 KiB: its 64 KiB messages came 53 + 65,483 B); going small at the first
+ * such batch left the ring half 16 KiB buffers, and half its receives took a quarter message. */
+#define SHORT_RUN 16
+
 typedef struct uring_state_s {
     struct io_uring ring;
     bool enabled;     /* made disabled: the loop's thread enables it at its first wait */
@@ -112,6 +118,7 @@ typedef struct uring_state_s {
     unsigned br_added;     /* slots refilled since the tail was last published */
     unsigned br_taken;     /* buffers receives took in this batch */
     unsigned br_full;      /* of which they filled */
+    unsigned short_run;    /* batches in a row whose receives filled no buffer */
     bool br_dry;           /* a receive of this batch found the ring empty (-ENOBUFS) */
     struct later_s *later; /* eddy__uring_later()'s queue: nlater of later_cap */
     size_t nlater, later_cap;
@@ -771,10 +778,12 @@ static void adapt_buffers(uring_state_t *st)
 {
     bool grow = st->br_dry || st->br_taken * 2 > st->nfilled;
     /* The size of the buffers that refill the ring from now on: large while most receives
-     * fill theirs, small again once a batch has none that did. */
+     * fill theirs, small again after SHORT_RUN batches in a row had none that did. */
     if (st->br_full * 2 > st->br_taken) {
         st->buf_size = st->stream_size;
-    } else if (st->br_full == 0) {
+    }
+    st->short_run = st->br_full > 0 ? 0 : st->short_run + (st->br_taken > 0);
+    if (st->short_run >= SHORT_RUN) {
         st->buf_size = st->small_size;
     }
     st->br_dry = false;
