@@ -9,7 +9,9 @@
 # server is stopped. echo_report then prints medians, min-max and each eddy server / the
 # others' ratios, one {"bench":"echo",...} line per comparison, and the data of the chart;
 # gnuplot (when installed) draws bench/echo.png. Last, with epoll_raw among the servers, each
-# eddy server's p99 over raw epoll's of the same round, round by round (#32's tail target).
+# eddy server's p99 over raw epoll's of the same round, round by round (#32's tail target),
+# and each eddy server's messages per server CPU-second and rate over every other server's,
+# paired per round (median and min-max over the rounds).
 #
 #   bash bench/echo/run.sh BUILD_DIR [--rounds N] [--seconds S] [--warmup S] [--cpu N]
 #                          [--client-cpu N] [--no-pin] [--cases LIST] [--servers LIST] [--port N]
@@ -212,6 +214,47 @@ if [[ ,$servers, == *,epoll_raw,* ]]; then
             }
         }' "$tmp/rounds.txt"
 fi
+# Each eddy server against each other server, paired per round (#32 judges by these): the
+# median (min - max) over the rounds of the messages (connections) per server CPU-second and
+# of the rate, eddy / the other.
+awk '{ cpu[$1, $2, $3] = $8; ops[$1, $2, $3] = $4; seen[$1, $2] = 1
+       if (!(($1, $2) in sn)) { sn[$1, $2] = 1; srv[$1, ++ns[$1]] = $2 }
+       if (!($1 in cs)) { cs[$1] = 1; order[++nc] = $1 }
+       if ($3 > last) last = $3 }
+    function med(a, n,    i, j, t) {
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) {
+            t = a[i]; a[i] = a[j]; a[j] = t }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    END {
+        for (i = 1; i <= nc; i++) {
+            c = order[i]
+            for (x = 1; x <= ns[c]; x++) {
+                e = srv[c, x]
+                if (e !~ /^eddy/) continue
+                for (y = 1; y <= ns[c]; y++) {
+                    b = srv[c, y]
+                    if (b ~ /^eddy/) continue
+                    n = 0; split("", pc); split("", pr)
+                    for (r = 0; r <= last; r++) {
+                        if (!((c, e, r) in cpu) || !((c, b, r) in cpu) || cpu[c, e, r] <= 0 ||
+                            ops[c, b, r] <= 0) continue
+                        n++; pc[n] = cpu[c, b, r] / cpu[c, e, r]
+                        pr[n] = ops[c, e, r] / ops[c, b, r]
+                    }
+                    if (n == 0) continue
+                    lo = hi = pc[1]; rlo = rhi = pr[1]
+                    for (k = 2; k <= n; k++) {
+                        if (pc[k] < lo) lo = pc[k]; if (pc[k] > hi) hi = pc[k]
+                        if (pr[k] < rlo) rlo = pr[k]; if (pr[k] > rhi) rhi = pr[k]
+                    }
+                    printf "paired per round, %s, %s / %s: per server CPU-second", c, e, b
+                    printf " %.3fx (%.2f-%.2f),", med(pc, n), lo, hi
+                    printf " rate %.3fx (%.2f-%.2f), %d rounds\n", med(pr, n), rlo, rhi, n
+                }
+            }
+        }
+    }' "$tmp/rounds.txt"
 if command -v gnuplot >/dev/null && [[ -s $tmp/chart.dat ]]; then
     panels=2
     if grep -q '^idle_rss ' "$tmp/chart.dat"; then
