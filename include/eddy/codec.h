@@ -26,7 +26,11 @@
  * default) or a composite of the buffers as they were read (EDDY_CUMULATOR_COMPOSITE: no
  * copy per read, dearer searches). Decode reads it through eddy_cumulation_*(), the same in
  * both modes. Frames the built-in decoders emit are eddy_buf_t: a retained slice of the
- * cumulation (no copy), or a copy when a COMPOSITE frame spans several reads.
+ * cumulation (no copy), or a copy when a COMPOSITE frame spans several reads. After each
+ * decode pass, bytes left that fill at most a quarter of a buffer of 16 KiB or more (the head
+ * of the next frame at the end of a large read) are copied into a buffer their size, so a
+ * connection waiting for the rest keeps those bytes, not the read; a decoder keeps no pointer
+ * into the cumulation between calls.
  *
  * Errors: a decode that returns a negative EDDY_E* (malformed input: EDDY_EDECODE) says the
  * stream is broken. The cumulation is discarded and nothing after it is decoded; the messages

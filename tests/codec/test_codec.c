@@ -1408,6 +1408,40 @@ static void test_decoder_never_writes_into_a_buffer_others_hold(void **state)
     finish_clean(ch, live);
 }
 
+/* A large read whose frames went on and left a short partial frame: the decoder copies the
+ * partial frame out and lets the read go (a connection waiting for the rest of a frame keeps a
+ * few KiB, not 64); a long partial frame stays where it is. */
+static void test_decoder_lets_a_large_read_go_for_a_short_leftover(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    enum { FRAME = 20000, READ = 65536 };
+    static uint8_t bytes[3 * FRAME];
+    for (size_t i = 0; i < sizeof(bytes); i++) {
+        bytes[i] = (uint8_t)(i * 7 + i / 251);
+    }
+    const size_t lefts[] = {1000, READ / 4, READ / 4 + 1, FRAME - 1};
+    for (int c = 0; c < 2; c++) {
+        for (size_t k = 0; k < sizeof(lefts) / sizeof(lefts[0]); k++) {
+            eddy_channel_t *ch = decoder_channel(eddy_fixed_length_decoder_ops(),
+                                                 eddy_fixed_length_decoder_new(FRAME), cumulators[c]);
+            eddy_buf_t *read = eddy_buf_new(READ);
+            assert_int_equal(eddy_buf_write_bytes(read, bytes, 2 * FRAME + lefts[k]), 0);
+            eddy_embedded_write_inbound(ch, eddy_buf_msg(eddy_buf_retain(read)));
+            expect_frame(ch, bytes, FRAME);
+            expect_frame(ch, bytes + FRAME, FRAME);
+            expect_nothing(ch);
+            /* A quarter of the read at most: copied out, the read let go. */
+            assert_int_equal(eddy_buf_refcnt(read), lefts[k] <= READ / 4 ? 1 : 2);
+            eddy_buf_release(read);
+            feed(ch, bytes + 2 * FRAME + lefts[k], FRAME - lefts[k], 0);
+            expect_frame(ch, bytes + 2 * FRAME, FRAME);
+            expect_nothing(ch);
+            finish_clean(ch, live);
+        }
+    }
+}
+
 static void test_decoder_passes_other_messages_and_takes_composites(void **state)
 {
     (void)state;
@@ -1736,6 +1770,7 @@ int main(void)
         cmocka_unit_test(test_decoder_survives_a_close_while_it_delivers),
         cmocka_unit_test(test_decoder_closing_its_channel_in_decode_stops_there),
         cmocka_unit_test(test_decoder_never_writes_into_a_buffer_others_hold),
+        cmocka_unit_test(test_decoder_lets_a_large_read_go_for_a_short_leftover),
         cmocka_unit_test(test_decoder_passes_other_messages_and_takes_composites),
         cmocka_unit_test(test_decoder_single_decode_emits_one_message_per_read),
         cmocka_unit_test(test_decoder_asks_for_more_without_auto_read),
