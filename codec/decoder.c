@@ -236,8 +236,10 @@ static int cumulate(eddy_decoder_t *d, eddy_ctx_t *ctx, eddy_msg_t *msg)
 /* A leftover at most a quarter of the buffer holding it, a buffer of at least this size, is
  * copied into a buffer its size after a decode pass, so that a connection waiting for the rest
  * of a frame keeps a few KiB, not the whole read: bench/ws's 16 KiB echo kept a 64 KiB read per
- * connection for the head of its next frame. (The next read is merged into a new buffer either
- * way: the read filled the one it came in.) */
+ * connection for the head of its next frame. The price: a read that came short, whose spare
+ * room the next read would have filled, now costs that read a new buffer and the leftover a
+ * second copy. Not compacted: a COMPOSITE cumulation after its second read, and a slice (its
+ * capacity is its own length, not that of the read it keeps). */
 #define COMPACT_MIN_CAPACITY 16384
 
 static void cum_compact(eddy_cumulation_t *c)

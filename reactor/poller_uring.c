@@ -550,7 +550,7 @@ static size_t ring_budget(const eddy_loop_t *loop, const tune_t *t, unsigned nbu
  * all of it where the loop's options rule. Each batch's takes are held until the sends of what
  * they brought complete, and the ring is refilled meanwhile: bench/ws's 16 KiB echo (64
  * connections, a server that cannot keep up) peaked at 11.0 MB of RSS with 32 buffers of 64
- * KiB, 5.6 with 16 (epoll: 4.0); 16 x 64 KiB streaming lost nothing. */
+ * KiB, 5.7 with 16 (epoll: 4.0); 16 x 64 KiB streaming lost nothing. */
 static size_t stream_budget(const eddy_loop_t *loop, size_t budget, uint32_t stream_size)
 {
     if (loop->uring_buffers != 0 || loop->uring_buffer_size != 0) {

@@ -10,7 +10,8 @@
 # others' ratios, one {"bench":"echo",...} line per comparison, and the data of the chart;
 # gnuplot (when installed) draws bench/echo.png. Last, with epoll_raw among the servers, each
 # eddy server's p99 over raw epoll's of the same round, round by round (#32's tail target),
-# and each eddy server's messages per server CPU-second and rate over every other server's,
+# and each eddy server's messages per server CPU-second and rate over each other server's but
+# the eddy ones,
 # paired per round (median and min-max over the rounds).
 #
 #   bash bench/echo/run.sh BUILD_DIR [--rounds N] [--seconds S] [--warmup S] [--cpu N]
@@ -238,7 +239,7 @@ awk '{ cpu[$1, $2, $3] = $8; ops[$1, $2, $3] = $4; seen[$1, $2] = 1
                     n = 0; split("", pc); split("", pr)
                     for (r = 0; r <= last; r++) {
                         if (!((c, e, r) in cpu) || !((c, b, r) in cpu) || cpu[c, e, r] <= 0 ||
-                            ops[c, b, r] <= 0) continue
+                            cpu[c, b, r] <= 0 || ops[c, b, r] <= 0) continue
                         n++; pc[n] = cpu[c, b, r] / cpu[c, e, r]
                         pr[n] = ops[c, e, r] / ops[c, b, r]
                     }

@@ -175,7 +175,7 @@ function median(list, k,    a, i, j, t, m) {
 function per_cpu(e, b,    r, list, n, a, lo, hi) {
     list = ""; n = 0
     for (r = 0; r < rounds; r++) {
-        if (!((e, r) in rc) || !((b, r) in rc) || rc[e, r] <= 0) continue
+        if (!((e, r) in rc) || !((b, r) in rc) || rc[e, r] <= 0 || rc[b, r] <= 0) continue
         a = rc[b, r] / rc[e, r]; list = list " " a; n++
         if (n == 1 || a < lo) lo = a
         if (n == 1 || a > hi) hi = a

@@ -29,8 +29,7 @@
  * cumulation (no copy), or a copy when a COMPOSITE frame spans several reads. After each
  * decode pass, bytes left that fill at most a quarter of a buffer of 16 KiB or more (the head
  * of the next frame at the end of a large read) are copied into a buffer their size, so a
- * connection waiting for the rest keeps those bytes, not the read; a decoder keeps no pointer
- * into the cumulation between calls.
+ * connection waiting for the rest keeps those bytes, not the read.
  *
  * Errors: a decode that returns a negative EDDY_E* (malformed input: EDDY_EDECODE) says the
  * stream is broken. The cumulation is discarded and nothing after it is decoded; the messages
@@ -239,9 +238,10 @@ EDDY_EXTERN int eddy_cumulation_skip(eddy_cumulation_t *in, size_t n);
  * memory. */
 EDDY_EXTERN eddy_buf_t *eddy_cumulation_read_buf(eddy_cumulation_t *in, size_t n);
 
-/** The readable bytes as one buffer (borrowed; COMPOSITE components are copied together
- * first), for decoders that want the eddy_buf_t API: reading from it consumes. NULL when
- * nothing is readable or out of memory. */
+/** The readable bytes as one buffer (borrowed until decode returns: keep offsets, not
+ * pointers, across calls, since the bytes may move between them; COMPOSITE components are
+ * copied together first), for decoders that want the eddy_buf_t API: reading from it consumes.
+ * NULL when nothing is readable or out of memory. */
 EDDY_EXTERN eddy_buf_t *eddy_cumulation_buf(eddy_cumulation_t *in);
 
 /* ---------------------------------------------------------------------------------------

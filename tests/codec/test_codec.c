@@ -1424,7 +1424,8 @@ static void test_decoder_lets_a_large_read_go_for_a_short_leftover(void **state)
     for (int c = 0; c < 2; c++) {
         for (size_t k = 0; k < sizeof(lefts) / sizeof(lefts[0]); k++) {
             eddy_channel_t *ch = decoder_channel(eddy_fixed_length_decoder_ops(),
-                                                 eddy_fixed_length_decoder_new(FRAME), cumulators[c]);
+                                                 eddy_fixed_length_decoder_new(FRAME),
+                                                 cumulators[c]);
             eddy_buf_t *read = eddy_buf_new(READ);
             assert_int_equal(eddy_buf_write_bytes(read, bytes, 2 * FRAME + lefts[k]), 0);
             eddy_embedded_write_inbound(ch, eddy_buf_msg(eddy_buf_retain(read)));
