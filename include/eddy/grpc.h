@@ -110,8 +110,9 @@ typedef struct eddy_grpc_method_ops_s {
     /* The call ended without the method's finish: the client cancelled (EDDY_GRPC_CANCELLED),
      * its deadline passed (EDDY_GRPC_DEADLINE_EXCEEDED; the client is sent that status, or a
      * reset CANCEL while the call's messages wait for its window), or the connection went
-     * (EDDY_GRPC_UNAVAILABLE). Sends after it fail with EDDY_ECLOSED; finishing is not needed (it fails the same way). Optional: a method that
-     * keeps no state past its callbacks needs none. */
+     * (EDDY_GRPC_UNAVAILABLE). Sends after it fail with EDDY_ECLOSED; finishing is not
+     * needed (it fails the same way). Optional: a method that keeps no state past its
+     * callbacks needs none. */
     void (*on_cancel)(eddy_grpc_call_t *call, eddy_grpc_status_t why);
     /* The call can take messages again after eddy_grpc_call_is_writable() said false, or a
      * send left it full. Optional. */
@@ -226,8 +227,8 @@ EDDY_EXTERN void eddy_grpc_call_release(eddy_grpc_call_t *call);
  * once the bytes were written to the channel, or fails with the call's end. 0, or
  * EDDY_ECLOSED (the call ended, or this side already finished or half-closed), EDDY_EMSGSIZE
  * (past the largest message sent: the call then ends RESOURCE_EXHAUSTED, the server's with
- * that status, the client's reset and closed with it), EDDY_ENOBUFS (the stream's queue is full: wait for
- * on_writable), EDDY_EINVAL (a unary or client streaming method's second response),
+ * that status, the client's reset and closed with it), EDDY_ENOBUFS (the stream's queue is
+ * full: wait for on_writable), EDDY_EINVAL (a unary or client streaming method's second response),
  * EDDY_ENOMEM. A failure returned here is not also reported through p (p is failed with it).
  */
 EDDY_EXTERN int eddy_grpc_call_send(eddy_grpc_call_t *call, eddy_buf_t *msg, eddy_promise_t *p);
