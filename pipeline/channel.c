@@ -438,6 +438,7 @@ eddy_channel_t *eddy__channel_new(eddy_loop_t *loop, const eddy__channel_ops_t *
     ch->fd = fd;
     ch->opt = default_options.value;
     atomic_init(&ch->writable, true);
+    atomic_init(&ch->output_cut, false);
     eddy__pipeline_init(&ch->pipeline);
     return ch;
 }
@@ -667,6 +668,13 @@ void eddy_channel_flush(eddy_channel_t *ch)
 void eddy_channel_read(eddy_channel_t *ch)
 {
     eddy__pipeline_read(&ch->pipeline);
+}
+
+void eddy__channel_cut_output(eddy_channel_t *ch)
+{
+    /* Release: a loop that learns of the cut through something stored after it (the group's
+     * member list, under its lock) sees it. */
+    atomic_store_explicit(&ch->output_cut, true, memory_order_release);
 }
 
 void eddy_channel_close(eddy_channel_t *ch, eddy_promise_t *p)

@@ -331,8 +331,12 @@ static bool held_back(eddy_channel_group_t *g, eddy_group_policy_t policy, eddy_
         return false;
     }
     if (policy == EDDY_GROUP_CLOSE_UNWRITABLE) {
-        /* Out of the group at once, so that the writes issued before its close has run on
-         * its loop do not close (and count) it again. */
+        /* Its stream now has a hole: nothing may follow it, not even what its own loop
+         * writes (a pong) before the close has run there. Cut before the removal, so that a
+         * loop whose broadcast no longer finds ch (or finds it removed) sees the cut. Out of
+         * the group at once, so that the writes issued before its close has run on its loop
+         * do not close (and count) it again. */
+        eddy__channel_cut_output(ch);
         if (eddy_channel_group_remove(g, ch)) {
             eddy__log(EDDY_LOG_DEBUG, "%s: channel %llu does not keep up: closed", g->name,
                       (unsigned long long)eddy_channel_id(ch));

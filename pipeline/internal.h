@@ -288,6 +288,8 @@ struct eddy_channel_s {
      * next recvmmsg asks for (datagram.c), 0 before the first. */
     uint8_t recv_index;
     bool recv_shrink_next;
+    /* Set from any thread by eddy__channel_cut_output(): the transport takes no more writes. */
+    _Atomic bool output_cut;
     uint16_t input_holds; /* eddy__channel_hold_input()'s, not yet let go */
     /* REGISTERED, ACTIVE and CLOSED of `flags`, for eddy_channel_is_open() and the like on
      * any thread: stored (eddy__channel_show_state) after each change on the loop. */
@@ -371,6 +373,11 @@ static inline void eddy__channel_show_state(eddy_channel_t *ch)
 }
 
 /* Channels (channel.c). */
+/* From any thread, for a channel another thread is about to close: every write that reaches
+ * its transport from now on fails with EDDY_ECLOSED (what was queued before still goes), so
+ * that nothing its own loop writes before the close has run follows a message left out of
+ * its stream (a group dropping a member that does not keep up). For good: the close follows. */
+void eddy__channel_cut_output(eddy_channel_t *ch);
 eddy_channel_t *eddy__channel_new(eddy_loop_t *loop, const eddy__channel_ops_t *ops, int fd);
 void eddy__channel_apply_config(eddy_channel_t *ch, const eddy_channel_config_t *cfg);
 /* Set one option's value (no socket call, no side effect): 0 or EDDY_ENOMEM (the copy). */

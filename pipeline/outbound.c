@@ -199,7 +199,8 @@ void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
 {
     ASSERT_SOUND(ch);
     eddy__outbound_t *ob = &ch->out;
-    if (ch->flags & EDDY__CH_CLOSED) {
+    if ((ch->flags & EDDY__CH_CLOSED) ||
+        atomic_load_explicit(&ch->output_cut, memory_order_acquire)) {
         fail_msg(ch, msg, p, EDDY_ECLOSED);
         return;
     }

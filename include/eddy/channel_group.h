@@ -34,7 +34,10 @@ typedef struct eddy_channel_group_s eddy_channel_group_t;
 typedef enum {
     EDDY_GROUP_WRITE_ANYWAY = 0, /* queue it (the default): the member's own limits hold */
     EDDY_GROUP_SKIP_UNWRITABLE,  /* leave it out of this write; counted as skipped */
-    EDDY_GROUP_CLOSE_UNWRITABLE  /* close it (a consumer that cannot keep up is let go) */
+    /* close it (a consumer that cannot keep up is let go): nothing is written to it after
+     * the write it missed, not even by its own loop before the close has run there (such a
+     * write fails with EDDY_ECLOSED). */
+    EDDY_GROUP_CLOSE_UNWRITABLE
 } eddy_group_policy_t;
 
 /** A new empty group; name is for logs (copied; NULL: "group"). NULL without memory. */

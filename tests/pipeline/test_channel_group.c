@@ -269,12 +269,17 @@ typedef struct server_s {
     eddy_channel_group_t *g;
     eddy_addr_t addr;
     _Atomic int accepted;
+    _Atomic(eddy_channel_t *) last; /* the last member accepted, retained */
 } server_t;
 
 static int init_child(eddy_channel_t *ch, void *arg)
 {
     server_t *s = arg;
     int err = eddy_channel_group_add(s->g, ch);
+    eddy_channel_t *prev = atomic_exchange(&s->last, eddy_channel_retain(ch));
+    if (prev != NULL) {
+        eddy_channel_release(prev);
+    }
     atomic_fetch_add(&s->accepted, 1);
     return err;
 }
@@ -313,6 +318,9 @@ static void server_stop(server_t *s)
     assert_int_equal(eddy_future_await(f, DEADLINE_MS), 0);
     eddy_future_release(f);
     eddy_channel_group_free(s->g);
+    if (atomic_load(&s->last) != NULL) {
+        eddy_channel_release(atomic_load(&s->last));
+    }
     eddy_future_t *t = eddy_loop_group_shutdown_gracefully(s->loops, 0, 2000);
     assert_int_equal(eddy_future_await(t, DEADLINE_MS), 0);
     assert_int_equal(eddy_loop_group_free(s->loops), 0);
@@ -369,6 +377,69 @@ static void slow_member_closed(void **state)
     WAIT_FOR((eddy_channel_group_counters(s.g, &c), c.members == 1));
     assert_int_equal(c.closed, 1);
     close(fast);
+    close(slow);
+    server_stop(&s);
+}
+
+/* A task that holds a member's loop until `go`, then writes the member there. */
+typedef struct held_loop_s {
+    eddy_channel_t *ch;
+    _Atomic int phase; /* 1: holding the loop, 2: go, 3: written */
+    bool done_at_once;
+    int error;
+} held_loop_t;
+
+static void hold_then_write(void *arg)
+{
+    held_loop_t *h = arg;
+    atomic_store(&h->phase, 1);
+    while (atomic_load(&h->phase) != 2) {
+        usleep(1000);
+    }
+    eddy_promise_t *p = eddy_promise_new(eddy_channel_loop(h->ch));
+    if (p != NULL) { /* else done_at_once stays false: the test fails */
+        eddy_channel_write_and_flush(h->ch, eddy_buf_msg(text_buf("after the hole")), p);
+        h->done_at_once = eddy_future_is_done(p);
+        h->error = eddy_future_error(p);
+        eddy_future_release(p);
+    }
+    atomic_store(&h->phase, 3);
+}
+
+/* A member dropped for not keeping up gets nothing more, not even what its own loop writes
+ * (a pong) between the group's decision on another thread and its close there: that write
+ * fails at once with EDDY_ECLOSED instead of following the message left out. */
+static void dropped_member_takes_no_later_write(void **state)
+{
+    (void)state;
+    server_t s = {0};
+    server_start(&s, EDDY_GROUP_CLOSE_UNWRITABLE);
+    int slow = client_connect(&s.addr);
+    int rcv = 4096;
+    setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+    WAIT_FOR(eddy_channel_group_size(s.g) == 1);
+    eddy_channel_t *ch = atomic_load(&s.last);
+    char *chunk = calloc(1, 65536);
+    for (int i = 0; i < 4; i++) { /* 256 KiB to a reader that takes none: past high water */
+        eddy_buf_t *b = eddy_buf_alloc(eddy_allocator_default(), 65536, 65536);
+        eddy_buf_write_bytes(b, chunk, 65536);
+        eddy_channel_write_and_flush(ch, eddy_buf_msg(b), NULL);
+    }
+    free(chunk);
+    WAIT_FOR(!eddy_channel_is_writable(ch));
+    held_loop_t h = {.ch = ch};
+    assert_int_equal(eddy_loop_execute(eddy_channel_loop(ch), hold_then_write, &h), 0);
+    WAIT_FOR(atomic_load(&h.phase) == 1);
+    /* Decided here, closed behind the held task on the member's loop. */
+    eddy_channel_group_write_void(s.g, eddy_buf_msg(text_buf("left out")), NULL, NULL, true);
+    atomic_store(&h.phase, 2);
+    WAIT_FOR(atomic_load(&h.phase) == 3);
+    assert_true(h.done_at_once);
+    assert_int_equal(h.error, EDDY_ECLOSED);
+    eddy_group_counters_t c;
+    WAIT_FOR((eddy_channel_group_counters(s.g, &c), c.members == 0));
+    assert_int_equal(c.closed, 1);
+    assert_int_equal(eddy_future_await(eddy_channel_close_future(ch), DEADLINE_MS), 0);
     close(slow);
     server_stop(&s);
 }
@@ -451,6 +522,7 @@ int main(void)
         cmocka_unit_test(void_write_failure_stays_with_its_member),
         cmocka_unit_test(slow_member_skipped),
         cmocka_unit_test(slow_member_closed),
+        cmocka_unit_test(dropped_member_takes_no_later_write),
         cmocka_unit_test(void_broadcasts_from_other_threads_reach_every_member),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
