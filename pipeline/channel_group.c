@@ -372,6 +372,9 @@ static void write_member(eddy_channel_group_t *g, eddy_channel_t *ch, eddy_msg_t
     if (m == NULL && p != NULL) {
         eddy_promise_fail(p, EDDY_ENOMEM);
     } else if (m == NULL) {
+        if (ch->ops->write_dropped == NULL) { /* a byte stream: its loop's writes meanwhile */
+            eddy__channel_cut_output(ch);     /* must not follow the hole */
+        }
         eddy__channel_on_loop(ch, write_lost, NULL);
     } else if (flush) {
         eddy_channel_write_and_flush(ch, m, p);

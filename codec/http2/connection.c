@@ -162,6 +162,9 @@ static void flush_soon(eddy__h2_conn_t *c)
     eddy_ctx_flush(c->ctx);
 }
 
+/* What a connection error's GOAWAY may take past the water mark: a few control frames. */
+#define FATAL_FORCED_MAX 16384
+
 void eddy__h2_conn_send(eddy__h2_conn_t *c)
 {
     /* Inside mem_recv, or while the events of a read reach the handlers: their answers are
@@ -174,8 +177,14 @@ void eddy__h2_conn_send(eddy__h2_conn_t *c)
     c->sending = true;
     c->drained = false;
     eddy_channel_t *ch = eddy_ctx_channel(c->ctx);
+    size_t forced = 0; /* bytes taken from nghttp2 past the water mark */
     for (;;) {
-        if (!eddy_channel_is_writable(ch)) {
+        /* A connection error's GOAWAY goes out past the water mark: the close that follows
+         * would otherwise leave it inside nghttp2, and the peer would see the connection end
+         * with no reason (its streams unanswered). nghttp2 puts control frames before DATA,
+         * so it comes within the first few; FATAL_FORCED_MAX bounds the overshoot anyway. */
+        bool unwritable = !eddy_channel_is_writable(ch);
+        if (unwritable && !(c->fatal && !c->fatal_out && forced < FATAL_FORCED_MAX)) {
             if (!c->paused) { /* the streams that asked were told, and hear when it drains */
                 c->paused = true; /* read no more until the peer takes what we have */
                 eddy_channel_set_option(ch, EDDY_AUTO_READ, 0);
@@ -195,6 +204,7 @@ void eddy__h2_conn_send(eddy__h2_conn_t *c)
             break;
         }
         eddy__h2_session_sent(c, data);
+        forced += unwritable ? (size_t)n : 0;
         if (eddy__h2_out_append(c, data, (size_t)n) != 0) {
             c->fatal = true;
             break;

@@ -500,6 +500,9 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
 {
     eddy__h2_conn_t *c = ud;
     bool ends = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+    if (frame->hd.type == NGHTTP2_GOAWAY && c->fatal) {
+        c->fatal_out = true;
+    }
     if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) && ends) {
         end_early(c, session, frame);
     } else if (frame->hd.type == NGHTTP2_RST_STREAM) {

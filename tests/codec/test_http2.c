@@ -2518,6 +2518,68 @@ static void test_rapid_reset_is_answered_with_goaway(void **state)
     }
 }
 
+/* At the head: every byte written is kept, and flushes stop here, as with a peer that does
+ * not read: what the connection writes stays pending and the channel turns unwritable. */
+static void stalled_write(eddy_ctx_t *ctx, eddy_msg_t *msg, eddy_promise_t *p)
+{
+    eddy_buf_t *b = eddy_buf_of(msg);
+    assert_non_null(b);
+    bytes_add(eddy_ctx_state(ctx), eddy_buf_read_ptr(b), eddy_buf_readable(b));
+    eddy_ctx_write(ctx, msg, p);
+}
+
+static void stalled_flush(eddy_ctx_t *ctx)
+{
+    (void)ctx;
+}
+
+static const eddy_handler_ops_t stalled_ops = {
+    .name = "stalled",
+    .write = stalled_write,
+    .flush = stalled_flush,
+};
+
+/* A connection error while the channel is unwritable still writes its GOAWAY (it went
+ * nowhere: the close left it inside nghttp2, and a gRPC client of serverfuzz saw its
+ * connection end with no reason and its calls unanswered). */
+static void test_a_connection_error_writes_its_goaway_while_unwritable(void **state)
+{
+    (void)state;
+    int64_t live = eddy_buf_live_count();
+    app_t app = {0};
+    eddy_h2_options_t o = {.reset_burst = 10, .reset_rate = 1};
+    eddy_channel_t *ch = stream_channel(&o, &app);
+    bytes_t wrote = {0};
+    assert_int_equal(eddy_pipeline_add_first(eddy_channel_pipeline(ch), "stalled", &stalled_ops,
+                                              &wrote, NULL),
+                     0);
+    assert_int_equal(eddy_channel_set_option(ch, EDDY_WRITE_BUFFER_LOW_WATER_MARK, 1), 0);
+    assert_int_equal(eddy_channel_set_option(ch, EDDY_WRITE_BUFFER_HIGH_WATER_MARK, 2), 0);
+    bytes_t b = {0};
+    raw_start(&b, true);
+    feed(ch, b.p, b.n, 0); /* the server's SETTINGS and its ACK stay pending */
+    assert_false(eddy_channel_is_writable(ch));
+    b.n = 0;
+    for (uint32_t id = 1; id < 80; id += 2) { /* past the reset budget */
+        raw_get(&b, id, true);
+        raw_u32_frame(&b, F_RST, id, NGHTTP2_CANCEL);
+    }
+    feed(ch, b.p, b.n, 0);
+    bytes_free(&b);
+    eddy_embedded_run_pending(ch);
+    assert_false(eddy_channel_is_open(ch));
+    scan_t sc = {0};
+    bytes_add(&sc.in, wrote.p, wrote.n);
+    scan(&sc, ch);
+    assert_true(sc.goaway);
+    assert_int_equal(sc.goaway_code, NGHTTP2_ENHANCE_YOUR_CALM);
+    assert_int_equal(sc.count[F_GOAWAY], 1);
+    scan_free(&sc);
+    bytes_free(&wrote);
+    drain_inbound(ch);
+    finish(ch, live);
+}
+
 /* The bucket refills at reset_rate a second: 10 resets, 3 s, 3 more pass; one more fails. */
 static void test_the_reset_bucket_refills_at_reset_rate(void **state)
 {
@@ -3047,6 +3109,7 @@ int main(void)
         cmocka_unit_test(test_an_idle_connection_trims_and_answers_after),
         cmocka_unit_test(test_a_header_block_left_unfinished_times_out),
         cmocka_unit_test(test_rapid_reset_is_answered_with_goaway),
+        cmocka_unit_test(test_a_connection_error_writes_its_goaway_while_unwritable),
         cmocka_unit_test(test_the_reset_bucket_refills_at_reset_rate),
         cmocka_unit_test(test_a_graceful_close_lets_the_stream_in_flight_finish),
         cmocka_unit_test(test_the_shutdown_deadline_closes_a_stream_that_never_ends),
