@@ -672,9 +672,8 @@ void eddy_channel_read(eddy_channel_t *ch)
 
 void eddy__channel_cut_output(eddy_channel_t *ch)
 {
-    /* Release: a loop that learns of the cut through something stored after it (the group's
-     * member list, under its lock) sees it. */
-    atomic_store_explicit(&ch->output_cut, true, memory_order_release);
+    /* Seen by the loop through what follows the store (the group's lock, a task). */
+    atomic_store_explicit(&ch->output_cut, true, memory_order_relaxed);
 }
 
 void eddy_channel_close(eddy_channel_t *ch, eddy_promise_t *p)
@@ -824,7 +823,8 @@ bool eddy_channel_is_open(const eddy_channel_t *ch)
 
 bool eddy_channel_is_writable(const eddy_channel_t *ch)
 {
-    return atomic_load_explicit(&ch->writable, memory_order_relaxed);
+    return atomic_load_explicit(&ch->writable, memory_order_relaxed) &&
+           !atomic_load_explicit(&ch->output_cut, memory_order_relaxed);
 }
 
 /*

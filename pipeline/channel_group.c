@@ -174,14 +174,25 @@ int eddy_channel_group_add(eddy_channel_group_t *g, eddy_channel_t *ch)
     return 0;
 }
 
-bool eddy_channel_group_remove(eddy_channel_group_t *g, eddy_channel_t *ch)
+/* Remove ch; when it was a member and cut is set, cut its output first, under the lock, so
+ * that a loop whose broadcast no longer finds ch sees the cut, and a channel another thread
+ * removed first is neither cut nor closed here. */
+static bool remove_member(eddy_channel_group_t *g, eddy_channel_t *ch, bool cut)
 {
     pthread_mutex_lock(&g->lock);
     member_t *m = find(g, ch);
+    if (m != NULL && cut) {
+        eddy__channel_cut_output(ch);
+    }
     eddy_channel_t *gone = m != NULL ? unlink_member(g, m) : NULL;
     pthread_mutex_unlock(&g->lock);
     eddy_channel_release(gone); /* the node waits for the close listener */
     return gone != NULL;
+}
+
+bool eddy_channel_group_remove(eddy_channel_group_t *g, eddy_channel_t *ch)
+{
+    return remove_member(g, ch, false);
 }
 
 bool eddy_channel_group_contains(eddy_channel_group_t *g, const eddy_channel_t *ch)
@@ -332,12 +343,10 @@ static bool held_back(eddy_channel_group_t *g, eddy_group_policy_t policy, eddy_
     }
     if (policy == EDDY_GROUP_CLOSE_UNWRITABLE) {
         /* Its stream now has a hole: nothing may follow it, not even what its own loop
-         * writes (a pong) before the close has run there. Cut before the removal, so that a
-         * loop whose broadcast no longer finds ch (or finds it removed) sees the cut. Out of
-         * the group at once, so that the writes issued before its close has run on its loop
-         * do not close (and count) it again. */
-        eddy__channel_cut_output(ch);
-        if (eddy_channel_group_remove(g, ch)) {
+         * writes (a pong) before the close has run there, so its output is cut as it leaves.
+         * Out of the group at once, so that the writes issued before its close has run on its
+         * loop do not close (and count) it again. */
+        if (remove_member(g, ch, true)) {
             eddy__log(EDDY_LOG_DEBUG, "%s: channel %llu does not keep up: closed", g->name,
                       (unsigned long long)eddy_channel_id(ch));
             eddy_channel_close(ch, NULL);

@@ -373,10 +373,12 @@ static inline void eddy__channel_show_state(eddy_channel_t *ch)
 }
 
 /* Channels (channel.c). */
-/* From any thread, for a channel another thread is about to close: every write that reaches
- * its transport from now on fails with EDDY_ECLOSED (what was queued before still goes), so
- * that nothing its own loop writes before the close has run follows a message left out of
- * its stream (a group dropping a member that does not keep up). For good: the close follows. */
+/* From any thread, for a channel about to be closed for a hole in its stream (a group drops a
+ * member that does not keep up, or could not make its share of a write): every write that
+ * reaches its transport from now on fails with EDDY_ECLOSED, those issued earlier on other
+ * threads and still travelling too, and a TLS close_notify; what the transport already holds
+ * is left to the close. So nothing its own loop writes before the close has run (a pong)
+ * follows the hole. The channel reads unwritable from then on. The caller closes it. */
 void eddy__channel_cut_output(eddy_channel_t *ch);
 eddy_channel_t *eddy__channel_new(eddy_loop_t *loop, const eddy__channel_ops_t *ops, int fd);
 void eddy__channel_apply_config(eddy_channel_t *ch, const eddy_channel_config_t *cfg);

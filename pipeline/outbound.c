@@ -200,7 +200,7 @@ void eddy__outbound_add(eddy_channel_t *ch, eddy_msg_t *msg, eddy_promise_t *p)
     ASSERT_SOUND(ch);
     eddy__outbound_t *ob = &ch->out;
     if ((ch->flags & EDDY__CH_CLOSED) ||
-        atomic_load_explicit(&ch->output_cut, memory_order_acquire)) {
+        atomic_load_explicit(&ch->output_cut, memory_order_relaxed)) {
         fail_msg(ch, msg, p, EDDY_ECLOSED);
         return;
     }
@@ -436,7 +436,7 @@ void eddy__channel_hold_input(eddy_channel_t *ch, bool hold)
 
 bool eddy__outbound_has_room(const eddy_channel_t *ch)
 {
-    return !ch->out.full;
+    return !ch->out.full && !atomic_load_explicit(&ch->output_cut, memory_order_relaxed);
 }
 
 void eddy__outbound_closing(eddy_channel_t *ch)

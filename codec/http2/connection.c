@@ -177,14 +177,15 @@ void eddy__h2_conn_send(eddy__h2_conn_t *c)
     c->sending = true;
     c->drained = false;
     eddy_channel_t *ch = eddy_ctx_channel(c->ctx);
-    size_t forced = 0; /* bytes taken from nghttp2 past the water mark */
+    uint64_t forced = 0; /* bytes taken from nghttp2 past the water mark */
     for (;;) {
         /* A connection error's GOAWAY goes out past the water mark: the close that follows
          * would otherwise leave it inside nghttp2, and the peer would see the connection end
          * with no reason (its streams unanswered). nghttp2 puts control frames before DATA,
          * so it comes within the first few; FATAL_FORCED_MAX bounds the overshoot anyway. */
         bool unwritable = !eddy_channel_is_writable(ch);
-        if (unwritable && !(c->fatal && !c->fatal_out && forced < FATAL_FORCED_MAX)) {
+        if (unwritable &&
+            !(c->fatal_goaway && !c->fatal_out && forced < FATAL_FORCED_MAX)) {
             if (!c->paused) { /* the streams that asked were told, and hear when it drains */
                 c->paused = true; /* read no more until the peer takes what we have */
                 eddy_channel_set_option(ch, EDDY_AUTO_READ, 0);
@@ -192,6 +193,7 @@ void eddy__h2_conn_send(eddy__h2_conn_t *c)
             break;
         }
         const uint8_t *data;
+        uint64_t data_was = c->data_out;
         ssize_t n = nghttp2_session_mem_send(c->session, &data);
         if (n < 0) {
             eddy__log(EDDY_LOG_WARN, "http2: channel %llu: %s",
@@ -204,7 +206,7 @@ void eddy__h2_conn_send(eddy__h2_conn_t *c)
             break;
         }
         eddy__h2_session_sent(c, data);
-        forced += unwritable ? (size_t)n : 0;
+        forced += unwritable ? (uint64_t)n + (c->data_out - data_was) : 0;
         if (eddy__h2_out_append(c, data, (size_t)n) != 0) {
             c->fatal = true;
             break;
@@ -257,9 +259,9 @@ void eddy__h2_conn_fail(eddy__h2_conn_t *c, uint32_t code, const char *why)
     eddy__log(EDDY_LOG_INFO, "http2: channel %llu: GOAWAY %s: %s",
               (unsigned long long)eddy_channel_id(eddy_ctx_channel(c->ctx)),
               nghttp2_http2_strerror(code), why);
-    nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE,
-                          nghttp2_session_get_last_proc_stream_id(c->session), code,
-                          (const uint8_t *)why, strlen(why));
+    c->fatal_goaway = nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE,
+                                            nghttp2_session_get_last_proc_stream_id(c->session),
+                                            code, (const uint8_t *)why, strlen(why)) == 0;
     c->goaway_sent = true;
     c->fatal = true; /* conn_send sends the GOAWAY, then closes */
     /* Inside nghttp2 (a callback of mem_recv or mem_send) the session must not be entered

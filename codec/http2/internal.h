@@ -115,7 +115,9 @@ struct eddy__h2_conn_s {
     bool wrote;               /* something was written since the last flush */
     bool sending;             /* inside conn_send */
     bool fatal;               /* a connection error: GOAWAY out, then close */
+    bool fatal_goaway;        /* ... whose GOAWAY nghttp2 took (nghttp2_submit_goaway) */
     bool fatal_out;           /* ... and that GOAWAY left nghttp2 (on_frame_send) */
+    uint64_t data_out;        /* DATA bytes (frame headers too) handed to the channel */
     bool closing;             /* the close was passed on */
     bool close_task;          /* a task will close it (conn_send found it done) */
     bool flush_task;          /* a task will flush what sends outside a read wrote */

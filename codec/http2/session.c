@@ -500,8 +500,8 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
 {
     eddy__h2_conn_t *c = ud;
     bool ends = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
-    if (frame->hd.type == NGHTTP2_GOAWAY && c->fatal) {
-        c->fatal_out = true;
+    if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != 0 && c->fatal) {
+        c->fatal_out = true; /* the error's GOAWAY, not an earlier graceful one */
     }
     if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) && ends) {
         end_early(c, session, frame);

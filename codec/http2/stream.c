@@ -418,6 +418,7 @@ int eddy__h2_stream_write_data(eddy_h2_stream_t *s, const uint8_t *framehd, size
     if (out_append(c, framehd, 9) != 0) {
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
+    c->data_out += 9 + n;
     s->pending -= n;
     if (s->pending > 0 &&
         (int64_t)nghttp2_session_get_stream_remote_window_size(c->session, s->id) <= (int64_t)n) {

@@ -204,7 +204,8 @@ EDDY_EXTERN bool eddy_channel_is_registered(const eddy_channel_t *ch);
 EDDY_EXTERN bool eddy_channel_is_active(const eddy_channel_t *ch);
 /** Not closed yet. */
 EDDY_EXTERN bool eddy_channel_is_open(const eddy_channel_t *ch);
-/** Pending outbound bytes below the high water mark (or back below the low one). */
+/** Pending outbound bytes below the high water mark (or back below the low one), and the
+ * output not cut (a channel group dropped it, so it takes no more writes; it is closing). */
 EDDY_EXTERN bool eddy_channel_is_writable(const eddy_channel_t *ch);
 /** The future that completes (with 0) once the channel closed. Borrowed: retain to keep.
  * Made on the first call (any thread); NULL only without memory, which the future
